@@ -1,0 +1,49 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "rangefs",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "rangefs", targets: ["rangefs"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+    ],
+    targets: [
+        // C shims: typed wrappers around macros, bitfields and variadic functions. Nothing else is C.
+        .systemLibrary(name: "CFUSE", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+
+        .target(
+            name: "RangeFSCore",
+            dependencies: [.product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "RangeFSHTTP",
+            dependencies: ["CCurl", "RangeFSCore", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "RangeFSFUSE",
+            dependencies: ["CFUSE", "RangeFSCore", .product(name: "Logging", package: "swift-log")]
+        ),
+        .executableTarget(
+            name: "rangefs",
+            dependencies: [
+                "RangeFSCore", "RangeFSHTTP", "RangeFSFUSE",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        .target(
+            name: "RangeFSTestSupport",
+            dependencies: ["RangeFSCore"],
+            path: "Tests/RangeFSTestSupport"
+        ),
+        .testTarget(name: "RangeFSCoreTests", dependencies: ["RangeFSCore", "RangeFSTestSupport"]),
+        .testTarget(name: "RangeFSHTTPTests", dependencies: ["RangeFSHTTP", "RangeFSCore", "RangeFSTestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["rangefs", "RangeFSCore", "RangeFSTestSupport"]),
+    ]
+)

@@ -1,0 +1,141 @@
+// Receives one request's body and stores it block by block, so a reader waiting for an early block is answered
+// while the rest of the request is still streaming. On a transient failure it asks again from the first byte it
+// does not have (mid-block included): a connection dropped in the middle of a large request costs nothing twice.
+
+/// Streams a ranged response into a cache entry.
+final class BlockSink: RangeResponseSink, @unchecked Sendable {
+    // @unchecked Sendable: the fetcher calls one sink from one thread at a time (head, body..., complete), and
+    // a retry starts only after `complete` returned, so the mutable fields are never touched concurrently.
+
+    private let entry: CacheEntry
+    private let url: String
+    private let blocks: Range<Int>
+    private unowned let scheduler: FetchScheduler
+    /// The first block not yet stored; blocks before it in `blocks` are present.
+    private var nextBlock: Int
+    /// Bytes of `nextBlock` received so far.
+    private var partial: [UInt8] = []
+    /// Attempts since the last one that made progress.
+    private var attempt = 0
+    /// Where the current attempt started, to tell whether it made progress.
+    private var attemptStart: UInt64 = 0
+    /// Why the current attempt was cancelled by us, if it was.
+    private var failure: FetchError?
+
+    init(entry: CacheEntry, url: String, blocks: Range<Int>, scheduler: FetchScheduler) {
+        self.entry = entry
+        self.url = url
+        self.blocks = blocks
+        self.scheduler = scheduler
+        self.nextBlock = blocks.lowerBound
+        partial.reserveCapacity(entry.blockSize)
+    }
+
+    /// The first byte still wanted.
+    private var resumeOffset: UInt64 {
+        entry.byteRange(of: nextBlock..<(nextBlock + 1)).lowerBound + UInt64(partial.count)
+    }
+
+    private var wanted: Range<UInt64> {
+        resumeOffset..<entry.byteRange(of: blocks).upperBound
+    }
+
+    func startAttempt() {
+        attempt += 1
+        attemptStart = resumeOffset
+        failure = nil
+        let request = RangeRequest(url: url, range: wanted, ifRange: entry.validator)
+        scheduler.fetcher.start(request, sink: self)
+    }
+
+    func receive(head: ResponseHead) -> Bool {
+        switch head.status {
+        case 206:
+            let value = head["content-range"] ?? "(missing)"
+            guard let contentRange = ContentRange(parsing: value), let range = contentRange.range,
+                  range.lowerBound == wanted.lowerBound, range.upperBound <= wanted.upperBound, !range.isEmpty
+            else {
+                failure = .badContentRange(value)
+                return false
+            }
+            if let total = contentRange.completeLength, total != entry.size {
+                failure = .remoteChanged
+                return false
+            }
+            return true
+        case 200:
+            // If-Range did its job: the validator no longer matches, or the server ignores Range altogether.
+            let now = RemoteMetadata(url: url, size: head["content-length"].flatMap(UInt64.init) ?? entry.size,
+                                     etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "")
+            failure = entry.matches(now) ? .rangeIgnored : .remoteChanged
+            return false
+        default:
+            failure = .httpStatus(head.status)
+            return false
+        }
+    }
+
+    func receive(body: UnsafeRawBufferPointer) -> Bool {
+        var remaining = body[...]
+        while !remaining.isEmpty {
+            guard nextBlock < blocks.upperBound else {
+                failure = .badContentRange("body longer than the requested range")
+                return false
+            }
+            let blockLength = entry.length(ofBlock: nextBlock)
+            let take = min(blockLength - partial.count, remaining.count)
+            partial.append(contentsOf: remaining.prefix(take))
+            remaining = remaining.dropFirst(take)
+            if partial.count == blockLength {
+                do throws(SystemError) {
+                    let block = nextBlock
+                    try partial.withUnsafeBytes { raw in
+                        Result { () throws(SystemError) in try entry.store(block: block, bytes: raw) }
+                    }.get()
+                } catch {
+                    failure = .cacheWrite(error.description)
+                    nextBlock += 1
+                    partial.removeAll(keepingCapacity: true)
+                    return false
+                }
+                nextBlock += 1
+                partial.removeAll(keepingCapacity: true)
+            }
+        }
+        return true
+    }
+
+    func complete(error: FetchError?) {
+        var outcome = failure ?? error
+        if resumeOffset > attemptStart { attempt = 0 }
+        if outcome == nil && nextBlock < blocks.upperBound {
+            // A 206 may carry less than asked for: ask for the rest. Only an answer with no progress is an error.
+            if attempt == 0 {
+                startAttempt()
+                return
+            }
+            outcome = .shortBody
+        }
+        guard let outcome else {
+            scheduler.transferFinished(entry)
+            return
+        }
+        if outcome.isTransient && attempt < scheduler.policy.attempts {
+            let delay = scheduler.policy.retryDelay * (1 << max(0, attempt - 1))
+            scheduler.logger.info("retrying \(Redaction.redact(url)) from byte \(resumeOffset) in \(delay): \(outcome.userMessage)")
+            scheduler.after(delay) { self.startAttempt() }
+            return
+        }
+        scheduler.logger.warning("fetching \(Redaction.redact(url)) bytes \(wanted) failed: \(outcome.userMessage)")
+        entry.abandon(blocks: nextBlock..<blocks.upperBound, error: outcome)
+        scheduler.transferFinished(entry)
+    }
+}
+
+extension CacheEntry {
+    /// What to send as If-Range for this entry's version of the file.
+    var validator: String? {
+        RemoteMetadata(url: header.url, size: header.size, etag: header.etag, lastModified: header.lastModified)
+            .ifRangeValidator
+    }
+}

@@ -1,0 +1,125 @@
+// Cache format v1: the on-disk contract (DESIGN.md §3). Changing anything here is a format change: bump the
+// version and keep reading the old one, or make old entries empty.
+//
+// An entry is one folder `entries/<first 32 hex digits of SHA-256(url)>/` holding four files:
+//
+//   header   magic "RFSHEAD1" | u32 version=1 | u32 blockSize | u64 size | u64 generation
+//            | str url | str etag | str lastModified | u32 crc32c of everything before it
+//   data     sparse file of exactly `size` bytes; block i is bytes [i*blockSize, min(size,(i+1)*blockSize))
+//   crc32c   u32 per block at offset 4*i: CRC32C of block i, written before the block's bit is persisted
+//   bitmap   magic "RFSBMAP1" | u32 version=1 | u32 blockSize | u64 blockCount | u64 generation
+//            | ceil(blockCount/8) bytes of bits | u32 crc32c of everything before it
+//
+// All integers are little-endian; `str` is a u32 byte length followed by UTF-8. `generation` is a random number
+// chosen whenever an entry is (re)created: a bitmap whose generation differs from its header's belongs to an
+// older version of the remote file and is ignored. header and bitmap are only ever replaced whole (temp file,
+// fsync, rename, fsync of the folder), so a reader sees the old file or the new one, never a mix. A damaged or
+// mismatched file makes the entry empty; it never stops the mount.
+
+/// The fixed part of an entry: what remote object it caches and how it is cut into blocks.
+public struct CacheHeader: Equatable, Sendable {
+    public static let magic = Array("RFSHEAD1".utf8)
+    public static let version: UInt32 = 1
+
+    public var blockSize: Int
+    public var size: UInt64
+    public var generation: UInt64
+    public var url: String
+    public var etag: String
+    public var lastModified: String
+
+    public init(blockSize: Int, size: UInt64, generation: UInt64, url: String, etag: String, lastModified: String) {
+        self.blockSize = blockSize
+        self.size = size
+        self.generation = generation
+        self.url = url
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    /// The number of blocks that cover `size` bytes.
+    public var blockCount: Int { Int((size + UInt64(blockSize) - 1) / UInt64(blockSize)) }
+
+    public func encoded() -> [UInt8] {
+        var writer = ByteWriter()
+        writer.write(raw: Self.magic)
+        writer.write(Self.version)
+        writer.write(UInt32(blockSize))
+        writer.write(size)
+        writer.write(generation)
+        writer.write(string: url)
+        writer.write(string: etag)
+        writer.write(string: lastModified)
+        writer.write(CRC32C.checksum(writer.bytes))
+        return writer.bytes
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(FormatError) -> CacheHeader {
+        try verifyTrailer(bytes)
+        var reader = ByteReader(bytes)
+        guard Array(try reader.readBytes(magic.count)) == magic else { throw .badMagic }
+        let version = try reader.readUInt32()
+        guard version == Self.version else { throw .unsupportedVersion(version) }
+        let blockSize = Int(try reader.readUInt32())
+        guard blockSize >= 512 else { throw .inconsistent("block size \(blockSize)") }
+        let size = try reader.readUInt64()
+        let generation = try reader.readUInt64()
+        return CacheHeader(
+            blockSize: blockSize, size: size, generation: generation,
+            url: try reader.readString(), etag: try reader.readString(), lastModified: try reader.readString()
+        )
+    }
+}
+
+/// The persisted set of blocks whose data (and CRC) is durable in the entry's files.
+public struct BitmapRecord: Equatable, Sendable {
+    public static let magic = Array("RFSBMAP1".utf8)
+    public static let version: UInt32 = 1
+
+    public var blockSize: Int
+    public var generation: UInt64
+    public var present: BlockBitmap
+
+    public init(blockSize: Int, generation: UInt64, present: BlockBitmap) {
+        self.blockSize = blockSize
+        self.generation = generation
+        self.present = present
+    }
+
+    public func encoded() -> [UInt8] {
+        var writer = ByteWriter()
+        writer.write(raw: Self.magic)
+        writer.write(Self.version)
+        writer.write(UInt32(blockSize))
+        writer.write(UInt64(present.blockCount))
+        writer.write(generation)
+        writer.write(raw: present.packedBytes)
+        writer.write(CRC32C.checksum(writer.bytes))
+        return writer.bytes
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(FormatError) -> BitmapRecord {
+        try verifyTrailer(bytes)
+        var reader = ByteReader(bytes)
+        guard Array(try reader.readBytes(magic.count)) == magic else { throw .badMagic }
+        let version = try reader.readUInt32()
+        guard version == Self.version else { throw .unsupportedVersion(version) }
+        let blockSize = Int(try reader.readUInt32())
+        let blockCount = try reader.readUInt64()
+        let generation = try reader.readUInt64()
+        guard blockCount <= UInt64(Int32.max) else { throw .inconsistent("block count \(blockCount)") }
+        let packed = try reader.readBytes((Int(blockCount) + 7) / 8)
+        return BitmapRecord(
+            blockSize: blockSize, generation: generation,
+            present: BlockBitmap(blockCount: Int(blockCount), packedBytes: packed)
+        )
+    }
+}
+
+/// Checks the trailing CRC32C that covers every byte before it.
+private func verifyTrailer(_ bytes: [UInt8]) throws(FormatError) {
+    guard bytes.count >= 12 else { throw .truncated }
+    let body = bytes[..<(bytes.count - 4)]
+    var trailer = ByteReader(Array(bytes[(bytes.count - 4)...]))
+    guard try trailer.readUInt32() == CRC32C.checksum(body) else { throw .checksumMismatch }
+}

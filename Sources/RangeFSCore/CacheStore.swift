@@ -1,0 +1,218 @@
+// The cache directory: one lock, one folder per entry, and the group-commit timer.
+//
+// Opening the store does no work proportional to what the cache holds: entries are opened when a mounted URL
+// first needs one. A second process on the same directory is refused by an flock on `lock`, so two daemons never
+// write the same files.
+
+import Dispatch
+import Glibc
+import Logging
+import Synchronization
+
+/// The on-disk cache: a directory of entries, locked by one process at a time.
+public final class CacheStore: Sendable {
+    public let root: String
+    /// How often dirty entries are committed; a crash loses at most about this much progress.
+    public let commitInterval: Duration
+    /// An entry commits early once this many bytes were stored since its last commit.
+    public let commitBytes: Int
+    private let lockFile: SystemFile
+    private let entries = Mutex<[String: CacheEntry]>([:])
+    private let commitQueue = DispatchQueue(label: "rangefs.commit")
+    private let committing = Mutex(false)
+    private let logger: Logger
+
+    /// The default location: `$XDG_CACHE_HOME/rangefs`, else `~/.cache/rangefs`.
+    public static func defaultRoot(environment: [String: String]) -> String {
+        if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") { return xdg + "/rangefs" }
+        return (environment["HOME"] ?? "/root") + "/.cache/rangefs"
+    }
+
+    /// Opens (creating if needed) the cache at `root` and takes its lock.
+    public init(root: String, commitInterval: Duration = .milliseconds(250), commitBytes: Int = 32 << 20,
+                logger: Logger) throws(CacheError) {
+        self.root = root
+        self.commitInterval = commitInterval
+        self.commitBytes = commitBytes
+        self.logger = logger
+        do {
+            try FileSystemCalls.makeDirectories(root + "/entries")
+            chmod(root, 0o700)
+            let tag = root + "/CACHEDIR.TAG"
+            if access(tag, F_OK) != 0 {
+                let text = "Signature: 8a477f597d28d172789f06886806bc55\n# This is a rangefs cache; see https://bford.info/cachedir/\n"
+                try FileSystemCalls.replaceAtomically(tag, with: Array(text.utf8))
+            }
+            lockFile = try SystemFile(path: root + "/lock", flags: O_RDWR | O_CREAT)
+        } catch {
+            throw .system(error)
+        }
+        if flock(lockFile.descriptor, LOCK_EX | LOCK_NB) != 0 {
+            let holder = (try? lockFile.read(at: 0, count: 64)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            let trimmed = holder.trimmingWhitespace()
+            throw .locked(path: root, holder: trimmed.isEmpty ? "another process" : trimmed)
+        }
+        let pid = Array("pid \(getpid())\n".utf8)
+        try? lockFile.truncate(to: 0)
+        try? lockFile.write(pid, at: 0)
+    }
+
+    /// The folder for `url`: the first 32 hex digits of its SHA-256.
+    public func directory(for url: String) -> String {
+        root + "/entries/" + String(SHA256.hexDigest(url).prefix(32))
+    }
+
+    /// The header cached for `url`, if a valid one exists; lets a mount go on while the origin is unreachable.
+    public func cachedHeader(for url: String) -> CacheHeader? {
+        guard let bytes = try? FileSystemCalls.readSmallFile(directory(for: url) + "/header"),
+              let header = try? CacheHeader.decode(bytes), header.url == url
+        else { return nil }
+        return header
+    }
+
+    /// Opens the entry for `metadata`, reusing what is cached if it describes the same remote content, else
+    /// starting it empty. `blockSize` applies only to new entries; an existing entry keeps its own.
+    public func entry(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
+        if let open = entries.withLock({ $0[metadata.url] }), open.matches(metadata) { return open }
+        let folder = directory(for: metadata.url)
+        let entry: CacheEntry
+        do {
+            try FileSystemCalls.makeDirectories(folder)
+            if let reused = try reuseEntry(in: folder, for: metadata) {
+                entry = reused
+            } else {
+                entry = try createEntry(in: folder, for: metadata, blockSize: blockSize)
+            }
+        } catch {
+            throw .system(error)
+        }
+        entries.withLock { $0[metadata.url] = entry }
+        return entry
+    }
+
+    private func reuseEntry(in folder: String, for metadata: RemoteMetadata) throws(SystemError) -> CacheEntry? {
+        guard let headerBytes = try FileSystemCalls.readSmallFile(folder + "/header") else { return nil }
+        let header: CacheHeader
+        do {
+            header = try CacheHeader.decode(headerBytes)
+        } catch {
+            logger.warning("damaged cache header in \(folder) (\(error)); starting this entry empty")
+            return nil
+        }
+        let cached = RemoteMetadata(url: header.url, size: header.size, etag: header.etag,
+                                    lastModified: header.lastModified)
+        guard header.url == metadata.url, cached.describesSameContent(as: metadata) else {
+            logger.info("\(Redaction.redact(metadata.url)) changed on the server; dropping its cached data")
+            return nil
+        }
+        let dataFile = try SystemFile(path: folder + "/data", flags: O_RDWR | O_CREAT)
+        let crcFile = try SystemFile(path: folder + "/crc32c", flags: O_RDWR | O_CREAT)
+        var durable = BlockBitmap(blockCount: header.blockCount)
+        var crcs = [UInt32](repeating: 0, count: header.blockCount)
+        if try dataFile.status().size != header.size {
+            try dataFile.truncate(to: 0)
+            try dataFile.truncate(to: header.size)
+        }
+        if try crcFile.status().size != UInt64(header.blockCount) * 4 {
+            try crcFile.truncate(to: 0)
+            try crcFile.truncate(to: UInt64(header.blockCount) * 4)
+        } else if let record = loadBitmap(folder: folder, header: header) {
+            durable = record
+            let raw = try crcFile.read(at: 0, count: header.blockCount * 4)
+            var reader = ByteReader(raw)
+            for index in 0..<header.blockCount { crcs[index] = (try? reader.readUInt32()) ?? 0 }
+        }
+        return CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
+                          durable: durable, crcs: crcs, logger: logger)
+    }
+
+    private func loadBitmap(folder: String, header: CacheHeader) -> BlockBitmap? {
+        let bytes: [UInt8]
+        do {
+            guard let read = try FileSystemCalls.readSmallFile(folder + "/bitmap") else { return nil }
+            bytes = read
+        } catch {
+            logger.warning("cannot read \(folder)/bitmap (\(error)); starting this entry empty")
+            return nil
+        }
+        do {
+            let record = try BitmapRecord.decode(bytes)
+            guard record.generation == header.generation, record.blockSize == header.blockSize,
+                  record.present.blockCount == header.blockCount
+            else {
+                logger.warning("bitmap in \(folder) belongs to another version of the file; starting it empty")
+                return nil
+            }
+            return record.present
+        } catch {
+            logger.warning("damaged bitmap in \(folder) (\(error)); starting this entry empty")
+            return nil
+        }
+    }
+
+    /// Starts an entry empty. The old bitmap goes first, so no crash in between can leave bits for new data.
+    private func createEntry(in folder: String, for metadata: RemoteMetadata,
+                             blockSize: Int) throws(SystemError) -> CacheEntry {
+        try FileSystemCalls.removeFile(folder + "/bitmap")
+        try FileSystemCalls.synchronizeDirectory(containing: folder + "/bitmap")
+        let header = CacheHeader(
+            blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),
+            url: metadata.url, etag: metadata.etag, lastModified: metadata.lastModified
+        )
+        let dataFile = try SystemFile(path: folder + "/data", flags: O_RDWR | O_CREAT)
+        try dataFile.truncate(to: 0)
+        try dataFile.truncate(to: header.size)
+        let crcFile = try SystemFile(path: folder + "/crc32c", flags: O_RDWR | O_CREAT)
+        try crcFile.truncate(to: 0)
+        try crcFile.truncate(to: UInt64(header.blockCount) * 4)
+        try FileSystemCalls.replaceAtomically(folder + "/header", with: header.encoded())
+        return CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
+                          durable: BlockBitmap(blockCount: header.blockCount),
+                          crcs: [UInt32](repeating: 0, count: header.blockCount), logger: logger)
+    }
+
+    // MARK: Group commit
+
+    /// Starts committing dirty entries every `commitInterval`, until `close`.
+    public func startCommitting() {
+        committing.withLock { $0 = true }
+        scheduleCommit()
+    }
+
+    private func scheduleCommit() {
+        let nanoseconds = Int(commitInterval.components.seconds * 1_000_000_000
+            + commitInterval.components.attoseconds / 1_000_000_000)
+        commitQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in
+            guard let self, self.committing.withLock({ $0 }) else { return }
+            self.commitAll()
+            self.scheduleCommit()
+        }
+    }
+
+    /// Asks for a commit soon, outside the timer; called when much was stored since the last one.
+    public func commitSoon(_ entry: CacheEntry) {
+        commitQueue.async { [logger] in
+            do { try entry.commit() } catch { logger.error("cache commit failed: \(error)") }
+        }
+    }
+
+    /// Commits every open entry now, on the calling thread.
+    public func commitAll() {
+        for entry in entries.withLock({ Array($0.values) }) {
+            do { try entry.commit() } catch { logger.error("cache commit failed: \(error)") }
+        }
+    }
+
+    /// Stops the periodic commits and commits everything; the lock is released when the store is freed.
+    public func close() {
+        committing.withLock { $0 = false }
+        commitQueue.sync { commitAll() }
+    }
+}
+
+extension CacheEntry {
+    func matches(_ metadata: RemoteMetadata) -> Bool {
+        RemoteMetadata(url: header.url, size: header.size, etag: header.etag, lastModified: header.lastModified)
+            .describesSameContent(as: metadata)
+    }
+}

@@ -1,0 +1,100 @@
+// One error type per concern. The FUSE adapter maps `FileSystemError` to errno in exactly one place; the CLI shows
+// `FetchError.userMessage` when a URL cannot be mounted.
+
+/// Why a fetch or a probe failed.
+public enum FetchError: Error, Sendable, Equatable {
+    case malformedURL(String)
+    case unsupportedScheme(String)
+    case connectionRefused
+    case hostNotFound
+    case timedOut
+    case httpStatus(Int)
+    /// 206 whose Content-Range does not match what was asked for (or is missing).
+    case badContentRange(String)
+    /// 200 to a ranged request although the validator still matches: the server ignores Range.
+    case rangeIgnored
+    /// 200 to a ranged request with another validator or size: the remote file changed.
+    case remoteChanged
+    /// Neither Content-Range nor Content-Length says how big the file is.
+    case unknownSize
+    /// The body ended before the requested range did.
+    case shortBody
+    case transport(String)
+    case cancelled
+    /// Writing the fetched bytes into the cache failed.
+    case cacheWrite(String)
+
+    /// A one-line explanation for a person, naming the fix where there is one.
+    public var userMessage: String {
+        switch self {
+        case .malformedURL(let reason): "malformed URL (\(reason)); write it as http://host/path or https://host/path"
+        case .unsupportedScheme(let scheme): "not an http(s) URL (scheme '\(scheme)'); only http:// and https:// can be mounted"
+        case .connectionRefused: "connection refused; is the server running and the port right?"
+        case .hostNotFound: "host not found; check the host name"
+        case .timedOut: "timed out; the server did not answer in time"
+        case .httpStatus(let status): "HTTP \(status) \(Self.reasonPhrase(status)); check the URL"
+        case .badContentRange(let value): "the server sent a wrong Content-Range (\(value))"
+        case .rangeIgnored: "the server ignores Range requests"
+        case .remoteChanged: "the remote file changed"
+        case .unknownSize: "the server does not say how big the file is (no Content-Length or Content-Range)"
+        case .shortBody: "the server closed the connection before sending the whole range"
+        case .transport(let message): message
+        case .cancelled: "cancelled"
+        case .cacheWrite(let message): "could not write the cache: \(message)"
+        }
+    }
+
+    /// Whether trying the same request again may succeed.
+    public var isTransient: Bool {
+        switch self {
+        case .timedOut, .shortBody, .transport, .connectionRefused: true
+        case .httpStatus(let status): status == 408 || status == 429 || status >= 500
+        default: false
+        }
+    }
+
+    private static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 410: "Gone"
+        case 416: "Range Not Satisfiable"
+        case 500: "Internal Server Error"
+        case 502: "Bad Gateway"
+        case 503: "Service Unavailable"
+        default: "error"
+        }
+    }
+}
+
+/// Why the cache could not be opened or used.
+public enum CacheError: Error, Sendable, CustomStringConvertible {
+    case system(SystemError)
+    /// Another process holds the cache directory's lock.
+    case locked(path: String, holder: String)
+
+    public var description: String {
+        switch self {
+        case .system(let error): error.description
+        case .locked(let path, let holder):
+            "cache directory \(path) is in use by another rangefs (\(holder)); unmount it first or pass another --cache DIR"
+        }
+    }
+}
+
+/// What a filesystem operation reports; the FUSE adapter turns each case into one errno.
+public enum FileSystemError: Error, Sendable, Equatable {
+    case notFound
+    case notADirectory
+    case isADirectory
+    case noSuchAttribute
+    case bufferTooSmall(needed: Int)
+    case badHandle
+    /// The file changed on the server since this handle was opened.
+    case stale
+    case noSpace
+    case interrupted
+    /// Network trouble after retries, a failed server, a timeout.
+    case io(String)
+}

@@ -1,0 +1,68 @@
+import Dispatch
+
+// The seam between the cache and the network. RangeFSHTTP implements `RangeFetching` with libcurl; the core only
+// sees requests, response heads, body bytes and errors, so it is tested without sockets.
+
+/// One ranged GET.
+public struct RangeRequest: Sendable, Equatable {
+    public var url: String
+    /// The bytes wanted, `lowerBound..<upperBound`; sent as `Range: bytes=lower-(upper-1)`.
+    public var range: Range<UInt64>
+    /// Sent as `If-Range`: the stored ETag, else the stored Last-Modified, so a changed file answers 200.
+    public var ifRange: String?
+
+    public init(url: String, range: Range<UInt64>, ifRange: String?) {
+        self.url = url
+        self.range = range
+        self.ifRange = ifRange
+    }
+}
+
+/// The status and headers of a response, header names lowercased. For redirects, only the final response.
+public struct ResponseHead: Sendable, Equatable {
+    public var status: Int
+    public var headers: [String: String]
+
+    public init(status: Int, headers: [String: String]) {
+        self.status = status
+        self.headers = headers
+    }
+
+    public subscript(name: String) -> String? { headers[name.lowercased()] }
+}
+
+/// Receives one transfer's response. Calls come from the fetcher's thread, in order: `receive(head:)` once,
+/// `receive(body:)` any number of times, then `complete(error:)` exactly once (also after a cancel).
+public protocol RangeResponseSink: AnyObject, Sendable {
+    /// Returns false to cancel the transfer (the head was not acceptable).
+    func receive(head: ResponseHead) -> Bool
+    /// Returns false to cancel the transfer.
+    func receive(body: UnsafeRawBufferPointer) -> Bool
+    /// `nil` when the whole body arrived.
+    func complete(error: FetchError?)
+}
+
+/// Something that performs ranged GETs and probes; libcurl in production.
+public protocol RangeFetching: Sendable {
+    /// Starts a transfer. The sink's calls arrive later, on another thread.
+    func start(_ request: RangeRequest, sink: RangeResponseSink)
+    /// Asks for the first byte of `url` and reports its size, validators and name.
+    func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void)
+}
+
+extension RangeFetching {
+    /// Probes several URLs at once and returns the results in the same order.
+    public func probeAll(_ urls: [String]) -> [Result<RemoteMetadata, FetchError>] {
+        let results = LockedBox([Result<RemoteMetadata, FetchError>?](repeating: nil, count: urls.count))
+        let group = DispatchGroup()
+        for (index, url) in urls.enumerated() {
+            group.enter()
+            probe(url: url) { result in
+                results.withLock { $0[index] = result }
+                group.leave()
+            }
+        }
+        group.wait()
+        return results.withLock { $0.map { $0! } }
+    }
+}

@@ -1,0 +1,204 @@
+import Foundation
+
+// What a probe learns about a URL, and the pure parsing of the response headers that carry it.
+
+/// A remote file's identity: size, validators and the name its server suggests.
+public struct RemoteMetadata: Sendable, Equatable {
+    public var url: String
+    public var size: UInt64
+    /// The strong or weak ETag as sent, quotes included; empty if none.
+    public var etag: String
+    /// The Last-Modified header as sent; empty if none.
+    public var lastModified: String
+    /// The filename from Content-Disposition, if any.
+    public var suggestedName: String?
+
+    public init(url: String, size: UInt64, etag: String, lastModified: String, suggestedName: String? = nil) {
+        self.url = url
+        self.size = size
+        self.etag = etag
+        self.lastModified = lastModified
+        self.suggestedName = suggestedName
+    }
+
+    /// Seconds since 1970 from Last-Modified, or nil when absent or unparsable.
+    public var modificationTime: Int64? { HTTPDate.parse(lastModified) }
+
+    /// The value to send as If-Range: the ETag if it is strong, else Last-Modified, else nothing.
+    /// RFC 9110 forbids weak ETags in If-Range.
+    public var ifRangeValidator: String? {
+        if !etag.isEmpty && !etag.hasPrefix("W/") { return etag }
+        return lastModified.isEmpty ? nil : lastModified
+    }
+
+    /// Whether a cache built for `self` still holds the bytes of `other`.
+    public func describesSameContent(as other: RemoteMetadata) -> Bool {
+        guard size == other.size else { return false }
+        if !etag.isEmpty || !other.etag.isEmpty { return etag == other.etag }
+        return lastModified == other.lastModified
+    }
+
+    /// Interprets the answer to a probe (`GET` with `Range: bytes=0-0`).
+    public init(url: String, probeResponse head: ResponseHead) throws(FetchError) {
+        let size: UInt64
+        switch head.status {
+        case 206:
+            guard let value = head["content-range"], let range = ContentRange(parsing: value),
+                  let total = range.completeLength
+            else { throw .badContentRange(head["content-range"] ?? "(missing)") }
+            size = total
+        case 200:
+            guard let value = head["content-length"], let length = UInt64(value) else { throw .unknownSize }
+            size = length
+        case 416:
+            // An empty file cannot satisfy bytes=0-0; servers say so with `Content-Range: bytes */0`.
+            guard let value = head["content-range"], let range = ContentRange(parsing: value),
+                  range.completeLength == 0
+            else { throw .httpStatus(416) }
+            size = 0
+        default:
+            throw .httpStatus(head.status)
+        }
+        self.init(
+            url: url, size: size, etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "",
+            suggestedName: head["content-disposition"].flatMap(ContentDisposition.filename(from:))
+        )
+    }
+}
+
+/// A parsed `Content-Range: bytes first-last/complete` (complete may be `*`), or `bytes */complete`.
+public struct ContentRange: Equatable, Sendable {
+    /// The bytes this response carries, nil for the unsatisfied form `bytes */N`.
+    public var range: Range<UInt64>?
+    public var completeLength: UInt64?
+
+    public init(range: Range<UInt64>?, completeLength: UInt64?) {
+        self.range = range
+        self.completeLength = completeLength
+    }
+
+    public init?(parsing text: String) {
+        let trimmed = text.trimmingWhitespace()
+        guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
+        let spec = trimmed.dropFirst(6).trimmingWhitespace()
+        let parts = spec.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return nil }
+        if parts[1] == "*" {
+            completeLength = nil
+        } else {
+            guard let total = UInt64(parts[1]) else { return nil }
+            completeLength = total
+        }
+        if parts[0] == "*" {
+            range = nil
+            return
+        }
+        let bounds = parts[0].split(separator: "-", omittingEmptySubsequences: false)
+        guard bounds.count == 2, let first = UInt64(bounds[0]), let last = UInt64(bounds[1]), first <= last,
+              completeLength.map({ last < $0 }) ?? true
+        else { return nil }
+        range = first..<(last + 1)
+    }
+}
+
+/// The filename parameter of a Content-Disposition header (RFC 6266), preferring `filename*`.
+public enum ContentDisposition {
+    public static func filename(from header: String) -> String? {
+        var plain: String?
+        var extended: String?
+        for parameter in splitParameters(header).dropFirst() {
+            guard let equals = parameter.firstIndex(of: "=") else { continue }
+            let key = parameter[..<equals].trimmingWhitespace().lowercased()
+            var value = parameter[parameter.index(after: equals)...].trimmingWhitespace()
+            if key == "filename*" {
+                // charset'language'percent-encoded
+                let pieces = value.split(separator: "'", maxSplits: 2, omittingEmptySubsequences: false)
+                if pieces.count == 3 { extended = PercentEncoding.decode(String(pieces[2])) }
+            } else if key == "filename" {
+                if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 {
+                    value = String(value.dropFirst().dropLast()).replacingOccurrences(of: "\\\"", with: "\"")
+                }
+                plain = value
+            }
+        }
+        let name = extended ?? plain
+        return (name?.isEmpty ?? true) ? nil : name
+    }
+
+    /// Splits on `;` outside double quotes.
+    private static func splitParameters(_ header: String) -> [String] {
+        var parts: [String] = []
+        var current = ""
+        var quoted = false
+        for character in header {
+            if character == "\"" { quoted.toggle() }
+            if character == ";" && !quoted {
+                parts.append(current)
+                current = ""
+            } else {
+                current.append(character)
+            }
+        }
+        parts.append(current)
+        return parts
+    }
+}
+
+/// Parsing of HTTP dates (RFC 9110 §5.6.7): IMF-fixdate, and the obsolete RFC 850 and asctime forms.
+public enum HTTPDate {
+    private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+
+    /// Seconds since 1970-01-01 UTC, or nil.
+    public static func parse(_ text: String) -> Int64? {
+        let fields = text.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "-" }).map(String.init)
+        // IMF: Sun 06 Nov 1994 08:49:37 GMT; RFC 850: Sunday 06 Nov 94 08:49:37 GMT; asctime: Sun Nov 6 08:49:37 1994
+        let day: Int?, month: Int?, year: Int?, time: String
+        if fields.count == 6, fields[5] == "GMT" {
+            day = Int(fields[1]); month = months.firstIndex(of: fields[2].lowercased()); time = fields[4]
+            year = Int(fields[3]).map { $0 < 100 ? ($0 < 70 ? 2000 + $0 : 1900 + $0) : $0 }
+        } else if fields.count == 5 {
+            day = Int(fields[2]); month = months.firstIndex(of: fields[1].lowercased()); time = fields[3]
+            year = Int(fields[4])
+        } else {
+            return nil
+        }
+        let clock = time.split(separator: ":").compactMap { Int($0) }
+        guard let day, let month, let year, clock.count == 3, (1...31).contains(day) else { return nil }
+        return daysSinceEpoch(year: year, month: month + 1, day: day) * 86_400
+            + Int64(clock[0] * 3600 + clock[1] * 60 + clock[2])
+    }
+
+    /// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int64 {
+        let shiftedYear = Int64(month <= 2 ? year - 1 : year)
+        let era = (shiftedYear >= 0 ? shiftedYear : shiftedYear - 399) / 400
+        let yearOfEra = shiftedYear - era * 400
+        let dayOfYear = Int64((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1)
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+}
+
+/// RFC 3986 percent-decoding; invalid escapes and invalid UTF-8 are kept as written.
+public enum PercentEncoding {
+    public static func decode(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        var utf8 = Array(text.utf8)[...]
+        while let byte = utf8.popFirst() {
+            if byte == UInt8(ascii: "%"), utf8.count >= 2,
+               let value = UInt8(String(decoding: utf8.prefix(2), as: UTF8.self), radix: 16) {
+                bytes.append(value)
+                utf8 = utf8.dropFirst(2)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self) ?? text
+    }
+}
+
+extension StringProtocol {
+    func trimmingWhitespace() -> String {
+        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }).reversed())
+    }
+}

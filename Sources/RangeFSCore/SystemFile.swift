@@ -1,0 +1,164 @@
+// Typed wrappers over the POSIX calls the cache needs. Every call retries EINTR and turns failure into a
+// `SystemError` that carries the errno and the path, so the caller never reads a stale global errno.
+import Glibc
+
+/// A failed system call: which call, on what, and the errno it set.
+public struct SystemError: Error, CustomStringConvertible, Sendable {
+    public let call: String
+    public let path: String
+    public let errno: Int32
+
+    public init(call: String, path: String, errno: Int32) {
+        self.call = call
+        self.path = path
+        self.errno = errno
+    }
+
+    public var description: String { "\(call) \(path): \(String(cString: strerror(errno)))" }
+    public var isNoSpace: Bool { errno == ENOSPC || errno == EDQUOT }
+}
+
+/// Runs `body` until it does not fail with EINTR; a result of -1 becomes a `SystemError`.
+@discardableResult
+func retryingEINTR<T: BinaryInteger>(_ call: String, _ path: String, _ body: () -> T) throws(SystemError) -> T {
+    while true {
+        let result = body()
+        if result != -1 { return result }
+        let code = Glibc.errno
+        if code != EINTR { throw SystemError(call: call, path: path, errno: code) }
+    }
+}
+
+/// An open file descriptor that closes itself when released.
+public final class SystemFile: @unchecked Sendable {
+    // @unchecked Sendable: the descriptor is immutable after init, and pread/pwrite/fdatasync on one
+    // descriptor from several threads at once are safe (they take explicit offsets).
+
+    /// The raw descriptor, for replies that splice straight from the file.
+    public let descriptor: Int32
+    public let path: String
+
+    /// Opens `path` with `open(2)`.
+    public init(path: String, flags: Int32, mode: mode_t = 0o600) throws(SystemError) {
+        self.path = path
+        self.descriptor = try retryingEINTR("open", path) { open(path, flags | O_CLOEXEC, mode) }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Reads up to `count` bytes at `offset` with `pread(2)`, looping over short reads until end of file.
+    public func read(at offset: UInt64, count: Int) throws(SystemError) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        let got = try buffer.withUnsafeMutableBytes { raw in Result { () throws(SystemError) in
+            try read(into: raw, at: offset)
+        } }.get()
+        if got < count { buffer.removeLast(count - got) }
+        return buffer
+    }
+
+    /// Fills `buffer` from `offset` with `pread(2)`; returns how many bytes were read (less only at end of file).
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(SystemError) -> Int {
+        var done = 0
+        while done < buffer.count {
+            let got = try retryingEINTR("pread", path) {
+                pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            }
+            if got == 0 { break }
+            done += got
+        }
+        return done
+    }
+
+    /// Writes all of `bytes` at `offset` with `pwrite(2)`; a short write is retried, never ignored.
+    public func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(SystemError) {
+        var done = 0
+        while done < bytes.count {
+            let wrote = try retryingEINTR("pwrite", path) {
+                pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            }
+            if wrote == 0 { throw SystemError(call: "pwrite", path: path, errno: EIO) }
+            done += wrote
+        }
+    }
+
+    /// Writes all of `bytes` at `offset` with `pwrite(2)`.
+    public func write(_ bytes: [UInt8], at offset: UInt64) throws(SystemError) {
+        try bytes.withUnsafeBytes { raw in Result { () throws(SystemError) in try write(raw, at: offset) } }.get()
+    }
+
+    /// Flushes the file's data (not all its metadata) to stable storage with `fdatasync(2)`.
+    public func synchronizeData() throws(SystemError) {
+        try retryingEINTR("fdatasync", path) { fdatasync(descriptor) }
+    }
+
+    /// Sets the file's length with `ftruncate(2)`; growing it leaves a hole.
+    public func truncate(to size: UInt64) throws(SystemError) {
+        try retryingEINTR("ftruncate", path) { ftruncate(descriptor, off_t(size)) }
+    }
+
+    /// The file's length and allocated 512-byte blocks, from `fstat(2)`.
+    public func status() throws(SystemError) -> (size: UInt64, allocatedBlocks: UInt64) {
+        var info = stat()
+        try retryingEINTR("fstat", path) { fstat(descriptor, &info) }
+        return (UInt64(info.st_size), UInt64(info.st_blocks))
+    }
+}
+
+/// Small-file and folder helpers for the cache's metadata files.
+public enum FileSystemCalls {
+    /// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over, fsync the folder.
+    /// A reader (or a crash) sees the old contents or the new, never a mix.
+    public static func replaceAtomically(_ path: String, with bytes: [UInt8]) throws(SystemError) {
+        let temporary = path + ".tmp"
+        do {
+            let file = try SystemFile(path: temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
+            try file.write(bytes, at: 0)
+            try retryingEINTR("fsync", temporary) { fsync(file.descriptor) }
+        }
+        try retryingEINTR("rename", path) { rename(temporary, path) }
+        try synchronizeDirectory(containing: path)
+    }
+
+    /// fsyncs the folder that holds `path`, so a rename or create in it is durable.
+    public static func synchronizeDirectory(containing path: String) throws(SystemError) {
+        let folder = parentDirectory(of: path)
+        let directory = try SystemFile(path: folder, flags: O_RDONLY | O_DIRECTORY)
+        try retryingEINTR("fsync", folder) { fsync(directory.descriptor) }
+    }
+
+    /// The whole contents of a small file, or nil if it does not exist.
+    public static func readSmallFile(_ path: String, limit: Int = 64 << 20) throws(SystemError) -> [UInt8]? {
+        let file: SystemFile
+        do {
+            file = try SystemFile(path: path, flags: O_RDONLY)
+        } catch where error.errno == ENOENT {
+            return nil
+        }
+        let size = try file.status().size
+        guard size <= UInt64(limit) else { throw SystemError(call: "read", path: path, errno: EFBIG) }
+        return try file.read(at: 0, count: Int(size))
+    }
+
+    /// Creates `path` and its missing parents with `mode`; an existing folder is fine.
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(SystemError) {
+        var current = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            current += "/" + component
+            if mkdir(current, mode) != 0 && Glibc.errno != EEXIST {
+                throw SystemError(call: "mkdir", path: current, errno: Glibc.errno)
+            }
+        }
+    }
+
+    /// Removes `path` if it exists.
+    public static func removeFile(_ path: String) throws(SystemError) {
+        if unlink(path) != 0 && Glibc.errno != ENOENT {
+            throw SystemError(call: "unlink", path: path, errno: Glibc.errno)
+        }
+    }
+
+    public static func parentDirectory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+}

@@ -1,0 +1,148 @@
+// A mounted session: create, mount, loop, unmount, destroy, in that order and torn down in reverse
+// (libfuse's hello_ll.c). Unmounting follows DESIGN.md §6: fuse_session_exit alone does not return the loop, so
+// an unmount request also detaches the mount with fusermount3, then waits for the loop thread, and only then
+// unmounts and destroys the session. The daemon never stats its own mount point after exit.
+
+import CFUSE
+import Dispatch
+import Foundation
+import Glibc
+import Logging
+import RangeFSCore
+
+/// Why a mount could not be set up.
+public enum MountError: Error, CustomStringConvertible, Sendable {
+    case sessionFailed
+    case mountFailed(String)
+    case notInitialized(String)
+
+    public var description: String {
+        switch self {
+        case .sessionFailed: "could not create the FUSE session (is /dev/fuse there? try: modprobe fuse)"
+        case .mountFailed(let point):
+            "could not mount on \(point) (does the folder exist and is it empty? is /dev/fuse usable?)"
+        case .notInitialized(let point): "the kernel did not start the FUSE session on \(point)"
+        }
+    }
+}
+
+/// Mount-wide FUSE settings.
+public struct MountSettings: Sendable {
+    public var allowOther = false
+    public var owner = Owner()
+    public var attributeTimeout = 0.0
+    public var entryTimeout = 1.0
+    public var maxBackground: UInt32 = 64
+    public var maxThreads: UInt32 = 8
+
+    public init() {}
+}
+
+/// A counting semaphore wrapper that can be stored in Sendable types.
+final class DispatchSemaphoreBox: Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+    func signal() { semaphore.signal() }
+    func wait(seconds: Double) -> Bool { semaphore.wait(timeout: .now() + seconds) == .success }
+}
+
+/// A RangeFS mounted through libfuse's low-level API.
+public final class FUSEMount: @unchecked Sendable {
+    // @unchecked Sendable: `session` is created in init and destroyed in `finish`, which runs after the loop
+    // thread ended; in between, libfuse itself is thread-safe for the calls made here.
+
+    public let mountpoint: String
+    private let session: OpaquePointer
+    private let context: Unmanaged<FUSEContext>
+    private let settings: MountSettings
+    private let loopEnded = DispatchSemaphoreBox()
+    private let logger: Logger
+
+    /// Creates the session and mounts it on `mountpoint`; the files are visible once `start` returns.
+    public init(fileSystem: RangeFS, mountpoint: String, settings: MountSettings, logger: Logger) throws(MountError) {
+        self.mountpoint = mountpoint
+        self.settings = settings
+        self.logger = logger
+        var options = "ro,fsname=rangefs,subtype=rangefs,default_permissions"
+        if settings.allowOther { options += ",allow_other" }
+        let arguments = ["rangefs", "-o", options]
+        var cArguments = arguments.map { strdup($0) }
+        defer { cArguments.forEach { free($0) } }
+        let box = FUSEContext(fileSystem: fileSystem, owner: settings.owner,
+                              attributeTimeout: settings.attributeTimeout, entryTimeout: settings.entryTimeout,
+                              maxBackground: settings.maxBackground, logger: logger)
+        // SAFETY: retained for the session's life, released in `finish` after fuse_session_destroy.
+        let retained = Unmanaged.passRetained(box)
+        context = retained
+        var operations = makeOperations()
+        let created = cArguments.withUnsafeMutableBufferPointer { argv -> OpaquePointer? in
+            var args = fuse_args(argc: Int32(argv.count), argv: argv.baseAddress, allocated: 0)
+            defer { fuse_opt_free_args(&args) }
+            return fuse_session_new(&args, &operations, MemoryLayout<fuse_lowlevel_ops>.size, retained.toOpaque())
+        }
+        guard let created else {
+            context.release()
+            throw .sessionFailed
+        }
+        session = created
+        guard fuse_session_mount(session, mountpoint) == 0 else {
+            fuse_session_destroy(session)
+            context.release()
+            throw .mountFailed(mountpoint)
+        }
+    }
+
+    /// Starts the request loop on its own thread and waits until the kernel has initialised the session.
+    public func start() throws(MountError) {
+        let thread = Thread { [self] in
+            let config = fuse_loop_cfg_create()
+            fuse_loop_cfg_set_max_threads(config, settings.maxThreads)
+            fuse_loop_cfg_set_clone_fd(config, 0)
+            let status = fuse_session_loop_mt(session, config)
+            fuse_loop_cfg_destroy(config)
+            if status != 0 { logger.debug("FUSE loop ended with \(status)") }
+            loopEnded.signal()
+        }
+        thread.name = "rangefs-fuse"
+        thread.start()
+        guard context.takeUnretainedValue().initialized.wait(seconds: 30) else {
+            throw .notInitialized(mountpoint)
+        }
+    }
+
+    /// Blocks until the mount goes away (fusermount3 -u, umount, or `requestUnmount`).
+    public func waitUntilUnmounted() {
+        while !loopEnded.wait(seconds: 3600) {}
+        loopEnded.signal()
+    }
+
+    /// Ends the loop and detaches the mount; used for SIGINT and SIGTERM.
+    public func requestUnmount() {
+        fuse_session_exit(session)
+        Self.detach(mountpoint, logger: logger)
+    }
+
+    /// Unmounts and frees the session; call after `waitUntilUnmounted`.
+    public func finish() {
+        fuse_session_unmount(session)
+        fuse_session_destroy(session)
+        context.release()
+    }
+
+    /// Runs `fusermount3 -u`, then `-uz` if the mount is busy, so the kernel drops the connection.
+    public static func detach(_ mountpoint: String, logger: Logger) {
+        for flags in ["-u", "-uz"] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
+            process.arguments = [flags, mountpoint]
+            process.standardError = FileHandle.nullDevice
+            do {
+                try process.run()
+                process.waitUntilExit()
+                if process.terminationStatus == 0 { return }
+            } catch {
+                logger.error("cannot run fusermount3: \(error)")
+                return
+            }
+        }
+    }
+}

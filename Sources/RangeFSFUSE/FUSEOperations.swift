@@ -1,0 +1,204 @@
+// The low-level operation table. Each handler copies its arguments out of the kernel request, calls one RangeFS
+// method and replies; reads reply later, from whichever thread stores the last block they need. The handlers are
+// top-level functions in this library, never in main.swift, where they would inherit @MainActor and trap on a
+// FUSE worker thread (DESIGN.md §6).
+
+import CFUSE
+import Glibc
+import Logging
+import RangeFSCore
+
+/// What the handlers share: the filesystem and the mount's settings. Reached through the session's userdata.
+final class FUSEContext: Sendable {
+    let fileSystem: RangeFS
+    let owner: Owner
+    /// Seconds the kernel may cache attributes. Zero for files, so `ls -s` shows progress as it happens.
+    let attributeTimeout: Double
+    let entryTimeout: Double
+    let maxBackground: UInt32
+    let logger: Logger
+    let initialized = DispatchSemaphoreBox()
+
+    init(fileSystem: RangeFS, owner: Owner, attributeTimeout: Double, entryTimeout: Double, maxBackground: UInt32,
+         logger: Logger) {
+        self.fileSystem = fileSystem
+        self.owner = owner
+        self.attributeTimeout = attributeTimeout
+        self.entryTimeout = entryTimeout
+        self.maxBackground = maxBackground
+        self.logger = logger
+    }
+}
+
+/// SAFETY: userdata is the FUSEContext that FUSEMount keeps retained for the session's whole life.
+private func context(_ req: fuse_req_t?) -> FUSEContext {
+    Unmanaged<FUSEContext>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+}
+
+private func name(_ pointer: UnsafePointer<CChar>?) -> String {
+    pointer.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: strlen($0)), as: UTF8.self) } ?? ""
+}
+
+func makeOperations() -> fuse_lowlevel_ops {
+    var ops = fuse_lowlevel_ops()
+    ops.`init` = rangefsInit
+    ops.lookup = rangefsLookup
+    ops.getattr = rangefsGetattr
+    ops.open = rangefsOpen
+    ops.read = rangefsRead
+    ops.release = rangefsRelease
+    ops.opendir = rangefsOpendir
+    ops.readdir = rangefsReaddir
+    ops.releasedir = rangefsReleasedir
+    ops.getxattr = rangefsGetxattr
+    ops.listxattr = rangefsListxattr
+    ops.statfs = rangefsStatfs
+    return ops
+}
+
+private func rangefsInit(_ userdata: UnsafeMutableRawPointer?, _ conn: UnsafeMutablePointer<fuse_conn_info>?) {
+    // SAFETY: userdata is the retained FUSEContext, as in `context(_:)`.
+    let context = Unmanaged<FUSEContext>.fromOpaque(userdata!).takeUnretainedValue()
+    if let conn {
+        conn.pointee.max_background = context.maxBackground
+        conn.pointee.congestion_threshold = context.maxBackground * 3 / 4
+        let wanted = rfs_cap_async_read() | rfs_cap_splice_write() | rfs_cap_splice_move()
+        conn.pointee.want |= conn.pointee.capable & wanted
+    }
+    context.initialized.signal()
+}
+
+private func rangefsLookup(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ namePointer: UnsafePointer<CChar>?) {
+    let context = context(req), request = FUSERequest(raw: req!)
+    switch context.fileSystem.lookup(parent: UInt64(parent), name: name(namePointer)) {
+    case .success(let attributes):
+        request.replyEntry(attributes, owner: context.owner, timeout: context.entryTimeout)
+    case .failure(let error): request.fail(error)
+    }
+}
+
+private func rangefsGetattr(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+    let context = context(req), request = FUSERequest(raw: req!)
+    switch context.fileSystem.attributes(of: UInt64(inode)) {
+    case .success(let attributes):
+        let timeout = attributes.isDirectory ? context.entryTimeout : context.attributeTimeout
+        request.replyAttributes(attributes, owner: context.owner, timeout: timeout)
+    case .failure(let error): request.fail(error)
+    }
+}
+
+private func rangefsOpen(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+    let context = context(req), request = FUSERequest(raw: req!)
+    guard let fi else { return request.fail(errno: EINVAL) }
+    if fi.pointee.flags & O_ACCMODE != O_RDONLY { return request.fail(errno: EROFS) }
+    switch context.fileSystem.open(UInt64(inode)) {
+    case .success(let handle):
+        fi.pointee.fh = handle
+        // Remote content is immutable for a given ETag, so pages the kernel cached stay valid across opens.
+        rfs_fi_set_keep_cache(fi, 1)
+        rfs_fi_set_noflush(fi, 1)
+        fuse_reply_open(req, fi)
+    case .failure(let error): request.fail(error)
+    }
+}
+
+private func rangefsRead(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _ offset: off_t,
+                         _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+    let context = context(req), request = FUSERequest(raw: req!)
+    guard let fi, offset >= 0 else { return request.fail(errno: EINVAL) }
+    context.fileSystem.read(handle: fi.pointee.fh, offset: UInt64(offset), count: size) { result in
+        switch result {
+        case .success(.file(let descriptor, let offset, let count)):
+            request.replyFromFile(descriptor: descriptor, offset: offset, count: count)
+        case .failure(let error):
+            request.fail(error)
+        }
+    }
+}
+
+private func rangefsRelease(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+    let context = context(req)
+    if let fi { context.fileSystem.release(fi.pointee.fh) }
+    fuse_reply_err(req, 0)
+}
+
+private func rangefsOpendir(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+    guard UInt64(inode) == Catalog.rootInode else {
+        fuse_reply_err(req, ENOTDIR)
+        return
+    }
+    fuse_reply_open(req, fi)
+}
+
+private func rangefsReleasedir(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+    fuse_reply_err(req, 0)
+}
+
+private func rangefsReaddir(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _ offset: off_t,
+                            _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+    let context = context(req), request = FUSERequest(raw: req!)
+    let items: [CatalogItem]
+    switch context.fileSystem.listDirectory(UInt64(inode)) {
+    case .success(let list): items = list
+    case .failure(let error): return request.fail(error)
+    }
+    // Entry n of [".", "..", files...] carries offset n + 1, the offset the kernel passes back to continue.
+    let names: [(String, UInt64, Bool)] = [(".", Catalog.rootInode, true), ("..", Catalog.rootInode, true)]
+        + items.map { ($0.name, $0.inode, false) }
+    var buffer = [UInt8](repeating: 0, count: size)
+    var used = 0
+    for index in max(0, Int(offset))..<names.count {
+        let (entryName, entryInode, isDirectory) = names[index]
+        var info = Glibc.stat()
+        info.st_ino = ino_t(entryInode)
+        info.st_mode = isDirectory ? S_IFDIR : S_IFREG
+        let needed = buffer.withUnsafeMutableBytes { raw in
+            fuse_add_direntry(req, raw.baseAddress!.assumingMemoryBound(to: CChar.self) + used, size - used,
+                              entryName, &info, off_t(index + 1))
+        }
+        if used + needed > size { break }
+        used += needed
+    }
+    request.replyBytes(Array(buffer[..<used]))
+}
+
+private func rangefsGetxattr(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ namePointer: UnsafePointer<CChar>?,
+                             _ size: Int) {
+    let context = context(req), request = FUSERequest(raw: req!)
+    switch context.fileSystem.extendedAttribute(name(namePointer), of: UInt64(inode)) {
+    case .success(let value): replySized(request, Array(value.utf8), size: size)
+    case .failure(let error): request.fail(error)
+    }
+}
+
+private func rangefsListxattr(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int) {
+    let context = context(req), request = FUSERequest(raw: req!)
+    switch context.fileSystem.extendedAttributeNames(of: UInt64(inode)) {
+    case .success(let names): replySized(request, names.flatMap { Array($0.utf8) + [0] }, size: size)
+    case .failure(let error): request.fail(error)
+    }
+}
+
+/// The xattr protocol: size 0 asks how big the value is; a too-small buffer gets ERANGE.
+private func replySized(_ request: FUSERequest, _ value: [UInt8], size: Int) {
+    if size == 0 {
+        fuse_reply_xattr(request.raw, value.count)
+    } else if size < value.count {
+        request.fail(.bufferTooSmall(needed: value.count))
+    } else {
+        request.replyBytes(value)
+    }
+}
+
+private func rangefsStatfs(_ req: fuse_req_t?, _ inode: fuse_ino_t) {
+    let context = context(req)
+    let items = context.fileSystem.catalog.items
+    let total = items.reduce(UInt64(0)) { $0 + $1.metadata.size }
+    var info = statvfs()
+    info.f_bsize = 4096
+    info.f_frsize = 4096
+    info.f_blocks = fsblkcnt_t((total + 4095) / 4096)
+    info.f_files = fsfilcnt_t(items.count + 1)
+    info.f_namemax = 255
+    fuse_reply_statfs(req, &info)
+}

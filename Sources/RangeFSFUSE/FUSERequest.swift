@@ -1,0 +1,73 @@
+import CFUSE
+import Glibc
+import RangeFSCore
+
+/// A kernel request that is answered later, possibly from another thread.
+struct FUSERequest: @unchecked Sendable {
+    // @unchecked Sendable: libfuse allows a request to be answered from any thread, exactly once; each reply
+    // method below is called once per request by construction of the handlers.
+    let raw: fuse_req_t
+
+    func fail(_ error: FileSystemError) { fuse_reply_err(raw, error.errno) }
+    func fail(errno: Int32) { fuse_reply_err(raw, errno) }
+
+    func replyEntry(_ attributes: FileAttributes, owner: Owner, timeout: Double) {
+        var entry = fuse_entry_param()
+        entry.ino = fuse_ino_t(attributes.inode)
+        entry.generation = 1
+        entry.attr = attributes.stat(owner: owner)
+        entry.attr_timeout = timeout
+        entry.entry_timeout = timeout
+        fuse_reply_entry(raw, &entry)
+    }
+
+    func replyAttributes(_ attributes: FileAttributes, owner: Owner, timeout: Double) {
+        var info = attributes.stat(owner: owner)
+        fuse_reply_attr(raw, &info, timeout)
+    }
+
+    func replyBytes(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { raw in _ = fuse_reply_buf(self.raw, raw.baseAddress, raw.count) }
+    }
+
+    /// Sends `count` bytes at `offset` of `descriptor`, spliced where the kernel allows it.
+    func replyFromFile(descriptor: Int32, offset: UInt64, count: Int) {
+        if count == 0 {
+            fuse_reply_buf(raw, nil, 0)
+        } else {
+            rfs_reply_fd(raw, descriptor, off_t(offset), count)
+        }
+    }
+}
+
+/// Who the files appear to belong to.
+public struct Owner: Sendable {
+    public var uid: uid_t
+    public var gid: gid_t
+
+    public init(uid: uid_t = getuid(), gid: gid_t = getgid()) {
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
+extension FileAttributes {
+    /// The `struct stat` the kernel sees: read-only modes, and `st_blocks` counting cached bytes, so `ls -s`
+    /// and `du` show download progress.
+    func stat(owner: Owner) -> Glibc.stat {
+        var info = Glibc.stat()
+        info.st_ino = ino_t(inode)
+        info.st_mode = isDirectory ? (S_IFDIR | 0o555) : (S_IFREG | 0o444)
+        info.st_nlink = isDirectory ? 2 : 1
+        info.st_uid = owner.uid
+        info.st_gid = owner.gid
+        info.st_size = off_t(size)
+        info.st_blocks = blkcnt_t((cachedBytes + 511) / 512)
+        info.st_blksize = 1 << 20
+        let time = timespec(tv_sec: time_t(modificationTime), tv_nsec: 0)
+        info.st_mtim = time
+        info.st_ctim = time
+        info.st_atim = time
+        return info
+    }
+}

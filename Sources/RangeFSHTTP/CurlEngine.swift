@@ -1,0 +1,145 @@
+// The libcurl engine: one thread owns the multi handle and runs curl_multi_poll; other threads hand it transfers
+// through a queue and wake it with curl_multi_wakeup (DESIGN.md §2). Connections are pooled by the multi handle,
+// so consecutive Range requests to one host reuse keep-alive connections (or one HTTP/2 connection).
+
+import CCurl
+import Foundation
+import Logging
+import RangeFSCore
+import Synchronization
+
+/// libcurl's global state must be set up once, before any other thread uses libcurl.
+private let curlGlobalInit: Void = {
+    curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+}()
+
+/// Performs ranged GETs and probes with libcurl.
+public final class CurlEngine: RangeFetching, @unchecked Sendable {
+    // @unchecked Sendable: `multi` is used only by the engine thread, except for curl_multi_wakeup, which libcurl
+    // documents as callable from any thread; everything else shared is inside `queue`'s Mutex.
+
+    private let multi: UnsafeMutableRawPointer
+    private let options: HTTPOptions
+    private let logger: Logger
+    private let queue = Mutex(Queue())
+    private let stopped = DispatchSemaphore(value: 0)
+
+    private struct Queue {
+        var pending: [Transfer] = []
+        var stopping = false
+    }
+
+    public init(options: HTTPOptions = HTTPOptions(), logger: Logger) {
+        _ = curlGlobalInit
+        multi = curl_multi_init()!
+        self.options = options
+        self.logger = logger
+        rfs_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, options.maxHostConnections)
+        rfs_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, options.maxTotalConnections)
+        rfs_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, options.maxTotalConnections)
+        let thread = Thread { [self] in self.run() }
+        thread.name = "rangefs-curl"
+        thread.start()
+    }
+
+    /// Stops the engine thread; transfers still running are finished with `.cancelled`.
+    public func shutdown() {
+        queue.withLock { $0.stopping = true }
+        curl_multi_wakeup(multi)
+        stopped.wait()
+    }
+
+    public func start(_ request: RangeRequest, sink: RangeResponseSink) {
+        enqueue(Transfer(request: request, url: request.url, sink: sink, options: options))
+    }
+
+    public func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
+        do throws(FetchError) {
+            try URLValidation.validate(url)
+        } catch {
+            return completion(.failure(error))
+        }
+        enqueue(Transfer(request: nil, url: url, sink: ProbeSink(url: url, completion: completion), options: options))
+    }
+
+    private func enqueue(_ transfer: Transfer) {
+        let accepted = queue.withLock { queue -> Bool in
+            guard !queue.stopping else { return false }
+            queue.pending.append(transfer)
+            return true
+        }
+        guard accepted else { return transfer.sink.complete(error: .cancelled) }
+        curl_multi_wakeup(multi)
+    }
+
+    // MARK: The engine thread
+
+    private func run() {
+        var active: [UnsafeMutableRawPointer: Unmanaged<Transfer>] = [:]
+        while true {
+            let (incoming, stopping) = queue.withLock { queue in
+                defer { queue.pending.removeAll() }
+                return (queue.pending, queue.stopping)
+            }
+            if stopping { break }
+            for transfer in incoming {
+                active[transfer.handle] = transfer.attach()
+                curl_multi_add_handle(multi, transfer.handle)
+            }
+            var running: Int32 = 0
+            curl_multi_perform(multi, &running)
+            var remaining: Int32 = 0
+            while let message = curl_multi_info_read(multi, &remaining) {
+                guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
+                let code = message.pointee.data.result
+                curl_multi_remove_handle(multi, handle)
+                if let reference = active.removeValue(forKey: handle) {
+                    reference.takeUnretainedValue().finish(code)
+                    reference.release()
+                }
+            }
+            curl_multi_poll(multi, nil, 0, 1000, nil)
+        }
+        for (handle, reference) in active {
+            curl_multi_remove_handle(multi, handle)
+            reference.takeUnretainedValue().sink.complete(error: .cancelled)
+            reference.release()
+        }
+        let leftovers = queue.withLock { queue in
+            defer { queue.pending.removeAll() }
+            return queue.pending
+        }
+        leftovers.forEach { $0.sink.complete(error: .cancelled) }
+        curl_multi_cleanup(multi)
+        stopped.signal()
+    }
+}
+
+/// Collects the head of a `Range: bytes=0-0` probe and turns it into `RemoteMetadata`.
+private final class ProbeSink: RangeResponseSink, @unchecked Sendable {
+    // @unchecked Sendable: called only from the engine thread, in order.
+    private let url: String
+    private let completion: @Sendable (Result<RemoteMetadata, FetchError>) -> Void
+    private var head: ResponseHead?
+
+    init(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
+        self.url = url
+        self.completion = completion
+    }
+
+    func receive(head: ResponseHead) -> Bool {
+        self.head = head
+        return head.status == 206  // one byte; anything else would stream a whole body we do not want
+    }
+
+    func receive(body: UnsafeRawBufferPointer) -> Bool { true }
+
+    func complete(error: FetchError?) {
+        guard let head else { return completion(.failure(error ?? .shortBody)) }
+        do throws(FetchError) {
+            completion(.success(try RemoteMetadata(url: url, probeResponse: head)))
+        } catch {
+            completion(.failure(error))
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import ArgumentParser
+import Foundation
+import RangeFSCore
+
+/// `rangefs mount MOUNTPOINT URL...`
+struct MountCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "mount",
+        abstract: "Mount URLs (and the URLs of list files) as read-only files in MOUNTPOINT."
+    )
+
+    @Argument(help: "An existing, empty directory to mount on.")
+    var mountpoint: String
+
+    @Argument(help: "http:// or https:// URLs, each optionally as NAME=URL.")
+    var urls: [String] = []
+
+    @OptionGroup var options: MountOptions
+
+    mutating func validate() throws {
+        try options.applyMountOptions()
+        _ = try options.blockSizeBytes()
+        if urls.isEmpty && options.list.isEmpty {
+            throw ValidationError("nothing to mount; give at least one URL or --list FILE")
+        }
+    }
+
+    func run() throws {
+        let code = MountRunner(mountpoint: mountpoint, urls: urls, options: options).run()
+        throw ExitCode(code)
+    }
+}
+
+/// The fstab shape `rangefs SOURCE DIR -o opts`, as mount(8) calls helpers; SOURCE is a URL or a list file.
+struct FstabMountCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fstab-mount",
+        abstract: "Mount in the shape mount(8) uses: rangefs SOURCE DIR -o cache=DIR,...",
+        shouldDisplay: false
+    )
+
+    @Argument(help: "A URL, or a list file with one URL per line.")
+    var source: String
+
+    @Argument(help: "The directory to mount on.")
+    var mountpoint: String
+
+    @OptionGroup var options: MountOptions
+
+    mutating func validate() throws {
+        try options.applyMountOptions()
+        _ = try options.blockSizeBytes()
+    }
+
+    func run() throws {
+        var urls: [String] = []
+        var mountOptions = options
+        if source.contains("://") {
+            urls = [source]
+        } else {
+            mountOptions.list.append(source)
+        }
+        throw ExitCode(MountRunner(mountpoint: mountpoint, urls: urls, options: mountOptions).run())
+    }
+}
+
+/// `rangefs unmount MOUNTPOINT`
+struct UnmountCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unmount",
+        abstract: "Unmount a rangefs mount; the daemon then commits its cache and exits.",
+        aliases: ["umount"]
+    )
+
+    @Argument(help: "The mount point.")
+    var mountpoint: String
+
+    @Flag(name: [.short, .long], help: "Detach even if files are open (fusermount3 -uz).")
+    var lazy = false
+
+    func run() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
+        process.arguments = [lazy ? "-uz" : "-u", mountpoint]
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        process.waitUntilExit()
+        if process.terminationStatus != 0 {
+            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let reason = message.contains("busy") ? "it is busy; close the programs using it or add --lazy"
+                : message.trimmingCharacters(in: .whitespacesAndNewlines)
+            printError("rangefs: cannot unmount \(mountpoint): \(reason)")
+            throw ExitCode(1)
+        }
+    }
+}
+
+func printError(_ message: String) {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Glibc
+import Logging
+import RangeFSFUSE
+
+/// Checks on the mount point before mounting: it must be a directory, and not a live or dead mount.
+enum MountPoint {
+    /// `path` made absolute against the working directory, without following links (a dead mount cannot be
+    /// resolved, and must still be recognised).
+    static func absolute(_ path: String) -> String {
+        var full = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        while full.count > 1 && full.hasSuffix("/") { full.removeLast() }
+        var parts: [Substring] = []
+        for part in full.split(separator: "/") {
+            if part == "." { continue }
+            if part == ".." { _ = parts.popLast(); continue }
+            parts.append(part)
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    /// The filesystem type mounted at `path`, from /proc/self/mountinfo, or nil if nothing is mounted there.
+    static func mountedType(at path: String) -> String? {
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
+        var found: String?
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
+            let point = String(fields[4]).replacingOccurrences(of: "\\040", with: " ")
+            if point == path { found = String(fields[dash + 1]) }
+        }
+        return found
+    }
+
+    /// Returns a one-line problem, or nil when `path` can be mounted on. A stale rangefs mount (its daemon was
+    /// killed) is cleared; any other mount is left alone and explained.
+    static func prepare(_ path: String, logger: Logger) -> String? {
+        if let type = mountedType(at: path) {
+            var info = stat()
+            if stat(path, &info) != 0 && errno == ENOTCONN {
+                guard type == "fuse.rangefs" else {
+                    return "\(path) is a dead FUSE mount (\(type)); clear it with: fusermount3 -uz \(path)"
+                }
+                FUSEMount.detach(path, logger: logger)
+                if mountedType(at: path) == type {
+                    return "\(path) is a stale rangefs mount that could not be cleared; run: fusermount3 -uz \(path)"
+                }
+                printError("rangefs: cleared a stale mount on \(path) left by a killed rangefs")
+            } else {
+                return "\(path) is already mounted (\(type)); unmount it first: rangefs unmount \(path)"
+            }
+        }
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            return "mount point \(path) does not exist; create it with: mkdir -p \(path)"
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else { return "mount point \(path) is not a directory" }
+        return nil
+    }
+}

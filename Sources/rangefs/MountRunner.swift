@@ -1,0 +1,130 @@
+// What `rangefs mount` does, as a straight line (libfuse's hello_ll.c): parse sources, go to the background,
+// check the mount point, lock the cache, probe the URLs, mount, serve until unmounted, commit, exit.
+//
+// Background mode re-executes this program in the foreground as a new session, with its stderr on a pipe. The
+// child reports each bad URL there and then a readiness line; the parent copies the reports to its own stderr
+// and exits with the child's status only once the mount is ready (or has failed), as mount(8) expects.
+
+import Foundation
+import Glibc
+import Logging
+import RangeFSCore
+import RangeFSFUSE
+import RangeFSHTTP
+
+/// The readiness line a background child writes before it detaches from the parent's pipe.
+let readinessMarker = "\u{1}rangefs-ready "
+/// Set in a background child's environment.
+let daemonChildVariable = "RANGEFS_DAEMON_CHILD"
+
+struct MountRunner {
+    let mountpoint: String
+    let urls: [String]
+    let options: MountOptions
+
+    /// Exit codes, also listed in `rangefs --help`.
+    enum Status {
+        static let mounted: Int32 = 0
+        static let failed: Int32 = 1
+        static let someFailed: Int32 = 2
+    }
+
+    func run() -> Int32 {
+        let isChild = ProcessInfo.processInfo.environment[daemonChildVariable] == "1"
+        if !options.foreground && !isChild { return Daemon.spawnAndWait() }
+        return mountAndServe(reportReadiness: isChild)
+    }
+
+    private func mountAndServe(reportReadiness: Bool) -> Int32 {
+        var logger = Logger(label: "rangefs")
+        logger.logLevel = options.verbose ? .debug : .info
+        func fail(_ message: String) -> Int32 {
+            printError("rangefs: " + message)
+            if reportReadiness { Daemon.reportReady(Status.failed, logFile: nil) }
+            return Status.failed
+        }
+
+        // Sources: command-line URLs, then list files, in order.
+        var sources = urls.map(MountSource.init(parsing:))
+        for path in options.list {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                return fail("cannot read list file \(path); check the path and its permissions")
+            }
+            sources += MountSource.parseList(String(decoding: data, as: UTF8.self))
+        }
+        if sources.isEmpty { return fail("nothing to mount: the list files hold no URLs") }
+
+        let target = MountPoint.absolute(mountpoint)
+        if let problem = MountPoint.prepare(target, logger: logger) { return fail(problem) }
+
+        let blockSize = (try? options.blockSizeBytes()) ?? 64 << 10
+        let store: CacheStore
+        do {
+            store = try CacheStore(root: options.cache.map(MountPoint.absolute)
+                                   ?? CacheStore.defaultRoot(environment: ProcessInfo.processInfo.environment),
+                                   logger: logger)
+        } catch {
+            return fail("\(error)")
+        }
+
+        // Probe every URL at once; a bad one is reported by name and the rest still mount.
+        let engine = CurlEngine(logger: logger)
+        defer { engine.shutdown() }
+        let catalog = Catalog()
+        var failures = 0
+        for (source, result) in zip(sources, engine.probeAll(sources.map(\.url))) {
+            switch result {
+            case .success(let metadata):
+                catalog.add(metadata, explicitName: source.name)
+            case .failure(let error):
+                failures += 1
+                printError("rangefs: \(Redaction.redact(source.url)): \(error.userMessage)")
+            }
+        }
+        if catalog.items.isEmpty { return fail("no URL could be mounted") }
+
+        let scheduler = FetchScheduler(fetcher: engine, store: store, logger: logger)
+        let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: blockSize,
+                                 logger: logger)
+        var settings = MountSettings()
+        settings.allowOther = options.allowOther
+        let mount: FUSEMount
+        do {
+            mount = try FUSEMount(fileSystem: fileSystem, mountpoint: target, settings: settings, logger: logger)
+            try mount.start()
+        } catch {
+            return fail("\(error)")
+        }
+        store.startCommitting()
+        let status = failures > 0 ? Status.someFailed : Status.mounted
+        if reportReadiness { Daemon.reportReady(status, logFile: options.logFile) }
+        logger.info("mounted \(catalog.items.count) file(s) on \(target)")
+
+        let signals = SignalWatcher { mount.requestUnmount() }
+        mount.waitUntilUnmounted()
+        signals.cancel()
+        mount.finish()
+        store.close()
+        logger.info("unmounted \(target)")
+        return status
+    }
+}
+
+/// Turns SIGINT and SIGTERM into a clean unmount.
+final class SignalWatcher {
+    private var sources: [DispatchSourceSignal] = []
+
+    init(_ handler: @escaping @Sendable () -> Void) {
+        for number in [SIGINT, SIGTERM, SIGHUP] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler(handler: handler)
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    func cancel() {
+        sources.forEach { $0.cancel() }
+    }
+}

@@ -1,0 +1,17 @@
+import ArgumentParser
+
+/// `rangefs`: mount HTTP(S) URLs as files.
+@main
+struct RangefsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rangefs",
+        abstract: "Mount HTTP(S) URLs as local files, fetched on demand into a persistent block cache.",
+        discussion: """
+        Exit status: 0 mounted, 1 nothing mounted, 2 mounted but some URLs failed, 64 bad arguments.
+        The fstab shape `rangefs SOURCE DIR -o cache=DIR,...` is also accepted (SOURCE: a URL or a list file).
+        """,
+        version: "0.1.0",
+        subcommands: [MountCommand.self, UnmountCommand.self, FstabMountCommand.self],
+        defaultSubcommand: FstabMountCommand.self
+    )
+}
