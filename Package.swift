@@ -42,8 +42,12 @@ let package = Package(
             dependencies: ["RangeFSCore"],
             path: "Tests/RangeFSTestSupport"
         ),
-        .testTarget(name: "RangeFSCoreTests", dependencies: ["RangeFSCore", "RangeFSTestSupport"]),
-        .testTarget(name: "RangeFSHTTPTests", dependencies: ["RangeFSHTTP", "RangeFSCore", "RangeFSTestSupport"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["rangefs", "RangeFSCore", "RangeFSTestSupport"]),
+        // Tests share fixtures across threads the way XCTest does; Swift 5 mode keeps that free of ceremony.
+        .testTarget(name: "RangeFSCoreTests", dependencies: ["RangeFSCore", "RangeFSTestSupport"],
+                    swiftSettings: [.swiftLanguageMode(.v5)]),
+        .testTarget(name: "RangeFSHTTPTests", dependencies: ["RangeFSHTTP", "RangeFSCore", "RangeFSTestSupport"],
+                    swiftSettings: [.swiftLanguageMode(.v5)]),
+        .testTarget(name: "IntegrationTests", dependencies: ["rangefs", "RangeFSCore", "RangeFSTestSupport"],
+                    swiftSettings: [.swiftLanguageMode(.v5)]),
     ]
 )

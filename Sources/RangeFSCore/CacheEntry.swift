@@ -78,7 +78,7 @@ public final class CacheEntry: Sendable {
 
     /// The bytes of `blocks`, clipped to the file's end.
     public func byteRange(of blocks: Range<Int>) -> Range<UInt64> {
-        let lower = UInt64(blocks.lowerBound) * UInt64(blockSize)
+        let lower = min(size, UInt64(blocks.lowerBound) * UInt64(blockSize))
         let upper = min(size, UInt64(blocks.upperBound) * UInt64(blockSize))
         return lower..<upper
     }

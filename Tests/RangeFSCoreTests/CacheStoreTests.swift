@@ -1,0 +1,123 @@
+import Glibc
+import Logging
+import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+final class CacheStoreTests: XCTestCase {
+    let logger = Logger(label: "test")
+    let metadata = RemoteMetadata(url: "http://origin/file.bin", size: 300_000, etag: "\"v1\"", lastModified: "")
+    var directory: TemporaryDirectory!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory(prefix: "store")
+    }
+
+    func block(_ entry: CacheEntry, _ index: Int, in bytes: [UInt8]) -> [UInt8] {
+        let range = entry.byteRange(of: index..<(index + 1))
+        return Array(bytes[Int(range.lowerBound)..<Int(range.upperBound)])
+    }
+
+    func storeBlock(_ entry: CacheEntry, _ index: Int, from bytes: [UInt8]) throws {
+        try block(entry, index, in: bytes).withUnsafeBytes { raw in
+            Result { () throws(SystemError) in try entry.store(block: index, bytes: raw) }
+        }.get()
+    }
+
+    func testStoredBlocksSurviveReopenOnlyAfterCommit() throws {
+        let bytes = pseudoRandomBytes(count: 300_000)
+        do {
+            let store = try CacheStore(root: directory.path, logger: logger)
+            let entry = try store.entry(for: metadata, blockSize: 65536)
+            XCTAssertEqual(entry.blockCount, 5)
+            try storeBlock(entry, 1, from: bytes)
+            try storeBlock(entry, 4, from: bytes)  // the short last block
+            XCTAssertEqual(entry.cachedBytes, 65536 + (300_000 - 4 * 65536))
+            XCTAssertEqual(entry.durableBlocks.setCount, 0, "nothing is durable before a commit")
+            XCTAssertTrue(try entry.commit())
+            try storeBlock(entry, 2, from: bytes)  // stored but never committed: lost by the "crash" below
+        }
+        let reopened = try CacheStore(root: directory.path, logger: logger)
+        let entry = try reopened.entry(for: metadata, blockSize: 65536)
+        XCTAssertEqual(entry.presentBlocks.clearRuns(in: 0..<5), [0..<1, 2..<4])
+        XCTAssertEqual(try entry.readPresent(entry.byteRange(of: 1..<2)), block(entry, 1, in: bytes))
+        XCTAssertEqual(try entry.readPresent(entry.byteRange(of: 4..<5)), block(entry, 4, in: bytes))
+    }
+
+    func testAChangedRemoteStartsTheEntryEmpty() throws {
+        let bytes = pseudoRandomBytes(count: 300_000)
+        do {
+            let store = try CacheStore(root: directory.path, logger: logger)
+            let entry = try store.entry(for: metadata, blockSize: 65536)
+            try storeBlock(entry, 0, from: bytes)
+            try entry.commit()
+        }
+        var changed = metadata
+        changed.etag = "\"v2\""
+        let store = try CacheStore(root: directory.path, logger: logger)
+        XCTAssertEqual(try store.entry(for: changed, blockSize: 65536).cachedBytes, 0)
+        XCTAssertEqual(try store.entry(for: metadata, blockSize: 65536).cachedBytes, 0, "the old version is gone")
+    }
+
+    func testDamagedHeaderOrBitmapMakesTheEntryEmpty() throws {
+        let bytes = pseudoRandomBytes(count: 300_000)
+        let folder: String
+        do {
+            let store = try CacheStore(root: directory.path, logger: logger)
+            let entry = try store.entry(for: metadata, blockSize: 65536)
+            folder = entry.directory
+            try storeBlock(entry, 0, from: bytes)
+            try entry.commit()
+        }
+        for file in ["bitmap", "header"] {
+            let path = folder + "/" + file
+            var contents = try XCTUnwrap(FileSystemCalls.readSmallFile(path))
+            contents[contents.count / 2] ^= 0xFF
+            try FileSystemCalls.replaceAtomically(path, with: contents)
+            let store = try CacheStore(root: directory.path, logger: logger)
+            XCTAssertEqual(try store.entry(for: metadata, blockSize: 65536).cachedBytes, 0, "damaged \(file)")
+        }
+    }
+
+    func testABlockThatFailsItsCRCIsAbsentWhenFirstRead() throws {
+        let bytes = pseudoRandomBytes(count: 300_000)
+        let folder: String
+        do {
+            let store = try CacheStore(root: directory.path, logger: logger)
+            let entry = try store.entry(for: metadata, blockSize: 65536)
+            folder = entry.directory
+            try storeBlock(entry, 0, from: bytes)
+            try storeBlock(entry, 1, from: bytes)
+            try entry.commit()
+        }
+        let data = try SystemFile(path: folder + "/data", flags: O_RDWR)
+        try data.write([0xAB, 0xCD], at: 70_000)  // inside block 1: a torn or rotten sector
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let entry = try store.entry(for: metadata, blockSize: 65536)
+        var claimed: [Range<Int>] = []
+        XCTAssertTrue(entry.request(blocks: 0..<1, claimed: &claimed, whenReady: { _ in }))
+        XCTAssertFalse(entry.request(blocks: 1..<2, claimed: &claimed, whenReady: { _ in }))
+        XCTAssertEqual(claimed, [1..<2], "the damaged block must be fetched again")
+    }
+
+    func testASecondProcessCannotOpenTheSameCache() throws {
+        let first = try CacheStore(root: directory.path, logger: logger)
+        // flock is per open file description, so a second open in this process conflicts like another process.
+        XCTAssertThrowsError(try CacheStore(root: directory.path, logger: logger)) { error in
+            guard case CacheError.locked(let path, let holder) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(path, directory.path)
+            XCTAssertTrue(holder.contains("pid \(getpid())"), holder)
+            XCTAssertTrue("\(error)".contains("--cache"), "the message names the fix")
+        }
+        withExtendedLifetime(first) {}
+    }
+
+    func testCacheDirectoryIsPrivateAndTagged() throws {
+        _ = try CacheStore(root: directory.path + "/c", logger: logger)
+        var info = stat()
+        XCTAssertEqual(stat(directory.path + "/c", &info), 0)
+        XCTAssertEqual(info.st_mode & 0o777, 0o700)
+        let tag = try XCTUnwrap(FileSystemCalls.readSmallFile(directory.path + "/c/CACHEDIR.TAG"))
+        XCTAssertTrue(String(decoding: tag, as: UTF8.self).hasPrefix("Signature: 8a477f597d28d172789f06886806bc55"))
+    }
+}

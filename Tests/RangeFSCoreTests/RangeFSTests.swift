@@ -1,0 +1,123 @@
+import Glibc
+import Logging
+import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// The filesystem without FUSE, against an in-memory origin.
+final class RangeFSTests: XCTestCase {
+    let url = "http://origin/data.bin"
+    let bytes = pseudoRandomBytes(count: 5_000_000)
+    var directory: TemporaryDirectory!
+    var origin: MemoryOrigin!
+    var fileSystem: RangeFS!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory(prefix: "fs")
+        origin = MemoryOrigin()
+        origin.serve(url, bytes: bytes)
+        fileSystem = try makeFileSystem()
+    }
+
+    func makeFileSystem() throws -> RangeFS {
+        let logger = Logger(label: "test")
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let catalog = Catalog()
+        for result in origin.probeAll([url]) { catalog.add(try result.get()) }
+        let scheduler = FetchScheduler(fetcher: origin, store: store, logger: logger)
+        return RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: 65536, logger: logger)
+    }
+
+    func read(_ handle: UInt64, offset: UInt64, count: Int, in fileSystem: RangeFS? = nil) -> Result<[UInt8], FileSystemError> {
+        let done = DispatchSemaphore(value: 0)
+        let result = LockedBox<Result<[UInt8], FileSystemError>?>(nil)
+        (fileSystem ?? self.fileSystem).read(handle: handle, offset: offset, count: count) { reply in
+            let value = reply.map { reply -> [UInt8] in
+                guard case .file(let descriptor, let offset, let count) = reply else { return [] }
+                var buffer = [UInt8](repeating: 0, count: count)
+                let got = pread(descriptor, &buffer, count, off_t(offset))
+                return Array(buffer.prefix(max(0, got)))
+            }
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 10), .success, "the read was never answered")
+        return result.withLock { $0 } ?? .failure(.io("no reply"))
+    }
+
+    func openFile(_ fileSystem: RangeFS? = nil) throws -> UInt64 {
+        let fs = fileSystem ?? self.fileSystem!
+        let item = try XCTUnwrap(fs.catalog.item(named: "data.bin"))
+        return try fs.open(item.inode).get()
+    }
+
+    func testReadReturnsTheOriginBytesAndFetchesOnlyTheirBlocks() throws {
+        let handle = try openFile()
+        let offset = 1_000_000
+        XCTAssertEqual(try read(handle, offset: UInt64(offset), count: 100_000).get(), Array(bytes[offset..<(offset + 100_000)]))
+        // Bytes 1,000,000..<1,100,000 lie in blocks 15 and 16.
+        XCTAssertEqual(origin.requests.map(\.range), [983_040..<1_114_112])
+        XCTAssertEqual(origin.requests.first?.ifRange, "\"v1\"")
+    }
+
+    func testReadsPastTheEndAreShortOrEmpty() throws {
+        let handle = try openFile()
+        XCTAssertEqual(try read(handle, offset: 4_999_990, count: 100).get(), Array(bytes[4_999_990...]))
+        XCTAssertEqual(try read(handle, offset: 6_000_000, count: 100).get(), [])
+    }
+
+    func testConcurrentReadersOfOneBlockShareOneRequest() throws {
+        origin.latency = 0.3
+        let group = DispatchGroup()
+        let results = LockedBox<[[UInt8]]>([])
+        // Three handles, as three programs would have: every read is the first of its handle, so none reads ahead.
+        for offset in [2_000_000, 2_004_096, 2_008_192] {
+            let handle = try openFile()
+            group.enter()
+            DispatchQueue.global().async {
+                let bytes = (try? self.read(handle, offset: UInt64(offset), count: 4096).get()) ?? []
+                results.withLock { $0.append(bytes) }
+                group.leave()
+            }
+        }
+        group.wait()
+        XCTAssertEqual(origin.requests.count, 1)
+        XCTAssertEqual(results.withLock { $0.count }, 3)
+        XCTAssertTrue(results.withLock { $0.allSatisfy { $0.count == 4096 } })
+    }
+
+    func testSequentialReadingPrefetchesAhead() throws {
+        let handle = try openFile()
+        for index in 0..<4 { _ = read(handle, offset: UInt64(index) * 131_072, count: 131_072) }
+        let deadline = Date().addingTimeInterval(5)
+        while origin.bytesSent < 1_500_000 && Date() < deadline { usleep(10_000) }
+        XCTAssertGreaterThan(origin.bytesSent, 1_500_000, "readahead should fetch past what was read")
+    }
+
+    func testCachedBytesShowInAttributesAndExtendedAttributes() throws {
+        let handle = try openFile()
+        _ = try read(handle, offset: 0, count: 10).get()
+        let inode = try XCTUnwrap(fileSystem.catalog.item(named: "data.bin")).inode
+        let attributes = try fileSystem.attributes(of: inode).get()
+        XCTAssertEqual(attributes.size, 5_000_000)
+        XCTAssertEqual(attributes.cachedBytes, 65536)
+        XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.cached_bytes", of: inode).get(), "65536")
+        XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.state", of: inode).get(), "partial")
+        XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.progress", of: inode).get(), "1.3%")
+        XCTAssertEqual(fileSystem.extendedAttribute("user.other", of: inode), .failure(.noSuchAttribute))
+    }
+
+    func testAFailingOriginFailsTheReadAndCachesNothing() throws {
+        let handle = try openFile()
+        origin.serve(url, bytes: bytes, etag: "\"v2\"")  // If-Range no longer matches: a 200 arrives
+        XCTAssertEqual(read(handle, offset: 0, count: 100), .failure(.stale))
+        let inode = try XCTUnwrap(fileSystem.catalog.item(named: "data.bin")).inode
+        XCTAssertEqual(try fileSystem.attributes(of: inode).get().cachedBytes, 0)
+    }
+
+    func testLookupAndListing() throws {
+        XCTAssertEqual(fileSystem.lookup(parent: Catalog.rootInode, name: "missing"), .failure(.notFound))
+        XCTAssertEqual(try fileSystem.listDirectory(Catalog.rootInode).get().map(\.name), ["data.bin"])
+        XCTAssertEqual(fileSystem.open(Catalog.rootInode), .failure(.isADirectory))
+    }
+}

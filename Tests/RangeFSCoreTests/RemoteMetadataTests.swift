@@ -1,0 +1,57 @@
+import RangeFSCore
+import XCTest
+
+final class RemoteMetadataTests: XCTestCase {
+    func testContentRangeForms() {
+        XCTAssertEqual(ContentRange(parsing: "bytes 0-0/12345"), ContentRange(range: 0..<1, completeLength: 12345))
+        XCTAssertEqual(ContentRange(parsing: "bytes 10-19/*"), ContentRange(range: 10..<20, completeLength: nil))
+        XCTAssertEqual(ContentRange(parsing: "bytes */0"), ContentRange(range: nil, completeLength: 0))
+        XCTAssertNil(ContentRange(parsing: "bytes 5-4/10"))
+        XCTAssertNil(ContentRange(parsing: "bytes 0-10/10"), "last byte past the end")
+        XCTAssertNil(ContentRange(parsing: "items 0-1/2"))
+    }
+
+    func testProbeOf206UsesTheCompleteLength() throws {
+        let head = ResponseHead(status: 206, headers: [
+            "content-range": "bytes 0-0/5000", "etag": "\"e1\"", "last-modified": "Sun, 06 Nov 1994 08:49:37 GMT",
+            "content-disposition": "attachment; filename=\"report 1.pdf\"",
+        ])
+        let metadata = try RemoteMetadata(url: "http://h/x", probeResponse: head)
+        XCTAssertEqual(metadata.size, 5000)
+        XCTAssertEqual(metadata.etag, "\"e1\"")
+        XCTAssertEqual(metadata.suggestedName, "report 1.pdf")
+        XCTAssertEqual(metadata.modificationTime, 784_111_777)
+        XCTAssertEqual(metadata.ifRangeValidator, "\"e1\"")
+    }
+
+    func testProbeOf200UsesContentLengthAndOthersFail() throws {
+        let plain = try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 200, headers: ["content-length": "42"]))
+        XCTAssertEqual(plain.size, 42)
+        XCTAssertThrowsError(try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 404, headers: [:]))) {
+            XCTAssertEqual($0 as? FetchError, .httpStatus(404))
+        }
+        XCTAssertThrowsError(try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 200, headers: [:]))) {
+            XCTAssertEqual($0 as? FetchError, .unknownSize)
+        }
+        let empty = try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 416, headers: ["content-range": "bytes */0"]))
+        XCTAssertEqual(empty.size, 0)
+    }
+
+    func testWeakETagIsNotUsedForIfRange() {
+        let weak = RemoteMetadata(url: "u", size: 1, etag: "W/\"x\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")
+        XCTAssertEqual(weak.ifRangeValidator, "Sun, 06 Nov 1994 08:49:37 GMT")
+    }
+
+    func testHTTPDateForms() {
+        XCTAssertEqual(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT"), 784_111_777)
+        XCTAssertEqual(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT"), 784_111_777)
+        XCTAssertEqual(HTTPDate.parse("Sun Nov  6 08:49:37 1994"), 784_111_777)
+        XCTAssertNil(HTTPDate.parse("yesterday"))
+    }
+
+    func testContentDispositionPrefersExtendedFilename() {
+        XCTAssertEqual(ContentDisposition.filename(from: "attachment; filename=\"a.txt\"; filename*=UTF-8''%C3%A9t%C3%A9.txt"), "été.txt")
+        XCTAssertEqual(ContentDisposition.filename(from: "inline; filename=plain.bin"), "plain.bin")
+        XCTAssertNil(ContentDisposition.filename(from: "inline"))
+    }
+}

@@ -1,0 +1,96 @@
+// An origin in memory for unit tests of the core, which is built to run without sockets (DESIGN.md §1). It
+// follows HTTP's rules for Range and If-Range the way nginx does, answers on its own queue like the curl engine
+// answers on its thread, and records every request so tests can count what was fetched.
+
+import Dispatch
+import Foundation
+import RangeFSCore
+
+/// Serves byte arrays as if over HTTP, recording requests.
+public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
+    // @unchecked Sendable: all mutable state is guarded by `lock`.
+    private let lock = NSLock()
+    private var files: [String: (bytes: [UInt8], etag: String)] = [:]
+    private var log: [RangeRequest] = []
+    private let queue = DispatchQueue(label: "memory-origin", attributes: .concurrent)
+    /// Delay before each response starts, to make requests overlap in time.
+    public var latency: Double = 0
+    /// Body bytes per write callback.
+    public var chunkSize = 16 << 10
+
+    public init() {}
+
+    public func serve(_ url: String, bytes: [UInt8], etag: String = "\"v1\"") {
+        lock.lock()
+        files[url] = (bytes, etag)
+        lock.unlock()
+    }
+
+    /// Every ranged request received, in order.
+    public var requests: [RangeRequest] {
+        lock.lock()
+        defer { lock.unlock() }
+        return log
+    }
+
+    /// Body bytes sent for ranged requests.
+    public var bytesSent: UInt64 { requests.reduce(0) { $0 + UInt64($1.range.count) } }
+
+    public func start(_ request: RangeRequest, sink: RangeResponseSink) {
+        lock.lock()
+        log.append(request)
+        let file = files[request.url]
+        lock.unlock()
+        queue.asyncAfter(deadline: .now() + latency) { [chunkSize] in
+            guard let file else {
+                _ = sink.receive(head: ResponseHead(status: 404, headers: [:]))
+                return sink.complete(error: nil)
+            }
+            var body = file.bytes[...]
+            var headers = ["etag": file.etag, "content-length": String(file.bytes.count)]
+            var status = 200
+            if request.ifRange == nil || request.ifRange == file.etag {
+                let upper = min(UInt64(file.bytes.count), request.range.upperBound)
+                body = file.bytes[Int(request.range.lowerBound)..<Int(upper)]
+                headers["content-range"] = "bytes \(request.range.lowerBound)-\(upper - 1)/\(file.bytes.count)"
+                headers["content-length"] = String(body.count)
+                status = 206
+            }
+            guard sink.receive(head: ResponseHead(status: status, headers: headers)) else {
+                return sink.complete(error: .cancelled)
+            }
+            while !body.isEmpty {
+                let piece = Array(body.prefix(chunkSize))
+                body = body.dropFirst(piece.count)
+                let accepted = piece.withUnsafeBytes { sink.receive(body: $0) }
+                if !accepted { return sink.complete(error: .cancelled) }
+            }
+            sink.complete(error: nil)
+        }
+    }
+
+    public func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
+        lock.lock()
+        let file = files[url]
+        lock.unlock()
+        guard let file else { return completion(.failure(.httpStatus(404))) }
+        completion(.success(RemoteMetadata(url: url, size: UInt64(file.bytes.count), etag: file.etag,
+                                           lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")))
+    }
+}
+
+/// Deterministic pseudo-random bytes (SplitMix64), so unit tests need no files.
+public func pseudoRandomBytes(count: Int, seed: UInt64 = 42) -> [UInt8] {
+    var state = seed
+    var bytes = [UInt8]()
+    bytes.reserveCapacity(count + 8)
+    while bytes.count < count {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var mixed = state
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        mixed ^= mixed >> 31
+        withUnsafeBytes(of: mixed) { bytes.append(contentsOf: $0) }
+    }
+    return Array(bytes.prefix(count))
+}

@@ -1,0 +1,152 @@
+// A real nginx on 127.0.0.1 with the stock static-file handler (Range and ETag as nginx does them; its 206 replies
+// carry no Accept-Ranges). Each origin has its own prefix, port, document root and access log; tests count what
+// it sent from that log.
+
+import Foundation
+import Glibc
+
+/// One line of the access log.
+public struct AccessLogLine: Equatable, Sendable {
+    public var status: Int
+    public var bodyBytes: UInt64
+    /// The Range header as sent, empty if none.
+    public var range: String
+    public var path: String
+}
+
+/// A running nginx serving `root` on a free loopback port.
+public final class NginxOrigin: @unchecked Sendable {
+    // @unchecked Sendable: immutable after init; the process handle is only stopped once, from deinit or stop().
+    public let root: String
+    public let port: Int
+    private let prefix: String
+    private let process: Process
+
+    public init() throws {
+        let directory = try TemporaryDirectory(prefix: "nginx")
+        prefix = directory.path
+        root = prefix + "/www"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: prefix + "/logs", withIntermediateDirectories: true)
+        var lastError: Error?
+        for _ in 0..<5 {
+            let port = Int.random(in: 20000...60000)
+            let config = Self.configuration(prefix: prefix, port: port)
+            try config.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/nginx")
+            process.arguments = ["-c", prefix + "/nginx.conf", "-p", prefix]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            do {
+                try process.run()
+            } catch {
+                throw TestSupportError("nginx is not installed; run mount-scripts/install-deps.sh (\(error))")
+            }
+            if Self.waitForPort(port, process: process) {
+                self.port = port
+                self.process = process
+                directory.keep()
+                return
+            }
+            process.terminate()
+            process.waitUntilExit()
+            lastError = TestSupportError("nginx did not start on port \(port): "
+                + ((try? String(contentsOfFile: prefix + "/logs/error.log", encoding: .utf8)) ?? ""))
+        }
+        throw lastError!
+    }
+
+    deinit { stop() }
+
+    /// Stops nginx (the master we started, by PID) and removes its files.
+    public func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(atPath: prefix)
+    }
+
+    public func url(_ name: String) -> String { "http://127.0.0.1:\(port)/\(name)" }
+    public func path(_ name: String) -> String { root + "/" + name }
+
+    /// Writes `bytes` as `name` under the document root.
+    public func serve(_ name: String, bytes: [UInt8]) throws {
+        try Data(bytes).write(to: URL(fileURLWithPath: path(name)))
+    }
+
+    /// Writes `size` pseudo-random bytes as `name` and returns their SHA-256 as hex.
+    @discardableResult
+    public func serveRandomFile(_ name: String, size: Int) throws -> String {
+        try Shell.run("/usr/bin/head", ["-c", String(size), "/dev/urandom"], stdoutFile: path(name))
+        return try Shell.sha256(of: path(name))
+    }
+
+    /// The access log lines so far. nginx writes each line when its response is complete.
+    public func accessLog() -> [AccessLogLine] {
+        let text = (try? String(contentsOfFile: prefix + "/logs/access.log", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
+            guard fields.count == 4, let status = Int(fields[0]), let bytes = UInt64(fields[1]) else { return nil }
+            return AccessLogLine(status: status, bodyBytes: bytes, range: fields[2] == "-" ? "" : fields[2],
+                                 path: fields[3])
+        }
+    }
+
+    /// Body bytes sent so far, for `path` (e.g. "/big.bin") or for everything.
+    public func bodyBytesSent(path: String? = nil) -> UInt64 {
+        accessLog().filter { path == nil || $0.path == path }.reduce(0) { $0 + $1.bodyBytes }
+    }
+
+    /// Empties the access log (nginx keeps appending to the same open file).
+    public func clearAccessLog() {
+        truncate(prefix + "/logs/access.log", 0)
+    }
+
+    private static func configuration(prefix: String, port: Int) -> String {
+        """
+        daemon off;
+        master_process on;
+        worker_processes 1;
+        user root;
+        error_log \(prefix)/logs/error.log;
+        pid \(prefix)/logs/nginx.pid;
+        events { worker_connections 512; }
+        http {
+            log_format counted '$status|$body_bytes_sent|$http_range|$uri';
+            access_log \(prefix)/logs/access.log counted;
+            client_body_temp_path \(prefix)/logs;
+            proxy_temp_path \(prefix)/logs;
+            fastcgi_temp_path \(prefix)/logs;
+            uwsgi_temp_path \(prefix)/logs;
+            scgi_temp_path \(prefix)/logs;
+            server {
+                listen 127.0.0.1:\(port);
+                root \(prefix)/www;
+                location /slow/ { limit_rate 32k; }
+            }
+        }
+        """
+    }
+
+    private static func waitForPort(_ port: Int, process: Process) -> Bool {
+        for _ in 0..<100 {
+            if !process.isRunning { return false }
+            let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(socket) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            if connected == 0 { return true }
+            usleep(50_000)
+        }
+        return false
+    }
+}
