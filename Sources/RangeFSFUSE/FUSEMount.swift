@@ -131,14 +131,8 @@ public final class FUSEMount: @unchecked Sendable {
     /// Runs `fusermount3 -u`, then `-uz` if the mount is busy, so the kernel drops the connection.
     public static func detach(_ mountpoint: String, logger: Logger) {
         for flags in ["-u", "-uz"] {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
-            process.arguments = [flags, mountpoint]
-            process.standardError = FileHandle.nullDevice
             do {
-                try process.run()
-                process.waitUntilExit()
-                if process.terminationStatus == 0 { return }
+                if try Subprocess.run("/bin/fusermount3", [flags, mountpoint], timeout: 30).status == 0 { return }
             } catch {
                 logger.error("cannot run fusermount3: \(error)")
                 return

@@ -72,7 +72,8 @@ private func rangefsLookup(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ namePoint
     let context = context(req), request = FUSERequest(raw: req!)
     switch context.fileSystem.lookup(parent: UInt64(parent), name: name(namePointer)) {
     case .success(let attributes):
-        request.replyEntry(attributes, owner: context.owner, timeout: context.entryTimeout)
+        request.replyEntry(attributes, owner: context.owner, entryTimeout: context.entryTimeout,
+                           attributeTimeout: attributes.isDirectory ? context.entryTimeout : context.attributeTimeout)
     case .failure(let error): request.fail(error)
     }
 }

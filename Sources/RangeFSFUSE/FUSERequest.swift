@@ -11,13 +11,13 @@ struct FUSERequest: @unchecked Sendable {
     func fail(_ error: FileSystemError) { fuse_reply_err(raw, error.errno) }
     func fail(errno: Int32) { fuse_reply_err(raw, errno) }
 
-    func replyEntry(_ attributes: FileAttributes, owner: Owner, timeout: Double) {
+    func replyEntry(_ attributes: FileAttributes, owner: Owner, entryTimeout: Double, attributeTimeout: Double) {
         var entry = fuse_entry_param()
         entry.ino = fuse_ino_t(attributes.inode)
         entry.generation = 1
         entry.attr = attributes.stat(owner: owner)
-        entry.attr_timeout = timeout
-        entry.entry_timeout = timeout
+        entry.attr_timeout = attributeTimeout
+        entry.entry_timeout = entryTimeout
         fuse_reply_entry(raw, &entry)
     }
 

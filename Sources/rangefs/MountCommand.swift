@@ -79,15 +79,9 @@ struct UnmountCommand: ParsableCommand {
     var lazy = false
 
     func run() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
-        process.arguments = [lazy ? "-uz" : "-u", mountpoint]
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        process.waitUntilExit()
-        if process.terminationStatus != 0 {
-            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let result = try Subprocess.run("/bin/fusermount3", [lazy ? "-uz" : "-u", mountpoint], timeout: 60)
+        if result.status != 0 {
+            let message = result.errorText
             let reason = message.contains("busy") ? "it is busy; close the programs using it or add --lazy"
                 : message.trimmingCharacters(in: .whitespacesAndNewlines)
             printError("rangefs: cannot unmount \(mountpoint): \(reason)")

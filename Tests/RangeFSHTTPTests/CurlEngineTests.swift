@@ -1,1 +1,87 @@
+import Logging
+import RangeFSCore
+import RangeFSHTTP
+import RangeFSTestSupport
 import XCTest
+
+/// Collects one transfer's response for assertions.
+final class CollectingSink: RangeResponseSink, @unchecked Sendable {
+    private let lock = NSLock()
+    private(set) var head: ResponseHead?
+    private(set) var body: [UInt8] = []
+    private(set) var error: FetchError?
+    let done = DispatchSemaphore(value: 0)
+
+    func receive(head: ResponseHead) -> Bool {
+        lock.withLock { self.head = head }
+        return true
+    }
+
+    func receive(body: UnsafeRawBufferPointer) -> Bool {
+        lock.withLock { self.body.append(contentsOf: body) }
+        return true
+    }
+
+    func complete(error: FetchError?) {
+        lock.withLock { self.error = error }
+        done.signal()
+    }
+}
+
+final class CurlEngineTests: XCTestCase {
+    static var origin: NginxOrigin!
+    static var engine: CurlEngine!
+    static let content = pseudoRandomBytes(count: 3_000_000)
+
+    override class func setUp() {
+        origin = try! NginxOrigin()
+        try! origin.serve("file.bin", bytes: content)
+        engine = CurlEngine(logger: Logger(label: "test"))
+    }
+
+    override class func tearDown() {
+        engine.shutdown()
+        origin.stop()
+    }
+
+    func probe(_ url: String) -> Result<RemoteMetadata, FetchError> {
+        Self.engine.probeAll([url])[0]
+    }
+
+    func testProbeReportsSizeValidatorsAndName() throws {
+        let metadata = try probe(Self.origin.url("file.bin")).get()
+        XCTAssertEqual(metadata.size, 3_000_000)
+        XCTAssertTrue(metadata.etag.hasPrefix("\""), metadata.etag)
+        XCTAssertNotNil(metadata.modificationTime)
+        XCTAssertEqual(EntryNaming.preferredName(explicit: nil, metadata: metadata), "file.bin")
+    }
+
+    func testProbeErrorsNameTheirCause() {
+        XCTAssertEqual(probe(Self.origin.url("missing.bin")), .failure(.httpStatus(404)))
+        XCTAssertEqual(probe("http://127.0.0.1:1/x"), .failure(.connectionRefused))
+        XCTAssertEqual(probe("ftp://host/x"), .failure(.unsupportedScheme("ftp")))
+        guard case .failure(.malformedURL) = probe("http://exa mple.com/x") else { return XCTFail("spaces in the host") }
+        guard case .failure(.malformedURL) = probe("just-words") else { return XCTFail("no scheme") }
+    }
+
+    func testRangedGetReturnsExactlyTheRangeWithoutAcceptRanges() {
+        let sink = CollectingSink()
+        let request = RangeRequest(url: Self.origin.url("file.bin"), range: 1_000_000..<1_500_000, ifRange: nil)
+        Self.engine.start(request, sink: sink)
+        XCTAssertEqual(sink.done.wait(timeout: .now() + 10), .success)
+        XCTAssertNil(sink.error)
+        XCTAssertEqual(sink.head?.status, 206)
+        XCTAssertEqual(sink.head?["content-range"], "bytes 1000000-1499999/3000000")
+        XCTAssertNil(sink.head?["accept-ranges"], "stock nginx leaves Accept-Ranges out of a 206")
+        XCTAssertEqual(sink.body, Array(Self.content[1_000_000..<1_500_000]))
+        XCTAssertEqual(Self.origin.accessLog().last?.range, "bytes=1000000-1499999")
+    }
+
+    func testIfRangeMismatchGetsTheWholeFileAs200() {
+        let sink = CollectingSink()
+        let request = RangeRequest(url: Self.origin.url("file.bin"), range: 0..<10, ifRange: "\"stale-etag\"")
+        Self.engine.start(request, sink: sink)
+        XCTAssertEqual(sink.done.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(sink.head?.status, 200)
+    }
+}

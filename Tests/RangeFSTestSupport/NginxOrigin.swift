@@ -20,7 +20,7 @@ public final class NginxOrigin: @unchecked Sendable {
     public let root: String
     public let port: Int
     private let prefix: String
-    private let process: Process
+    private let process: BackgroundProcess
 
     public init() throws {
         let directory = try TemporaryDirectory(prefix: "nginx")
@@ -33,24 +33,17 @@ public final class NginxOrigin: @unchecked Sendable {
             let port = Int.random(in: 20000...60000)
             let config = Self.configuration(prefix: prefix, port: port)
             try config.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/nginx")
-            process.arguments = ["-c", prefix + "/nginx.conf", "-p", prefix]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            do {
-                try process.run()
-            } catch {
-                throw TestSupportError("nginx is not installed; run mount-scripts/install-deps.sh (\(error))")
+            guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/nginx") else {
+                throw TestSupportError("nginx is not installed; run mount-scripts/install-deps.sh")
             }
+            let process = try BackgroundProcess("/usr/sbin/nginx", ["-c", prefix + "/nginx.conf", "-p", prefix])
             if Self.waitForPort(port, process: process) {
                 self.port = port
                 self.process = process
                 directory.keep()
                 return
             }
-            process.terminate()
-            process.waitUntilExit()
+            process.stop()
             lastError = TestSupportError("nginx did not start on port \(port): "
                 + ((try? String(contentsOfFile: prefix + "/logs/error.log", encoding: .utf8)) ?? ""))
         }
@@ -61,10 +54,7 @@ public final class NginxOrigin: @unchecked Sendable {
 
     /// Stops nginx (the master we started, by PID) and removes its files.
     public func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        process.stop(signal: SIGQUIT)
         try? FileManager.default.removeItem(atPath: prefix)
     }
 
@@ -130,7 +120,7 @@ public final class NginxOrigin: @unchecked Sendable {
         """
     }
 
-    private static func waitForPort(_ port: Int, process: Process) -> Bool {
+    private static func waitForPort(_ port: Int, process: BackgroundProcess) -> Bool {
         for _ in 0..<100 {
             if !process.isRunning { return false }
             let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -1,4 +1,6 @@
 import Foundation
+import Glibc
+import RangeFSCore
 
 /// An error from the test fixtures, with a message that says what to fix.
 public struct TestSupportError: Error, CustomStringConvertible {
@@ -17,43 +19,12 @@ public struct ProcessResult: Sendable {
 public enum Shell {
     @discardableResult
     public static func run(_ executable: String, _ arguments: [String], stdoutFile: String? = nil,
-                           environment: [String: String]? = nil, timeout: Double = 120) throws -> ProcessResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        let output = Pipe(), errors = Pipe()
-        if let stdoutFile {
-            _ = FileManager.default.createFile(atPath: stdoutFile, contents: nil)
-            process.standardOutput = FileHandle(forWritingAtPath: stdoutFile)
-        } else {
-            process.standardOutput = output
-        }
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        // Read both pipes while the process runs, so a chatty program cannot block on a full pipe.
-        let collected = LockedData()
-        let group = DispatchGroup()
-        for (pipe, isError) in [(output, false), (errors, true)] where !(stdoutFile != nil && !isError) {
-            group.enter()
-            DispatchQueue.global().async {
-                let data = pipe.fileHandleForReading.readDataToEndOfFile()
-                collected.set(data, isError: isError)
-                group.leave()
-            }
-        }
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
+                           timeout: Double = 120) throws -> ProcessResult {
+        let result = try Subprocess.run(executable, arguments, outputPath: stdoutFile, timeout: timeout)
+        if result.status == 137 {
             throw TestSupportError("\(executable) \(arguments.joined(separator: " ")) did not finish in \(timeout) s")
         }
-        process.waitUntilExit()
-        group.wait()
-        return ProcessResult(status: process.terminationStatus, stdout: collected.text(isError: false),
-                             stderr: collected.text(isError: true))
+        return ProcessResult(status: result.status, stdout: result.outputText, stderr: result.errorText)
     }
 
     /// The SHA-256 of a file, from sha256sum.
@@ -66,21 +37,60 @@ public enum Shell {
     }
 }
 
-private final class LockedData: @unchecked Sendable {
-    // @unchecked Sendable: both fields are guarded by `lock`.
+/// A program started in the background and stopped by its PID.
+public final class BackgroundProcess: @unchecked Sendable {
+    // @unchecked Sendable: `pid` is immutable; `exitStatus` is guarded by `lock`.
+    public let pid: pid_t
     private let lock = NSLock()
-    private var output = Data(), errors = Data()
+    private var exitStatus: Int32?
 
-    func set(_ data: Data, isError: Bool) {
-        lock.lock()
-        defer { lock.unlock() }
-        if isError { errors = data } else { output = data }
+    /// Starts `executable`; its output goes to `logPath` (or /dev/null).
+    public init(_ executable: String, _ arguments: [String], logPath: String? = nil) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, logPath ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard spawned == 0 else {
+            throw TestSupportError("cannot start \(executable): \(String(cString: strerror(spawned)))")
+        }
+        self.pid = pid
     }
 
-    func text(isError: Bool) -> String {
+    deinit { stop() }
+
+    /// Whether it is still running (reaps it if it exited).
+    public var isRunning: Bool {
         lock.lock()
         defer { lock.unlock() }
-        return String(decoding: isError ? errors : output, as: UTF8.self)
+        if exitStatus != nil { return false }
+        var status: Int32 = 0
+        if waitpid(pid, &status, WNOHANG) == pid {
+            exitStatus = status
+            return false
+        }
+        return true
+    }
+
+    /// Sends `signal` and waits up to `timeout` seconds for the exit; returns the raw wait status.
+    @discardableResult
+    public func stop(signal: Int32 = SIGTERM, timeout: Double = 10) -> Int32? {
+        if isRunning { kill(pid, signal) }
+        return waitForExit(timeout: timeout)
+    }
+
+    /// Waits for the process to end by itself; nil if it is still running after `timeout`.
+    public func waitForExit(timeout: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while isRunning && Date() < deadline { usleep(10_000) }
+        lock.lock()
+        defer { lock.unlock() }
+        return exitStatus
     }
 }
 

@@ -1,0 +1,78 @@
+import Foundation
+import Glibc
+import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Base for tests that mount for real: one nginx per class, a fresh mount point and cache per test, and
+/// everything unmounted afterwards. Without /dev/fuse the tests are skipped with a loud message.
+class MountTestCase: XCTestCase {
+    static var origin: NginxOrigin!
+    var driver: RangefsDriver!
+    var scratch: TemporaryDirectory!
+    var mountpoint: String { scratch.path + "/mnt" }
+    var cache: String { scratch.path + "/cache" }
+
+    override class func tearDown() {
+        origin?.stop()
+        origin = nil
+        super.tearDown()
+    }
+
+    override func setUpWithError() throws {
+        guard RangefsDriver.fuseAvailable else {
+            print(String(repeating: "!", count: 72) + "\n" + RangefsDriver.fuseMissingMessage + "\n"
+                  + String(repeating: "!", count: 72))
+            throw XCTSkip(RangefsDriver.fuseMissingMessage)
+        }
+        if Self.origin == nil { Self.origin = try NginxOrigin() }
+        driver = try RangefsDriver()
+        scratch = try TemporaryDirectory(prefix: "mount")
+    }
+
+    override func tearDown() {
+        driver?.unmountAll()
+        if let cache = scratch.map({ $0.path + "/cache" }) { try? driver?.waitForUnlock(cache) }
+        super.tearDown()
+    }
+
+    var origin: NginxOrigin { Self.origin }
+
+    /// Mounts `urls` and fails the test unless the mount is up.
+    @discardableResult
+    func mount(_ urls: [String], extra: [String] = [], expectStatus: Int32 = 0) throws -> ProcessResult {
+        let result = try driver.mount(mountpoint, urls: urls, cache: cache, extra: extra)
+        XCTAssertEqual(result.status, expectStatus, "rangefs mount: \(result.stderr)")
+        XCTAssertTrue(driver.isMounted(mountpoint), "not mounted: \(result.stderr)")
+        return result
+    }
+
+    /// Reads `count` bytes at `offset` of a file with pread(2).
+    func pread(_ path: String, offset: Int, count: Int) throws -> [UInt8] {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { throw TestSupportError("open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: count)
+        let got = Glibc.pread(descriptor, &buffer, count, off_t(offset))
+        guard got >= 0 else { throw TestSupportError("pread \(path): \(String(cString: strerror(errno)))") }
+        return Array(buffer.prefix(got))
+    }
+
+    func fileBytes(_ path: String, offset: Int, count: Int) throws -> [UInt8] {
+        let handle = try XCTUnwrap(FileHandle(forReadingAtPath: path))
+        defer { try? handle.close() }
+        try handle.seek(toOffset: UInt64(offset))
+        return [UInt8](try handle.read(upToCount: count) ?? Data())
+    }
+
+    /// Body bytes nginx sent for `path`, not counting the 1-byte mount-time probes.
+    func bytesFetched(_ path: String) -> UInt64 {
+        origin.accessLog().filter { $0.path == path && $0.range != "bytes=0-0" }.reduce(0) { $0 + $1.bodyBytes }
+    }
+
+    func statFile(_ path: String) throws -> stat {
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw TestSupportError("stat \(path): \(String(cString: strerror(errno)))") }
+        return info
+    }
+}
