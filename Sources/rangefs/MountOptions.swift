@@ -49,7 +49,7 @@ struct MountOptions: ParsableArguments {
                 case ("allow_other", nil): allowOther = true
                 case ("verbose", nil): verbose = true
                 default:
-                    if Self.ignoredMountOptions.contains(key) || key.hasPrefix("x-") { continue }
+                    if Self.ignoredMountOptions.contains(parts[0]) || parts[0].hasPrefix("x-") { continue }
                     throw ValidationError("unknown mount option '\(option)'; see rangefs mount --help for the options")
                 }
             }

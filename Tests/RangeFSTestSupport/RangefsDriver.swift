@@ -34,7 +34,10 @@ public final class RangefsDriver: @unchecked Sendable {
     /// `rangefs mount MOUNTPOINT URL... --cache CACHE extra...` in the background mode; records the mount.
     @discardableResult
     public func mount(_ mountpoint: String, urls: [String], cache: String, extra: [String] = []) throws -> ProcessResult {
-        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        // mkdir, not FileManager: a dead mount fails stat, and FileManager then takes it for a file.
+        if mkdir(mountpoint, 0o755) != 0 && errno != EEXIST {
+            throw TestSupportError("mkdir \(mountpoint): \(String(cString: strerror(errno)))")
+        }
         let result = try run(["mount", mountpoint] + urls + ["--cache", cache] + extra)
         if isMounted(mountpoint) { record(mountpoint) }
         return result

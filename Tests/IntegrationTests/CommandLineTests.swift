@@ -1,0 +1,121 @@
+import Foundation
+import Glibc
+import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// How the rangefs command behaves around mounting: shapes, signals, stale mounts, errors.
+final class CommandLineTests: MountTestCase {
+    func serveSmallFile(_ name: String = "small.bin") throws -> String {
+        try origin.serveRandomFile(name, size: 1 << 20)
+    }
+
+    func testListFileWithNamesAndComments() throws {
+        let digest = try serveSmallFile()
+        try origin.serve("notes.txt", bytes: Array("notes\n".utf8))
+        let list = scratch.path + "/urls.txt"
+        try """
+        # mounted by the test
+        renamed.bin=\(origin.url("small.bin"))
+
+        \(origin.url("notes.txt"))
+        """.write(toFile: list, atomically: true, encoding: .utf8)
+        try mount([], extra: ["--list", list])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(), ["notes.txt", "renamed.bin"])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/renamed.bin"), digest)
+    }
+
+    func testFstabShapeWithOptionsAfterTheMountPoint() throws {
+        let digest = try serveSmallFile()
+        let list = scratch.path + "/fstab-list.txt"
+        try origin.url("small.bin").write(toFile: list, atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        let result = try driver.run([list, mountpoint, "-o", "cache=\(cache),_netdev,nofail,ro,x-systemd.automount"])
+        if driver.isMounted(mountpoint) { driver.record(mountpoint) }
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/small.bin"), digest)
+    }
+
+    func testUnknownMountOptionIsNamed() throws {
+        let result = try driver.run([origin.url("x"), mountpoint, "-o", "cache=/tmp/x,bogus=1"])
+        XCTAssertEqual(result.status, 64)
+        XCTAssertTrue(result.stderr.contains("unknown mount option 'bogus=1'"), result.stderr)
+    }
+
+    func testMissingMountPointIsExplained() throws {
+        let result = try driver.run(["mount", scratch.path + "/nowhere", origin.url("x"), "--cache", cache])
+        XCTAssertEqual(result.status, 1)
+        XCTAssertTrue(result.stderr.contains("mkdir -p \(scratch.path)/nowhere"), result.stderr)
+    }
+
+    func testWritesAreRejectedAsReadOnly() throws {
+        _ = try serveSmallFile()
+        try mount([origin.url("small.bin")])
+        XCTAssertEqual(open(mountpoint + "/small.bin", O_WRONLY), -1)
+        XCTAssertEqual(errno, EROFS)
+        XCTAssertEqual(open(mountpoint + "/new.bin", O_WRONLY | O_CREAT, 0o644), -1)
+        XCTAssertEqual(errno, EROFS)
+    }
+
+    func testSecondDaemonOnTheSameCacheIsRefused() throws {
+        _ = try serveSmallFile()
+        try mount([origin.url("small.bin")])
+        let other = scratch.path + "/other"
+        try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+        let result = try driver.mount(other, urls: [origin.url("small.bin")], cache: cache)
+        XCTAssertEqual(result.status, 1)
+        XCTAssertTrue(result.stderr.contains("is in use by another rangefs"), result.stderr)
+        XCTAssertFalse(driver.isMounted(other))
+    }
+
+    func testForegroundSIGTERMUnmountsCleanly() throws {
+        _ = try serveSmallFile()
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        let daemon = try BackgroundProcess(driver.binary, ["mount", "-f", mountpoint, origin.url("small.bin"),
+                                                           "--cache", cache], logPath: scratch.path + "/fg.log")
+        try waitUntilMounted()
+        driver.record(mountpoint)
+        _ = try pread(mountpoint + "/small.bin", offset: 0, count: 4096)
+        let status = daemon.stop(signal: SIGTERM, timeout: 20)
+        XCTAssertEqual(status.map { ($0 >> 8) & 0xff }, 0, (try? String(contentsOfFile: scratch.path + "/fg.log", encoding: .utf8)) ?? "")
+        XCTAssertFalse(driver.isMounted(mountpoint))
+        // The clean exit committed the bitmap: what was read is durable.
+        let store = try CacheStore(root: cache, logger: .init(label: "test"))
+        let folder = store.directory(for: origin.url("small.bin"))
+        let record = try BitmapRecord.decode(try XCTUnwrap(FileSystemCalls.readSmallFile(folder + "/bitmap")))
+        XCTAssertGreaterThan(record.present.setCount, 0)
+    }
+
+    func testStaleMountAfterSIGKILLIsClearedByTheNextMount() throws {
+        let digest = try serveSmallFile()
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        let daemon = try BackgroundProcess(driver.binary, ["mount", "-f", mountpoint, origin.url("small.bin"),
+                                                           "--cache", cache])
+        try waitUntilMounted()
+        driver.record(mountpoint)
+        daemon.stop(signal: SIGKILL)
+        var info = stat()
+        XCTAssertEqual(stat(mountpoint, &info), -1)
+        XCTAssertEqual(errno, ENOTCONN, "a killed daemon leaves a dead mount behind")
+
+        let result = try mount([origin.url("small.bin")])
+        XCTAssertTrue(result.stderr.contains("cleared a stale mount on \(mountpoint)"), result.stderr)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/small.bin"), digest)
+    }
+
+    func testAMountedDirectoryIsNotMountedTwice() throws {
+        _ = try serveSmallFile()
+        try mount([origin.url("small.bin")])
+        let again = try driver.run(["mount", mountpoint, origin.url("small.bin"), "--cache", scratch.path + "/c2"])
+        XCTAssertEqual(again.status, 1)
+        XCTAssertTrue(again.stderr.contains("is already mounted"), again.stderr)
+    }
+
+    func waitUntilMounted(timeout: Double = 20) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !driver.isMounted(mountpoint) {
+            guard Date() < deadline else { throw TestSupportError("\(mountpoint) was not mounted in \(timeout) s") }
+            usleep(20_000)
+        }
+    }
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what rangefs needs to build, run and test, from Debian's packages; installs only what is missing.
+#   build:  libfuse3-dev libcurl4-openssl-dev pkg-config (and Swift 6 at /opt/swift or on PATH)
+#   run:    fuse3 (fusermount3, /dev/fuse)
+#   tests:  nginx-light (a real origin with Range and ETag), ffmpeg (ffprobe), attr (getfattr), curl
+set -euo pipefail
+
+packages=(fuse3 libfuse3-dev libcurl4-openssl-dev pkg-config nginx-light attr ffmpeg curl)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    # policy-rc.d keeps the nginx package from starting a system-wide server; tests start their own.
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+        $sudo chmod +x /usr/sbin/policy-rc.d
+        trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v swift >/dev/null 2>&1 && [ ! -x /opt/swift/usr/bin/swift ]; then
+    echo "install-deps: Swift 6 is not installed; put it at /opt/swift or on PATH" >&2
+    exit 1
+fi
+if [ ! -e /dev/fuse ]; then
+    echo "install-deps: /dev/fuse is missing; load the module with: modprobe fuse" >&2
+fi
+echo "install-deps: all dependencies present"
