@@ -134,8 +134,5 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
 
 extension CacheEntry {
     /// What to send as If-Range for this entry's version of the file.
-    var validator: String? {
-        RemoteMetadata(url: header.url, size: header.size, etag: header.etag, lastModified: header.lastModified)
-            .ifRangeValidator
-    }
+    var validator: String? { header.remoteMetadata.ifRangeValidator }
 }

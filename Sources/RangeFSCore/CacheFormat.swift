@@ -40,26 +40,24 @@ public struct CacheHeader: Equatable, Sendable {
     /// The number of blocks that cover `size` bytes.
     public var blockCount: Int { Int((size + UInt64(blockSize) - 1) / UInt64(blockSize)) }
 
+    /// The remote identity this header records, for comparing with a fresh probe.
+    public var remoteMetadata: RemoteMetadata {
+        RemoteMetadata(url: url, size: size, etag: etag, lastModified: lastModified)
+    }
+
     public func encoded() -> [UInt8] {
-        var writer = ByteWriter()
-        writer.write(raw: Self.magic)
-        writer.write(Self.version)
+        var writer = beginRecord(magic: Self.magic, version: Self.version)
         writer.write(UInt32(blockSize))
         writer.write(size)
         writer.write(generation)
         writer.write(string: url)
         writer.write(string: etag)
         writer.write(string: lastModified)
-        writer.write(CRC32C.checksum(writer.bytes))
-        return writer.bytes
+        return sealRecord(writer)
     }
 
     public static func decode(_ bytes: [UInt8]) throws(FormatError) -> CacheHeader {
-        try verifyTrailer(bytes)
-        var reader = ByteReader(bytes)
-        guard Array(try reader.readBytes(magic.count)) == magic else { throw .badMagic }
-        let version = try reader.readUInt32()
-        guard version == Self.version else { throw .unsupportedVersion(version) }
+        var reader = try openRecord(bytes, magic: magic, version: version)
         let blockSize = Int(try reader.readUInt32())
         guard blockSize >= 512 else { throw .inconsistent("block size \(blockSize)") }
         let size = try reader.readUInt64()
@@ -87,23 +85,16 @@ public struct BitmapRecord: Equatable, Sendable {
     }
 
     public func encoded() -> [UInt8] {
-        var writer = ByteWriter()
-        writer.write(raw: Self.magic)
-        writer.write(Self.version)
+        var writer = beginRecord(magic: Self.magic, version: Self.version)
         writer.write(UInt32(blockSize))
         writer.write(UInt64(present.blockCount))
         writer.write(generation)
         writer.write(raw: present.packedBytes)
-        writer.write(CRC32C.checksum(writer.bytes))
-        return writer.bytes
+        return sealRecord(writer)
     }
 
     public static func decode(_ bytes: [UInt8]) throws(FormatError) -> BitmapRecord {
-        try verifyTrailer(bytes)
-        var reader = ByteReader(bytes)
-        guard Array(try reader.readBytes(magic.count)) == magic else { throw .badMagic }
-        let version = try reader.readUInt32()
-        guard version == Self.version else { throw .unsupportedVersion(version) }
+        var reader = try openRecord(bytes, magic: magic, version: version)
         let blockSize = Int(try reader.readUInt32())
         let blockCount = try reader.readUInt64()
         let generation = try reader.readUInt64()
@@ -116,10 +107,29 @@ public struct BitmapRecord: Equatable, Sendable {
     }
 }
 
-/// Checks the trailing CRC32C that covers every byte before it.
-private func verifyTrailer(_ bytes: [UInt8]) throws(FormatError) {
-    guard bytes.count >= 12 else { throw .truncated }
-    let body = bytes[..<(bytes.count - 4)]
+// Every record is: 8-byte magic, u32 version, fields, u32 CRC32C of all that precedes it.
+
+private func beginRecord(magic: [UInt8], version: UInt32) -> ByteWriter {
+    var writer = ByteWriter()
+    writer.write(raw: magic)
+    writer.write(version)
+    return writer
+}
+
+private func sealRecord(_ writer: ByteWriter) -> [UInt8] {
+    var sealed = writer
+    sealed.write(CRC32C.checksum(writer.bytes))
+    return sealed.bytes
+}
+
+/// Checks the trailing CRC32C, the magic and the version; returns a reader positioned at the first field.
+private func openRecord(_ bytes: [UInt8], magic: [UInt8], version: UInt32) throws(FormatError) -> ByteReader {
+    guard bytes.count >= magic.count + 8 else { throw .truncated }
     var trailer = ByteReader(Array(bytes[(bytes.count - 4)...]))
-    guard try trailer.readUInt32() == CRC32C.checksum(body) else { throw .checksumMismatch }
+    guard try trailer.readUInt32() == CRC32C.checksum(bytes[..<(bytes.count - 4)]) else { throw .checksumMismatch }
+    var reader = ByteReader(Array(bytes[..<(bytes.count - 4)]))
+    guard Array(try reader.readBytes(magic.count)) == magic else { throw .badMagic }
+    let found = try reader.readUInt32()
+    guard found == version else { throw .unsupportedVersion(found) }
+    return reader
 }

@@ -99,9 +99,7 @@ public final class CacheStore: Sendable {
             logger.warning("damaged cache header in \(folder) (\(error)); starting this entry empty")
             return nil
         }
-        let cached = RemoteMetadata(url: header.url, size: header.size, etag: header.etag,
-                                    lastModified: header.lastModified)
-        guard header.url == metadata.url, cached.describesSameContent(as: metadata) else {
+        guard header.url == metadata.url, header.remoteMetadata.describesSameContent(as: metadata) else {
             logger.info("\(Redaction.redact(metadata.url)) changed on the server; dropping its cached data")
             return nil
         }
@@ -212,7 +210,6 @@ public final class CacheStore: Sendable {
 
 extension CacheEntry {
     func matches(_ metadata: RemoteMetadata) -> Bool {
-        RemoteMetadata(url: header.url, size: header.size, etag: header.etag, lastModified: header.lastModified)
-            .describesSameContent(as: metadata)
+        header.remoteMetadata.describesSameContent(as: metadata)
     }
 }

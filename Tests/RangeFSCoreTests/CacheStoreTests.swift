@@ -24,6 +24,16 @@ final class CacheStoreTests: XCTestCase {
         }.get()
     }
 
+    /// Fills `blocks` of a fresh entry, commits, closes the store, and returns the entry's folder.
+    func committedEntry(blocks: [Int]) throws -> String {
+        let bytes = pseudoRandomBytes(count: 300_000)
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let entry = try store.entry(for: metadata, blockSize: 65536)
+        for index in blocks { try storeBlock(entry, index, from: bytes) }
+        try entry.commit()
+        return entry.directory
+    }
+
     func testStoredBlocksSurviveReopenOnlyAfterCommit() throws {
         let bytes = pseudoRandomBytes(count: 300_000)
         do {
@@ -45,13 +55,7 @@ final class CacheStoreTests: XCTestCase {
     }
 
     func testAChangedRemoteStartsTheEntryEmpty() throws {
-        let bytes = pseudoRandomBytes(count: 300_000)
-        do {
-            let store = try CacheStore(root: directory.path, logger: logger)
-            let entry = try store.entry(for: metadata, blockSize: 65536)
-            try storeBlock(entry, 0, from: bytes)
-            try entry.commit()
-        }
+        _ = try committedEntry(blocks: [0])
         var changed = metadata
         changed.etag = "\"v2\""
         let store = try CacheStore(root: directory.path, logger: logger)
@@ -60,15 +64,7 @@ final class CacheStoreTests: XCTestCase {
     }
 
     func testDamagedHeaderOrBitmapMakesTheEntryEmpty() throws {
-        let bytes = pseudoRandomBytes(count: 300_000)
-        let folder: String
-        do {
-            let store = try CacheStore(root: directory.path, logger: logger)
-            let entry = try store.entry(for: metadata, blockSize: 65536)
-            folder = entry.directory
-            try storeBlock(entry, 0, from: bytes)
-            try entry.commit()
-        }
+        let folder = try committedEntry(blocks: [0])
         for file in ["bitmap", "header"] {
             let path = folder + "/" + file
             var contents = try XCTUnwrap(FileSystemCalls.readSmallFile(path))
@@ -80,16 +76,7 @@ final class CacheStoreTests: XCTestCase {
     }
 
     func testABlockThatFailsItsCRCIsAbsentWhenFirstRead() throws {
-        let bytes = pseudoRandomBytes(count: 300_000)
-        let folder: String
-        do {
-            let store = try CacheStore(root: directory.path, logger: logger)
-            let entry = try store.entry(for: metadata, blockSize: 65536)
-            folder = entry.directory
-            try storeBlock(entry, 0, from: bytes)
-            try storeBlock(entry, 1, from: bytes)
-            try entry.commit()
-        }
+        let folder = try committedEntry(blocks: [0, 1])
         let data = try SystemFile(path: folder + "/data", flags: O_RDWR)
         try data.write([0xAB, 0xCD], at: 70_000)  // inside block 1: a torn or rotten sector
         let store = try CacheStore(root: directory.path, logger: logger)
