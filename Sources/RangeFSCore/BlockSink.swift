@@ -1,8 +1,14 @@
 // Receives one request's body and stores it block by block, so a reader waiting for an early block is answered
 // while the rest of the request is still streaming. On a transient failure it asks again from the first byte it
 // does not have (mid-block included): a connection dropped in the middle of a large request costs nothing twice.
+//
+// A 200 to a ranged request has two causes, told apart by the response's validator and length:
+//   - the file changed (another ETag, Last-Modified or size): the entry is stale; the scheduler's observer
+//     re-probes the URL and readers of the old version get ESTALE;
+//   - the server ignores Range (same validator): the entry becomes "rangeless" and its blocks come from one
+//     whole-file stream, in order, which this sink also runs (`wholeFile`). Its readers wait for their bytes.
 
-/// Streams a ranged response into a cache entry.
+/// Streams a response into a cache entry.
 final class BlockSink: RangeResponseSink, @unchecked Sendable {
     // @unchecked Sendable: the fetcher calls one sink from one thread at a time (head, body..., complete), and
     // a retry starts only after `complete` returned, so the mutable fields are never touched concurrently.
@@ -10,6 +16,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private let entry: CacheEntry
     private let url: String
     private let blocks: Range<Int>
+    /// Streams the whole file without a Range header, skipping blocks already present.
+    private let wholeFile: Bool
     private unowned let scheduler: FetchScheduler
     /// The first block not yet stored; blocks before it in `blocks` are present.
     private var nextBlock: Int
@@ -22,10 +30,11 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// Why the current attempt was cancelled by us, if it was.
     private var failure: FetchError?
 
-    init(entry: CacheEntry, url: String, blocks: Range<Int>, scheduler: FetchScheduler) {
+    init(entry: CacheEntry, url: String, blocks: Range<Int>, wholeFile: Bool = false, scheduler: FetchScheduler) {
         self.entry = entry
         self.url = url
         self.blocks = blocks
+        self.wholeFile = wholeFile
         self.scheduler = scheduler
         self.nextBlock = blocks.lowerBound
         partial.reserveCapacity(entry.blockSize)
@@ -41,16 +50,20 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func startAttempt() {
+        if wholeFile {
+            nextBlock = blocks.lowerBound  // without Range, every attempt starts at byte 0
+            partial.removeAll(keepingCapacity: true)
+        }
         attempt += 1
         attemptStart = resumeOffset
         failure = nil
-        let request = RangeRequest(url: url, range: wanted, ifRange: entry.validator)
+        let request = RangeRequest(url: url, range: wholeFile ? nil : wanted, ifRange: entry.validator)
         scheduler.fetcher.start(request, sink: self)
     }
 
     func receive(head: ResponseHead) -> Bool {
         switch head.status {
-        case 206:
+        case 206 where !wholeFile:
             let value = head["content-range"] ?? "(missing)"
             guard let contentRange = ContentRange(parsing: value), let range = contentRange.range,
                   range.lowerBound == wanted.lowerBound, range.upperBound <= wanted.upperBound, !range.isEmpty
@@ -64,13 +77,17 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             }
             return true
         case 200:
-            // If-Range did its job: the validator no longer matches, or the server ignores Range altogether.
             let now = RemoteMetadata(url: url, size: head["content-length"].flatMap(UInt64.init) ?? entry.size,
                                      etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "")
-            failure = entry.matches(now) ? .rangeIgnored : .remoteChanged
+            guard entry.matches(now) else {
+                failure = .remoteChanged
+                return false
+            }
+            if wholeFile { return true }
+            failure = .rangeIgnored
             return false
         default:
-            failure = .httpStatus(head.status)
+            failure = head.status == 206 ? .badContentRange("206 to a request without Range") : .httpStatus(head.status)
             return false
         }
     }
@@ -87,16 +104,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             partial.append(contentsOf: remaining.prefix(take))
             remaining = remaining.dropFirst(take)
             if partial.count == blockLength {
-                do throws(SystemError) {
-                    let block = nextBlock
-                    try partial.withUnsafeBytes { raw in
-                        Result { () throws(SystemError) in try entry.store(block: block, bytes: raw) }
-                    }.get()
-                } catch {
-                    failure = .cacheWrite(error.description)
-                    nextBlock += 1
-                    partial.removeAll(keepingCapacity: true)
-                    return false
+                if !(wholeFile && entry.isPresent(nextBlock)) {
+                    partial.withUnsafeBytes { entry.store(block: nextBlock, bytes: $0) }
                 }
                 nextBlock += 1
                 partial.removeAll(keepingCapacity: true)
@@ -110,15 +119,19 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         if resumeOffset > attemptStart { attempt = 0 }
         if outcome == nil && nextBlock < blocks.upperBound {
             // A 206 may carry less than asked for: ask for the rest. Only an answer with no progress is an error.
-            if attempt == 0 {
+            if attempt == 0 && !wholeFile {
                 startAttempt()
                 return
             }
             outcome = .shortBody
         }
-        guard let outcome else {
-            scheduler.transferFinished(entry)
-            return
+        guard let outcome else { return finish() }
+        if outcome == .rangeIgnored {
+            scheduler.logger.warning("\(Redaction.redact(url)) ignores Range requests; streaming it whole instead")
+            entry.markRangeless()
+            entry.releaseClaims(nextBlock..<blocks.upperBound)
+            scheduler.startStream(entry, url: url)
+            return finish()
         }
         if outcome.isTransient && attempt < scheduler.policy.attempts {
             let delay = scheduler.policy.retryDelay * (1 << max(0, attempt - 1))
@@ -128,6 +141,12 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         }
         scheduler.logger.warning("fetching \(Redaction.redact(url)) bytes \(wanted) failed: \(outcome.userMessage)")
         entry.abandon(blocks: nextBlock..<blocks.upperBound, error: outcome)
+        if outcome == .remoteChanged { scheduler.reportRemoteChange(entry) }
+        finish()
+    }
+
+    private func finish() {
+        if wholeFile { entry.endStream() }
         scheduler.transferFinished(entry)
     }
 }

@@ -13,6 +13,11 @@
 //
 // Blocks loaded from an earlier run are trusted only after their CRC matches, checked the first time each is read:
 // a torn write or a flipped sector turns into a refetch, never into wrong bytes.
+//
+// When the disk is full (or a write fails), a fetched block is kept in memory instead: readers get its bytes, it
+// is never marked present, and it is dropped first-in first-out beyond `memoryLimit` (a dropped block is simply
+// absent again). When the remote file changes, the entry becomes stale: its waiters and every later read fail
+// with `.remoteChanged`, and the store opens a fresh entry (in new files) for the new version.
 
 import Glibc
 import Logging
@@ -36,6 +41,19 @@ public final class CacheEntry: Sendable {
         let resume: Resume
     }
 
+    /// What `request` found.
+    public enum Availability: Equatable {
+        /// Every block is readable now; call `reply(for:)`.
+        case ready
+        /// `whenReady` will run when they arrive or fail.
+        case waiting
+        /// Nothing will ever arrive for this version of the file.
+        case failed(FetchError)
+    }
+
+    /// Bytes of blocks kept in memory because they could not be written, per entry.
+    public static let memoryLimit = 64 << 20
+
     private struct State {
         var present: BlockBitmap
         var verified: BlockBitmap
@@ -47,6 +65,16 @@ public final class CacheEntry: Sendable {
         var nextWaiterID: UInt64 = 0
         var waiters: [UInt64: Waiter] = [:]
         var waitersByBlock: [Int: [UInt64]] = [:]
+        /// Blocks that could not be written, oldest first.
+        var memoryBlocks: [Int: [UInt8]] = [:]
+        var memoryOrder: [Int] = []
+        var memoryBytes = 0
+        var reportedWriteFailure = false
+        /// The remote file changed: this entry serves nothing more.
+        var stale = false
+        /// The server ignores Range: blocks come from one whole-file stream.
+        var rangeless = false
+        var streaming = false
     }
 
     public var blockSize: Int { header.blockSize }
@@ -108,28 +136,67 @@ public final class CacheEntry: Sendable {
 
     // MARK: Reading
 
-    /// Makes sure `blocks` will be present. Returns `true` if they already are (`whenReady` is then not called).
-    /// Otherwise `whenReady` runs once they all arrive or one fails, and `claimed` receives the runs of blocks that
-    /// nobody was fetching yet, now marked in flight: the caller must fetch them.
-    public func request(blocks: Range<Int>, claimed: inout [Range<Int>], whenReady: @escaping Resume) -> Bool {
+    /// Makes sure `blocks` will be readable. If they already are, or can never be, says so (`whenReady` is then
+    /// not called). Otherwise `whenReady` runs once they all arrive or one fails, and `claimed` receives the runs of
+    /// blocks that nobody was fetching yet, now marked in flight: the caller must fetch them.
+    public func request(blocks: Range<Int>, claimed: inout [Range<Int>], whenReady: @escaping Resume) -> Availability {
         verifyLoadedBlocks(blocks)
         return state.withLock { state in
+            if state.stale { return .failed(.remoteChanged) }
             var missing: [Int] = []
-            for index in blocks where !state.present.contains(index) { missing.append(index) }
-            if missing.isEmpty { return true }
+            for index in blocks where !Self.isReadable(index, in: state) { missing.append(index) }
+            if missing.isEmpty { return .ready }
             let id = state.nextWaiterID
             state.nextWaiterID += 1
             state.waiters[id] = Waiter(remaining: missing.count, resume: whenReady)
             for index in missing { state.waitersByBlock[index, default: []].append(id) }
             claimed = Self.claim(missing, in: &state)
-            return false
+            return .waiting
         }
+    }
+
+    private static func isReadable(_ index: Int, in state: State) -> Bool {
+        state.present.contains(index) || state.memoryBlocks[index] != nil
+    }
+
+    /// How to answer a read of `range` whose blocks are readable: straight from the data file when all are on
+    /// disk, else as bytes gathered from disk and memory. Nil if a memory block was dropped meanwhile.
+    public func reply(for range: Range<UInt64>) -> ReadReply? {
+        let blocks = self.blocks(covering: range)
+        let fromMemory = state.withLock { state -> [Int: [UInt8]]? in
+            var copies: [Int: [UInt8]] = [:]
+            for index in blocks where !state.present.contains(index) {
+                guard let bytes = state.memoryBlocks[index] else { return nil }
+                copies[index] = bytes
+            }
+            return copies
+        }
+        guard let fromMemory else { return nil }
+        if fromMemory.isEmpty {
+            return .file(descriptor: dataFile.descriptor, offset: range.lowerBound, count: Int(range.count))
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Int(range.count))
+        for index in blocks {
+            let blockRange = byteRange(of: index..<(index + 1))
+            let wanted = max(blockRange.lowerBound, range.lowerBound)..<min(blockRange.upperBound, range.upperBound)
+            if let block = fromMemory[index] {
+                let start = Int(wanted.lowerBound - blockRange.lowerBound)
+                bytes += block[start..<(start + Int(wanted.count))]
+            } else {
+                guard let read = try? dataFile.read(at: wanted.lowerBound, count: Int(wanted.count)),
+                      read.count == Int(wanted.count)
+                else { return nil }
+                bytes += read
+            }
+        }
+        return .bytes(bytes)
     }
 
     /// Marks the absent, unclaimed blocks of `blocks` in flight and returns them as runs; for readahead and fill.
     public func claim(blocks: Range<Int>) -> [Range<Int>] {
         state.withLock { state in
-            Self.claim(blocks.filter { !state.present.contains($0) }, in: &state)
+            state.stale ? [] : Self.claim(blocks.filter { !Self.isReadable($0, in: state) }, in: &state)
         }
     }
 
@@ -179,42 +246,79 @@ public final class CacheEntry: Sendable {
 
     // MARK: Storing
 
-    /// Writes one whole block fetched from the origin, then wakes the readers it completes.
-    /// A failed write leaves the block absent and fails its waiters; nothing is ever marked present unwritten.
-    public func store(block index: Int, bytes: UnsafeRawBufferPointer) throws(SystemError) {
+    /// Writes one whole block fetched from the origin, then wakes the readers it completes. If the write fails
+    /// (a full disk), the block is kept in memory for its readers and never marked present.
+    public func store(block index: Int, bytes: UnsafeRawBufferPointer) {
         precondition(bytes.count == length(ofBlock: index), "block \(index) must be stored whole")
+        if state.withLock({ $0.stale }) { return }
         let crc = CRC32C.checksum(bytes)
+        var failure: SystemError?
         do throws(SystemError) {
             try dataFile.write(bytes, at: UInt64(index) * UInt64(blockSize))
             var slot = ByteWriter()
             slot.write(crc)
             try crcFile.write(slot.bytes, at: UInt64(index) * 4)
         } catch {
-            abandon(blocks: index..<(index + 1), error: .cacheWrite(error.description))
-            throw error
+            failure = error
         }
-        let ready = state.withLock { state -> [Resume] in
-            state.present.insert(index)
-            state.verified.insert(index)
+        let (ready, firstFailure) = state.withLock { state -> ([Resume], Bool) in
             state.inFlight.remove(index)
-            state.crcs[index] = crc
-            state.changedSinceCommit = true
-            state.bytesSinceCommit += bytes.count
-            var ready: [Resume] = []
-            for id in state.waitersByBlock.removeValue(forKey: index) ?? [] {
-                guard var waiter = state.waiters[id] else { continue }
-                waiter.remaining -= 1
-                if waiter.remaining == 0 {
-                    state.waiters[id] = nil
-                    ready.append(waiter.resume)
-                } else {
-                    state.waiters[id] = waiter
-                }
+            var firstFailure = false
+            if failure == nil {
+                state.present.insert(index)
+                state.verified.insert(index)
+                state.crcs[index] = crc
+                state.changedSinceCommit = true
+                state.bytesSinceCommit += bytes.count
+                Self.dropFromMemory(index, in: &state)
+            } else {
+                firstFailure = !state.reportedWriteFailure
+                state.reportedWriteFailure = true
+                Self.keepInMemory(index, Array(bytes), in: &state)
             }
-            return ready
+            return (Self.wake(block: index, in: &state), firstFailure)
+        }
+        if let failure, firstFailure {
+            let advice = failure.isNoSpace ? "the cache disk is full; free space or use --cache on a larger disk"
+                : "check the cache disk"
+            logger.error("cannot write \(directory)/data (\(failure)): serving fetched blocks from memory without caching them; \(advice)")
         }
         for resume in ready { resume(.success(())) }
     }
+
+    private static func wake(block index: Int, in state: inout State) -> [Resume] {
+        var ready: [Resume] = []
+        for id in state.waitersByBlock.removeValue(forKey: index) ?? [] {
+            guard var waiter = state.waiters[id] else { continue }
+            waiter.remaining -= 1
+            if waiter.remaining == 0 {
+                state.waiters[id] = nil
+                ready.append(waiter.resume)
+            } else {
+                state.waiters[id] = waiter
+            }
+        }
+        return ready
+    }
+
+    private static func keepInMemory(_ index: Int, _ bytes: [UInt8], in state: inout State) {
+        dropFromMemory(index, in: &state)
+        state.memoryBlocks[index] = bytes
+        state.memoryOrder.append(index)
+        state.memoryBytes += bytes.count
+        while state.memoryBytes > memoryLimit, let oldest = state.memoryOrder.first {
+            dropFromMemory(oldest, in: &state)
+        }
+    }
+
+    private static func dropFromMemory(_ index: Int, in state: inout State) {
+        guard let bytes = state.memoryBlocks.removeValue(forKey: index) else { return }
+        state.memoryBytes -= bytes.count
+        state.memoryOrder.removeAll { $0 == index }
+    }
+
+    /// Bytes held in memory because they could not be written.
+    public var memoryBytes: Int { state.withLock { $0.memoryBytes } }
 
     /// Releases the claim on the absent blocks of `blocks` and fails every reader waiting for one of them.
     public func abandon(blocks: Range<Int>, error: FetchError) {
@@ -230,6 +334,56 @@ public final class CacheEntry: Sendable {
         }
         for resume in failed { resume(.failure(error)) }
     }
+
+    /// Releases the claim on `blocks` without failing their readers; another transfer will bring them.
+    public func releaseClaims(_ blocks: Range<Int>) {
+        state.withLock { state in
+            for index in blocks { state.inFlight.remove(index) }
+        }
+    }
+
+    /// Marks this version of the file as replaced: every waiting reader fails with `.remoteChanged`, and so
+    /// does every later request. Returns false if it already was stale.
+    @discardableResult
+    public func markStale() -> Bool {
+        let (failed, changed) = state.withLock { state -> ([Resume], Bool) in
+            guard !state.stale else { return ([], false) }
+            state.stale = true
+            let failed = state.waiters.values.map(\.resume)
+            state.waiters = [:]
+            state.waitersByBlock = [:]
+            state.memoryBlocks = [:]
+            state.memoryOrder = []
+            state.memoryBytes = 0
+            return (failed, true)
+        }
+        for resume in failed { resume(.failure(.remoteChanged)) }
+        return changed
+    }
+
+    public var isStale: Bool { state.withLock { $0.stale } }
+
+    /// Whether the server ignores Range for this file, so it must be streamed whole.
+    public var isRangeless: Bool { state.withLock { $0.rangeless } }
+
+    public func markRangeless() { state.withLock { $0.rangeless = true } }
+
+    /// Claims every absent block for one whole-file stream, unless a stream is already running.
+    /// Returns false when one is.
+    func beginStream() -> Bool {
+        state.withLock { state in
+            guard !state.streaming, !state.stale else { return false }
+            state.streaming = true
+            for index in 0..<state.present.blockCount where !state.present.contains(index) {
+                state.inFlight.insert(index)
+            }
+            return true
+        }
+    }
+
+    func endStream() { state.withLock { $0.streaming = false } }
+
+    public func isPresent(_ index: Int) -> Bool { state.withLock { $0.present.contains(index) } }
 
     /// Bytes stored since the last commit; the store commits early when this grows large.
     public var bytesSinceCommit: Int { state.withLock { $0.bytesSinceCommit } }

@@ -73,7 +73,9 @@ public final class CacheStore: Sendable {
     /// Opens the entry for `metadata`, reusing what is cached if it describes the same remote content, else
     /// starting it empty. `blockSize` applies only to new entries; an existing entry keeps its own.
     public func entry(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
-        if let open = entries.withLock({ $0[metadata.url] }), open.matches(metadata) { return open }
+        let previous = entries.withLock { $0[metadata.url] }
+        if let previous, previous.matches(metadata), !previous.isStale { return previous }
+        previous?.markStale()
         let folder = directory(for: metadata.url)
         let entry: CacheEntry
         do {
@@ -148,10 +150,12 @@ public final class CacheStore: Sendable {
         }
     }
 
-    /// Starts an entry empty. The old bitmap goes first, so no crash in between can leave bits for new data.
+    /// Starts an entry empty. The old bitmap goes first, so no crash in between can leave bits for new data. The
+    /// data and CRC files are new files, not truncated old ones: a handle still reading the old version through
+    /// the old entry keeps reading the old bytes, never a mix.
     private func createEntry(in folder: String, for metadata: RemoteMetadata,
                              blockSize: Int) throws(SystemError) -> CacheEntry {
-        try FileSystemCalls.removeFile(folder + "/bitmap")
+        for file in ["bitmap", "data", "crc32c"] { try FileSystemCalls.removeFile(folder + "/" + file) }
         try FileSystemCalls.synchronizeDirectory(containing: folder + "/bitmap")
         let header = CacheHeader(
             blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),

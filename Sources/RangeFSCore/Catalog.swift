@@ -38,6 +38,14 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// Replaces the metadata of a file whose remote content changed; its name and inode stay.
+    public func update(inode: UInt64, metadata: RemoteMetadata) {
+        state.withLock { state in
+            guard let item = state.byInode[inode] else { return }
+            state.byInode[inode] = CatalogItem(inode: inode, name: item.name, metadata: metadata)
+        }
+    }
+
     public func item(inode: UInt64) -> CatalogItem? {
         state.withLock { $0.byInode[inode] }
     }

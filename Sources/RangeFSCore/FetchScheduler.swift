@@ -39,6 +39,8 @@ public final class FetchScheduler: Sendable {
     let store: CacheStore
     let logger: Logger
     private let state = Mutex(State())
+    /// Told when a fetch finds that the remote file changed; RangeFS re-probes it.
+    private let changeObserver = LockedBox<(@Sendable (CacheEntry) -> Void)?>(nil)
 
     private struct Pending {
         let sequence: UInt64
@@ -63,6 +65,11 @@ public final class FetchScheduler: Sendable {
 
     /// Fetches `runs` of `entry` (already claimed by the caller) from `url`.
     public func fetch(_ entry: CacheEntry, url: String, runs: [Range<Int>], priority: FetchPriority) {
+        if entry.isRangeless {
+            // Range requests would only get the whole file again: one stream brings every block.
+            for run in runs { entry.releaseClaims(run) }
+            return startStream(entry, url: url)
+        }
         let blocksPerRequest = max(1, Int(policy.maxRequestBytes / UInt64(entry.blockSize)))
         let toStart = state.withLock { state -> [Pending] in
             for run in runs {
@@ -88,6 +95,23 @@ public final class FetchScheduler: Sendable {
             return Self.takeStartable(&state, limit: policy.maxTransfers)
         }
         toStart.forEach(start)
+    }
+
+    /// Streams the whole of `entry` from byte 0 for a server that ignores Range, unless a stream already runs.
+    func startStream(_ entry: CacheEntry, url: String) {
+        guard entry.beginStream() else { return }
+        state.withLock { $0.running += 1 }
+        let sink = BlockSink(entry: entry, url: url, blocks: 0..<entry.blockCount, wholeFile: true, scheduler: self)
+        sink.startAttempt()
+    }
+
+    /// Sets who is told when a fetch finds the remote file changed.
+    public func observeRemoteChanges(_ observer: @escaping @Sendable (CacheEntry) -> Void) {
+        changeObserver.withLock { $0 = observer }
+    }
+
+    func reportRemoteChange(_ entry: CacheEntry) {
+        changeObserver.withLock { $0 }?(entry)
     }
 
     /// How many transfers are running and queued, for status and tests.

@@ -4,7 +4,13 @@
 // A read whose blocks are all present is answered at once from the data file. Otherwise the blocks nobody is
 // fetching yet are requested at demand priority, and the reply is sent from the thread that stores the last
 // needed block. Each open handle has its own readahead window, so two streams over one file do not confuse it.
+//
+// A handle reads the version of the file it was opened on. When a fetch finds that the remote file changed, the
+// URL is probed again, the catalog takes the new size and date, the old entry goes stale, and the failed read is
+// answered ESTALE only after that, so the next open already gets the new version (and, through `keepCache`, makes
+// the kernel drop the old version's pages).
 
+import Dispatch
 import Glibc
 import Logging
 import Synchronization
@@ -21,9 +27,19 @@ public struct FileAttributes: Sendable, Equatable {
 }
 
 /// What a successful read hands back to the adapter.
-public enum ReadReply: Sendable {
+public enum ReadReply: Sendable, Equatable {
     /// `count` bytes at `offset` of the file behind `descriptor`, all present: reply straight from it.
     case file(descriptor: Int32, offset: UInt64, count: Int)
+    /// The bytes themselves, when some came from memory (the cache disk is full).
+    case bytes([UInt8])
+}
+
+/// What `open` hands back to the adapter.
+public struct OpenedFile: Sendable, Equatable {
+    public var handle: UInt64
+    /// Whether pages the kernel cached for this inode are still valid. False after the remote file changed, so
+    /// the kernel drops the old version's pages.
+    public var keepCache: Bool
 }
 
 /// A mounted set of remote files, backed by a cache.
@@ -36,6 +52,10 @@ public final class RangeFS: Sendable {
     /// When the mount started, the root directory's time.
     public let mountTime: Int64
     private let handles = Mutex(Handles())
+    /// The cache generation whose pages the kernel may hold, per inode.
+    private let kernelGenerations = Mutex<[UInt64: UInt64]>([:])
+    /// Re-probes run here: they wait for the network, which the curl thread provides.
+    private let revalidationQueue = DispatchQueue(label: "rangefs.revalidate")
     private let logger: Logger
 
     private struct OpenFile {
@@ -56,6 +76,7 @@ public final class RangeFS: Sendable {
         self.blockSize = blockSize
         self.logger = logger
         mountTime = Int64(time(nil))
+        scheduler.observeRemoteChanges { [weak self] entry in self?.revalidate(entry) }
     }
 
     // MARK: Names and attributes
@@ -87,7 +108,7 @@ public final class RangeFS: Sendable {
     // MARK: Open, read, release
 
     /// Opens a file for reading and returns its handle.
-    public func open(_ inode: UInt64) -> Result<UInt64, FileSystemError> {
+    public func open(_ inode: UInt64) -> Result<OpenedFile, FileSystemError> {
         if inode == Catalog.rootInode { return .failure(.isADirectory) }
         guard let item = catalog.item(inode: inode) else { return .failure(.notFound) }
         let cacheEntry: CacheEntry
@@ -97,12 +118,18 @@ public final class RangeFS: Sendable {
             logger.error("cannot open the cache for \(item.name): \(error)")
             return .failure(.io(error.description))
         }
-        return .success(handles.withLock { handles in
+        let handle = handles.withLock { handles in
             let handle = handles.next
             handles.next += 1
             handles.open[handle] = OpenFile(inode: inode, entry: cacheEntry)
             return handle
-        })
+        }
+        let generation = cacheEntry.header.generation
+        let keepCache = kernelGenerations.withLock { known in
+            defer { known[inode] = generation }
+            return known[inode] == nil || known[inode] == generation
+        }
+        return .success(OpenedFile(handle: handle, keepCache: keepCache))
     }
 
     public func release(_ handle: UInt64) {
@@ -123,29 +150,82 @@ public final class RangeFS: Sendable {
         guard offset < end else {
             return reply(.success(.file(descriptor: entry.dataDescriptor, offset: offset, count: 0)))
         }
-        let url = entry.header.url
-        let blocks = entry.blocks(covering: offset..<end)
+        let range = offset..<end
+        let blocks = entry.blocks(covering: range)
         var claimed: [Range<Int>] = []
-        let ready = entry.request(blocks: blocks, claimed: &claimed) { result in
+        let availability = entry.request(blocks: blocks, claimed: &claimed) { [weak self] result in
             switch result {
             case .success:
-                reply(.success(.file(descriptor: entry.dataDescriptor, offset: offset, count: Int(end - offset))))
+                self?.answer(handle: handle, entry: entry, range: range, reply: reply)
+            case .failure(.remoteChanged):
+                // Answer only once the new version is in the catalog, so the reader's next open gets it.
+                guard let self else { return reply(.failure(.stale)) }
+                revalidationQueue.async {
+                    self.revalidateNow(entry)
+                    reply(.failure(.stale))
+                }
             case .failure(let error):
                 reply(.failure(Self.fileSystemError(for: error)))
             }
         }
         if !claimed.isEmpty {
-            scheduler.fetch(entry, url: url, runs: claimed, priority: .demand)
+            scheduler.fetch(entry, url: entry.header.url, runs: claimed, priority: .demand)
         }
-        if !ready {
-            scheduler.promote(entry, blocks: blocks)
+        switch availability {
+        case .ready: answer(handle: handle, entry: entry, range: range, reply: reply)
+        case .waiting: scheduler.promote(entry, blocks: blocks)
+        case .failed(let error): reply(.failure(Self.fileSystemError(for: error)))
         }
         if ahead > 0 && end < entry.size {
             let runs = entry.claim(blocks: entry.blocks(covering: end..<min(entry.size, end + ahead)))
-            if !runs.isEmpty { scheduler.fetch(entry, url: url, runs: runs, priority: .readahead) }
+            if !runs.isEmpty { scheduler.fetch(entry, url: entry.header.url, runs: runs, priority: .readahead) }
         }
-        if ready {
-            reply(.success(.file(descriptor: entry.dataDescriptor, offset: offset, count: Int(end - offset))))
+    }
+
+    /// Sends the bytes of a read whose blocks are readable; if a memory-only block was dropped meanwhile, asks
+    /// for the read again (it will be fetched again).
+    private func answer(handle: UInt64, entry: CacheEntry, range: Range<UInt64>,
+                        reply: @escaping @Sendable (Result<ReadReply, FileSystemError>) -> Void) {
+        if let bytes = entry.reply(for: range) {
+            reply(.success(bytes))
+        } else {
+            read(handle: handle, offset: range.lowerBound, count: Int(range.count), reply: reply)
+        }
+    }
+
+    // MARK: Remote changes
+
+    /// Re-probes the URL of `entry` in the background; see `revalidateNow`.
+    func revalidate(_ entry: CacheEntry) {
+        revalidationQueue.async { self.revalidateNow(entry) }
+    }
+
+    /// Probes the URL of `entry` again. If the server now describes other content, the catalog takes the new
+    /// metadata, the old entry goes stale and a fresh one is opened for the new version.
+    private func revalidateNow(_ entry: CacheEntry) {
+        let url = entry.header.url
+        guard let item = catalog.items.first(where: { $0.metadata.url == url }),
+              item.metadata.describesSameContent(as: entry.header.remoteMetadata)
+        else {
+            entry.markStale()  // already replaced by an earlier revalidation
+            return
+        }
+        switch scheduler.fetcher.probeAll([url])[0] {
+        case .success(let fresh) where !fresh.describesSameContent(as: entry.header.remoteMetadata):
+            logger.notice("\(Redaction.redact(url)) changed on the server; open handles of the old version get ESTALE")
+            catalog.update(inode: item.inode, metadata: fresh)
+            entry.markStale()
+            do {
+                _ = try store.entry(for: fresh, blockSize: blockSize)
+            } catch {
+                logger.error("cannot open the cache for the new version of \(item.name): \(error)")
+            }
+        case .success:
+            logger.warning("\(Redaction.redact(url)) answered a ranged request with another version, then this one again")
+            entry.markStale()
+        case .failure(let error):
+            logger.warning("\(Redaction.redact(url)) changed and cannot be probed again: \(error.userMessage)")
+            entry.markStale()
         }
     }
 

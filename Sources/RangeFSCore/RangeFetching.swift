@@ -6,12 +6,13 @@ import Dispatch
 /// One ranged GET.
 public struct RangeRequest: Sendable, Equatable {
     public var url: String
-    /// The bytes wanted, `lowerBound..<upperBound`; sent as `Range: bytes=lower-(upper-1)`.
-    public var range: Range<UInt64>
+    /// The bytes wanted, `lowerBound..<upperBound`; sent as `Range: bytes=lower-(upper-1)`. Nil asks for the
+    /// whole file without a Range header, for servers that ignore Range.
+    public var range: Range<UInt64>?
     /// Sent as `If-Range`: the stored ETag, else the stored Last-Modified, so a changed file answers 200.
     public var ifRange: String?
 
-    public init(url: String, range: Range<UInt64>, ifRange: String?) {
+    public init(url: String, range: Range<UInt64>?, ifRange: String?) {
         self.url = url
         self.range = range
         self.ifRange = ifRange

@@ -7,6 +7,7 @@ import CFUSE
 import Glibc
 import Logging
 import RangeFSCore
+import Synchronization
 
 /// What the handlers share: the filesystem and the mount's settings. Reached through the session's userdata.
 final class FUSEContext: Sendable {
@@ -18,6 +19,28 @@ final class FUSEContext: Sendable {
     let maxBackground: UInt32
     let logger: Logger
     let initialized = DispatchSemaphoreBox()
+    /// Reads not answered yet, by ID. Whoever removes an ID (the read's completion or its INTERRUPT) replies.
+    private let pendingReads = Mutex(PendingReads())
+
+    private struct PendingReads {
+        var nextID: UInt = 1
+        var waiting: Set<UInt> = []
+    }
+
+    /// Registers a read that may wait; returns its ID.
+    func beginRead() -> UInt {
+        pendingReads.withLock { pending in
+            let id = pending.nextID
+            pending.nextID += 1
+            pending.waiting.insert(id)
+            return id
+        }
+    }
+
+    /// Claims the right to answer read `id`; false if it was already answered.
+    func finishRead(_ id: UInt) -> Bool {
+        pendingReads.withLock { $0.waiting.remove(id) != nil }
+    }
 
     init(fileSystem: RangeFS, owner: Owner, attributeTimeout: Double, entryTimeout: Double, maxBackground: UInt32,
          logger: Logger) {
@@ -93,10 +116,11 @@ private func rangefsOpen(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMu
     guard let fi else { return request.fail(errno: EINVAL) }
     if fi.pointee.flags & O_ACCMODE != O_RDONLY { return request.fail(errno: EROFS) }
     switch context.fileSystem.open(UInt64(inode)) {
-    case .success(let handle):
-        fi.pointee.fh = handle
-        // Remote content is immutable for a given ETag, so pages the kernel cached stay valid across opens.
-        rfs_fi_set_keep_cache(fi, 1)
+    case .success(let opened):
+        fi.pointee.fh = opened.handle
+        // Remote content is immutable for a given ETag, so pages the kernel cached stay valid across opens,
+        // until the remote file changes.
+        rfs_fi_set_keep_cache(fi, opened.keepCache ? 1 : 0)
         rfs_fi_set_noflush(fi, 1)
         fuse_reply_open(req, fi)
     case .failure(let error): request.fail(error)
@@ -107,13 +131,29 @@ private func rangefsRead(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _
                          _ fi: UnsafeMutablePointer<fuse_file_info>?) {
     let context = context(req), request = FUSERequest(raw: req!)
     guard let fi, offset >= 0 else { return request.fail(errno: EINVAL) }
+    // Register for INTERRUPT before the read can complete: after a reply, the request must not be touched.
+    // The ID travels as the callback's data pointer, so nothing has to outlive the request.
+    let id = context.beginRead()
+    fuse_req_interrupt_func(req, rangefsInterruptRead, UnsafeMutableRawPointer(bitPattern: id))
     context.fileSystem.read(handle: fi.pointee.fh, offset: UInt64(offset), count: size) { result in
+        guard context.finishRead(id) else { return }  // interrupted, and already answered EINTR
         switch result {
         case .success(.file(let descriptor, let offset, let count)):
             request.replyFromFile(descriptor: descriptor, offset: offset, count: count)
+        case .success(.bytes(let bytes)):
+            request.replyBytes(bytes)
         case .failure(let error):
             request.fail(error)
         }
+    }
+}
+
+/// The kernel gave up waiting for a read (the reader got a signal, e.g. Ctrl-C): answer EINTR now. The fetch
+/// goes on, and its blocks are cached for the next reader.
+private func rangefsInterruptRead(_ req: fuse_req_t?, _ data: UnsafeMutableRawPointer?) {
+    let context = context(req)
+    if let data, context.finishRead(UInt(bitPattern: data)) {
+        fuse_reply_err(req, EINTR)
     }
 }
 

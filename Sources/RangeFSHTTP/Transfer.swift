@@ -35,10 +35,15 @@ final class Transfer: @unchecked Sendable {
         rfs_easy_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
         rfs_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
         rfs_easy_setopt_string(handle, CURLOPT_USERAGENT, options.userAgent)
-        let range = request.map { "\($0.range.lowerBound)-\($0.range.upperBound - 1)" } ?? "0-0"
-        rfs_easy_setopt_string(handle, CURLOPT_RANGE, range)
+        if let request {
+            if let range = request.range {
+                rfs_easy_setopt_string(handle, CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound - 1)")
+            }
+        } else {
+            rfs_easy_setopt_string(handle, CURLOPT_RANGE, "0-0")  // a probe
+        }
         headerList = curl_slist_append(headerList, "Accept-Encoding: identity")
-        if let validator = request?.ifRange {
+        if let validator = request?.ifRange, request?.range != nil {
             headerList = curl_slist_append(headerList, "If-Range: \(validator)")
         }
         rfs_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)

@@ -19,9 +19,7 @@ final class CacheStoreTests: XCTestCase {
     }
 
     func storeBlock(_ entry: CacheEntry, _ index: Int, from bytes: [UInt8]) throws {
-        try block(entry, index, in: bytes).withUnsafeBytes { raw in
-            Result { () throws(SystemError) in try entry.store(block: index, bytes: raw) }
-        }.get()
+        block(entry, index, in: bytes).withUnsafeBytes { entry.store(block: index, bytes: $0) }
     }
 
     /// Fills `blocks` of a fresh entry, commits, closes the store, and returns the entry's folder.
@@ -82,8 +80,8 @@ final class CacheStoreTests: XCTestCase {
         let store = try CacheStore(root: directory.path, logger: logger)
         let entry = try store.entry(for: metadata, blockSize: 65536)
         var claimed: [Range<Int>] = []
-        XCTAssertTrue(entry.request(blocks: 0..<1, claimed: &claimed, whenReady: { _ in }))
-        XCTAssertFalse(entry.request(blocks: 1..<2, claimed: &claimed, whenReady: { _ in }))
+        XCTAssertEqual(entry.request(blocks: 0..<1, claimed: &claimed, whenReady: { _ in }), .ready)
+        XCTAssertEqual(entry.request(blocks: 1..<2, claimed: &claimed, whenReady: { _ in }), .waiting)
         XCTAssertEqual(claimed, [1..<2], "the damaged block must be fetched again")
     }
 

@@ -17,6 +17,23 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     public var latency: Double = 0
     /// Body bytes per write callback.
     public var chunkSize = 16 << 10
+    /// Refuse every connection, like a stopped server.
+    public var isDown = false
+    /// Answer every request with the whole file as 200, like a server that does not do Range.
+    public var ignoresRange = false
+    /// Claim a Content-Range this many bytes later than the one asked for (and send those bytes).
+    public var contentRangeShift: UInt64 = 0
+    /// The next `dropsLeft` responses end with a transport error after this many body bytes.
+    public var dropAfterBytes = 0
+    public var dropsLeft = 0
+    private var delivered: UInt64 = 0
+
+    /// Body bytes actually handed to sinks.
+    public var bodyBytesDelivered: UInt64 {
+        lock.lock()
+        defer { lock.unlock() }
+        return delivered
+    }
 
     public init() {}
 
@@ -34,14 +51,18 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     }
 
     /// Body bytes sent for ranged requests.
-    public var bytesSent: UInt64 { requests.reduce(0) { $0 + UInt64($1.range.count) } }
+    public var bytesSent: UInt64 { requests.reduce(0) { $0 + UInt64($1.range?.count ?? 0) } }
 
     public func start(_ request: RangeRequest, sink: RangeResponseSink) {
         lock.lock()
         log.append(request)
         let file = files[request.url]
+        let (ignoresRange, shift, isDown) = (self.ignoresRange, contentRangeShift, self.isDown)
+        let dropAfter: Int? = dropsLeft > 0 ? dropAfterBytes : nil
+        if dropsLeft > 0 { dropsLeft -= 1 }
         lock.unlock()
         queue.asyncAfter(deadline: .now() + latency) { [chunkSize] in
+            if isDown { return sink.complete(error: .connectionRefused) }
             guard let file else {
                 _ = sink.receive(head: ResponseHead(status: 404, headers: [:]))
                 return sink.complete(error: nil)
@@ -49,19 +70,26 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             var body = file.bytes[...]
             var headers = ["etag": file.etag, "content-length": String(file.bytes.count)]
             var status = 200
-            if request.ifRange == nil || request.ifRange == file.etag {
-                let upper = min(UInt64(file.bytes.count), request.range.upperBound)
-                body = file.bytes[Int(request.range.lowerBound)..<Int(upper)]
-                headers["content-range"] = "bytes \(request.range.lowerBound)-\(upper - 1)/\(file.bytes.count)"
+            if let asked = request.range, !ignoresRange, request.ifRange == nil || request.ifRange == file.etag {
+                let range = (asked.lowerBound + shift)..<(asked.upperBound + shift)
+                let upper = min(UInt64(file.bytes.count), range.upperBound)
+                body = file.bytes[Int(range.lowerBound)..<Int(upper)]
+                headers["content-range"] = "bytes \(range.lowerBound)-\(upper - 1)/\(file.bytes.count)"
                 headers["content-length"] = String(body.count)
                 status = 206
             }
             guard sink.receive(head: ResponseHead(status: status, headers: headers)) else {
                 return sink.complete(error: .cancelled)
             }
+            var sent = 0
             while !body.isEmpty {
-                let piece = Array(body.prefix(chunkSize))
+                if let dropAfter, sent >= dropAfter { return sink.complete(error: .transport("connection reset")) }
+                let piece = Array(body.prefix(min(chunkSize, (dropAfter ?? Int.max) - sent)))
                 body = body.dropFirst(piece.count)
+                sent += piece.count
+                self.lock.lock()
+                self.delivered += UInt64(piece.count)
+                self.lock.unlock()
                 let accepted = piece.withUnsafeBytes { sink.receive(body: $0) }
                 if !accepted { return sink.complete(error: .cancelled) }
             }
@@ -71,8 +99,9 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
 
     public func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
         lock.lock()
-        let file = files[url]
+        let (file, isDown) = (files[url], self.isDown)
         lock.unlock()
+        if isDown { return completion(.failure(.connectionRefused)) }
         guard let file else { return completion(.failure(.httpStatus(404))) }
         completion(.success(RemoteMetadata(url: url, size: UInt64(file.bytes.count), etag: file.etag,
                                            lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")))

@@ -1,0 +1,118 @@
+import Glibc
+import Logging
+import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Issue 3's semantics in the core, against an in-memory origin that misbehaves on request.
+final class FaultHandlingTests: XCTestCase {
+    let url = "http://origin/data.bin"
+    let bytes = pseudoRandomBytes(count: 3_000_000)
+    var directory: TemporaryDirectory!
+    var origin: MemoryOrigin!
+    var fileSystem: RangeFS!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory(prefix: "faults")
+        origin = MemoryOrigin()
+        origin.serve(url, bytes: bytes)
+        let logger = Logger(label: "test")
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let catalog = Catalog()
+        catalog.add(try origin.probeAll([url])[0].get())
+        var policy = FetchPolicy()
+        policy.retryDelay = .milliseconds(10)
+        let scheduler = FetchScheduler(fetcher: origin, store: store, policy: policy, logger: logger)
+        fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: 65536, logger: logger)
+    }
+
+    /// Compares bytes without printing them.
+    func assertBytes(_ result: Result<[UInt8], FileSystemError>, _ expected: ArraySlice<UInt8>,
+                     _ message: String = "", line: UInt = #line) {
+        switch result {
+        case .success(let bytes):
+            XCTAssertTrue(bytes.elementsEqual(expected), "\(bytes.count) bytes differ from the \(expected.count) expected \(message)", line: line)
+        case .failure(let error):
+            XCTFail("read failed: \(error) \(message)", line: line)
+        }
+    }
+
+    var inode: UInt64 { fileSystem.catalog.item(named: "data.bin")!.inode }
+
+    func open() throws -> OpenedFile { try fileSystem.open(inode).get() }
+
+    func read(_ handle: UInt64, offset: Int, count: Int) -> Result<[UInt8], FileSystemError> {
+        let done = DispatchSemaphore(value: 0)
+        let box = LockedBox<Result<[UInt8], FileSystemError>?>(nil)
+        fileSystem.read(handle: handle, offset: UInt64(offset), count: count) { reply in
+            box.withLock { $0 = reply.map { reply in
+                switch reply {
+                case .bytes(let bytes): return bytes
+                case .file(let descriptor, let offset, let count):
+                    var buffer = [UInt8](repeating: 0, count: count)
+                    let got = pread(descriptor, &buffer, count, off_t(offset))
+                    return Array(buffer.prefix(max(0, got)))
+                }
+            } }
+            done.signal()
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 10), .success, "read never answered")
+        return box.withLock { $0 } ?? .failure(.io("no answer"))
+    }
+
+    func testADroppedConnectionResumesAtTheByteItBrokeAt() throws {
+        origin.dropAfterBytes = 100_000  // mid-block: block 1 is half received
+        origin.dropsLeft = 1
+        let handle = try open().handle
+        assertBytes(read(handle, offset: 0, count: 1_000_000), bytes[..<1_000_000])
+        let ranges = origin.requests.compactMap(\.range)
+        XCTAssertEqual(ranges.first?.lowerBound, 0)
+        XCTAssertEqual(ranges.dropFirst().first?.lowerBound, 100_000, "the retry asks only for what did not arrive")
+        XCTAssertLessThanOrEqual(origin.bodyBytesDelivered, UInt64(ranges.first!.count), "nothing fetched twice")
+    }
+
+    func testAServerThatIgnoresRangeIsStreamedWholeAndReadsGetTheirBytes() throws {
+        origin.ignoresRange = true
+        let handle = try open().handle
+        assertBytes(read(handle, offset: 2_000_000, count: 50_000), bytes[2_000_000..<2_050_000])
+        assertBytes(read(handle, offset: 10, count: 10), bytes[10..<20])
+        let streams = origin.requests.filter { $0.range == nil }
+        XCTAssertEqual(streams.count, 1, "one whole-file stream, not one per read")
+    }
+
+    func testALyingContentRangeIsAnErrorAndCachesNothing() throws {
+        origin.contentRangeShift = 4096
+        let handle = try open().handle
+        guard case .failure(.io) = read(handle, offset: 65536, count: 4096) else { return XCTFail("expected EIO") }
+        XCTAssertEqual(try fileSystem.attributes(of: inode).get().cachedBytes, 0)
+        origin.contentRangeShift = 0
+        assertBytes(read(handle, offset: 65536, count: 4096), bytes[65536..<69632], "recovers")
+    }
+
+    func testARemoteChangeGivesOldHandlesESTALEAndNewOpensTheNewVersion() throws {
+        let old = try open()
+        XCTAssertTrue(old.keepCache)
+        assertBytes(read(old.handle, offset: 0, count: 100), bytes[..<100])
+        let changed = pseudoRandomBytes(count: 2_500_000, seed: 7)
+        origin.serve(url, bytes: changed, etag: "\"v2\"")
+
+        XCTAssertEqual(read(old.handle, offset: 1_000_000, count: 100), .failure(.stale))
+        XCTAssertEqual(read(old.handle, offset: 0, count: 100), .failure(.stale), "even cached bytes: no mix")
+        XCTAssertEqual(try fileSystem.attributes(of: inode).get().size, 2_500_000)
+        let new = try open()
+        XCTAssertFalse(new.keepCache, "the kernel must drop the old version's pages")
+        assertBytes(read(new.handle, offset: 0, count: 100), changed[..<100])
+        assertBytes(read(new.handle, offset: 2_400_000, count: 100_000), changed[2_400_000...])
+    }
+
+    func testAnUnreachableOriginFailsUncachedReadsButServesCachedOnes() throws {
+        let handle = try open().handle
+        assertBytes(read(handle, offset: 0, count: 4096), bytes[..<4096])
+        origin.isDown = true
+        guard case .failure(.io) = read(handle, offset: 1_500_000, count: 4096) else { return XCTFail("expected EIO") }
+        XCTAssertEqual(try read(handle, offset: 0, count: 4096).get(), Array(bytes[..<4096]), "cached bytes still served")
+        XCTAssertEqual(try fileSystem.attributes(of: inode).get().cachedBytes, 65536, "nothing deleted on failure")
+        origin.isDown = false
+        assertBytes(read(handle, offset: 1_500_000, count: 4096), bytes[1_500_000..<1_504_096], "works again, same handle")
+    }
+}
