@@ -106,6 +106,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             if partial.count == blockLength {
                 if !(wholeFile && entry.isPresent(nextBlock)) {
                     partial.withUnsafeBytes { entry.store(block: nextBlock, bytes: $0) }
+                    if entry.bytesSinceCommit >= scheduler.store.commitBytes { scheduler.store.commitSoon(entry) }
                 }
                 nextBlock += 1
                 partial.removeAll(keepingCapacity: true)

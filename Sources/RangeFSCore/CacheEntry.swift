@@ -61,6 +61,7 @@ public final class CacheEntry: Sendable {
         var durable: BlockBitmap
         var crcs: [UInt32]
         var changedSinceCommit = false
+        var commitRequested = false
         var bytesSinceCommit = 0
         var nextWaiterID: UInt64 = 0
         var waiters: [UInt64: Waiter] = [:]
@@ -385,6 +386,14 @@ public final class CacheEntry: Sendable {
 
     public func isPresent(_ index: Int) -> Bool { state.withLock { $0.present.contains(index) } }
 
+    /// Marks an early commit as requested; false if one already is.
+    func requestCommit() -> Bool {
+        state.withLock { state in
+            defer { state.commitRequested = true }
+            return !state.commitRequested
+        }
+    }
+
     /// Bytes stored since the last commit; the store commits early when this grows large.
     public var bytesSinceCommit: Int { state.withLock { $0.bytesSinceCommit } }
 
@@ -396,6 +405,7 @@ public final class CacheEntry: Sendable {
     public func commit() throws(SystemError) -> Bool {
         try commitLock.withLock { _ throws(SystemError) -> Bool in
             let snapshot = state.withLock { state -> BlockBitmap? in
+                state.commitRequested = false
                 guard state.changedSinceCommit else { return nil }
                 state.changedSinceCommit = false
                 state.bytesSinceCommit = 0

@@ -191,8 +191,10 @@ public final class CacheStore: Sendable {
         }
     }
 
-    /// Asks for a commit soon, outside the timer; called when much was stored since the last one.
+    /// Asks for a commit soon, outside the timer; called when much was stored since the last one. Requests made
+    /// while one is pending are folded into it.
     public func commitSoon(_ entry: CacheEntry) {
+        guard entry.requestCommit() else { return }
         commitQueue.async { [logger] in
             do { try entry.commit() } catch { logger.error("cache commit failed: \(error)") }
         }

@@ -135,7 +135,6 @@ public final class FetchScheduler: Sendable {
 
     /// Called by a sink once its blocks are all stored or abandoned.
     func transferFinished(_ entry: CacheEntry) {
-        if entry.bytesSinceCommit >= store.commitBytes { store.commitSoon(entry) }
         let toStart = state.withLock { state -> [Pending] in
             state.running -= 1
             return Self.takeStartable(&state, limit: policy.maxTransfers)

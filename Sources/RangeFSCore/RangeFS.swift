@@ -51,6 +51,8 @@ public final class RangeFS: Sendable {
     public let blockSize: Int
     /// When the mount started, the root directory's time.
     public let mountTime: Int64
+    /// The largest readahead window.
+    public let readaheadMaximum: UInt64
     private let handles = Mutex(Handles())
     /// The cache generation whose pages the kernel may hold, per inode.
     private let kernelGenerations = Mutex<[UInt64: UInt64]>([:])
@@ -61,7 +63,7 @@ public final class RangeFS: Sendable {
     private struct OpenFile {
         let inode: UInt64
         let entry: CacheEntry
-        var readahead = ReadaheadWindow()
+        var readahead: ReadaheadWindow
     }
 
     private struct Handles {
@@ -69,7 +71,9 @@ public final class RangeFS: Sendable {
         var open: [UInt64: OpenFile] = [:]
     }
 
-    public init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, blockSize: Int, logger: Logger) {
+    public init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, blockSize: Int,
+                readaheadMaximum: UInt64 = 32 << 20, logger: Logger) {
+        self.readaheadMaximum = readaheadMaximum
         self.catalog = catalog
         self.store = store
         self.scheduler = scheduler
@@ -121,7 +125,8 @@ public final class RangeFS: Sendable {
         let handle = handles.withLock { handles in
             let handle = handles.next
             handles.next += 1
-            handles.open[handle] = OpenFile(inode: inode, entry: cacheEntry)
+            handles.open[handle] = OpenFile(inode: inode, entry: cacheEntry, readahead: ReadaheadWindow(
+                minimum: min(1 << 20, readaheadMaximum), maximum: readaheadMaximum))
             return handle
         }
         let generation = cacheEntry.header.generation

@@ -20,6 +20,7 @@ struct MountCommand: ParsableCommand {
     mutating func validate() throws {
         try options.applyMountOptions()
         _ = try options.blockSizeBytes()
+        try options.validateNumbers()
         if urls.isEmpty && options.list.isEmpty {
             throw ValidationError("nothing to mount; give at least one URL or --list FILE")
         }
@@ -50,6 +51,7 @@ struct FstabMountCommand: ParsableCommand {
     mutating func validate() throws {
         try options.applyMountOptions()
         _ = try options.blockSizeBytes()
+        try options.validateNumbers()
     }
 
     func run() throws {

@@ -24,6 +24,24 @@ struct MountOptions: ParsableArguments {
     @Flag(name: [.short, .long], help: "Log each request.")
     var verbose = false
 
+    @Option(name: .long, help: "Seconds between cache commits: at most this much download progress is lost in a crash.")
+    var commitInterval: Double = 0.25
+
+    @Option(name: .long, help: "Also commit once this much was fetched since the last commit, e.g. 16M.")
+    var commitBytes: String = "16M"
+
+    @Option(name: .long, help: "The largest readahead window of a sequential reader, e.g. 32M.")
+    var readahead: String = "32M"
+
+    @Option(name: .long, help: "Seconds to wait for a connection to the server.")
+    var connectTimeout: Int = 10
+
+    @Option(name: .long, help: "Seconds a transfer may make no progress before it is retried; a read fails with EIO after the retries.")
+    var timeout: Int = 20
+
+    @Option(name: .long, help: "Attempts per request when the network fails (each resumes where the last broke).")
+    var retries: Int = 4
+
     @Option(name: .short, help: "Mount options, comma-separated: cache=DIR, list=FILE, block_size=N, foreground, allow_other, log_file=FILE.")
     var o: [String] = []
 
@@ -45,6 +63,12 @@ struct MountOptions: ParsableArguments {
                 case ("list", let value?): list.append(value)
                 case ("block_size", let value?): blockSize = value
                 case ("log_file", let value?): logFile = value
+                case ("commit_interval", let value?): commitInterval = try number(value, option)
+                case ("commit_bytes", let value?): commitBytes = value
+                case ("readahead", let value?): readahead = value
+                case ("connect_timeout", let value?): connectTimeout = Int(try number(value, option))
+                case ("timeout", let value?): timeout = Int(try number(value, option))
+                case ("retries", let value?): retries = Int(try number(value, option))
                 case ("foreground", nil), ("f", nil): foreground = true
                 case ("allow_other", nil): allowOther = true
                 case ("verbose", nil): verbose = true
@@ -54,6 +78,40 @@ struct MountOptions: ParsableArguments {
                 }
             }
         }
+    }
+
+    private func number(_ text: String, _ option: String) throws -> Double {
+        guard let value = Double(text), value >= 0 else {
+            throw ValidationError("mount option '\(option)' needs a number, e.g. \(option.split(separator: "=")[0])=5")
+        }
+        return value
+    }
+
+    /// Checks the numeric options; the error names the option and a valid value.
+    func validateNumbers() throws {
+        guard commitInterval >= 0.01 && commitInterval <= 60 else {
+            throw ValidationError("--commit-interval \(commitInterval) is out of range; use 0.01 to 60 seconds, e.g. 0.25")
+        }
+        guard connectTimeout >= 1, timeout >= 1 else {
+            throw ValidationError("--connect-timeout and --timeout must be at least 1 second")
+        }
+        guard retries >= 1 && retries <= 100 else { throw ValidationError("--retries must be 1 to 100") }
+        _ = try commitByteCount()
+        _ = try readaheadBytes()
+    }
+
+    func commitByteCount() throws -> Int {
+        guard let bytes = ByteSize.parse(commitBytes), bytes >= 64 << 10 else {
+            throw ValidationError("invalid --commit-bytes '\(commitBytes)'; use a size of at least 64K, e.g. 16M")
+        }
+        return Int(bytes)
+    }
+
+    func readaheadBytes() throws -> UInt64 {
+        guard let bytes = ByteSize.parse(readahead), bytes >= 1 << 20 else {
+            throw ValidationError("invalid --readahead '\(readahead)'; use a size of at least 1M, e.g. 32M")
+        }
+        return bytes
     }
 
     /// The block size in bytes, validated.

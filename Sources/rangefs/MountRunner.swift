@@ -62,13 +62,17 @@ struct MountRunner {
         do {
             store = try CacheStore(root: options.cache.map(MountPoint.absolute)
                                    ?? CacheStore.defaultRoot(environment: ProcessInfo.processInfo.environment),
-                                   logger: logger)
+                                   commitInterval: .milliseconds(Int(options.commitInterval * 1000)),
+                                   commitBytes: (try? options.commitByteCount()) ?? 16 << 20, logger: logger)
         } catch {
             return fail("\(error)")
         }
 
         // Probe every URL at once; a bad one is reported by name and the rest still mount.
-        let engine = CurlEngine(logger: logger)
+        var http = HTTPOptions()
+        http.connectTimeout = options.connectTimeout
+        http.lowSpeedTime = options.timeout
+        let engine = CurlEngine(options: http, logger: logger)
         defer { engine.shutdown() }
         let catalog = Catalog()
         var failures = 0
@@ -83,9 +87,11 @@ struct MountRunner {
         }
         if catalog.items.isEmpty { return fail("no URL could be mounted") }
 
-        let scheduler = FetchScheduler(fetcher: engine, store: store, logger: logger)
+        var policy = FetchPolicy()
+        policy.attempts = options.retries
+        let scheduler = FetchScheduler(fetcher: engine, store: store, policy: policy, logger: logger)
         let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: blockSize,
-                                 logger: logger)
+                                 readaheadMaximum: (try? options.readaheadBytes()) ?? 32 << 20, logger: logger)
         var settings = MountSettings()
         settings.allowOther = options.allowOther
         let mount: FUSEMount

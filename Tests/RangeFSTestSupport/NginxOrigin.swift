@@ -20,7 +20,7 @@ public final class NginxOrigin: @unchecked Sendable {
     public let root: String
     public let port: Int
     private let prefix: String
-    private let process: BackgroundProcess
+    private var process: BackgroundProcess
 
     public init() throws {
         let directory = try TemporaryDirectory(prefix: "nginx")
@@ -51,6 +51,17 @@ public final class NginxOrigin: @unchecked Sendable {
     }
 
     deinit { stop() }
+
+    /// Stops the server but keeps its files and port, to simulate an origin that went down.
+    public func halt() {
+        process.stop(signal: SIGTERM)
+    }
+
+    /// Starts the server again on the same port after `halt`.
+    public func resume() throws {
+        process = try BackgroundProcess("/usr/sbin/nginx", ["-c", prefix + "/nginx.conf", "-p", prefix])
+        guard Self.waitForPort(port, process: process) else { throw TestSupportError("nginx did not restart") }
+    }
 
     /// Stops nginx (the master we started, by PID) and removes its files.
     public func stop() {

@@ -1,0 +1,213 @@
+import Foundation
+import Glibc
+import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Issue 3's acceptance points: kills, power loss, remote changes, lying servers, full disks, dead origins.
+final class CrashSafetyTests: MountTestCase {
+    /// A daemon in the foreground, so the test knows its PID.
+    func startForeground(_ urls: [String], extra: [String] = []) throws -> BackgroundProcess {
+        if mkdir(mountpoint, 0o755) != 0 && errno != EEXIST { throw TestSupportError("mkdir \(mountpoint)") }
+        let daemon = try BackgroundProcess(driver.binary, ["mount", "-f", mountpoint] + urls + ["--cache", cache] + extra,
+                                           logPath: scratch.path + "/daemon.log")
+        let deadline = Date().addingTimeInterval(20)
+        while !driver.isMounted(mountpoint) {
+            guard Date() < deadline, daemon.isRunning else {
+                throw TestSupportError("no mount: " + ((try? String(contentsOfFile: scratch.path + "/daemon.log", encoding: .utf8)) ?? ""))
+            }
+            usleep(20_000)
+        }
+        driver.record(mountpoint)
+        return daemon
+    }
+
+    // 1. Twenty kills in the middle of a copy; the copy then completes, and the origin sent the file about once.
+    func testKillLoopResumesWhereEachCopyBroke() throws {
+        let size = 256 << 20
+        let digest = try origin.serveRandomFile("kill.bin", size: size)
+        let commitBytes = 4 << 20, readahead = 8 << 20
+        let options = ["--commit-interval", "0.1", "--commit-bytes", "4M", "--readahead", "8M"]
+        let copy = scratch.path + "/copy.bin"
+        for round in 0..<20 {
+            let daemon = try startForeground([origin.url("kill.bin")], extra: options)
+            let cp = try BackgroundProcess("/bin/cp", [mountpoint + "/kill.bin", copy])
+            usleep(useconds_t.random(in: 50_000...500_000))
+            daemon.stop(signal: SIGKILL)
+            _ = cp.waitForExit(timeout: 30)
+            XCTAssertFalse(cp.isRunning, "cp hangs after the daemon died (round \(round))")
+            XCTAssertEqual(try Shell.run("/bin/fusermount3", ["-uz", mountpoint]).status, 0)
+        }
+        try mount([origin.url("kill.bin")], extra: options)
+        XCTAssertEqual(try Shell.run("/bin/cp", [mountpoint + "/kill.bin", copy], timeout: 600).status, 0)
+        XCTAssertEqual(try Shell.sha256(of: copy), digest)
+        let sent = bytesFetched("/kill.bin")
+        let lossWindow = commitBytes + readahead
+        print("kill loop: the origin sent \(sent) bytes (\(String(format: "%.3f", Double(sent) / Double(size))) x the file) over 20 kills")
+        XCTAssertLessThanOrEqual(sent, UInt64(size + 20 * lossWindow),
+                                 "the origin sent \(sent >> 20) MiB for a \(size >> 20) MiB file over 20 kills")
+    }
+
+    // 2. Corrupted blocks and a truncated bitmap: every read is still correct.
+    func testPowerLossDamageIsNeverServed() throws {
+        let size = 16 << 20
+        let digest = try origin.serveRandomFile("power.bin", size: size)
+        try mount([origin.url("power.bin")])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/power.bin"), digest)
+        try driver.unmount(mountpoint, cache: cache)
+        let folder = try CacheStore(root: cache, logger: .init(label: "test")).directory(for: origin.url("power.bin"))
+        try driver.waitForUnlock(cache)
+
+        // Rotten sectors in five blocks, bitmap intact: those blocks fail their CRC and are fetched again.
+        let data = try SystemFile(path: folder + "/data", flags: O_RDWR)
+        for block in [0, 3, 100, 200, 255] { try data.write([0xDE, 0xAD, 0xBE, 0xEF], at: UInt64(block * 65536 + 777)) }
+        try mount([origin.url("power.bin")])
+        origin.clearAccessLog()
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/power.bin"), digest)
+        let refetched = bytesFetched("/power.bin")
+        XCTAssertGreaterThanOrEqual(refetched, 5 * 65536)
+        XCTAssertLessThan(refetched, UInt64(size / 2), "only the damaged blocks are fetched again")
+        try driver.unmount(mountpoint, cache: cache)
+
+        // A torn bitmap write plus more rot: the entry starts empty, and the bytes are right.
+        let bitmap = folder + "/bitmap"
+        XCTAssertEqual(truncate(bitmap, 20), 0)
+        for block in [1, 2, 50] { try data.write([0x00, 0x11], at: UInt64(block * 65536)) }
+        try mount([origin.url("power.bin")])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/power.bin"), digest)
+    }
+
+    // 3. The file changes on the origin while open: ESTALE for the old handle, the new version for new opens.
+    func testRemoteChangeGivesOldHandlesESTALEAndNewOpensTheNewVersion() throws {
+        try origin.serveRandomFile("change.bin", size: 8 << 20)
+        let oldBytes = try fileBytes(origin.path("change.bin"), offset: 0, count: 8 << 20)
+        try mount([origin.url("change.bin")])
+        let path = mountpoint + "/change.bin"
+        let old = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(old, 0)
+        defer { close(old) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        XCTAssertEqual(Glibc.pread(old, &buffer, 4096, 0), 4096)
+        XCTAssertTrue(buffer.elementsEqual(oldBytes[..<4096]))
+
+        let newDigest = try origin.serveRandomFile("change.bin", size: 9 << 20)  // new size and mtime: new ETag
+        XCTAssertEqual(utimes(origin.path("change.bin"), [timeval(tv_sec: time(nil) + 3600, tv_usec: 0),
+                                                           timeval(tv_sec: time(nil) + 3600, tv_usec: 0)]), 0)
+        XCTAssertEqual(Glibc.pread(old, &buffer, 4096, 5 << 20), -1)
+        XCTAssertEqual(errno, ESTALE)
+        XCTAssertEqual(Glibc.pread(old, &buffer, 4096, 4096), -1, "not even the cached part: never a mix")
+        XCTAssertEqual(errno, ESTALE)
+
+        XCTAssertEqual(try statFile(path).st_size, off_t(9 << 20))
+        XCTAssertEqual(try Shell.sha256(of: path), newDigest)
+    }
+
+    // 4. A server that ignores Range, and one that lies in Content-Range: correct data or EIO, never wrong data.
+    func testServersThatIgnoreRangeOrLieNeverYieldWrongBytes() throws {
+        let faulty = try FaultOrigin()
+        defer { faulty.stop() }
+        let content = pseudoRandomBytes(count: 6 << 20, seed: 3)
+        faulty.serve("norange.bin", bytes: content, etag: "\"n1\"")
+        faulty.serve("liar.bin", bytes: content, etag: "\"l1\"")
+        try mount([faulty.url("norange.bin"), faulty.url("liar.bin")])
+        faulty.setFault(.ignoreRange, for: "norange.bin")
+        faulty.setFault(.shiftContentRange(4096), for: "liar.bin")
+
+        XCTAssertTrue(try pread(mountpoint + "/norange.bin", offset: 5 << 20, count: 4096).elementsEqual(content[(5 << 20)..<((5 << 20) + 4096)]))
+        let copy = scratch.path + "/norange.copy"
+        XCTAssertEqual(try Shell.run("/bin/cp", [mountpoint + "/norange.bin", copy]).status, 0)
+        XCTAssertEqual(try XCTUnwrap(FileManager.default.contents(atPath: copy)), Data(content))
+        XCTAssertEqual(faulty.rangesRequested("norange.bin").filter { $0.isEmpty }.count, 1, "one whole-file stream")
+
+        let liar = open(mountpoint + "/liar.bin", O_RDONLY)
+        defer { close(liar) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        XCTAssertEqual(Glibc.pread(liar, &buffer, 4096, 1 << 20), -1)
+        XCTAssertEqual(errno, EIO)
+        XCTAssertEqual(try statFile(mountpoint + "/liar.bin").st_blocks, 0, "nothing from the liar was cached")
+    }
+
+    // 5. Cache on a 64 MiB tmpfs, 256 MiB read: no wrong byte, a clear error in the log, and the mount lives.
+    func testFullCacheDiskNeverCorruptsAndKeepsTheMountAlive() throws {
+        let size = 256 << 20
+        let digest = try origin.serveRandomFile("full.bin", size: size)
+        let small = scratch.path + "/small-disk"
+        XCTAssertEqual(mkdir(small, 0o700), 0)
+        let mounted = try Shell.run("/bin/mount", ["-t", "tmpfs", "-o", "size=64m", "tmpfs", small])
+        guard mounted.status == 0 else { throw XCTSkip("cannot mount a tmpfs here: \(mounted.stderr)") }
+        defer { _ = try? Shell.run("/bin/umount", ["-l", small]) }
+        let log = scratch.path + "/full.log"
+        let result = try driver.mount(mountpoint, urls: [origin.url("full.bin")], cache: small + "/cache",
+                                      extra: ["--log-file", log])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let copy = scratch.path + "/full.copy"
+        let cp = try Shell.run("/bin/cp", [mountpoint + "/full.bin", copy], timeout: 600)
+        if cp.status == 0 {
+            XCTAssertEqual(try Shell.sha256(of: copy), digest, "a full disk must never produce wrong bytes")
+        } else {
+            XCTAssertTrue(cp.stderr.contains("Input/output error") || cp.stderr.contains("No space"), cp.stderr)
+        }
+        XCTAssertTrue(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("the cache disk is full"))
+        XCTAssertEqual(try statFile(mountpoint + "/full.bin").st_size, off_t(size), "the mount is alive")
+        XCTAssertLessThanOrEqual(UInt64(try statFile(mountpoint + "/full.bin").st_blocks) * 512, 64 << 20)
+        try driver.unmount(mountpoint, cache: small + "/cache")
+    }
+
+    // 6. Origin stopped: cached ranges read fine, uncached ones fail with EIO in time; after a restart, all is well.
+    func testOriginDownServesCachedDataAndRecoversWithoutRemount() throws {
+        try origin.serveRandomFile("down.bin", size: 8 << 20)
+        let original = origin.path("down.bin")
+        try mount([origin.url("down.bin")], extra: ["--connect-timeout", "2", "--timeout", "3", "--retries", "2"])
+        let path = mountpoint + "/down.bin"
+        XCTAssertEqual(try pread(path, offset: 0, count: 65536), try fileBytes(original, offset: 0, count: 65536))
+
+        origin.halt()
+        defer { try? origin.resume() }
+        XCTAssertEqual(try pread(path, offset: 0, count: 65536), try fileBytes(original, offset: 0, count: 65536))
+        let started = Date()
+        XCTAssertThrowsError(try pread(path, offset: 6 << 20, count: 4096)) { error in
+            XCTAssertTrue("\(error)".contains("Input/output error"), "\(error)")
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10, "an uncached read must fail within the timeouts")
+
+        try origin.resume()
+        XCTAssertEqual(try pread(path, offset: 6 << 20, count: 4096), try fileBytes(original, offset: 6 << 20, count: 4096))
+        XCTAssertGreaterThanOrEqual(try statFile(path).st_blocks * 512, 65536, "nothing cached was dropped")
+    }
+
+    // Retries resume at the byte where the connection broke, so nothing is fetched twice.
+    func testDroppedConnectionsResumeWithoutFetchingAnythingTwice() throws {
+        let faulty = try FaultOrigin()
+        defer { faulty.stop() }
+        let content = pseudoRandomBytes(count: 24 << 20, seed: 9)
+        faulty.serve("drops.bin", bytes: content, etag: "\"d1\"")
+        try mount([faulty.url("drops.bin")])
+        faulty.setFault(.dropAfter(bytes: 1_000_000, times: 3), for: "drops.bin")
+        let copy = scratch.path + "/drops.copy"
+        XCTAssertEqual(try Shell.run("/bin/cp", [mountpoint + "/drops.bin", copy]).status, 0)
+        XCTAssertEqual(try XCTUnwrap(FileManager.default.contents(atPath: copy)), Data(content))
+        XCTAssertEqual(faulty.bodyBytesSent("drops.bin"), UInt64(content.count) + 1, "each byte once (+1: the probe)")
+        XCTAssertTrue(faulty.rangesRequested("drops.bin").contains { range in
+            guard let start = range.dropFirst(6).split(separator: "-").first.flatMap({ Int($0) }) else { return false }
+            return start % 65536 != 0
+        }, "a retry starts mid-block, where the data stopped")
+    }
+
+    // FUSE INTERRUPT: Ctrl-C ends a read that waits on a stalled server.
+    func testInterruptEndsAReadWaitingOnAStalledServer() throws {
+        let faulty = try FaultOrigin()
+        defer { faulty.stop() }
+        faulty.serve("stall.bin", bytes: pseudoRandomBytes(count: 1 << 20), etag: "\"s1\"")
+        try mount([faulty.url("stall.bin")], extra: ["--timeout", "60"])
+        faulty.setFault(.stall, for: "stall.bin")
+        defer { faulty.setFault(.none, for: "stall.bin") }
+        let reader = try BackgroundProcess("/bin/cat", [mountpoint + "/stall.bin"])
+        usleep(700_000)
+        XCTAssertTrue(reader.isRunning, "the read should be waiting on the stalled server")
+        let started = Date()
+        kill(reader.pid, SIGINT)
+        XCTAssertNotNil(reader.waitForExit(timeout: 5), "Ctrl-C did not end the read")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
+        XCTAssertEqual(try statFile(mountpoint + "/stall.bin").st_size, 1 << 20, "the mount still answers")
+    }
+}
