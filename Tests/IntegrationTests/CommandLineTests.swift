@@ -111,6 +111,28 @@ final class CommandLineTests: MountTestCase {
         XCTAssertTrue(again.stderr.contains("is already mounted"), again.stderr)
     }
 
+    func testVerifyReportsAndRepairsDamagedBlocks() throws {
+        let digest = try serveSmallFile()
+        try mount([origin.url("small.bin")])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/small.bin"), digest)
+        let busy = try driver.run(["verify", "--cache", cache])
+        XCTAssertEqual(busy.status, 3, "a mounted cache is locked")
+        XCTAssertTrue(busy.stderr.contains("in use by another rangefs"), busy.stderr)
+        try driver.unmount(mountpoint, cache: cache)
+
+        XCTAssertEqual(try driver.run(["verify", "--cache", cache]).stdout.hasPrefix("OK "), true)
+        let folder = try CacheStore(root: cache, logger: .init(label: "test")).directory(for: origin.url("small.bin"))
+        try driver.waitForUnlock(cache)
+        try SystemFile(path: folder + "/data", flags: O_RDWR).write([1, 2, 3], at: 300_000)
+        let found = try driver.run(["verify", "--cache", cache])
+        XCTAssertEqual(found.status, 1)
+        XCTAssertTrue(found.stdout.contains("1 of 16 blocks fail their CRC"), found.stdout)
+        XCTAssertEqual(try driver.run(["verify", "--cache", cache, "--repair"]).status, 1)
+        XCTAssertEqual(try driver.run(["verify", "--cache", cache]).status, 0)
+        try mount([origin.url("small.bin")])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/small.bin"), digest)
+    }
+
     func waitUntilMounted(timeout: Double = 20) throws {
         let deadline = Date().addingTimeInterval(timeout)
         while !driver.isMounted(mountpoint) {

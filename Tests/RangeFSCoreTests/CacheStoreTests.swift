@@ -85,6 +85,23 @@ final class CacheStoreTests: XCTestCase {
         XCTAssertEqual(claimed, [1..<2], "the damaged block must be fetched again")
     }
 
+    func testVerifyFindsRottenBlocksAndRepairDropsOnlyThem() throws {
+        let folder = try committedEntry(blocks: [0, 1, 2, 4])
+        try SystemFile(path: folder + "/data", flags: O_RDWR).write([0x55], at: 2 * 65536 + 9)
+        let store = try CacheStore(root: directory.path, logger: logger)
+        XCTAssertEqual(store.entryFolders(), [folder])
+        let report = store.verify(folder: folder, repair: false)
+        XCTAssertEqual(report.presentBlocks, 4)
+        XCTAssertEqual(report.badBlocks, [2])
+        XCTAssertEqual(report.url, metadata.url)
+        XCTAssertFalse(report.repaired)
+        XCTAssertEqual(store.verify(folder: folder, repair: true).badBlocks, [2])
+        let after = store.verify(folder: folder, repair: false)
+        XCTAssertTrue(after.isHealthy)
+        XCTAssertEqual(after.presentBlocks, 3)
+        XCTAssertEqual(try store.entry(for: metadata, blockSize: 65536).presentBlocks.clearRuns(in: 0..<5), [2..<4])
+    }
+
     func testASecondProcessCannotOpenTheSameCache() throws {
         let first = try CacheStore(root: directory.path, logger: logger)
         // flock is per open file description, so a second open in this process conflicts like another process.

@@ -1,0 +1,90 @@
+// Offline verification of a cache: every present block is read back and checked against its CRC32C. Repair only
+// ever removes bits (a block that fails is fetched again on its next read), which is always safe to persist.
+
+import Glibc
+
+/// What verifying one entry found.
+public struct VerificationReport: Sendable, Equatable {
+    public var folder: String
+    /// The entry's URL, credentials redacted; nil when the header is unreadable.
+    public var url: String?
+    public var presentBlocks = 0
+    public var badBlocks: [Int] = []
+    /// Why the entry as a whole is unusable (it will start empty), if it is.
+    public var damage: String?
+    public var repaired = false
+
+    public var isHealthy: Bool { badBlocks.isEmpty && damage == nil }
+}
+
+extension CacheStore {
+    /// The folders of every entry in the cache.
+    public func entryFolders() -> [String] {
+        guard let directory = opendir(root + "/entries") else { return [] }
+        defer { closedir(directory) }
+        var folders: [String] = []
+        while let item = readdir(directory) {
+            let name = withUnsafeBytes(of: item.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name.count == 32 && name.allSatisfy(\.isHexDigit) { folders.append(root + "/entries/" + name) }
+        }
+        return folders.sorted()
+    }
+
+    /// Checks every present block of the entry in `folder` against its CRC; with `repair`, persists a bitmap
+    /// without the blocks that failed.
+    public func verify(folder: String, repair: Bool) -> VerificationReport {
+        var report = VerificationReport(folder: folder)
+        do {
+            guard let headerBytes = try FileSystemCalls.readSmallFile(folder + "/header") else {
+                report.damage = "no header"
+                return report
+            }
+            let header: CacheHeader
+            do {
+                header = try CacheHeader.decode(headerBytes)
+            } catch {
+                report.damage = "damaged header (\(error))"
+                return report
+            }
+            report.url = Redaction.redact(header.url)
+            guard let bitmapBytes = try FileSystemCalls.readSmallFile(folder + "/bitmap") else { return report }
+            let record: BitmapRecord
+            do {
+                record = try BitmapRecord.decode(bitmapBytes)
+            } catch {
+                report.damage = "damaged bitmap (\(error))"
+                return report
+            }
+            guard record.generation == header.generation, record.present.blockCount == header.blockCount else {
+                report.damage = "bitmap of another version"
+                return report
+            }
+            let data = try SystemFile(path: folder + "/data", flags: O_RDONLY)
+            let crcs = try SystemFile(path: folder + "/crc32c", flags: O_RDONLY).read(at: 0, count: header.blockCount * 4)
+            var present = record.present
+            var reader = ByteReader(crcs)
+            for index in 0..<header.blockCount {
+                let expected = (try? reader.readUInt32()) ?? 0
+                guard present.contains(index) else { continue }
+                report.presentBlocks += 1
+                let lower = UInt64(index) * UInt64(header.blockSize)
+                let length = Int(min(header.size, lower + UInt64(header.blockSize)) - lower)
+                let bytes = try data.read(at: lower, count: length)
+                if bytes.count != length || CRC32C.checksum(bytes) != expected {
+                    report.badBlocks.append(index)
+                    present.remove(index)
+                }
+            }
+            if repair && !report.badBlocks.isEmpty {
+                let fixed = BitmapRecord(blockSize: record.blockSize, generation: record.generation, present: present)
+                try FileSystemCalls.replaceAtomically(folder + "/bitmap", with: fixed.encoded())
+                report.repaired = true
+            }
+        } catch {
+            report.damage = "\(error)"
+        }
+        return report
+    }
+}

@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RangeFSCore
+
+/// `rangefs verify [URL...]`: check the cached blocks against their CRCs.
+struct VerifyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Check every cached block against its CRC32C (the cache must not be mounted).",
+        discussion: "Exit status: 0 all blocks good, 1 damage found (with --repair: damaged blocks are dropped and will be fetched again), 3 the cache is in use or missing."
+    )
+
+    @Option(name: .long, help: "Cache directory (default: $XDG_CACHE_HOME/rangefs or ~/.cache/rangefs).")
+    var cache: String?
+
+    @Flag(name: .long, help: "Drop the blocks that fail, so they are fetched again on their next read.")
+    var repair = false
+
+    @Argument(help: "Only the entries of these URLs (default: every entry).")
+    var urls: [String] = []
+
+    func run() throws {
+        let root = cache ?? CacheStore.defaultRoot(environment: ProcessInfo.processInfo.environment)
+        guard FileManager.default.fileExists(atPath: root + "/entries") else {
+            printError("rangefs: no cache at \(root); pass --cache DIR")
+            throw ExitCode(3)
+        }
+        let store: CacheStore
+        do {
+            store = try CacheStore(root: root, logger: Logger(label: "rangefs"))
+        } catch {
+            printError("rangefs: \(error)")
+            throw ExitCode(3)
+        }
+        let folders = urls.isEmpty ? store.entryFolders() : urls.map(store.directory(for:))
+        var damaged = 0
+        for folder in folders {
+            let report = store.verify(folder: folder, repair: repair)
+            let name = report.url ?? folder
+            if let damage = report.damage {
+                damaged += 1
+                print("DAMAGED \(name): \(damage); the entry starts empty on its next mount")
+            } else if report.badBlocks.isEmpty {
+                print("OK      \(name): \(report.presentBlocks) blocks verified")
+            } else {
+                damaged += 1
+                let action = report.repaired ? "dropped; they will be fetched again" : "run with --repair to drop them"
+                print("BAD     \(name): \(report.badBlocks.count) of \(report.presentBlocks) blocks fail their CRC (\(action))")
+            }
+        }
+        if damaged > 0 { throw ExitCode(1) }
+    }
+}
