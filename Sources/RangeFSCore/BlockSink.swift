@@ -18,7 +18,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private let blocks: Range<Int>
     /// Streams the whole file without a Range header, skipping blocks already present.
     private let wholeFile: Bool
-    private unowned let scheduler: FetchScheduler
+    // Strong: a transfer may finish after everything else let go of the scheduler (no cycle: it keeps no sinks).
+    private let scheduler: FetchScheduler
     /// The first block not yet stored; blocks before it in `blocks` are present.
     private var nextBlock: Int
     /// Bytes of `nextBlock` received so far.

@@ -33,6 +33,7 @@ class MountTestCase: XCTestCase {
     override func tearDown() {
         driver?.unmountAll()
         if let cache = scratch.map({ $0.path + "/cache" }) { try? driver?.waitForUnlock(cache) }
+        scratch = nil  // XCTest keeps test cases alive; release the folder now
         super.tearDown()
     }
 

@@ -9,6 +9,11 @@ final class CacheStoreTests: XCTestCase {
     let metadata = RemoteMetadata(url: "http://origin/file.bin", size: 300_000, etag: "\"v1\"", lastModified: "")
     var directory: TemporaryDirectory!
 
+    override func tearDown() {
+        directory = nil  // XCTest keeps test cases alive; release the folder now
+        super.tearDown()
+    }
+
     override func setUpWithError() throws {
         directory = try TemporaryDirectory(prefix: "store")
     }

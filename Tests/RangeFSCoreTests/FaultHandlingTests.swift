@@ -12,6 +12,13 @@ final class FaultHandlingTests: XCTestCase {
     var origin: MemoryOrigin!
     var fileSystem: RangeFS!
 
+    override func tearDown() {
+        fileSystem = nil
+        origin = nil
+        directory = nil  // XCTest keeps test cases alive; release the folder now
+        super.tearDown()
+    }
+
     override func setUpWithError() throws {
         directory = try TemporaryDirectory(prefix: "faults")
         origin = MemoryOrigin()

@@ -132,9 +132,13 @@ public final class FaultOrigin: @unchecked Sendable {
         let (file, fault) = lock.withLock { () -> ((bytes: [UInt8], etag: String)?, Fault) in
             ranges[path, default: []].append(headers["range"] ?? "")
             var fault = faults[path] ?? .none
+            // A drop is spent only on a response long enough to be cut.
             if case .dropAfter(let bytes, let times) = fault {
-                faults[path] = times > 1 ? .dropAfter(bytes: bytes, times: times - 1) : Fault.none
-                fault = .dropAfter(bytes: bytes, times: times)
+                if let file = files[path], Self.bodyLength(headers["range"], total: file.bytes.count) > bytes {
+                    faults[path] = times > 1 ? .dropAfter(bytes: bytes, times: times - 1) : Fault.none
+                } else {
+                    fault = .none
+                }
             }
             return (files[path], fault)
         }
@@ -152,7 +156,7 @@ public final class FaultOrigin: @unchecked Sendable {
         if fault == .ignoreRange { extra = "" }
         let ifRangeHolds = headers["if-range"].map { $0 == file.etag } ?? true
         if let range = headers["range"], fault != .ignoreRange, ifRangeHolds,
-           let (first, last) = parseRange(range, total: total) {
+           let (first, last) = Self.parseRange(range, total: total) {
             var (from, to) = (first, last)
             if case .shiftContentRange(let shift) = fault { (from, to) = (min(total - 1, from + shift), min(total - 1, to + shift)) }
             status = "206 Partial Content"
@@ -176,7 +180,12 @@ public final class FaultOrigin: @unchecked Sendable {
         return limit == Int.max || body.count <= limit
     }
 
-    private func parseRange(_ header: String, total: Int) -> (Int, Int)? {
+    private static func bodyLength(_ range: String?, total: Int) -> Int {
+        guard let range, let (first, last) = parseRange(range, total: total) else { return total }
+        return last - first + 1
+    }
+
+    private static func parseRange(_ header: String, total: Int) -> (Int, Int)? {
         guard header.hasPrefix("bytes="), total > 0 else { return nil }
         let bounds = header.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
         guard bounds.count == 2, let first = Int(bounds[0]), first < total else { return nil }

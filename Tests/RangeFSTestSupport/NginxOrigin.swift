@@ -65,7 +65,7 @@ public final class NginxOrigin: @unchecked Sendable {
 
     /// Stops nginx (the master we started, by PID) and removes its files.
     public func stop() {
-        process.stop(signal: SIGQUIT)
+        process.stop(signal: SIGTERM)
         try? FileManager.default.removeItem(atPath: prefix)
     }
 

@@ -77,11 +77,13 @@ public final class BackgroundProcess: @unchecked Sendable {
         return true
     }
 
-    /// Sends `signal` and waits up to `timeout` seconds for the exit; returns the raw wait status.
+    /// Sends `signal` and waits up to `timeout` seconds for the exit, then SIGKILLs; returns the raw wait status.
     @discardableResult
     public func stop(signal: Int32 = SIGTERM, timeout: Double = 10) -> Int32? {
         if isRunning { kill(pid, signal) }
-        return waitForExit(timeout: timeout)
+        if let status = waitForExit(timeout: timeout) { return status }
+        kill(pid, SIGKILL)
+        return waitForExit(timeout: 5)
     }
 
     /// Waits for the process to end by itself; nil if it is still running after `timeout`.
