@@ -16,9 +16,12 @@ let package = Package(
         .systemLibrary(name: "CFUSE", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
+        // CRC32C with the CPU's crc32 instruction; Swift cannot reach it, and checksums must keep up with the network.
+        .target(name: "CChecksum"),
+
         .target(
             name: "RangeFSCore",
-            dependencies: [.product(name: "Logging", package: "swift-log")]
+            dependencies: ["CChecksum", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "RangeFSHTTP",

@@ -214,35 +214,51 @@ public final class CacheEntry: Sendable {
         return runs
     }
 
+    /// Starts reading the cached bytes of `range` from disk in the background, so that a sequential reader's
+    /// next blocks (and their CRC checks) come from the page cache.
+    public func prefetchFromDisk(_ range: Range<UInt64>) {
+        dataFile.adviseWillNeed(range)
+    }
+
     /// Reads present bytes with `pread`.
     public func readPresent(_ range: Range<UInt64>) throws(SystemError) -> [UInt8] {
         try dataFile.read(at: range.lowerBound, count: Int(range.count))
     }
 
     /// Checks blocks that came from disk (not from this process) against their CRC before they are first served;
-    /// a mismatch makes the block absent so it is fetched again.
+    /// a mismatch makes the block absent so it is fetched again. The unchecked span is read with one pread.
     private func verifyLoadedBlocks(_ blocks: Range<Int>) {
         let unchecked = state.withLock { state in
             blocks.filter { state.present.contains($0) && !state.verified.contains($0) }.map { ($0, state.crcs[$0]) }
         }
-        for (index, expected) in unchecked {
-            let range = byteRange(of: index..<(index + 1))
-            let matches: Bool
-            do {
-                matches = CRC32C.checksum(try dataFile.read(at: range.lowerBound, count: Int(range.count))) == expected
-            } catch {
-                logger.warning("cannot read cached block \(index) of \(directory): \(error)")
-                matches = false
-            }
-            state.withLock { state in
-                if matches {
-                    state.verified.insert(index)
-                } else if state.present.remove(index) {
-                    state.changedSinceCommit = true
+        guard let first = unchecked.first?.0, let last = unchecked.last?.0 else { return }
+        let span = byteRange(of: first..<(last + 1))
+        var failed: [Int] = []
+        do {
+            let bytes = try dataFile.read(at: span.lowerBound, count: Int(span.count))
+            bytes.withUnsafeBytes { raw in
+                for (index, expected) in unchecked {
+                    let range = byteRange(of: index..<(index + 1))
+                    let start = Int(range.lowerBound - span.lowerBound), end = start + Int(range.count)
+                    if end > raw.count || CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[start..<end])) != expected {
+                        failed.append(index)
+                    }
                 }
             }
-            if !matches { logger.warning("cached block \(index) of \(directory) failed its CRC; fetching it again") }
+        } catch {
+            logger.warning("cannot read cached blocks \(first)...\(last) of \(directory): \(error)")
+            failed = unchecked.map(\.0)
         }
+        state.withLock { state in
+            for (index, _) in unchecked {
+                if failed.contains(index) {
+                    if state.present.remove(index) { state.changedSinceCommit = true }
+                } else {
+                    state.verified.insert(index)
+                }
+            }
+        }
+        for index in failed { logger.warning("cached block \(index) of \(directory) failed its CRC; fetching it again") }
     }
 
     // MARK: Storing

@@ -64,6 +64,8 @@ public final class RangeFS: Sendable {
         let inode: UInt64
         let entry: CacheEntry
         var readahead: ReadaheadWindow
+        /// How far the cache file has been advised into the page cache for this reader.
+        var diskReadaheadEnd: UInt64 = 0
     }
 
     private struct Handles {
@@ -144,13 +146,21 @@ public final class RangeFS: Sendable {
     /// Reads `count` bytes at `offset`; `reply` runs exactly once, now or when the blocks arrive.
     public func read(handle: UInt64, offset: UInt64, count: Int,
                      reply: @escaping @Sendable (Result<ReadReply, FileSystemError>) -> Void) {
-        let opened = handles.withLock { handles -> (CacheEntry, UInt64)? in
+        let opened = handles.withLock { handles -> (CacheEntry, UInt64, Range<UInt64>?)? in
             guard var file = handles.open[handle] else { return nil }
             let ahead = file.readahead.observe(offset: offset, count: count)
+            // Read the cache file ahead too, in steps of half a window, so cached data streams from disk.
+            var diskAhead: Range<UInt64>?
+            let windowEnd = min(file.entry.size, offset + UInt64(count) + ahead)
+            if ahead > 0 && windowEnd > file.diskReadaheadEnd + ahead / 2 {
+                diskAhead = max(offset, file.diskReadaheadEnd)..<windowEnd
+                file.diskReadaheadEnd = windowEnd
+            }
             handles.open[handle] = file
-            return (file.entry, ahead)
+            return (file.entry, ahead, diskAhead)
         }
-        guard let (entry, ahead) = opened else { return reply(.failure(.badHandle)) }
+        guard let (entry, ahead, diskAhead) = opened else { return reply(.failure(.badHandle)) }
+        if let diskAhead { entry.prefetchFromDisk(diskAhead) }
         let end = min(entry.size, offset + UInt64(count))
         guard offset < end else {
             return reply(.success(.file(descriptor: entry.dataDescriptor, offset: offset, count: 0)))

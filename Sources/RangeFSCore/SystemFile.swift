@@ -48,11 +48,17 @@ public final class SystemFile: @unchecked Sendable {
 
     /// Reads up to `count` bytes at `offset` with `pread(2)`, looping over short reads until end of file.
     public func read(at offset: UInt64, count: Int) throws(SystemError) -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: count)
-        let got = try buffer.withUnsafeMutableBytes { raw in Result { () throws(SystemError) in
-            try read(into: raw, at: offset)
-        } }.get()
-        if got < count { buffer.removeLast(count - got) }
+        var failure: SystemError?
+        // Uninitialised capacity: every byte returned was written by pread, so no zero-fill is needed.
+        let buffer = [UInt8](unsafeUninitializedCapacity: count) { raw, initialized in
+            do throws(SystemError) {
+                initialized = try read(into: UnsafeMutableRawBufferPointer(raw), at: offset)
+            } catch {
+                failure = error
+                initialized = 0
+            }
+        }
+        if let failure { throw failure }
         return buffer
     }
 
@@ -89,6 +95,12 @@ public final class SystemFile: @unchecked Sendable {
     /// Flushes the file's data (not all its metadata) to stable storage with `fdatasync(2)`.
     public func synchronizeData() throws(SystemError) {
         try retryingEINTR("fdatasync", path) { fdatasync(descriptor) }
+    }
+
+    /// Asks the kernel to start reading `range` into the page cache, with `posix_fadvise(WILLNEED)`; a hint, so
+    /// failure is ignored.
+    public func adviseWillNeed(_ range: Range<UInt64>) {
+        _ = posix_fadvise(descriptor, off_t(range.lowerBound), off_t(range.count), POSIX_FADV_WILLNEED)
     }
 
     /// Sets the file's length with `ftruncate(2)`; growing it leaves a hole.

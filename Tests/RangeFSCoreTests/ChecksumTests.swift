@@ -1,4 +1,5 @@
 import RangeFSCore
+import RangeFSTestSupport
 import XCTest
 
 final class ChecksumTests: XCTestCase {
@@ -12,6 +13,15 @@ final class ChecksumTests: XCTestCase {
         let whole = CRC32C.checksum(bytes)
         let first = CRC32C.checksum(bytes[..<333])
         XCTAssertEqual(CRC32C.checksum(bytes[333...], initial: first), whole)
+    }
+
+    func testHardwareAndTableVersionsAgree() {
+        for length in [0, 1, 7, 8, 9, 63, 64, 65, 4096, 65536 + 3] {
+            let bytes = pseudoRandomBytes(count: length, seed: UInt64(length))
+            bytes.withUnsafeBytes { raw in
+                XCTAssertEqual(CRC32C.checksum(raw, initial: 12345), CRC32C.tableChecksum(raw, initial: 12345), "length \(length)")
+            }
+        }
     }
 
     func testSHA256MatchesFIPSVectors() {
