@@ -18,6 +18,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private let blocks: Range<Int>
     /// Streams the whole file without a Range header, skipping blocks already present.
     private let wholeFile: Bool
+    private let priority: FetchPriority
+    private let maxBytesPerSecond: Int?
     // Strong: a transfer may finish after everything else let go of the scheduler (no cycle: it keeps no sinks).
     private let scheduler: FetchScheduler
     /// The first block not yet stored; blocks before it in `blocks` are present.
@@ -31,11 +33,14 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// Why the current attempt was cancelled by us, if it was.
     private var failure: FetchError?
 
-    init(entry: CacheEntry, url: String, blocks: Range<Int>, wholeFile: Bool = false, scheduler: FetchScheduler) {
+    init(entry: CacheEntry, url: String, blocks: Range<Int>, wholeFile: Bool = false, priority: FetchPriority,
+         maxBytesPerSecond: Int?, scheduler: FetchScheduler) {
         self.entry = entry
         self.url = url
         self.blocks = blocks
         self.wholeFile = wholeFile
+        self.priority = priority
+        self.maxBytesPerSecond = maxBytesPerSecond
         self.scheduler = scheduler
         self.nextBlock = blocks.lowerBound
         partial.reserveCapacity(entry.blockSize)
@@ -58,7 +63,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         attempt += 1
         attemptStart = resumeOffset
         failure = nil
-        let request = RangeRequest(url: url, range: wholeFile ? nil : wanted, ifRange: entry.validator)
+        var request = RangeRequest(url: url, range: wholeFile ? nil : wanted, ifRange: entry.validator)
+        request.maxBytesPerSecond = maxBytesPerSecond
         scheduler.fetcher.start(request, sink: self)
     }
 
@@ -149,7 +155,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
 
     private func finish() {
         if wholeFile { entry.endStream() }
-        scheduler.transferFinished(entry)
+        scheduler.transferFinished(entry, priority: priority)
     }
 }
 

@@ -194,6 +194,26 @@ public final class CacheEntry: Sendable {
         return .bytes(bytes)
     }
 
+    /// Claims the first run of absent, unclaimed blocks at or after `cursor` (wrapping around once), at most
+    /// `limit` long; returns it with the cursor for the next call, or nil if there is none. For background fill.
+    public func claimNextRun(from cursor: Int, limit: Int) -> (Range<Int>, Int)? {
+        state.withLock { state in
+            guard !state.stale, blockCount > 0 else { return nil }
+            for offset in 0..<blockCount {
+                let index = (cursor + offset) % blockCount
+                guard !Self.isReadable(index, in: state), !state.inFlight.contains(index) else { continue }
+                var end = index
+                while end < blockCount && end - index < limit && !Self.isReadable(end, in: state)
+                        && !state.inFlight.contains(end) {
+                    state.inFlight.insert(end)
+                    end += 1
+                }
+                return (index..<end, end % blockCount)
+            }
+            return nil
+        }
+    }
+
     /// Marks the absent, unclaimed blocks of `blocks` in flight and returns them as runs; for readahead and fill.
     public func claim(blocks: Range<Int>) -> [Range<Int>] {
         state.withLock { state in
@@ -333,6 +353,9 @@ public final class CacheEntry: Sendable {
         state.memoryBytes -= bytes.count
         state.memoryOrder.removeAll { $0 == index }
     }
+
+    /// Whether a block could not be written since the entry was opened (a full disk): background fill stops.
+    public var hasWriteFailure: Bool { state.withLock { $0.reportedWriteFailure } }
 
     /// Bytes held in memory because they could not be written.
     public var memoryBytes: Int { state.withLock { $0.memoryBytes } }

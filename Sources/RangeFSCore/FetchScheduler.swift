@@ -1,9 +1,16 @@
 // Turns claimed runs of blocks into Range requests and decides when each starts.
 //
-// Priorities (DESIGN.md §5): demand > readahead > fill. Demand requests start at once, whatever else runs; the
-// others wait in a queue while `maxTransfers` are running. When a reader needs blocks that a queued request
-// already claimed, `promote` starts that request now, so demand never waits behind readahead or fill.
-// Runs are cut into requests of at most `maxRequestBytes`, so one long run becomes parallel connections.
+// Priorities (DESIGN.md §5): demand > readahead > fill.
+//   - Demand requests start at once, whatever else runs. When a reader needs blocks that a queued request already
+//     claimed, `promote` starts that request now, so demand never waits behind readahead or fill.
+//   - Readahead and fill wait in a queue while `maxTransfers` run in total or `connectionsPerFile` run for the
+//     file, so one long sequential read becomes that many parallel connections and no file starves the others.
+//   - Fill (completing files in the background) runs at most `fillTransfers` at once, starts nothing new while a
+//     reader waits on a demand transfer, and is rate-limited by `fillBytesPerSecond`. Its work is generated lazily:
+//     when there is room, the next missing run of a file being filled is claimed, one segment at a time.
+// Runs are cut into requests of at most `segmentBytes`.
+//
+// Lock order: the scheduler's state, then a CacheEntry's state (claiming fill work); never the other way round.
 
 import Dispatch
 import Logging
@@ -18,12 +25,18 @@ public enum FetchPriority: Int, Comparable, Sendable {
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
-/// Tunables for fetching.
+/// Tunables for fetching. The defaults were chosen with the benchmark (see README, Performance).
 public struct FetchPolicy: Sendable {
     /// The largest single Range request.
-    public var maxRequestBytes: UInt64 = 8 << 20
-    /// Transfers running at once before readahead and fill wait (demand always starts).
-    public var maxTransfers = 8
+    public var segmentBytes: UInt64 = 4 << 20
+    /// Readahead and fill transfers running at once, over all files (demand always starts).
+    public var maxTransfers = 16
+    /// Readahead and fill transfers running at once for one file.
+    public var connectionsPerFile = 8
+    /// Background fill transfers running at once, over all files.
+    public var fillTransfers = 4
+    /// Cap on the receive rate of background fill, in bytes per second over all fill transfers; nil for none.
+    public var fillBytesPerSecond: Int?
     /// Attempts per request for transient failures; each retry resumes at the first byte not yet received.
     public var attempts = 4
     /// The first retry's delay; it doubles each time.
@@ -50,10 +63,22 @@ public final class FetchScheduler: Sendable {
         let blocks: Range<Int>
     }
 
+    /// A file being completed in the background, and where its next fill segment starts looking.
+    private struct FillJob {
+        let entry: CacheEntry
+        let url: String
+        var cursor = 0
+    }
+
     private struct State {
-        var running = 0
         var nextSequence: UInt64 = 0
         var queue: [Pending] = []
+        var running = 0
+        var runningDemand = 0
+        var runningFill = 0
+        var runningPerEntry: [ObjectIdentifier: Int] = [:]
+        var fillJobs: [FillJob] = []
+        var nextFillJob = 0
     }
 
     public init(fetcher: RangeFetching, store: CacheStore, policy: FetchPolicy = FetchPolicy(), logger: Logger) {
@@ -70,17 +95,15 @@ public final class FetchScheduler: Sendable {
             for run in runs { entry.releaseClaims(run) }
             return startStream(entry, url: url)
         }
-        let blocksPerRequest = max(1, Int(policy.maxRequestBytes / UInt64(entry.blockSize)))
         let toStart = state.withLock { state -> [Pending] in
             for run in runs {
-                for start in stride(from: run.lowerBound, to: run.upperBound, by: blocksPerRequest) {
-                    let blocks = start..<min(run.upperBound, start + blocksPerRequest)
+                for blocks in segments(of: run, in: entry) {
                     state.queue.append(Pending(sequence: state.nextSequence, priority: priority, entry: entry,
                                                url: url, blocks: blocks))
                     state.nextSequence += 1
                 }
             }
-            return Self.takeStartable(&state, limit: policy.maxTransfers)
+            return takeStartable(&state)
         }
         toStart.forEach(start)
     }
@@ -92,16 +115,135 @@ public final class FetchScheduler: Sendable {
             where state.queue[index].entry === entry && state.queue[index].blocks.overlaps(blocks) {
                 state.queue[index].priority = .demand
             }
-            return Self.takeStartable(&state, limit: policy.maxTransfers)
+            return takeStartable(&state)
         }
         toStart.forEach(start)
+    }
+
+    /// Completes `entry` in the background, at fill priority, whether or not it stays open.
+    public func fill(_ entry: CacheEntry, url: String) {
+        let toStart = state.withLock { state -> [Pending] in
+            if !state.fillJobs.contains(where: { $0.entry === entry }) {
+                state.fillJobs.append(FillJob(entry: entry, url: url))
+            }
+            return takeStartable(&state)
+        }
+        toStart.forEach(start)
+    }
+
+    /// Stops filling `entry` in the background (transfers already running finish).
+    public func stopFilling(_ entry: CacheEntry) {
+        state.withLock { state in state.fillJobs.removeAll { $0.entry === entry } }
+    }
+
+    /// How many transfers are running and queued, and how many files are being filled; for status and tests.
+    public var load: (running: Int, queued: Int, filling: Int) {
+        state.withLock { ($0.running, $0.queue.count, $0.fillJobs.count) }
+    }
+
+    private func segments(of run: Range<Int>, in entry: CacheEntry) -> [Range<Int>] {
+        let blocksPerSegment = max(1, Int(policy.segmentBytes / UInt64(entry.blockSize)))
+        return stride(from: run.lowerBound, to: run.upperBound, by: blocksPerSegment).map {
+            $0..<min(run.upperBound, $0 + blocksPerSegment)
+        }
+    }
+
+    /// Takes every request that may start now off the queue (and generates fill work if there is room), counting
+    /// them as running.
+    private func takeStartable(_ state: inout State) -> [Pending] {
+        state.queue.sort { ($0.priority, -Int64($0.sequence)) > ($1.priority, -Int64($1.sequence)) }
+        var started: [Pending] = []
+        var index = 0
+        while index < state.queue.count {
+            let next = state.queue[index]
+            if next.priority == .demand || mayStart(next.priority, next.entry, in: state) {
+                state.queue.remove(at: index)
+                Self.count(next, in: &state, by: 1)
+                started.append(next)
+            } else {
+                index += 1
+            }
+        }
+        while let work = nextFillSegment(&state) {
+            Self.count(work, in: &state, by: 1)
+            started.append(work)
+        }
+        return started
+    }
+
+    private func mayStart(_ priority: FetchPriority, _ entry: CacheEntry, in state: State) -> Bool {
+        guard state.running < policy.maxTransfers,
+              state.runningPerEntry[ObjectIdentifier(entry), default: 0] < policy.connectionsPerFile
+        else { return false }
+        if priority == .fill {
+            return state.runningFill < policy.fillTransfers && state.runningDemand == 0
+        }
+        return true
+    }
+
+    /// Claims the next missing segment of a file being filled, round-robin over files; drops finished files.
+    private func nextFillSegment(_ state: inout State) -> Pending? {
+        var tried = 0
+        while !state.fillJobs.isEmpty && tried < state.fillJobs.count {
+            let jobIndex = state.nextFillJob % state.fillJobs.count
+            state.nextFillJob += 1
+            tried += 1
+            let job = state.fillJobs[jobIndex]
+            guard mayStart(.fill, job.entry, in: state) else { continue }
+            if job.entry.isStale || job.entry.isComplete || job.entry.hasWriteFailure {
+                state.fillJobs.remove(at: jobIndex)
+                tried = 0
+                continue
+            }
+            let blocksPerSegment = max(1, Int(policy.segmentBytes / UInt64(job.entry.blockSize)))
+            guard let (blocks, cursor) = job.entry.claimNextRun(from: job.cursor, limit: blocksPerSegment) else {
+                continue  // everything missing is already being fetched by someone
+            }
+            state.fillJobs[jobIndex].cursor = cursor
+            let work = Pending(sequence: state.nextSequence, priority: .fill, entry: job.entry, url: job.url,
+                               blocks: blocks)
+            state.nextSequence += 1
+            if job.entry.isRangeless {
+                job.entry.releaseClaims(blocks)
+                return nil
+            }
+            return work
+        }
+        return nil
+    }
+
+    private static func count(_ work: Pending, in state: inout State, by delta: Int) {
+        state.running += delta
+        if work.priority == .demand { state.runningDemand += delta }
+        if work.priority == .fill { state.runningFill += delta }
+        state.runningPerEntry[ObjectIdentifier(work.entry), default: 0] += delta
+        if state.runningPerEntry[ObjectIdentifier(work.entry)] == 0 {
+            state.runningPerEntry[ObjectIdentifier(work.entry)] = nil
+        }
+    }
+
+    private func start(_ pending: Pending) {
+        var rate: Int?
+        if pending.priority == .fill, let limit = policy.fillBytesPerSecond {
+            rate = max(1024, limit / max(1, policy.fillTransfers))
+        }
+        let sink = BlockSink(entry: pending.entry, url: pending.url, blocks: pending.blocks,
+                             priority: pending.priority, maxBytesPerSecond: rate, scheduler: self)
+        sink.startAttempt()
     }
 
     /// Streams the whole of `entry` from byte 0 for a server that ignores Range, unless a stream already runs.
     func startStream(_ entry: CacheEntry, url: String) {
         guard entry.beginStream() else { return }
-        state.withLock { $0.running += 1 }
-        let sink = BlockSink(entry: entry, url: url, blocks: 0..<entry.blockCount, wholeFile: true, scheduler: self)
+        let work = state.withLock { state -> Pending in
+            let work = Pending(sequence: state.nextSequence, priority: .demand, entry: entry, url: url,
+                               blocks: 0..<entry.blockCount)
+            state.nextSequence += 1
+            Self.count(work, in: &state, by: 1)
+            return work
+        }
+        let sink = BlockSink(entry: entry, url: url, blocks: work.blocks, wholeFile: true, priority: .demand,
+                             maxBytesPerSecond: nil, scheduler: self)
         sink.startAttempt()
     }
 
@@ -114,30 +256,11 @@ public final class FetchScheduler: Sendable {
         changeObserver.withLock { $0 }?(entry)
     }
 
-    /// How many transfers are running and queued, for status and tests.
-    public var load: (running: Int, queued: Int) { state.withLock { ($0.running, $0.queue.count) } }
-
-    private static func takeStartable(_ state: inout State, limit: Int) -> [Pending] {
-        state.queue.sort { ($0.priority, -Int64($0.sequence)) > ($1.priority, -Int64($1.sequence)) }
-        var started: [Pending] = []
-        while let next = state.queue.first, next.priority == .demand || state.running < limit {
-            state.queue.removeFirst()
-            state.running += 1
-            started.append(next)
-        }
-        return started
-    }
-
-    private func start(_ pending: Pending) {
-        let sink = BlockSink(entry: pending.entry, url: pending.url, blocks: pending.blocks, scheduler: self)
-        sink.startAttempt()
-    }
-
     /// Called by a sink once its blocks are all stored or abandoned.
-    func transferFinished(_ entry: CacheEntry) {
+    func transferFinished(_ entry: CacheEntry, priority: FetchPriority) {
         let toStart = state.withLock { state -> [Pending] in
-            state.running -= 1
-            return Self.takeStartable(&state, limit: policy.maxTransfers)
+            Self.count(Pending(sequence: 0, priority: priority, entry: entry, url: "", blocks: 0..<0), in: &state, by: -1)
+            return takeStartable(&state)
         }
         toStart.forEach(start)
     }

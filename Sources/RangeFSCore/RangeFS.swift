@@ -34,6 +34,16 @@ public enum ReadReply: Sendable, Equatable {
     case bytes([UInt8])
 }
 
+/// Which files rangefs completes in the background.
+public enum PrefetchPolicy: String, Sendable, CaseIterable {
+    /// Only what readers ask for, plus readahead for sequential readers.
+    case none
+    /// Every file once it has been opened; the fill goes on after it is closed, at low priority.
+    case open
+    /// Every mounted file, from the start.
+    case all
+}
+
 /// What `open` hands back to the adapter.
 public struct OpenedFile: Sendable, Equatable {
     public var handle: UInt64
@@ -53,6 +63,11 @@ public final class RangeFS: Sendable {
     public let mountTime: Int64
     /// The largest readahead window.
     public let readaheadMaximum: UInt64
+    public let prefetch: PrefetchPolicy
+    /// An open re-probes its URL in the background when the last check is older than this; nil never.
+    public let revalidateAfter: Duration?
+    /// When each URL was last checked against its server, as seconds on the monotonic clock.
+    private let lastValidated = Mutex<[String: Double]>([:])
     private let handles = Mutex(Handles())
     /// The cache generation whose pages the kernel may hold, per inode.
     private let kernelGenerations = Mutex<[UInt64: UInt64]>([:])
@@ -74,15 +89,18 @@ public final class RangeFS: Sendable {
     }
 
     public init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, blockSize: Int,
-                readaheadMaximum: UInt64 = 32 << 20, logger: Logger) {
+                readaheadMaximum: UInt64 = 32 << 20, prefetch: PrefetchPolicy = .none,
+                revalidateAfter: Duration? = nil, logger: Logger) {
         self.readaheadMaximum = readaheadMaximum
+        self.prefetch = prefetch
+        self.revalidateAfter = revalidateAfter
         self.catalog = catalog
         self.store = store
         self.scheduler = scheduler
         self.blockSize = blockSize
         self.logger = logger
         mountTime = Int64(time(nil))
-        scheduler.observeRemoteChanges { [weak self] entry in self?.revalidate(entry) }
+        scheduler.observeRemoteChanges { [weak self] entry in self?.revalidate(entry, knownChanged: true) }
     }
 
     // MARK: Names and attributes
@@ -131,6 +149,8 @@ public final class RangeFS: Sendable {
                 minimum: min(1 << 20, readaheadMaximum), maximum: readaheadMaximum))
             return handle
         }
+        if prefetch == .open && !cacheEntry.isComplete { scheduler.fill(cacheEntry, url: item.metadata.url) }
+        revalidateIfDue(cacheEntry)
         let generation = cacheEntry.header.generation
         let keepCache = kernelGenerations.withLock { known in
             defer { known[inode] = generation }
@@ -176,7 +196,7 @@ public final class RangeFS: Sendable {
                 // Answer only once the new version is in the catalog, so the reader's next open gets it.
                 guard let self else { return reply(.failure(.stale)) }
                 revalidationQueue.async {
-                    self.revalidateNow(entry)
+                    self.revalidateNow(entry, knownChanged: true)
                     reply(.failure(.stale))
                 }
             case .failure(let error):
@@ -208,16 +228,56 @@ public final class RangeFS: Sendable {
         }
     }
 
+    /// Starts completing every mounted file in the background (`--prefetch=all`).
+    public func fillAll() {
+        for item in catalog.items {
+            do {
+                let cacheEntry = try entry(for: item)
+                if !cacheEntry.isComplete { scheduler.fill(cacheEntry, url: item.metadata.url) }
+            } catch {
+                logger.error("cannot open the cache for \(item.name): \(error)")
+            }
+        }
+    }
+
     // MARK: Remote changes
 
+    /// Re-probes the URL of `entry` in the background if its last check is older than `revalidateAfter`, so that a
+    /// file read only from the cache still notices a change on the server (close-to-open, with that much lag).
+    private func revalidateIfDue(_ entry: CacheEntry) {
+        guard let revalidateAfter else { return }
+        let limit = Double(revalidateAfter.components.seconds) + Double(revalidateAfter.components.attoseconds) / 1e18
+        let now = Self.monotonicSeconds()
+        let due = lastValidated.withLock { checked in
+            let url = entry.header.url
+            if let last = checked[url], now - last < limit { return false }
+            checked[url] = now
+            return true
+        }
+        if due { revalidate(entry, knownChanged: false) }
+    }
+
+    /// Records that `url` was just checked (at mount, by the probe).
+    public func markValidated(_ url: String) {
+        lastValidated.withLock { $0[url] = Self.monotonicSeconds() }
+    }
+
+    private static func monotonicSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
     /// Re-probes the URL of `entry` in the background; see `revalidateNow`.
-    func revalidate(_ entry: CacheEntry) {
-        revalidationQueue.async { self.revalidateNow(entry) }
+    func revalidate(_ entry: CacheEntry, knownChanged: Bool) {
+        revalidationQueue.async { self.revalidateNow(entry, knownChanged: knownChanged) }
     }
 
     /// Probes the URL of `entry` again. If the server now describes other content, the catalog takes the new
-    /// metadata, the old entry goes stale and a fresh one is opened for the new version.
-    private func revalidateNow(_ entry: CacheEntry) {
+    /// metadata, the old entry goes stale and a fresh one is opened for the new version. `knownChanged` says a
+    /// fetch already saw another version: then the entry goes stale even if the probe cannot reach the server.
+    private func revalidateNow(_ entry: CacheEntry, knownChanged: Bool) {
+        markValidated(entry.header.url)
         let url = entry.header.url
         guard let item = catalog.items.first(where: { $0.metadata.url == url }),
               item.metadata.describesSameContent(as: entry.header.remoteMetadata)
@@ -231,16 +291,21 @@ public final class RangeFS: Sendable {
             catalog.update(inode: item.inode, metadata: fresh)
             entry.markStale()
             do {
-                _ = try store.entry(for: fresh, blockSize: blockSize)
+                let replacement = try store.entry(for: fresh, blockSize: blockSize)
+                scheduler.stopFilling(entry)
+                if prefetch == .all { scheduler.fill(replacement, url: url) }
             } catch {
                 logger.error("cannot open the cache for the new version of \(item.name): \(error)")
             }
         case .success:
-            logger.warning("\(Redaction.redact(url)) answered a ranged request with another version, then this one again")
+            if knownChanged { entry.markStale() }  // changed and changed back: the old bytes cannot be trusted
+        case .failure(.httpStatus(let status)) where status == 404 || status == 410:
+            logger.warning("\(Redaction.redact(url)) is gone from the server (HTTP \(status))")
             entry.markStale()
         case .failure(let error):
-            logger.warning("\(Redaction.redact(url)) changed and cannot be probed again: \(error.userMessage)")
-            entry.markStale()
+            logger.info("cannot check \(Redaction.redact(url)) against its server: \(error.userMessage)")
+            // Unreachable: unless a fetch saw another version, keep serving what is cached.
+            if knownChanged { entry.markStale() }
         }
     }
 

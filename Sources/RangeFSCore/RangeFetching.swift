@@ -11,6 +11,8 @@ public struct RangeRequest: Sendable, Equatable {
     public var range: Range<UInt64>?
     /// Sent as `If-Range`: the stored ETag, else the stored Last-Modified, so a changed file answers 200.
     public var ifRange: String?
+    /// Receive-rate cap for this transfer, for background fill under a bandwidth limit.
+    public var maxBytesPerSecond: Int?
 
     public init(url: String, range: Range<UInt64>?, ifRange: String?) {
         self.url = url

@@ -34,6 +34,9 @@ public struct MountSettings: Sendable {
     public var entryTimeout = 1.0
     public var maxBackground: UInt32 = 64
     public var maxThreads: UInt32 = 8
+    /// The kernel's readahead for this mount, in KiB (`/sys/class/bdi/MAJ:MIN/read_ahead_kb`, root only). Bigger
+    /// readahead makes the kernel send 1 MiB READs instead of 128 KiB ones. Nil leaves the kernel's default.
+    public var kernelReadaheadKiB: Int? = 1024
 
     public init() {}
 }
@@ -106,6 +109,24 @@ public final class FUSEMount: @unchecked Sendable {
         thread.start()
         guard context.takeUnretainedValue().initialized.wait(seconds: 30) else {
             throw .notInitialized(mountpoint)
+        }
+        if let kibibytes = settings.kernelReadaheadKiB { setKernelReadahead(kibibytes) }
+    }
+
+    /// Raises the mount's readahead through sysfs; without permission (not root) the default stays.
+    private func setKernelReadahead(_ kibibytes: Int) {
+        var info = stat()
+        guard stat(mountpoint, &info) == 0 else { return }
+        let device = UInt64(info.st_dev)
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
+        let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
+        let path = "/sys/class/bdi/\(major):\(minor)/read_ahead_kb"
+        do {
+            let file = try SystemFile(path: path, flags: O_WRONLY)
+            try file.write(Array("\(kibibytes)\n".utf8), at: 0)
+            logger.debug("kernel readahead for \(mountpoint) set to \(kibibytes) KiB")
+        } catch {
+            logger.debug("kernel readahead left at its default (\(error))")
         }
     }
 

@@ -96,7 +96,7 @@ private func rangefsLookup(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ namePoint
     switch context.fileSystem.lookup(parent: UInt64(parent), name: name(namePointer)) {
     case .success(let attributes):
         request.replyEntry(attributes, owner: context.owner, entryTimeout: context.entryTimeout,
-                           attributeTimeout: attributes.isDirectory ? context.entryTimeout : context.attributeTimeout)
+                           attributeTimeout: context.attributeTimeout)
     case .failure(let error): request.fail(error)
     }
 }
@@ -105,8 +105,9 @@ private func rangefsGetattr(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: Unsaf
     let context = context(req), request = FUSERequest(raw: req!)
     switch context.fileSystem.attributes(of: UInt64(inode)) {
     case .success(let attributes):
-        let timeout = attributes.isDirectory ? context.entryTimeout : context.attributeTimeout
-        request.replyAttributes(attributes, owner: context.owner, timeout: timeout)
+        // No attribute caching, not even for the root: the kernel answers stat from its cache even after the
+        // daemon died, which would hide a dead mount (and st_blocks must show progress as it happens).
+        request.replyAttributes(attributes, owner: context.owner, timeout: context.attributeTimeout)
     case .failure(let error): request.fail(error)
     }
 }

@@ -42,6 +42,9 @@ final class Transfer: @unchecked Sendable {
         } else {
             rfs_easy_setopt_string(handle, CURLOPT_RANGE, "0-0")  // a probe
         }
+        if let rate = request?.maxBytesPerSecond {
+            rfs_easy_setopt_off(handle, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate))
+        }
         headerList = curl_slist_append(headerList, "Accept-Encoding: identity")
         if let validator = request?.ifRange, request?.range != nil {
             headerList = curl_slist_append(headerList, "If-Range: \(validator)")

@@ -1,6 +1,8 @@
 import ArgumentParser
 import RangeFSCore
 
+extension PrefetchPolicy: ExpressibleByArgument {}
+
 /// Options shared by `rangefs mount` and the fstab shape.
 struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "Cache directory (default: $XDG_CACHE_HOME/rangefs or ~/.cache/rangefs).")
@@ -32,6 +34,27 @@ struct MountOptions: ParsableArguments {
 
     @Option(name: .long, help: "The largest readahead window of a sequential reader, e.g. 32M.")
     var readahead: String = "32M"
+
+    @Option(name: .long, help: "Complete files in the background: open (each file once opened), all, or none.")
+    var prefetch: PrefetchPolicy = .open
+
+    @Option(name: .long, help: "Cap background completion at this rate in bytes/s, e.g. 10M; readers are never capped.")
+    var bwlimit: String?
+
+    @Option(name: .long, help: "Readahead and background transfers at once, over all files.")
+    var connections: Int = 16
+
+    @Option(name: .long, help: "Readahead and background transfers at once for one file.")
+    var connectionsPerFile: Int = 8
+
+    @Option(name: .long, help: "Connections to one server at once.")
+    var connectionsPerHost: Int = 16
+
+    @Option(name: .long, help: "The kernel's readahead for the mount in KiB (needs root); 0 keeps the default.")
+    var kernelReadahead: Int = 1024
+
+    @Option(name: .long, help: "On open, check the server for a newer version when the last check is older than this many seconds (in the background); 0 checks at every open.")
+    var revalidate: Double = 60
 
     @Option(name: .long, help: "Seconds to wait for a connection to the server.")
     var connectTimeout: Int = 10
@@ -65,6 +88,17 @@ struct MountOptions: ParsableArguments {
                 case ("log_file", let value?): logFile = value
                 case ("commit_interval", let value?): commitInterval = try number(value, option)
                 case ("commit_bytes", let value?): commitBytes = value
+                case ("prefetch", let value?):
+                    guard let policy = PrefetchPolicy(rawValue: value) else {
+                        throw ValidationError("mount option '\(option)': prefetch is open, all or none")
+                    }
+                    prefetch = policy
+                case ("bwlimit", let value?): bwlimit = value
+                case ("revalidate", let value?): revalidate = try number(value, option)
+                case ("connections", let value?): connections = Int(try number(value, option))
+                case ("connections_per_file", let value?): connectionsPerFile = Int(try number(value, option))
+                case ("connections_per_host", let value?): connectionsPerHost = Int(try number(value, option))
+                case ("kernel_readahead", let value?): kernelReadahead = Int(try number(value, option))
                 case ("readahead", let value?): readahead = value
                 case ("connect_timeout", let value?): connectTimeout = Int(try number(value, option))
                 case ("timeout", let value?): timeout = Int(try number(value, option))
@@ -98,6 +132,20 @@ struct MountOptions: ParsableArguments {
         guard retries >= 1 && retries <= 100 else { throw ValidationError("--retries must be 1 to 100") }
         _ = try commitByteCount()
         _ = try readaheadBytes()
+        _ = try bandwidthLimit()
+        for (name, value) in [("--connections", connections), ("--connections-per-file", connectionsPerFile),
+                              ("--connections-per-host", connectionsPerHost)] where value < 1 || value > 256 {
+            throw ValidationError("\(name) \(value) is out of range; use 1 to 256")
+        }
+    }
+
+    /// The background bandwidth cap in bytes per second, or nil.
+    func bandwidthLimit() throws -> Int? {
+        guard let bwlimit else { return nil }
+        guard let bytes = ByteSize.parse(bwlimit), bytes >= 1024 else {
+            throw ValidationError("invalid --bwlimit '\(bwlimit)'; use bytes per second of at least 1K, e.g. 10M")
+        }
+        return Int(bytes)
     }
 
     func commitByteCount() throws -> Int {

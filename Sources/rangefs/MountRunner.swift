@@ -72,6 +72,8 @@ struct MountRunner {
         var http = HTTPOptions()
         http.connectTimeout = options.connectTimeout
         http.lowSpeedTime = options.timeout
+        http.maxHostConnections = options.connectionsPerHost
+        http.maxTotalConnections = max(64, options.connections * 2)
         let engine = CurlEngine(options: http, logger: logger)
         defer { engine.shutdown() }
         let catalog = Catalog()
@@ -89,11 +91,18 @@ struct MountRunner {
 
         var policy = FetchPolicy()
         policy.attempts = options.retries
+        policy.maxTransfers = options.connections
+        policy.connectionsPerFile = options.connectionsPerFile
+        policy.fillBytesPerSecond = try? options.bandwidthLimit()
         let scheduler = FetchScheduler(fetcher: engine, store: store, policy: policy, logger: logger)
         let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: blockSize,
-                                 readaheadMaximum: (try? options.readaheadBytes()) ?? 32 << 20, logger: logger)
+                                 readaheadMaximum: (try? options.readaheadBytes()) ?? 32 << 20,
+                                 prefetch: options.prefetch,
+                                 revalidateAfter: .milliseconds(Int(options.revalidate * 1000)), logger: logger)
+        for item in catalog.items { fileSystem.markValidated(item.metadata.url) }
         var settings = MountSettings()
         settings.allowOther = options.allowOther
+        settings.kernelReadaheadKiB = options.kernelReadahead > 0 ? options.kernelReadahead : nil
         let mount: FUSEMount
         do {
             mount = try FUSEMount(fileSystem: fileSystem, mountpoint: target, settings: settings, logger: logger)
@@ -102,6 +111,7 @@ struct MountRunner {
             return fail("\(error)")
         }
         store.startCommitting()
+        if options.prefetch == .all { fileSystem.fillAll() }
         let status = failures > 0 ? Status.someFailed : Status.mounted
         if reportReadiness { Daemon.reportReady(status, logFile: options.logFile) }
         logger.info("mounted \(catalog.items.count) file(s) on \(target)")

@@ -27,7 +27,7 @@ final class CrashSafetyTests: MountTestCase {
         let size = 256 << 20
         let digest = try origin.serveRandomFile("kill.bin", size: size)
         let commitBytes = 4 << 20, readahead = 8 << 20
-        let options = ["--commit-interval", "0.1", "--commit-bytes", "4M", "--readahead", "8M"]
+        let options = ["--commit-interval", "0.1", "--commit-bytes", "4M", "--readahead", "8M", "--prefetch", "none"]
         let copy = scratch.path + "/copy.bin"
         for round in 0..<20 {
             let daemon = try startForeground([origin.url("kill.bin")], extra: options)
@@ -52,7 +52,7 @@ final class CrashSafetyTests: MountTestCase {
     func testPowerLossDamageIsNeverServed() throws {
         let size = 16 << 20
         let digest = try origin.serveRandomFile("power.bin", size: size)
-        try mount([origin.url("power.bin")])
+        try mount([origin.url("power.bin")], extra: ["--prefetch", "none"])
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/power.bin"), digest)
         try driver.unmount(mountpoint, cache: cache)
         let folder = try CacheStore(root: cache, logger: .init(label: "test")).directory(for: origin.url("power.bin"))
@@ -61,7 +61,7 @@ final class CrashSafetyTests: MountTestCase {
         // Rotten sectors in five blocks, bitmap intact: those blocks fail their CRC and are fetched again.
         let data = try SystemFile(path: folder + "/data", flags: O_RDWR)
         for block in [0, 3, 100, 200, 255] { try data.write([0xDE, 0xAD, 0xBE, 0xEF], at: UInt64(block * 65536 + 777)) }
-        try mount([origin.url("power.bin")])
+        try mount([origin.url("power.bin")], extra: ["--prefetch", "none"])
         origin.clearAccessLog()
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/power.bin"), digest)
         let refetched = bytesFetched("/power.bin")
@@ -81,7 +81,7 @@ final class CrashSafetyTests: MountTestCase {
     func testRemoteChangeGivesOldHandlesESTALEAndNewOpensTheNewVersion() throws {
         try origin.serveRandomFile("change.bin", size: 8 << 20)
         let oldBytes = try fileBytes(origin.path("change.bin"), offset: 0, count: 8 << 20)
-        try mount([origin.url("change.bin")])
+        try mount([origin.url("change.bin")], extra: ["--prefetch", "none"])
         let path = mountpoint + "/change.bin"
         let old = open(path, O_RDONLY)
         XCTAssertGreaterThanOrEqual(old, 0)
@@ -102,6 +102,22 @@ final class CrashSafetyTests: MountTestCase {
         XCTAssertEqual(try Shell.sha256(of: path), newDigest)
     }
 
+    // A fully cached file still notices a change: opens re-check the server (here at every open).
+    func testOpeningAFullyCachedFileNoticesARemoteChange() throws {
+        let oldDigest = try origin.serveRandomFile("recheck.bin", size: 2 << 20)
+        try mount([origin.url("recheck.bin")], extra: ["--revalidate", "0"])
+        let path = mountpoint + "/recheck.bin"
+        XCTAssertEqual(try Shell.sha256(of: path), oldDigest)
+        let newDigest = try origin.serveRandomFile("recheck.bin", size: 3 << 20)
+        XCTAssertEqual(utimes(origin.path("recheck.bin"), [timeval(tv_sec: time(nil) + 7200, tv_usec: 0),
+                                                            timeval(tv_sec: time(nil) + 7200, tv_usec: 0)]), 0)
+        close(open(path, O_RDONLY))  // this open starts the check
+        let deadline = Date().addingTimeInterval(10)
+        while (try? statFile(path).st_size) != off_t(3 << 20) && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(try statFile(path).st_size, off_t(3 << 20))
+        XCTAssertEqual(try Shell.sha256(of: path), newDigest)
+    }
+
     // 4. A server that ignores Range, and one that lies in Content-Range: correct data or EIO, never wrong data.
     func testServersThatIgnoreRangeOrLieNeverYieldWrongBytes() throws {
         let faulty = try FaultOrigin()
@@ -109,7 +125,7 @@ final class CrashSafetyTests: MountTestCase {
         let content = pseudoRandomBytes(count: 6 << 20, seed: 3)
         faulty.serve("norange.bin", bytes: content, etag: "\"n1\"")
         faulty.serve("liar.bin", bytes: content, etag: "\"l1\"")
-        try mount([faulty.url("norange.bin"), faulty.url("liar.bin")])
+        try mount([faulty.url("norange.bin"), faulty.url("liar.bin")], extra: ["--prefetch", "none"])
         faulty.setFault(.ignoreRange, for: "norange.bin")
         faulty.setFault(.shiftContentRange(4096), for: "liar.bin")
 
@@ -157,7 +173,8 @@ final class CrashSafetyTests: MountTestCase {
     func testOriginDownServesCachedDataAndRecoversWithoutRemount() throws {
         try origin.serveRandomFile("down.bin", size: 8 << 20)
         let original = origin.path("down.bin")
-        try mount([origin.url("down.bin")], extra: ["--connect-timeout", "2", "--timeout", "3", "--retries", "2"])
+        try mount([origin.url("down.bin")], extra: ["--connect-timeout", "2", "--timeout", "3", "--retries", "2",
+                                                    "--prefetch", "none"])
         let path = mountpoint + "/down.bin"
         XCTAssertEqual(try pread(path, offset: 0, count: 65536), try fileBytes(original, offset: 0, count: 65536))
 
@@ -181,7 +198,7 @@ final class CrashSafetyTests: MountTestCase {
         defer { faulty.stop() }
         let content = pseudoRandomBytes(count: 24 << 20, seed: 9)
         faulty.serve("drops.bin", bytes: content, etag: "\"d1\"")
-        try mount([faulty.url("drops.bin")])
+        try mount([faulty.url("drops.bin")], extra: ["--prefetch", "none"])
         faulty.setFault(.dropAfter(bytes: 1_000_000, times: 3), for: "drops.bin")
         let copy = scratch.path + "/drops.copy"
         XCTAssertEqual(try Shell.run("/bin/cp", [mountpoint + "/drops.bin", copy]).status, 0)
@@ -198,7 +215,7 @@ final class CrashSafetyTests: MountTestCase {
         let faulty = try FaultOrigin()
         defer { faulty.stop() }
         faulty.serve("stall.bin", bytes: pseudoRandomBytes(count: 1 << 20), etag: "\"s1\"")
-        try mount([faulty.url("stall.bin")], extra: ["--timeout", "60"])
+        try mount([faulty.url("stall.bin")], extra: ["--timeout", "60", "--prefetch", "none"])
         faulty.setFault(.stall, for: "stall.bin")
         defer { faulty.setFault(.none, for: "stall.bin") }
         let reader = try BackgroundProcess("/bin/cat", [mountpoint + "/stall.bin"])

@@ -33,7 +33,7 @@ final class MountTests: MountTestCase {
     func testRandomReadsFetchAtMostTheirBlocks() throws {
         _ = try bigFile()
         let original = origin.path("big.bin")
-        try mount([origin.url("big.bin")])
+        try mount([origin.url("big.bin")], extra: ["--prefetch", "none"])
         origin.clearAccessLog()
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<10 {
@@ -64,7 +64,7 @@ final class MountTests: MountTestCase {
     func testPartialReadShowsInStatLsAndXattrs() throws {
         try origin.serveRandomFile("partial.bin", size: 20 << 20)
         let port = origin.url("").dropFirst("http://127.0.0.1:".count).dropLast()
-        try mount(["http://user:secret@127.0.0.1:\(port)/partial.bin"])
+        try mount(["http://user:secret@127.0.0.1:\(port)/partial.bin"], extra: ["--prefetch", "none"])
         let path = mountpoint + "/partial.bin"
         for offset in [3 << 20, 9 << 20, 15 << 20] { _ = try pread(path, offset: offset, count: 4096) }
 
@@ -121,7 +121,7 @@ final class MountTests: MountTestCase {
         XCTAssertGreaterThan(moov, mdat, "the test needs moov after mdat")
         XCTAssertGreaterThan(size, 10 << 20)
 
-        try mount([origin.url("video.mp4")])
+        try mount([origin.url("video.mp4")], extra: ["--prefetch", "none"])
         origin.clearAccessLog()
         let probe = try Shell.run("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "stream=codec_name",
                                                        "-of", "csv=p=0", mountpoint + "/video.mp4"])
@@ -154,7 +154,7 @@ final class MountTests: MountTestCase {
         try FileManager.default.createDirectory(atPath: origin.path("slow"), withIntermediateDirectories: true)
         try origin.serveRandomFile("slow/shared.bin", size: 4 << 20)
         let original = origin.path("slow/shared.bin")
-        try mount([origin.url("slow/shared.bin")])
+        try mount([origin.url("slow/shared.bin")], extra: ["--prefetch", "none"])
         origin.clearAccessLog()
         let path = mountpoint + "/shared.bin"
         // Different pages of block 10, so the kernel sends two READs (one page would be one READ anyway).

@@ -27,6 +27,15 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     public var dropAfterBytes = 0
     public var dropsLeft = 0
     private var delivered: UInt64 = 0
+    private var active = 0
+    private var peakActive = 0
+
+    /// The most transfers that were answering at the same time.
+    public var peakConcurrency: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return peakActive
+    }
 
     /// Body bytes actually handed to sinks.
     public var bodyBytesDelivered: UInt64 {
@@ -61,11 +70,21 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
         let dropAfter: Int? = dropsLeft > 0 ? dropAfterBytes : nil
         if dropsLeft > 0 { dropsLeft -= 1 }
         lock.unlock()
+        lock.lock()
+        active += 1
+        peakActive = max(peakActive, active)
+        lock.unlock()
+        let finish: @Sendable (FetchError?) -> Void = { error in
+            self.lock.lock()
+            self.active -= 1
+            self.lock.unlock()
+            sink.complete(error: error)
+        }
         queue.asyncAfter(deadline: .now() + latency) { [chunkSize] in
-            if isDown { return sink.complete(error: .connectionRefused) }
+            if isDown { return finish(.connectionRefused) }
             guard let file else {
                 _ = sink.receive(head: ResponseHead(status: 404, headers: [:]))
-                return sink.complete(error: nil)
+                return finish(nil)
             }
             var body = file.bytes[...]
             var headers = ["etag": file.etag, "content-length": String(file.bytes.count)]
@@ -79,11 +98,11 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
                 status = 206
             }
             guard sink.receive(head: ResponseHead(status: status, headers: headers)) else {
-                return sink.complete(error: .cancelled)
+                return finish(.cancelled)
             }
             var sent = 0
             while !body.isEmpty {
-                if let dropAfter, sent >= dropAfter { return sink.complete(error: .transport("connection reset")) }
+                if let dropAfter, sent >= dropAfter { return finish(.transport("connection reset")) }
                 let piece = Array(body.prefix(min(chunkSize, (dropAfter ?? Int.max) - sent)))
                 body = body.dropFirst(piece.count)
                 sent += piece.count
@@ -91,9 +110,9 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
                 self.delivered += UInt64(piece.count)
                 self.lock.unlock()
                 let accepted = piece.withUnsafeBytes { sink.receive(body: $0) }
-                if !accepted { return sink.complete(error: .cancelled) }
+                if !accepted { return finish(.cancelled) }
             }
-            sink.complete(error: nil)
+            finish(nil)
         }
     }
 

@@ -1,0 +1,87 @@
+import Glibc
+import Logging
+import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Background fill, connection caps and bandwidth limits, against an in-memory origin.
+final class FetchSchedulerTests: XCTestCase {
+    let url = "http://origin/fill.bin"
+    let bytes = pseudoRandomBytes(count: 12 << 20, seed: 5)
+    var directory: TemporaryDirectory!
+    var origin: MemoryOrigin!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory(prefix: "scheduler")
+        origin = MemoryOrigin()
+        origin.serve(url, bytes: bytes)
+    }
+
+    override func tearDown() {
+        directory = nil
+        origin = nil
+        super.tearDown()
+    }
+
+    func makeFileSystem(prefetch: PrefetchPolicy, policy: FetchPolicy = FetchPolicy()) throws -> RangeFS {
+        let logger = Logger(label: "test")
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let catalog = Catalog()
+        catalog.add(try origin.probeAll([url])[0].get())
+        let scheduler = FetchScheduler(fetcher: origin, store: store, policy: policy, logger: logger)
+        return RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: 65536, prefetch: prefetch,
+                       logger: logger)
+    }
+
+    func cachedBytes(_ fileSystem: RangeFS) throws -> UInt64 {
+        try fileSystem.attributes(of: try XCTUnwrap(fileSystem.catalog.item(named: "fill.bin")).inode).get().cachedBytes
+    }
+
+    func waitUntil(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            usleep(10_000)
+        }
+        return try condition()
+    }
+
+    func testPrefetchOpenCompletesAFileAfterItIsOpenedAndClosed() throws {
+        let fileSystem = try makeFileSystem(prefetch: .open)
+        let inode = try XCTUnwrap(fileSystem.catalog.item(named: "fill.bin")).inode
+        let handle = try fileSystem.open(inode).get().handle
+        fileSystem.release(handle)
+        XCTAssertTrue(try waitUntil(10) { try cachedBytes(fileSystem) == UInt64(bytes.count) })
+        XCTAssertEqual(origin.bytesSent, UInt64(bytes.count), "each byte fetched once")
+        XCTAssertEqual(fileSystem.scheduler.load.running, 0)
+    }
+
+    func testPrefetchNoneFetchesNothingUnread() throws {
+        let fileSystem = try makeFileSystem(prefetch: .none)
+        let inode = try XCTUnwrap(fileSystem.catalog.item(named: "fill.bin")).inode
+        _ = try fileSystem.open(inode).get()
+        usleep(300_000)
+        XCTAssertEqual(origin.requests.count, 0)
+    }
+
+    func testPrefetchAllFillsEveryFileWithoutAnOpen() throws {
+        let fileSystem = try makeFileSystem(prefetch: .all)
+        fileSystem.fillAll()
+        XCTAssertTrue(try waitUntil(10) { try cachedBytes(fileSystem) == UInt64(bytes.count) })
+    }
+
+    func testFillRespectsThePerFileConnectionCapAndTheBandwidthLimit() throws {
+        origin.latency = 0.05
+        var policy = FetchPolicy()
+        policy.segmentBytes = 512 << 10
+        policy.connectionsPerFile = 3
+        policy.fillTransfers = 8
+        policy.fillBytesPerSecond = 8 << 20
+        let fileSystem = try makeFileSystem(prefetch: .all, policy: policy)
+        fileSystem.fillAll()
+        XCTAssertTrue(try waitUntil(10) { try cachedBytes(fileSystem) == UInt64(bytes.count) })
+        XCTAssertLessThanOrEqual(origin.peakConcurrency, 3)
+        XCTAssertGreaterThanOrEqual(origin.peakConcurrency, 2, "fill should use parallel connections")
+        XCTAssertTrue(origin.requests.allSatisfy { $0.maxBytesPerSecond == (8 << 20) / 8 }, "fill is rate-capped")
+    }
+}
