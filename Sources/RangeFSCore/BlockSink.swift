@@ -65,6 +65,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         failure = nil
         var request = RangeRequest(url: url, range: wholeFile ? nil : wanted, ifRange: entry.validator)
         request.maxBytesPerSecond = maxBytesPerSecond
+        request.isBackground = priority == .fill
         scheduler.fetcher.start(request, sink: self)
     }
 

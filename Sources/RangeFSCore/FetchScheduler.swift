@@ -5,8 +5,11 @@
 //     claimed, `promote` starts that request now, so demand never waits behind readahead or fill.
 //   - Readahead and fill wait in a queue while `maxTransfers` run in total or `connectionsPerFile` run for the
 //     file, so one long sequential read becomes that many parallel connections and no file starves the others.
-//   - Fill (completing files in the background) runs at most `fillTransfers` at once, starts nothing new while a
-//     reader waits on a demand transfer, and is rate-limited by `fillBytesPerSecond`. Its work is generated lazily:
+//   - Fill (completing files in the background) runs at most `fillTransfers` at once, and is rate-limited by
+//     `fillBytesPerSecond`. While a reader waits on a demand transfer, and for `fillResumeDelay` after the last
+//     one, fill starts nothing new and its running transfers are paused (the fetcher stops receiving on them), so
+//     readers get the link, the disk and the CPU. Readers that come in bursts (a player seeking, a scan) thus keep
+//     fill out of the way for the whole burst, not just for each read. Its work is generated lazily:
 //     when there is room, the next missing run of a file being filled is claimed, one segment at a time.
 // Runs are cut into requests of at most `segmentBytes`.
 //
@@ -41,6 +44,8 @@ public struct FetchPolicy: Sendable {
     public var attempts = 4
     /// The first retry's delay; it doubles each time.
     public var retryDelay: Duration = .milliseconds(200)
+    /// How long background fill stays paused after the last demand transfer ends.
+    public var fillResumeDelay: Duration = .milliseconds(100)
 
     public init() {}
 }
@@ -61,6 +66,8 @@ public final class FetchScheduler: Sendable {
         let entry: CacheEntry
         let url: String
         let blocks: Range<Int>
+        /// The whole file without Range, for servers that ignore it.
+        var wholeFile = false
     }
 
     /// A file being completed in the background, and where its next fill segment starts looking.
@@ -79,6 +86,9 @@ public final class FetchScheduler: Sendable {
         var runningPerEntry: [ObjectIdentifier: Int] = [:]
         var fillJobs: [FillJob] = []
         var nextFillJob = 0
+        /// Fill is held back (demand ran recently); `holdGeneration` tells a stale resume timer from the current one.
+        var fillHeld = false
+        var holdGeneration = 0
     }
 
     public init(fetcher: RangeFetching, store: CacheStore, policy: FetchPolicy = FetchPolicy(), logger: Logger) {
@@ -88,6 +98,45 @@ public final class FetchScheduler: Sendable {
         self.logger = logger
     }
 
+    /// Changes the state under the lock, then starts the work `change` returns. Background transfers are paused
+    /// when demand starts, and resumed when the last demand transfer ends.
+    private func schedule(_ change: (inout State) -> [Pending]) {
+        let (toStart, paused, resumeGeneration) = state.withLock { state -> ([Pending], Bool, Int?) in
+            let before = state.runningDemand
+            var toStart = change(&state)
+            let after = state.runningDemand
+            if before == 0 && after > 0 && !state.fillHeld {
+                state.fillHeld = true
+                state.holdGeneration += 1
+                return (toStart, true, nil)
+            }
+            if before > 0 && after == 0 {
+                state.holdGeneration += 1
+                toStart += takeStartable(&state)
+                return (toStart, false, state.holdGeneration)
+            }
+            if after > 0 && state.fillHeld { state.holdGeneration += 1 }  // demand again: cancel a pending resume
+            return (toStart, false, nil)
+        }
+        if paused { fetcher.pauseBackground(true) }
+        if let resumeGeneration { resumeFill(after: policy.fillResumeDelay, generation: resumeGeneration) }
+        toStart.forEach(start)
+    }
+
+    /// Lets fill run again once demand stayed idle for `delay`.
+    private func resumeFill(after delay: Duration, generation: Int) {
+        after(delay) { [self] in
+            var resumed = false
+            schedule { state in
+                guard state.fillHeld, state.holdGeneration == generation, state.runningDemand == 0 else { return [] }
+                state.fillHeld = false
+                resumed = true
+                return takeStartable(&state)
+            }
+            if resumed { fetcher.pauseBackground(false) }
+        }
+    }
+
     /// Fetches `runs` of `entry` (already claimed by the caller) from `url`.
     public func fetch(_ entry: CacheEntry, url: String, runs: [Range<Int>], priority: FetchPriority) {
         if entry.isRangeless {
@@ -95,7 +144,7 @@ public final class FetchScheduler: Sendable {
             for run in runs { entry.releaseClaims(run) }
             return startStream(entry, url: url)
         }
-        let toStart = state.withLock { state -> [Pending] in
+        schedule { state in
             for run in runs {
                 for blocks in segments(of: run, in: entry) {
                     state.queue.append(Pending(sequence: state.nextSequence, priority: priority, entry: entry,
@@ -105,30 +154,27 @@ public final class FetchScheduler: Sendable {
             }
             return takeStartable(&state)
         }
-        toStart.forEach(start)
     }
 
     /// Starts at once any queued request of `entry` that overlaps `blocks`: a reader is waiting for it.
     public func promote(_ entry: CacheEntry, blocks: Range<Int>) {
-        let toStart = state.withLock { state -> [Pending] in
+        schedule { state in
             for index in state.queue.indices
             where state.queue[index].entry === entry && state.queue[index].blocks.overlaps(blocks) {
                 state.queue[index].priority = .demand
             }
             return takeStartable(&state)
         }
-        toStart.forEach(start)
     }
 
     /// Completes `entry` in the background, at fill priority, whether or not it stays open.
     public func fill(_ entry: CacheEntry, url: String) {
-        let toStart = state.withLock { state -> [Pending] in
+        schedule { state in
             if !state.fillJobs.contains(where: { $0.entry === entry }) {
                 state.fillJobs.append(FillJob(entry: entry, url: url))
             }
             return takeStartable(&state)
         }
-        toStart.forEach(start)
     }
 
     /// Stops filling `entry` in the background (transfers already running finish).
@@ -176,7 +222,7 @@ public final class FetchScheduler: Sendable {
               state.runningPerEntry[ObjectIdentifier(entry), default: 0] < policy.connectionsPerFile
         else { return false }
         if priority == .fill {
-            return state.runningFill < policy.fillTransfers && state.runningDemand == 0
+            return state.runningFill < policy.fillTransfers && state.runningDemand == 0 && !state.fillHeld
         }
         return true
     }
@@ -228,23 +274,21 @@ public final class FetchScheduler: Sendable {
             rate = max(1024, limit / max(1, policy.fillTransfers))
         }
         let sink = BlockSink(entry: pending.entry, url: pending.url, blocks: pending.blocks,
-                             priority: pending.priority, maxBytesPerSecond: rate, scheduler: self)
+                             wholeFile: pending.wholeFile, priority: pending.priority, maxBytesPerSecond: rate,
+                             scheduler: self)
         sink.startAttempt()
     }
 
     /// Streams the whole of `entry` from byte 0 for a server that ignores Range, unless a stream already runs.
     func startStream(_ entry: CacheEntry, url: String) {
         guard entry.beginStream() else { return }
-        let work = state.withLock { state -> Pending in
+        schedule { state in
             let work = Pending(sequence: state.nextSequence, priority: .demand, entry: entry, url: url,
-                               blocks: 0..<entry.blockCount)
+                               blocks: 0..<entry.blockCount, wholeFile: true)
             state.nextSequence += 1
             Self.count(work, in: &state, by: 1)
-            return work
+            return [work]
         }
-        let sink = BlockSink(entry: entry, url: url, blocks: work.blocks, wholeFile: true, priority: .demand,
-                             maxBytesPerSecond: nil, scheduler: self)
-        sink.startAttempt()
     }
 
     /// Sets who is told when a fetch finds the remote file changed.
@@ -258,11 +302,10 @@ public final class FetchScheduler: Sendable {
 
     /// Called by a sink once its blocks are all stored or abandoned.
     func transferFinished(_ entry: CacheEntry, priority: FetchPriority) {
-        let toStart = state.withLock { state -> [Pending] in
+        schedule { state in
             Self.count(Pending(sequence: 0, priority: priority, entry: entry, url: "", blocks: 0..<0), in: &state, by: -1)
             return takeStartable(&state)
         }
-        toStart.forEach(start)
     }
 
     /// Runs `body` after `delay` on a background queue, for retries.

@@ -13,6 +13,8 @@ public struct RangeRequest: Sendable, Equatable {
     public var ifRange: String?
     /// Receive-rate cap for this transfer, for background fill under a bandwidth limit.
     public var maxBytesPerSecond: Int?
+    /// A background transfer, paused while `pauseBackground(true)` is in force.
+    public var isBackground = false
 
     public init(url: String, range: Range<UInt64>?, ifRange: String?) {
         self.url = url
@@ -49,6 +51,8 @@ public protocol RangeResponseSink: AnyObject, Sendable {
 public protocol RangeFetching: Sendable {
     /// Starts a transfer. The sink's calls arrive later, on another thread.
     func start(_ request: RangeRequest, sink: RangeResponseSink)
+    /// Pauses (or resumes) receiving on every background transfer, so readers get the link and the CPU.
+    func pauseBackground(_ paused: Bool)
     /// Asks for the first byte of `url` and reports its size, validators and name.
     func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void)
 }

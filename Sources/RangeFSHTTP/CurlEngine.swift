@@ -23,6 +23,7 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
     private let logger: Logger
     private let queue = Mutex(Queue())
     private let stopped = DispatchSemaphore(value: 0)
+    private let pauseSignal = PauseSignal()
 
     private struct Queue {
         var pending: [Transfer] = []
@@ -50,7 +51,14 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
     }
 
     public func start(_ request: RangeRequest, sink: RangeResponseSink) {
-        enqueue(Transfer(request: request, url: request.url, sink: sink, options: options))
+        enqueue(Transfer(request: request, url: request.url, sink: sink, options: options, pauseSignal: pauseSignal))
+    }
+
+    /// Background transfers pause themselves in their write callback while this is set; clearing it makes the
+    /// engine thread resume them.
+    public func pauseBackground(_ paused: Bool) {
+        pauseSignal.set(paused)
+        if !paused { curl_multi_wakeup(multi) }
     }
 
     public func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
@@ -59,7 +67,8 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
         } catch {
             return completion(.failure(error))
         }
-        enqueue(Transfer(request: nil, url: url, sink: ProbeSink(url: url, completion: completion), options: options))
+        enqueue(Transfer(request: nil, url: url, sink: ProbeSink(url: url, completion: completion), options: options,
+                         pauseSignal: pauseSignal))
     }
 
     private func enqueue(_ transfer: Transfer) {
@@ -85,6 +94,9 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
             for transfer in incoming {
                 active[transfer.handle] = transfer.attach()
                 curl_multi_add_handle(multi, transfer.handle)
+            }
+            if !pauseSignal.isPaused {
+                for reference in active.values { reference.takeUnretainedValue().resume() }
             }
             var running: Int32 = 0
             curl_multi_perform(multi, &running)

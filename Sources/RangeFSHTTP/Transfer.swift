@@ -5,6 +5,7 @@
 import CCurl
 import Foundation
 import RangeFSCore
+import Synchronization
 
 /// A request in progress: owns its easy handle and header list, and frees them in `deinit`.
 final class Transfer: @unchecked Sendable {
@@ -12,6 +13,12 @@ final class Transfer: @unchecked Sendable {
 
     let handle: UnsafeMutableRawPointer
     let sink: RangeResponseSink
+    /// Background fill, paused while readers wait.
+    let isBackground: Bool
+    /// Set by the engine while background transfers must not receive.
+    private let pauseSignal: PauseSignal
+    /// Whether the write callback paused this transfer (and the engine must resume it).
+    private(set) var pausedInCallback = false
     private var headerList: UnsafeMutablePointer<curl_slist>?
     /// libcurl writes its error message here; allocated for the handle's lifetime.
     private let errorBuffer: UnsafeMutablePointer<CChar>
@@ -19,9 +26,12 @@ final class Transfer: @unchecked Sendable {
     private var headDelivered = false
     private var cancelledBySink = false
 
-    init(request: RangeRequest?, url: String, sink: RangeResponseSink, options: HTTPOptions) {
+    init(request: RangeRequest?, url: String, sink: RangeResponseSink, options: HTTPOptions,
+         pauseSignal: PauseSignal) {
+        self.pauseSignal = pauseSignal
         handle = curl_easy_init()!
         self.sink = sink
+        isBackground = request?.isBackground ?? false
         errorBuffer = .allocate(capacity: Int(rfs_curl_error_size()))
         errorBuffer.initialize(repeating: 0, count: Int(rfs_curl_error_size()))
         rfs_easy_setopt_string(handle, CURLOPT_URL, url)
@@ -74,6 +84,15 @@ final class Transfer: @unchecked Sendable {
         return reference
     }
 
+    /// Resumes a transfer its write callback paused; engine thread only. libcurl delivers the data it held back
+    /// (possibly before this returns). Pausing is only ever done from inside the write callback: pausing from
+    /// outside, with curl_easy_pause(CURLPAUSE_RECV), was seen to skip a buffer of body bytes on libcurl 7.88.
+    func resume() {
+        guard pausedInCallback else { return }
+        pausedInCallback = false
+        curl_easy_pause(handle, CURLPAUSE_CONT)
+    }
+
     fileprivate func receiveHeaderLine(_ line: String) {
         if line.hasPrefix("HTTP/") {
             responseHeaders = [:]  // a new response in a redirect chain
@@ -97,13 +116,20 @@ final class Transfer: @unchecked Sendable {
         return true
     }
 
-    fileprivate func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard deliverHeadIfNeeded() else { return false }
+    /// What the write callback returns: all bytes taken, 0 to abort, or pause (libcurl keeps the bytes).
+    fileprivate enum BodyOutcome { case accepted, abort, pause }
+
+    fileprivate func receiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyOutcome {
+        if isBackground && pauseSignal.isPaused {
+            pausedInCallback = true
+            return .pause
+        }
+        guard deliverHeadIfNeeded() else { return .abort }
         if !sink.receive(body: bytes) {
             cancelledBySink = true
-            return false
+            return .abort
         }
-        return true
+        return .accepted
     }
 
     /// Reports the outcome to the sink, exactly once.
@@ -141,14 +167,24 @@ final class Transfer: @unchecked Sendable {
     }
 }
 
+/// The engine's "background transfers must wait" flag, read by write callbacks on the engine thread.
+final class PauseSignal: Sendable {
+    private let paused = Atomic(false)
+    var isPaused: Bool { paused.load(ordering: .relaxed) }
+    func set(_ value: Bool) { paused.store(value, ordering: .relaxed) }
+}
+
 // libcurl's callbacks. They capture nothing; userdata is the Transfer passed to CURLOPT_WRITEDATA/HEADERDATA.
 
 private let transferWriteCallback: rfs_curl_data_callback = { pointer, size, count, userdata in
     // SAFETY: userdata is the Unmanaged Transfer retained by `attach`, alive until the engine releases it.
     let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
     let length = size * count
-    let accepted = transfer.receiveBody(UnsafeRawBufferPointer(start: pointer, count: length))
-    return accepted ? length : 0
+    switch transfer.receiveBody(UnsafeRawBufferPointer(start: pointer, count: length)) {
+    case .accepted: return length
+    case .abort: return 0
+    case .pause: return rfs_curl_writefunc_pause()
+    }
 }
 
 private let transferHeaderCallback: rfs_curl_data_callback = { pointer, size, count, userdata in

@@ -84,4 +84,20 @@ final class FetchSchedulerTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(origin.peakConcurrency, 2, "fill should use parallel connections")
         XCTAssertTrue(origin.requests.allSatisfy { $0.maxBytesPerSecond == (8 << 20) / 8 }, "fill is rate-capped")
     }
+
+    func testADemandReadPausesBackgroundFillUntilItIsAnswered() throws {
+        origin.chunkSize = 4096
+        var policy = FetchPolicy()
+        policy.segmentBytes = 2 << 20
+        let fileSystem = try makeFileSystem(prefetch: .all, policy: policy)
+        fileSystem.fillAll()
+        XCTAssertTrue(waitUntil(5) { origin.requests.contains { $0.isBackground } })
+        let inode = try XCTUnwrap(fileSystem.catalog.item(named: "fill.bin")).inode
+        let handle = try fileSystem.open(inode).get().handle
+        let done = DispatchSemaphore(value: 0)
+        fileSystem.read(handle: handle, offset: 11 << 20, count: 4096) { _ in done.signal() }
+        XCTAssertEqual(done.wait(timeout: .now() + 5), .success)
+        XCTAssertGreaterThanOrEqual(origin.backgroundPauses, 1, "fill must pause while a reader waits")
+        XCTAssertTrue(try waitUntil(20) { try cachedBytes(fileSystem) == UInt64(bytes.count) }, "and resume after")
+    }
 }

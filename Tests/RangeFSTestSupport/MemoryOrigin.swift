@@ -27,6 +27,9 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     public var dropAfterBytes = 0
     public var dropsLeft = 0
     private var delivered: UInt64 = 0
+    private var backgroundPaused = false
+    /// How often background transfers were paused.
+    public private(set) var backgroundPauses = 0
     private var active = 0
     private var peakActive = 0
 
@@ -102,6 +105,7 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             }
             var sent = 0
             while !body.isEmpty {
+                while request.isBackground && self.isBackgroundPaused { usleep(1000) }
                 if let dropAfter, sent >= dropAfter { return finish(.transport("connection reset")) }
                 let piece = Array(body.prefix(min(chunkSize, (dropAfter ?? Int.max) - sent)))
                 body = body.dropFirst(piece.count)
@@ -114,6 +118,19 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             }
             finish(nil)
         }
+    }
+
+    public func pauseBackground(_ paused: Bool) {
+        lock.lock()
+        if paused && !backgroundPaused { backgroundPauses += 1 }
+        backgroundPaused = paused
+        lock.unlock()
+    }
+
+    private var isBackgroundPaused: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return backgroundPaused
     }
 
     public func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {

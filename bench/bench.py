@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""rangefs benchmark: rangefs against curl and aria2c on the same machine, in the same run.
+
+It starts its own nginx on 127.0.0.1 (a direct origin, and a proxy in front of it that caps every connection at
+8 MiB/s, like many mirrors and CDNs), runs each scenario several times, and prints medians and the ratios behind
+issue 4's goals. `--smoke` runs tiny sizes once and only checks that every copy is byte-for-byte right (for CI).
+
+Needs root for `echo 3 > /proc/sys/vm/drop_caches` (cold runs) and for the kernel readahead; without root the
+cold numbers are warm-ish, and the script says so.
+"""
+import argparse, hashlib, json, os, random, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+
+MiB = 1 << 20
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def log(message):
+    print(message, flush=True)
+
+
+def run(command, **kwargs):
+    return subprocess.run(command, check=True, **kwargs)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def drop_caches():
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(4 * MiB):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def make_file(path, size, seed):
+    generator = random.Random(seed)
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            n = min(left, 4 * MiB)
+            f.write(generator.randbytes(n))
+            left -= n
+
+
+class Nginx:
+    """A direct origin and an 8 MiB/s-per-connection proxy in front of it."""
+
+    def __init__(self, work, www):
+        self.work, self.direct, self.capped = work, free_port(), free_port()
+        logs = os.path.join(work, "logs")
+        os.makedirs(logs, exist_ok=True)
+        self.access_log = os.path.join(logs, "access.log")
+        conf = os.path.join(work, "nginx.conf")
+        temp = " ".join(f"{t}_temp_path {logs};" for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        with open(conf, "w") as f:
+            f.write(f"""daemon off; worker_processes 2; user root; error_log {logs}/error.log; pid {logs}/nginx.pid;
+events {{ worker_connections 1024; }}
+http {{
+  log_format counted '$server_port|$status|$body_bytes_sent|$http_range|$uri';
+  access_log {self.access_log} counted;
+  {temp}
+  server {{ listen 127.0.0.1:{self.direct}; root {www}; }}
+  server {{
+    listen 127.0.0.1:{self.capped};
+    location / {{
+      proxy_pass http://127.0.0.1:{self.direct}; proxy_http_version 1.1; proxy_set_header Connection "";
+      proxy_max_temp_file_size 0; limit_rate 8m;
+    }}
+  }}
+}}
+""")
+        self.process = subprocess.Popen(["/usr/sbin/nginx", "-c", conf, "-p", work],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for port in (self.direct, self.capped):
+            for _ in range(100):
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.1).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+
+    def url(self, name, capped=False):
+        return f"http://127.0.0.1:{self.capped if capped else self.direct}/{name}"
+
+    def clear_log(self):
+        open(self.access_log, "w").close()
+
+    def direct_bytes(self, name):
+        """Body bytes the direct origin sent for `name`, not counting 1-byte probes."""
+        total = 0
+        with open(self.access_log) as f:
+            for line in f:
+                port, status, sent, rng, uri = line.rstrip("\n").split("|")
+                if port == str(self.direct) and uri == "/" + name and rng != "bytes=0-0":
+                    total += int(sent)
+        return total
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+class Mount:
+    """A rangefs mount in the foreground (so its PID is known), unmounted by `close`."""
+
+    def __init__(self, binary, work, urls, cache, options=()):
+        self.point = tempfile.mkdtemp(dir=work, prefix="mnt-")
+        self.process = subprocess.Popen([binary, "mount", "-f", self.point, *urls, "--cache", cache, *options],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 30
+        while not self.mounted():
+            if time.time() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"rangefs did not mount {urls}")
+            time.sleep(0.02)
+
+    def mounted(self):
+        with open("/proc/self/mountinfo") as f:
+            return any(line.split()[4] == self.point for line in f)
+
+    def path(self, name):
+        return os.path.join(self.point, name)
+
+    def peak_rss(self):
+        with open(f"/proc/{self.process.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def wait_complete(self, name, timeout=300):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            state = subprocess.run(["getfattr", "--only-values", "-n", "user.rangefs.state", self.path(name)],
+                                   capture_output=True, text=True).stdout
+            if state == "complete":
+                return True
+            time.sleep(0.1)
+        return False
+
+    def close(self):
+        subprocess.run(["fusermount3", "-u", self.point], stderr=subprocess.DEVNULL)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            subprocess.run(["fusermount3", "-uz", self.point])
+            self.process.kill()
+            self.process.wait()
+
+
+def timed(command):
+    start = time.perf_counter()
+    run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.binary = args.binary
+        self.work = tempfile.mkdtemp(prefix="rangefs-bench-")
+        self.www = os.path.join(self.work, "www")
+        os.makedirs(self.www)
+        self.results = {}
+        self.checks = []
+        self.root = drop_caches()
+        if not self.root:
+            log("note: cannot drop the page cache (not root): cold numbers are optimistic")
+
+    def fresh_cache(self):
+        return tempfile.mkdtemp(dir=self.work, prefix="cache-")
+
+    def check_copy(self, copy, name):
+        ok = sha256(copy) == self.digests[name]
+        self.checks.append((f"{name} copied correctly", ok))
+        return ok
+
+    def prepare(self):
+        a = self.args
+        self.sizes = {"big.bin": a.size, "capped.bin": a.capped_size}
+        self.sizes.update({f"multi{i}.bin": a.multi_size for i in range(8)})
+        self.digests = {}
+        for index, (name, size) in enumerate(self.sizes.items()):
+            make_file(os.path.join(self.www, name), size, index)
+            self.digests[name] = sha256(os.path.join(self.www, name))
+        self.nginx = Nginx(self.work, self.www)
+
+    def cold_fast(self):
+        """Goal 1: cold cp on a fast link against curl; goal 2: warm cp against cat of the cache's data file."""
+        name, size, dest = "big.bin", self.sizes["big.bin"], os.path.join(self.work, "out.bin")
+        curl, cold, warm, cat = [], [], [], []
+        for _ in range(self.args.runs):
+            drop_caches()
+            curl.append(size / timed(["curl", "-s", "-o", dest, self.nginx.url(name)]))
+            os.remove(dest)
+            cache = self.fresh_cache()
+            mount = Mount(self.binary, self.work, [self.nginx.url(name)], cache)
+            drop_caches()
+            cold.append(size / timed(["cp", mount.path(name), dest]))
+            self.check_copy(dest, name)
+            os.remove(dest)
+            mount.wait_complete(name)
+            mount.close()
+            mount = Mount(self.binary, self.work, [self.nginx.url(name)], cache)
+            drop_caches()
+            warm.append(size / timed(["cp", mount.path(name), "/dev/null"]))
+            mount.close()
+            data = [os.path.join(root, "data") for root, _, files in os.walk(cache) if "data" in files][0]
+            drop_caches()
+            cat.append(size / timed(["sh", "-c", f"cat '{data}' > /dev/null"]))
+            shutil.rmtree(cache)
+        self.results["cold cp, fast link"] = (statistics.median(cold), "curl", statistics.median(curl), 1.0)
+        self.results["warm cp (cache on disk)"] = (statistics.median(warm), "cat data file", statistics.median(cat), 0.8)
+
+    def capped(self):
+        """Goal 3: every connection capped at 8 MiB/s; rangefs cold cp against aria2c -x8 -s8."""
+        name, size = "capped.bin", self.sizes["capped.bin"]
+        dest = os.path.join(self.work, "capped.out")
+        aria, ours = [], []
+        for _ in range(self.args.runs):
+            drop_caches()
+            aria.append(size / timed(["aria2c", "-q", "-x8", "-s8", "-k1M", "--allow-overwrite=true",
+                                      "--auto-file-renaming=false", "-d", self.work, "-o", "capped.out",
+                                      self.nginx.url(name, capped=True)]))
+            self.check_copy(dest, name)
+            os.remove(dest)
+            cache = self.fresh_cache()
+            mount = Mount(self.binary, self.work, [self.nginx.url(name, capped=True)], cache)
+            drop_caches()
+            ours.append(size / timed(["cp", mount.path(name), dest]))
+            self.check_copy(dest, name)
+            os.remove(dest)
+            mount.close()
+            shutil.rmtree(cache)
+        curl = size / timed(["curl", "-s", "-o", dest, self.nginx.url(name, capped=True)])
+        os.remove(dest)
+        self.results["cold cp, 8 MiB/s per connection"] = (statistics.median(ours), "aria2c -x8 -s8",
+                                                           statistics.median(aria), 0.9)
+        self.results["  (curl, one capped connection)"] = (curl, "", 0, None)
+
+    def random_reads(self):
+        """Goal 4: 200 cold random 4 KiB reads: p99 with a background fill of the same file running, against none;
+        and origin bytes per byte read with --prefetch=none."""
+        name, size = "big.bin", self.sizes["big.bin"]
+        generator = random.Random(7)
+        offsets = [generator.randrange(1, size // 4096) * 4096 for _ in range(self.args.reads)]
+
+        def latencies(options):
+            cache = self.fresh_cache()
+            mount = Mount(self.binary, self.work, [self.nginx.url(name)], cache, options)
+            self.nginx.clear_log()
+            times = []
+            fd = os.open(mount.path(name), os.O_RDONLY)
+            original = open(os.path.join(self.www, name), "rb")
+            for offset in offsets:
+                start = time.perf_counter()
+                data = os.pread(fd, 4096, offset)
+                times.append(time.perf_counter() - start)
+                original.seek(offset)
+                if data != original.read(4096):
+                    self.checks.append((f"random read at {offset} correct", False))
+            os.close(fd)
+            original.close()
+            fetched = self.nginx.direct_bytes(name)
+            mount.close()
+            shutil.rmtree(cache)
+            return times, fetched
+
+        quiet, fetched = latencies(["--prefetch", "none"])
+        busy, _ = latencies(["--prefetch", "all"])
+        p99 = lambda values: statistics.quantiles(values, n=100)[98] * 1000 if len(values) >= 2 else values[0] * 1000
+        self.results["random 4K reads p99 ms, with fill"] = (p99(busy), "without fill", p99(quiet), "<=2x")
+        self.results["  random 4K reads p50 ms, no fill"] = (statistics.median(quiet) * 1000, "", 0, None)
+        amplification = fetched / (len(offsets) * 4096)
+        self.results["origin bytes per byte read (none)"] = (amplification, "", 0, "<=16")
+        self.checks.append(("random reads correct", all(ok for label, ok in self.checks if "random read" in label)))
+
+    def memory(self):
+        """Goal 5: peak RSS of the daemon during one cold copy, and during 8 concurrent cold copies."""
+        name = "big.bin"
+        cache = self.fresh_cache()
+        mount = Mount(self.binary, self.work, [self.nginx.url(name)], cache)
+        dest = os.path.join(self.work, "rss.out")
+        run(["cp", mount.path(name), dest])
+        self.check_copy(dest, name)
+        os.remove(dest)
+        single = mount.peak_rss()
+        mount.close()
+        shutil.rmtree(cache)
+        names = [f"multi{i}.bin" for i in range(8)]
+        cache = self.fresh_cache()
+        mount = Mount(self.binary, self.work, [self.nginx.url(n) for n in names], cache)
+        copies = [subprocess.Popen(["cp", mount.path(n), os.path.join(self.work, n)]) for n in names]
+        for copy in copies:
+            copy.wait()
+        for n in names:
+            self.check_copy(os.path.join(self.work, n), n)
+            os.remove(os.path.join(self.work, n))
+        multi = mount.peak_rss()
+        mount.close()
+        shutil.rmtree(cache)
+        self.results["peak RSS MiB, one cold copy"] = (single / MiB, "", 0, "<=128")
+        self.results["peak RSS MiB, 8 cold copies"] = (multi / MiB, "", 0, "<=128")
+
+    def report(self):
+        log("")
+        log(f"{'scenario':38} {'rangefs':>12} {'reference':>28} {'ratio':>7}  goal")
+        for label, (value, reference, ref_value, goal) in self.results.items():
+            unit = "" if ("ms" in label or "RSS" in label or "bytes per" in label) else " MiB/s"
+            shown = f"{value:.1f}{unit}" if unit else f"{value:.2f}"
+            if "MiB/s" in unit:
+                shown = f"{value / MiB:.0f} MiB/s"
+            ref = ""
+            ratio = ""
+            if reference and ref_value:
+                ref = f"{reference} {ref_value / MiB:.0f} MiB/s" if unit else f"{reference} {ref_value:.2f}"
+                ratio = f"{value / ref_value:.2f}"
+            verdict = ""
+            if isinstance(goal, float):
+                verdict = f">={goal:.1f}x {'PASS' if value / ref_value >= goal else 'MISS'}"
+            elif goal == "<=2x":
+                verdict = f"<=2x {'PASS' if value <= 2 * ref_value else 'MISS'}"
+            elif isinstance(goal, str) and goal.startswith("<="):
+                verdict = f"{goal} {'PASS' if value <= float(goal[2:]) else 'MISS'}"
+            log(f"{label:38} {shown:>12} {ref:>28} {ratio:>7}  {verdict}")
+        failed = [label for label, ok in self.checks if not ok]
+        log("")
+        log(f"correctness: {len(self.checks) - len(failed)} passed, {len(failed)} failed")
+        for label in failed:
+            log(f"  FAILED: {label}")
+        if self.args.json:
+            with open(self.args.json, "w") as f:
+                json.dump({k: v[0] for k, v in self.results.items()}, f, indent=2)
+        return not failed
+
+    def cleanup(self):
+        if hasattr(self, "nginx"):
+            self.nginx.stop()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one run: correctness only (CI)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--binary", default=None, help="rangefs binary (default: build the release one)")
+    parser.add_argument("--json", help="also write the medians here")
+    parser.add_argument("--only", choices=["fast", "capped", "random", "memory"], action="append")
+    args = parser.parse_args()
+    args.size, args.capped_size, args.multi_size, args.reads = 512 * MiB, 128 * MiB, 64 * MiB, 200
+    if args.smoke:
+        args.runs, args.size, args.capped_size, args.multi_size, args.reads = 1, 24 * MiB, 8 * MiB, 2 * MiB, 50
+    if args.binary is None:
+        log("building rangefs (release)...")
+        run(["swift", "build", "-c", "release", "--product", "rangefs"], cwd=ROOT, stdout=subprocess.DEVNULL)
+        bin_dir = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT,
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        args.binary = os.path.join(bin_dir, "rangefs")
+    bench = Bench(args)
+    try:
+        log(f"preparing files in {bench.work} (big {args.size // MiB} MiB, capped {args.capped_size // MiB} MiB, "
+            f"8 x {args.multi_size // MiB} MiB), {args.runs} run(s) each")
+        bench.prepare()
+        only = args.only or ["fast", "capped", "random", "memory"]
+        for key, scenario in [("fast", bench.cold_fast), ("capped", bench.capped), ("random", bench.random_reads),
+                              ("memory", bench.memory)]:
+            if key in only:
+                log(f"running: {scenario.__doc__.splitlines()[0]}")
+                scenario()
+        ok = bench.report()
+    finally:
+        bench.cleanup()
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
