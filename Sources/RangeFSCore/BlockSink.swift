@@ -8,6 +8,8 @@
 //   - the server ignores Range (same validator): the entry becomes "rangeless" and its blocks come from one
 //     whole-file stream, in order, which this sink also runs (`wholeFile`). Its readers wait for their bytes.
 
+import Synchronization
+
 /// Streams a response into a cache entry.
 final class BlockSink: RangeResponseSink, @unchecked Sendable {
     // @unchecked Sendable: the fetcher calls one sink from one thread at a time (head, body..., complete), and
@@ -18,7 +20,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private let blocks: Range<Int>
     /// Streams the whole file without a Range header, skipping blocks already present.
     private let wholeFile: Bool
-    private let priority: FetchPriority
+    /// Fill can be promoted to demand while it runs (a reader needs its blocks); read from the fetcher's thread.
+    private let currentPriority: Mutex<FetchPriority>
     private let maxBytesPerSecond: Int?
     // Strong: a transfer may finish after everything else let go of the scheduler (no cycle: it keeps no sinks).
     private let scheduler: FetchScheduler
@@ -39,7 +42,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         self.url = url
         self.blocks = blocks
         self.wholeFile = wholeFile
-        self.priority = priority
+        self.currentPriority = Mutex(priority)
         self.maxBytesPerSecond = maxBytesPerSecond
         self.scheduler = scheduler
         self.nextBlock = blocks.lowerBound
@@ -65,9 +68,20 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         failure = nil
         var request = RangeRequest(url: url, range: wholeFile ? nil : wanted, ifRange: entry.validator)
         request.maxBytesPerSecond = maxBytesPerSecond
-        request.isBackground = priority == .fill
         scheduler.fetcher.start(request, sink: self)
     }
+
+    var priority: FetchPriority { currentPriority.withLock { $0 } }
+    var isBackground: Bool { priority == .fill }
+
+    /// The blocks this transfer still has to bring.
+    var remainingBlocks: Range<Int> { nextBlock..<blocks.upperBound }
+    /// The blocks this transfer covers, for overlap checks from other threads (immutable).
+    var coveredBlocks: Range<Int> { blocks }
+    var cacheEntry: CacheEntry { entry }
+
+    /// Makes a running fill transfer demand work: a reader waits for its blocks.
+    func promoteToDemand() { currentPriority.withLock { $0 = .demand } }
 
     func receive(head: ResponseHead) -> Bool {
         switch head.status {
@@ -156,7 +170,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
 
     private func finish() {
         if wholeFile { entry.endStream() }
-        scheduler.transferFinished(entry, priority: priority)
+        scheduler.transferFinished(entry, priority: priority, sink: self)
     }
 }
 

@@ -86,6 +86,8 @@ public final class FetchScheduler: Sendable {
         var runningPerEntry: [ObjectIdentifier: Int] = [:]
         var fillJobs: [FillJob] = []
         var nextFillJob = 0
+        /// Fill transfers running now, so a reader can promote the one that holds its blocks.
+        var runningFillSinks: [ObjectIdentifier: BlockSink] = [:]
         /// Fill is held back (demand ran recently); `holdGeneration` tells a stale resume timer from the current one.
         var fillHeld = false
         var holdGeneration = 0
@@ -156,15 +158,26 @@ public final class FetchScheduler: Sendable {
         }
     }
 
-    /// Starts at once any queued request of `entry` that overlaps `blocks`: a reader is waiting for it.
+    /// A reader waits for `blocks` of `entry`: starts at once any queued request that overlaps them, and makes a
+    /// running fill transfer that holds them demand work (so it is not paused).
     public func promote(_ entry: CacheEntry, blocks: Range<Int>) {
+        var promotedRunning = false
         schedule { state in
             for index in state.queue.indices
             where state.queue[index].entry === entry && state.queue[index].blocks.overlaps(blocks) {
                 state.queue[index].priority = .demand
             }
+            for (key, sink) in state.runningFillSinks
+            where sink.cacheEntry === entry && sink.coveredBlocks.overlaps(blocks) {
+                state.runningFillSinks[key] = nil
+                sink.promoteToDemand()
+                state.runningFill -= 1
+                state.runningDemand += 1
+                promotedRunning = true
+            }
             return takeStartable(&state)
         }
+        if promotedRunning { fetcher.pauseBackground(true) }  // wakes the fetcher to resume the promoted transfer
     }
 
     /// Completes `entry` in the background, at fill priority, whether or not it stays open.
@@ -276,6 +289,9 @@ public final class FetchScheduler: Sendable {
         let sink = BlockSink(entry: pending.entry, url: pending.url, blocks: pending.blocks,
                              wholeFile: pending.wholeFile, priority: pending.priority, maxBytesPerSecond: rate,
                              scheduler: self)
+        if pending.priority == .fill {
+            state.withLock { $0.runningFillSinks[ObjectIdentifier(sink)] = sink }
+        }
         sink.startAttempt()
     }
 
@@ -301,8 +317,9 @@ public final class FetchScheduler: Sendable {
     }
 
     /// Called by a sink once its blocks are all stored or abandoned.
-    func transferFinished(_ entry: CacheEntry, priority: FetchPriority) {
+    func transferFinished(_ entry: CacheEntry, priority: FetchPriority, sink: BlockSink) {
         schedule { state in
+            state.runningFillSinks[ObjectIdentifier(sink)] = nil
             Self.count(Pending(sequence: 0, priority: priority, entry: entry, url: "", blocks: 0..<0), in: &state, by: -1)
             return takeStartable(&state)
         }

@@ -13,8 +13,6 @@ public struct RangeRequest: Sendable, Equatable {
     public var ifRange: String?
     /// Receive-rate cap for this transfer, for background fill under a bandwidth limit.
     public var maxBytesPerSecond: Int?
-    /// A background transfer, paused while `pauseBackground(true)` is in force.
-    public var isBackground = false
 
     public init(url: String, range: Range<UInt64>?, ifRange: String?) {
         self.url = url
@@ -45,13 +43,20 @@ public protocol RangeResponseSink: AnyObject, Sendable {
     func receive(body: UnsafeRawBufferPointer) -> Bool
     /// `nil` when the whole body arrived.
     func complete(error: FetchError?)
+    /// Whether this is background work, to be paused while readers wait; may change during the transfer.
+    var isBackground: Bool { get }
+}
+
+extension RangeResponseSink {
+    public var isBackground: Bool { false }
 }
 
 /// Something that performs ranged GETs and probes; libcurl in production.
 public protocol RangeFetching: Sendable {
     /// Starts a transfer. The sink's calls arrive later, on another thread.
     func start(_ request: RangeRequest, sink: RangeResponseSink)
-    /// Pauses (or resumes) receiving on every background transfer, so readers get the link and the CPU.
+    /// Pauses (or resumes) receiving on every transfer whose sink is background work, so readers get the link and
+    /// the CPU. Called again with the same value after a sink stopped being background work, to resume it.
     func pauseBackground(_ paused: Bool)
     /// Asks for the first byte of `url` and reports its size, validators and name.
     func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void)

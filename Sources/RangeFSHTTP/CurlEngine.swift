@@ -58,7 +58,7 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
     /// engine thread resume them.
     public func pauseBackground(_ paused: Bool) {
         pauseSignal.set(paused)
-        if !paused { curl_multi_wakeup(multi) }
+        curl_multi_wakeup(multi)
     }
 
     public func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
@@ -95,8 +95,10 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
                 active[transfer.handle] = transfer.attach()
                 curl_multi_add_handle(multi, transfer.handle)
             }
-            if !pauseSignal.isPaused {
-                for reference in active.values { reference.takeUnretainedValue().resume() }
+            let paused = pauseSignal.isPaused
+            for reference in active.values {
+                let transfer = reference.takeUnretainedValue()
+                if !paused || !transfer.sink.isBackground { transfer.resume() }
             }
             var running: Int32 = 0
             curl_multi_perform(multi, &running)

@@ -13,8 +13,6 @@ final class Transfer: @unchecked Sendable {
 
     let handle: UnsafeMutableRawPointer
     let sink: RangeResponseSink
-    /// Background fill, paused while readers wait.
-    let isBackground: Bool
     /// Set by the engine while background transfers must not receive.
     private let pauseSignal: PauseSignal
     /// Whether the write callback paused this transfer (and the engine must resume it).
@@ -31,7 +29,6 @@ final class Transfer: @unchecked Sendable {
         self.pauseSignal = pauseSignal
         handle = curl_easy_init()!
         self.sink = sink
-        isBackground = request?.isBackground ?? false
         errorBuffer = .allocate(capacity: Int(rfs_curl_error_size()))
         errorBuffer.initialize(repeating: 0, count: Int(rfs_curl_error_size()))
         rfs_easy_setopt_string(handle, CURLOPT_URL, url)
@@ -120,7 +117,7 @@ final class Transfer: @unchecked Sendable {
     fileprivate enum BodyOutcome { case accepted, abort, pause }
 
     fileprivate func receiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyOutcome {
-        if isBackground && pauseSignal.isPaused {
+        if sink.isBackground && pauseSignal.isPaused {
             pausedInCallback = true
             return .pause
         }
