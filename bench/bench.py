@@ -57,7 +57,7 @@ def make_file(path, size, seed):
 
 
 class Nginx:
-    """A direct origin and an 8 MiB/s-per-connection proxy in front of it."""
+    """A direct origin (nginx), and a proxy in front of it that caps each connection at 8 MiB/s (capproxy.py)."""
 
     def __init__(self, work, www):
         self.work, self.direct, self.capped = work, free_port(), free_port()
@@ -73,18 +73,13 @@ http {{
   log_format counted '$server_port|$status|$body_bytes_sent|$http_range|$uri';
   access_log {self.access_log} counted;
   {temp}
-  server {{ listen 127.0.0.1:{self.direct}; root {www}; }}
-  server {{
-    listen 127.0.0.1:{self.capped};
-    location / {{
-      proxy_pass http://127.0.0.1:{self.direct}; proxy_http_version 1.1; proxy_set_header Connection "";
-      proxy_max_temp_file_size 0; limit_rate 8m;
-    }}
-  }}
+  server {{ listen 127.0.0.1:{self.direct}; root {www}; keepalive_requests 100000; }}
 }}
 """)
         self.process = subprocess.Popen(["/usr/sbin/nginx", "-c", conf, "-p", work],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proxy = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "capproxy.py"), str(self.capped),
+                                       str(self.direct), str(8 * MiB)])
         for port in (self.direct, self.capped):
             for _ in range(100):
                 try:
@@ -110,16 +105,20 @@ http {{
         return total
 
     def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=10)
+        for process in (self.proxy, self.process):
+            process.terminate()
+            process.wait(timeout=10)
 
 
 class Mount:
     """A rangefs mount in the foreground (so its PID is known), unmounted by `close`."""
 
+    extra_options = []
+
     def __init__(self, binary, work, urls, cache, options=()):
         self.point = tempfile.mkdtemp(dir=work, prefix="mnt-")
-        self.process = subprocess.Popen([binary, "mount", "-f", self.point, *urls, "--cache", cache, *options],
+        self.process = subprocess.Popen([binary, "mount", "-f", self.point, *urls, "--cache", cache, *options,
+                                         *Mount.extra_options],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 30
         while not self.mounted():
@@ -359,7 +358,10 @@ def main():
     parser.add_argument("--binary", default=None, help="rangefs binary (default: build the release one)")
     parser.add_argument("--json", help="also write the medians here")
     parser.add_argument("--only", choices=["fast", "capped", "random", "memory"], action="append")
+    parser.add_argument("--rangefs-option", action="append", default=[], metavar="OPTION",
+                        help="pass this option to every rangefs mount (repeat it), to compare settings")
     args = parser.parse_args()
+    Mount.extra_options = args.rangefs_option
     args.size, args.capped_size, args.multi_size, args.reads = 512 * MiB, 128 * MiB, 64 * MiB, 200
     if args.smoke:
         args.runs, args.size, args.capped_size, args.multi_size, args.reads = 1, 24 * MiB, 8 * MiB, 2 * MiB, 50

@@ -19,6 +19,7 @@
 // absent again). When the remote file changes, the entry becomes stale: its waiters and every later read fail
 // with `.remoteChanged`, and the store opens a fresh entry (in new files) for the new version.
 
+import Dispatch
 import Glibc
 import Logging
 import Synchronization
@@ -50,6 +51,9 @@ public final class CacheEntry: Sendable {
         /// Nothing will ever arrive for this version of the file.
         case failed(FetchError)
     }
+
+    /// Where woken readers are answered.
+    private static let replyQueue = DispatchQueue(label: "rangefs.replies", attributes: .concurrent)
 
     /// Bytes of blocks kept in memory because they could not be written, per entry.
     public static let memoryLimit = 64 << 20
@@ -320,7 +324,9 @@ public final class CacheEntry: Sendable {
                 : "check the cache disk"
             logger.error("cannot write \(directory)/data (\(failure)): serving fetched blocks from memory without caching them; \(advice)")
         }
-        for resume in ready { resume(.success(())) }
+        // Readers are answered on the reply queue, not here: this runs on the fetcher's thread, which should go
+        // back to receiving (a reply copies up to 1 MiB into the kernel).
+        for resume in ready { Self.replyQueue.async { resume(.success(())) } }
     }
 
     private static func wake(block index: Int, in state: inout State) -> [Resume] {
