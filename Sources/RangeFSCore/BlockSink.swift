@@ -68,7 +68,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         failure = nil
         var request = RangeRequest(url: url, range: wholeFile ? nil : wanted, ifRange: entry.validator)
         request.maxBytesPerSecond = maxBytesPerSecond
-        scheduler.fetcher.start(request, sink: self)
+        // The first attempt of demand work (and every retry of it) goes to the demand fetcher.
+        (priority == .demand ? scheduler.demandFetcher : scheduler.fetcher).start(request, sink: self)
     }
 
     var priority: FetchPriority { currentPriority.withLock { $0 } }

@@ -296,6 +296,8 @@ public final class CacheEntry: Sendable {
         var failure: SystemError?
         do throws(SystemError) {
             try dataFile.write(bytes, at: UInt64(index) * UInt64(blockSize))
+            // Write back as we go: the group commit's fdatasync then finds little dirty data and stays short.
+            dataFile.startWriteback(UInt64(index) * UInt64(blockSize)..<(UInt64(index) * UInt64(blockSize) + UInt64(bytes.count)))
             var slot = ByteWriter()
             slot.write(crc)
             try crcFile.write(slot.bytes, at: UInt64(index) * 4)

@@ -53,7 +53,11 @@ public struct FetchPolicy: Sendable {
 /// Schedules the transfers that fill cache entries.
 public final class FetchScheduler: Sendable {
     public let policy: FetchPolicy
+    /// Readahead and fill go here; so do probes.
     let fetcher: RangeFetching
+    /// Demand goes here, on its own thread and connections, so a reader's bytes never queue behind background
+    /// data the other fetcher is still processing.
+    let demandFetcher: RangeFetching
     let store: CacheStore
     let logger: Logger
     private let state = Mutex(State())
@@ -93,8 +97,10 @@ public final class FetchScheduler: Sendable {
         var holdGeneration = 0
     }
 
-    public init(fetcher: RangeFetching, store: CacheStore, policy: FetchPolicy = FetchPolicy(), logger: Logger) {
+    public init(fetcher: RangeFetching, demandFetcher: RangeFetching? = nil, store: CacheStore,
+                policy: FetchPolicy = FetchPolicy(), logger: Logger) {
         self.fetcher = fetcher
+        self.demandFetcher = demandFetcher ?? fetcher
         self.store = store
         self.policy = policy
         self.logger = logger

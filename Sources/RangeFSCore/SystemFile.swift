@@ -1,5 +1,6 @@
 // Typed wrappers over the POSIX calls the cache needs. Every call retries EINTR and turns failure into a
 // `SystemError` that carries the errno and the path, so the caller never reads a stale global errno.
+import CChecksum
 import Glibc
 
 /// A failed system call: which call, on what, and the errno it set.
@@ -101,6 +102,12 @@ public final class SystemFile: @unchecked Sendable {
     /// failure is ignored.
     public func adviseWillNeed(_ range: Range<UInt64>) {
         _ = posix_fadvise(descriptor, off_t(range.lowerBound), off_t(range.count), POSIX_FADV_WILLNEED)
+    }
+
+    /// Starts writing `range` back to disk without waiting (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so that a
+    /// later fdatasync has little left to do and does not stall other writers. A hint: failure is ignored.
+    public func startWriteback(_ range: Range<UInt64>) {
+        _ = rfs_start_writeback(descriptor, off_t(range.lowerBound), off_t(range.count))
     }
 
     /// Sets the file's length with `ftruncate(2)`; growing it leaves a hole.

@@ -75,7 +75,11 @@ struct MountRunner {
         http.maxHostConnections = options.connectionsPerHost
         http.maxTotalConnections = max(64, options.connections * 2)
         let engine = CurlEngine(options: http, logger: logger)
-        defer { engine.shutdown() }
+        let demandEngine = CurlEngine(options: http, logger: logger)
+        defer {
+            engine.shutdown()
+            demandEngine.shutdown()
+        }
         let catalog = Catalog()
         var failures = 0
         for (source, result) in zip(sources, engine.probeAll(sources.map(\.url))) {
@@ -94,7 +98,8 @@ struct MountRunner {
         policy.maxTransfers = options.connections
         policy.connectionsPerFile = options.connectionsPerFile
         policy.fillBytesPerSecond = try? options.bandwidthLimit()
-        let scheduler = FetchScheduler(fetcher: engine, store: store, policy: policy, logger: logger)
+        let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine, store: store, policy: policy,
+                                       logger: logger)
         let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: blockSize,
                                  readaheadMaximum: (try? options.readaheadBytes()) ?? 32 << 20,
                                  prefetch: options.prefetch,
