@@ -74,6 +74,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
 
     var priority: FetchPriority { currentPriority.withLock { $0 } }
     var isBackground: Bool { priority == .fill }
+    /// Readahead and fill of a file the user paused wait; a reader's own request never does.
+    var isPaused: Bool { priority != .demand && entry.isPaused }
 
     /// The blocks this transfer still has to bring.
     var remainingBlocks: Range<Int> { nextBlock..<blocks.upperBound }

@@ -79,6 +79,12 @@ public final class CacheEntry: Sendable {
         var stale = false
         /// The server ignores Range: blocks come from one whole-file stream.
         var rangeless = false
+        /// The user paused this file's downloads (`rangefs pause`).
+        var paused = false
+        /// Why the last fetch failed, until one succeeds.
+        var lastError: String?
+        /// Bytes stored since the entry was opened, for download speed.
+        var storedBytes: UInt64 = 0
         var streaming = false
     }
 
@@ -313,6 +319,8 @@ public final class CacheEntry: Sendable {
                 state.crcs[index] = crc
                 state.changedSinceCommit = true
                 state.bytesSinceCommit += bytes.count
+                state.storedBytes += UInt64(bytes.count)
+                state.lastError = nil
                 Self.dropFromMemory(index, in: &state)
             } else {
                 firstFailure = !state.reportedWriteFailure
@@ -371,6 +379,7 @@ public final class CacheEntry: Sendable {
     /// Releases the claim on the absent blocks of `blocks` and fails every reader waiting for one of them.
     public func abandon(blocks: Range<Int>, error: FetchError) {
         let failed = state.withLock { state -> [Resume] in
+            if error != .cancelled { state.lastError = error.userMessage }
             var failed: [Resume] = []
             for index in blocks where !state.present.contains(index) {
                 state.inFlight.remove(index)
@@ -410,6 +419,28 @@ public final class CacheEntry: Sendable {
     }
 
     public var isStale: Bool { state.withLock { $0.stale } }
+
+    /// Whether the user paused this file's downloads.
+    public var isPaused: Bool { state.withLock { $0.paused } }
+    public func setPaused(_ paused: Bool) { state.withLock { $0.paused = paused } }
+
+    /// Why the last fetch failed, until one succeeds.
+    public var lastError: String? { state.withLock { $0.lastError } }
+
+    /// Bytes stored since the entry was opened.
+    public var storedBytes: UInt64 { state.withLock { $0.storedBytes } }
+
+    /// Checks every present block against its CRC now (`rangefs verify NAME` on a mount); blocks that fail become
+    /// absent. Returns how many were checked and how many failed.
+    public func verifyAll() -> (checked: Int, failed: Int) {
+        state.withLock { state in
+            for index in 0..<state.present.blockCount where state.present.contains(index) { state.verified.remove(index) }
+        }
+        let before = presentBlocks.setCount
+        let chunk = max(1, (1 << 20) / blockSize)
+        for start in stride(from: 0, to: blockCount, by: chunk) { verifyLoadedBlocks(start..<min(blockCount, start + chunk)) }
+        return (before, before - presentBlocks.setCount)
+    }
 
     /// Whether the server ignores Range for this file, so it must be streamed whole.
     public var isRangeless: Bool { state.withLock { $0.rangeless } }

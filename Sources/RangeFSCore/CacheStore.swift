@@ -62,6 +62,11 @@ public final class CacheStore: Sendable {
         root + "/entries/" + String(SHA256.hexDigest(url).prefix(32))
     }
 
+    /// Closes the open entry of `url`, if any; it goes stale, so its readers get ESTALE.
+    public func forget(_ url: String) {
+        entries.withLock { $0.removeValue(forKey: url) }?.markStale()
+    }
+
     /// The header cached for `url`, if a valid one exists; lets a mount go on while the origin is unreachable.
     public func cachedHeader(for url: String) -> CacheHeader? {
         guard let bytes = try? FileSystemCalls.readSmallFile(directory(for: url) + "/header"),

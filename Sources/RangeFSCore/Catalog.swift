@@ -46,6 +46,15 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// Removes the file called `name`; returns it, or nil if there is none.
+    @discardableResult
+    public func remove(named name: String) -> CatalogItem? {
+        state.withLock { state in
+            guard let inode = state.byName.removeValue(forKey: name) else { return nil }
+            return state.byInode.removeValue(forKey: inode)
+        }
+    }
+
     public func item(inode: UInt64) -> CatalogItem? {
         state.withLock { $0.byInode[inode] }
     }

@@ -201,6 +201,22 @@ public final class FetchScheduler: Sendable {
         state.withLock { state in state.fillJobs.removeAll { $0.entry === entry } }
     }
 
+    /// Whether any transfer for `entry` is running.
+    public func isTransferring(_ entry: CacheEntry) -> Bool {
+        state.withLock { ($0.runningPerEntry[ObjectIdentifier(entry)] ?? 0) > 0 }
+    }
+
+    /// Whether `entry` is being completed in the background.
+    public func isFilling(_ entry: CacheEntry) -> Bool {
+        state.withLock { $0.fillJobs.contains { $0.entry === entry } }
+    }
+
+    /// Lets transfers that paused themselves (a file the user resumed) continue at once.
+    public func wakeTransfers() {
+        fetcher.wake()
+        demandFetcher.wake()
+    }
+
     /// How many transfers are running and queued, and how many files are being filled; for status and tests.
     public var load: (running: Int, queued: Int, filling: Int) {
         state.withLock { ($0.running, $0.queue.count, $0.fillJobs.count) }

@@ -71,9 +71,13 @@ public final class RangeFS: Sendable {
     private let handles = Mutex(Handles())
     /// The cache generation whose pages the kernel may hold, per inode.
     private let kernelGenerations = Mutex<[UInt64: UInt64]>([:])
+    /// Status samples of stored bytes per entry (monotonic seconds, bytes), for download speeds.
+    let speedSamples = Mutex<[ObjectIdentifier: (Double, UInt64)]>([:])
+    /// Tells the kernel to forget a name (set by the FUSE adapter), after `rangefs rm`.
+    public let entryInvalidator = LockedBox<(@Sendable (UInt64, String) -> Void)?>(nil)
     /// Re-probes run here: they wait for the network, which the curl thread provides.
     private let revalidationQueue = DispatchQueue(label: "rangefs.revalidate")
-    private let logger: Logger
+    let logger: Logger
 
     private struct OpenFile {
         let inode: UInt64

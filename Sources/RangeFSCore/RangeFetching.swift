@@ -45,10 +45,13 @@ public protocol RangeResponseSink: AnyObject, Sendable {
     func complete(error: FetchError?)
     /// Whether this is background work, to be paused while readers wait; may change during the transfer.
     var isBackground: Bool { get }
+    /// Whether receiving should stop for now whatever else happens (the user paused the file); may change.
+    var isPaused: Bool { get }
 }
 
 extension RangeResponseSink {
     public var isBackground: Bool { false }
+    public var isPaused: Bool { false }
 }
 
 /// Something that performs ranged GETs and probes; libcurl in production.
@@ -58,6 +61,8 @@ public protocol RangeFetching: Sendable {
     /// Pauses (or resumes) receiving on every transfer whose sink is background work, so readers get the link and
     /// the CPU. Called again with the same value after a sink stopped being background work, to resume it.
     func pauseBackground(_ paused: Bool)
+    /// Re-checks at once which paused transfers may continue.
+    func wake()
     /// Asks for the first byte of `url` and reports its size, validators and name.
     func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void)
 }

@@ -41,6 +41,12 @@ public struct MountSettings: Sendable {
     public init() {}
 }
 
+/// The session pointer, for the one callback that outlives a FUSE request (name invalidation).
+struct UnsafeSendableSession: @unchecked Sendable {
+    // @unchecked Sendable: libfuse's notify functions are safe to call from any thread while the session lives.
+    let pointer: OpaquePointer
+}
+
 /// A counting semaphore wrapper that can be stored in Sendable types.
 final class DispatchSemaphoreBox: Sendable {
     private let semaphore = DispatchSemaphore(value: 0)
@@ -111,6 +117,13 @@ public final class FUSEMount: @unchecked Sendable {
             throw .notInitialized(mountpoint)
         }
         if let kibibytes = settings.kernelReadaheadKiB { setKernelReadahead(kibibytes) }
+        // SAFETY: the session lives until `finish`, after which the file system no longer calls this.
+        let handle = UnsafeSendableSession(pointer: session)
+        context.takeUnretainedValue().fileSystem.entryInvalidator.withLock { invalidator in
+            invalidator = { parent, name in
+                _ = fuse_lowlevel_notify_inval_entry(handle.pointer, fuse_ino_t(parent), name, name.utf8.count)
+            }
+        }
     }
 
     /// Raises the mount's readahead through sysfs; without permission (not root) the default stays.
@@ -144,6 +157,7 @@ public final class FUSEMount: @unchecked Sendable {
 
     /// Unmounts and frees the session; call after `waitUntilUnmounted`.
     public func finish() {
+        context.takeUnretainedValue().fileSystem.entryInvalidator.withLock { $0 = nil }
         fuse_session_unmount(session)
         fuse_session_destroy(session)
         context.release()

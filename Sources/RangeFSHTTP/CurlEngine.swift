@@ -61,6 +61,10 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
         curl_multi_wakeup(multi)
     }
 
+    public func wake() {
+        curl_multi_wakeup(multi)
+    }
+
     public func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
         do throws(FetchError) {
             try URLValidation.validate(url)
@@ -98,7 +102,7 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
             let paused = pauseSignal.isPaused
             for reference in active.values {
                 let transfer = reference.takeUnretainedValue()
-                if !paused || !transfer.sink.isBackground { transfer.resume() }
+                if !transfer.sink.isPaused && (!paused || !transfer.sink.isBackground) { transfer.resume() }
             }
             var running: Int32 = 0
             curl_multi_perform(multi, &running)

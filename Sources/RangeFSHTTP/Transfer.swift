@@ -117,7 +117,7 @@ final class Transfer: @unchecked Sendable {
     fileprivate enum BodyOutcome { case accepted, abort, pause }
 
     fileprivate func receiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyOutcome {
-        if sink.isBackground && pauseSignal.isPaused {
+        if sink.isPaused || (sink.isBackground && pauseSignal.isPaused) {
             pausedInCallback = true
             return .pause
         }

@@ -21,9 +21,7 @@ struct MountCommand: ParsableCommand {
         try options.applyMountOptions()
         _ = try options.blockSizeBytes()
         try options.validateNumbers()
-        if urls.isEmpty && options.list.isEmpty {
-            throw ValidationError("nothing to mount; give at least one URL or --list FILE")
-        }
+        // No URLs is fine when the cache has files saved from an earlier mount; the daemon says so if not.
     }
 
     func run() throws {

@@ -52,8 +52,6 @@ struct MountRunner {
             }
             sources += MountSource.parseList(String(decoding: data, as: UTF8.self))
         }
-        if sources.isEmpty { return fail("nothing to mount: the list files hold no URLs") }
-
         let target = MountPoint.absolute(mountpoint)
         if let problem = MountPoint.prepare(target, logger: logger) { return fail(problem) }
 
@@ -67,6 +65,15 @@ struct MountRunner {
         } catch {
             return fail("\(error)")
         }
+        // The files saved with the cache (added at runtime, or mounted before) come back too.
+        do {
+            for saved in try store.savedFiles() where !sources.contains(where: { $0.url == saved.url }) {
+                sources.append(MountSource(url: saved.url, name: saved.name))
+            }
+        } catch {
+            printError("rangefs: \(store.root)/catalog.json is damaged (\(error)); mounting only the given URLs")
+        }
+        if sources.isEmpty { return fail("nothing to mount: give URLs or --list FILE (this cache has no saved files)") }
 
         // Probe every URL at once; a bad one is reported by name and the rest still mount.
         var http = HTTPOptions()
@@ -116,13 +123,29 @@ struct MountRunner {
             return fail("\(error)")
         }
         store.startCommitting()
+        fileSystem.saveCatalog()
         if options.prefetch == .all { fileSystem.fillAll() }
+        let socketPath = ControlSocket.path(
+            forMountpoint: target,
+            in: ControlSocket.directory(environment: ProcessInfo.processInfo.environment, uid: getuid()))
+        let control: ControlServer?
+        do {
+            control = try ControlServer(path: socketPath, logger: logger) { request in
+                var response = fileSystem.handle(request)
+                response.mountpoint = target
+                return response
+            }
+        } catch {
+            control = nil
+            printError("rangefs: no control socket at \(socketPath) (\(error)); rangefs status and friends will not reach this mount")
+        }
         let status = failures > 0 ? Status.someFailed : Status.mounted
         if reportReadiness { Daemon.reportReady(status, logFile: options.logFile) }
         logger.info("mounted \(catalog.items.count) file(s) on \(target)")
 
         let signals = SignalWatcher { mount.requestUnmount() }
         mount.waitUntilUnmounted()
+        control?.stop()
         signals.cancel()
         mount.finish()
         store.close()

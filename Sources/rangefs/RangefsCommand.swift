@@ -11,7 +11,8 @@ struct RangefsCommand: ParsableCommand {
         The fstab shape `rangefs SOURCE DIR -o cache=DIR,...` is also accepted (SOURCE: a URL or a list file).
         """,
         version: "0.1.0",
-        subcommands: [MountCommand.self, UnmountCommand.self, VerifyCommand.self, FstabMountCommand.self],
+        subcommands: [MountCommand.self, UnmountCommand.self, StatusCommand.self, AddCommand.self, RemoveCommand.self,
+                      PauseCommand.self, ResumeCommand.self, VerifyCommand.self, FstabMountCommand.self],
         defaultSubcommand: FstabMountCommand.self
     )
 }

@@ -7,8 +7,13 @@ import RangeFSCore
 struct VerifyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Check every cached block against its CRC32C (the cache must not be mounted).",
-        discussion: "Exit status: 0 all blocks good, 1 damage found (with --repair: damaged blocks are dropped and will be fetched again), 3 the cache is in use or missing."
+        abstract: "Check cached blocks against their CRC32C: a file of a running mount, or a whole cache (--cache).",
+        discussion: """
+        rangefs verify NAME [--mount MOUNTPOINT]: check one file of a running mount; damaged blocks are dropped
+        and fetched again on their next read.
+        rangefs verify --cache DIR [--repair] [URL...]: check a cache that is not mounted.
+        Exit status: 0 all blocks good, 1 damage found, 3 the cache is in use or missing.
+        """
     )
 
     @Option(name: .long, help: "Cache directory (default: $XDG_CACHE_HOME/rangefs or ~/.cache/rangefs).")
@@ -17,10 +22,19 @@ struct VerifyCommand: ParsableCommand {
     @Flag(name: .long, help: "Drop the blocks that fail, so they are fetched again on their next read.")
     var repair = false
 
-    @Argument(help: "Only the entries of these URLs (default: every entry).")
+    @Argument(help: "With --cache: only the entries of these URLs (default: every entry). Else: one file's name.")
     var urls: [String] = []
 
+    @Option(name: .long, help: "The mount point of the running mount (default: the only one running).")
+    var mount: String?
+
     func run() throws {
+        if cache == nil, let name = urls.first, urls.count == 1, let client = try? ControlClient.locate(mount) {
+            let response = try client.send(ControlRequest(command: .verify, name: name))
+            print(response.message ?? response.error ?? "")
+            if !response.ok { throw ExitCode(1) }
+            return
+        }
         let root = cache ?? CacheStore.defaultRoot(environment: ProcessInfo.processInfo.environment)
         guard FileManager.default.fileExists(atPath: root + "/entries") else {
             printError("rangefs: no cache at \(root); pass --cache DIR")

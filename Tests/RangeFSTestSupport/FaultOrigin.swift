@@ -16,6 +16,8 @@ public enum Fault: Sendable, Equatable {
     case dropAfter(bytes: Int, times: Int)
     /// Read the request and never answer (until the fault is cleared or the origin stops).
     case stall
+    /// Send every body at this many bytes per second.
+    case throttle(Int)
 }
 
 public final class FaultOrigin: @unchecked Sendable {
@@ -175,6 +177,7 @@ public final class FaultOrigin: @unchecked Sendable {
             if end <= offset { return false }  // the fault: close mid-body
             guard write(connection, Array(body[offset..<end])) else { return false }
             lock.withLock { sent[path, default: 0] += UInt64(end - offset) }
+            if case .throttle(let rate) = fault { usleep(useconds_t(Double(end - offset) / Double(rate) * 1_000_000)) }
             offset = end
         }
         return limit == Int.max || body.count <= limit

@@ -105,7 +105,7 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             }
             var sent = 0
             while !body.isEmpty {
-                while sink.isBackground && self.isBackgroundPaused { usleep(1000) }
+                while sink.isPaused || (sink.isBackground && self.isBackgroundPaused) { usleep(1000) }
                 if let dropAfter, sent >= dropAfter { return finish(.transport("connection reset")) }
                 let piece = Array(body.prefix(min(chunkSize, (dropAfter ?? Int.max) - sent)))
                 body = body.dropFirst(piece.count)
@@ -126,6 +126,8 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
         backgroundPaused = paused
         lock.unlock()
     }
+
+    public func wake() {}
 
     private var isBackgroundPaused: Bool {
         lock.lock()

@@ -1,0 +1,40 @@
+// The set of mounted URLs, saved with the cache (`catalog.json`, replaced atomically) so that a restart on the
+// same cache shows the same files, including those added at runtime and without those removed.
+
+import Foundation
+
+/// One saved file: its name in the mount and its URL.
+public struct SavedFile: Codable, Sendable, Equatable {
+    public var name: String
+    public var url: String
+
+    public init(name: String, url: String) {
+        self.name = name
+        self.url = url
+    }
+}
+
+extension CacheStore {
+    private var catalogPath: String { root + "/catalog.json" }
+
+    /// The saved files, or none if nothing was saved (or the file is damaged, which is logged by the caller).
+    public func savedFiles() throws -> [SavedFile] {
+        guard let bytes = try FileSystemCalls.readSmallFile(catalogPath) else { return [] }
+        return try JSONDecoder().decode([SavedFile].self, from: Data(bytes))
+    }
+
+    /// Saves `files` as the mounted set.
+    public func saveFiles(_ files: [SavedFile]) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        try FileSystemCalls.replaceAtomically(catalogPath, with: Array(try encoder.encode(files)))
+    }
+
+    /// Deletes the cached data of `url` (its whole entry folder). Handles still open keep reading the old files.
+    public func removeEntry(for url: String) throws {
+        let folder = directory(for: url)
+        forget(url)
+        for file in ["bitmap", "data", "crc32c", "header"] { try FileSystemCalls.removeFile(folder + "/" + file) }
+        _ = rmdir(folder)
+    }
+}

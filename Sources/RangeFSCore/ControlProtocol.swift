@@ -1,0 +1,85 @@
+// The control channel's protocol: one JSON object per line each way. A client connects to the mount's unix
+// socket, sends one request line, reads one response line, and closes.
+
+import Foundation
+
+/// A request to a running mount.
+public struct ControlRequest: Codable, Sendable, Equatable {
+    public enum Command: String, Codable, Sendable {
+        case status, add, rm, pause, resume, verify
+    }
+
+    public var command: Command
+    /// The file a command applies to (a name in the mount), or nil for all where `all` is set.
+    public var name: String?
+    public var url: String?
+    public var all: Bool?
+    public var keepData: Bool?
+
+    public init(command: Command, name: String? = nil, url: String? = nil, all: Bool? = nil, keepData: Bool? = nil) {
+        self.command = command
+        self.name = name
+        self.url = url
+        self.all = all
+        self.keepData = keepData
+    }
+}
+
+/// One file in a status answer.
+public struct FileStatus: Codable, Sendable, Equatable {
+    public var name: String
+    public var url: String
+    public var size: UInt64
+    public var cachedBytes: UInt64
+    /// complete, partial, downloading, queued, paused or error.
+    public var state: String
+    /// Bytes per second stored over the last few seconds.
+    public var bytesPerSecond: Double
+    /// Seconds to completion at that speed, if it is downloading.
+    public var etaSeconds: Double?
+    /// The block map, squeezed to `mapWidth` cells: ' ' none, '.' some, ':' most, '#' all of its blocks local.
+    public var map: String
+    public var lastError: String?
+
+    enum CodingKeys: String, CodingKey {
+        case name, url, size, state, map
+        case cachedBytes = "cached_bytes"
+        case bytesPerSecond = "bytes_per_second"
+        case etaSeconds = "eta_seconds"
+        case lastError = "last_error"
+    }
+}
+
+/// The answer to a request.
+public struct ControlResponse: Codable, Sendable, Equatable {
+    public var ok: Bool
+    public var error: String?
+    public var files: [FileStatus]?
+    /// For add: the name the new file got. For verify: a one-line summary.
+    public var message: String?
+    public var mountpoint: String?
+
+    public init(ok: Bool, error: String? = nil, files: [FileStatus]? = nil, message: String? = nil,
+                mountpoint: String? = nil) {
+        self.ok = ok
+        self.error = error
+        self.files = files
+        self.message = message
+        self.mountpoint = mountpoint
+    }
+
+    public static func failure(_ message: String) -> ControlResponse { ControlResponse(ok: false, error: message) }
+}
+
+/// Where a mount's control socket lives: `$XDG_RUNTIME_DIR/rangefs/`, else `/run/rangefs/` for root, else
+/// `/tmp/rangefs-UID/`; the folder is mode 0700 and the socket is named after the mount point.
+public enum ControlSocket {
+    public static func directory(environment: [String: String], uid: UInt32) -> String {
+        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") { return runtime + "/rangefs" }
+        return uid == 0 ? "/run/rangefs" : "/tmp/rangefs-\(uid)"
+    }
+
+    public static func path(forMountpoint mountpoint: String, in directory: String) -> String {
+        directory + "/" + String(SHA256.hexDigest(mountpoint).prefix(16)) + ".sock"
+    }
+}

@@ -1,0 +1,99 @@
+// The mount's control socket: a unix stream socket, owner-only, served by one thread. Each connection carries
+// one request line and gets one response line; requests are short, so one thread is enough and keeps them in
+// order.
+
+import Foundation
+import Glibc
+import Logging
+
+/// Serves control requests for one mount until `stop`.
+public final class ControlServer: @unchecked Sendable {
+    // @unchecked Sendable: `listener` and `path` are immutable; the handler is a Sendable closure.
+    public let path: String
+    private let listener: Int32
+    private let handler: @Sendable (ControlRequest) -> ControlResponse
+    private let logger: Logger
+
+    /// Creates the socket at `path` (replacing a dead one left by a killed daemon) and starts serving.
+    public init(path: String, logger: Logger, handler: @escaping @Sendable (ControlRequest) -> ControlResponse) throws {
+        self.path = path
+        self.handler = handler
+        self.logger = logger
+        let folder = FileSystemCalls.parentDirectory(of: path)
+        try FileSystemCalls.makeDirectories(folder, mode: 0o700)
+        chmod(folder, 0o700)
+        unlink(path)
+        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            throw SystemError(call: "bind", path: path, errno: ENAMETOOLONG)
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in bytes.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard bound == 0, listen(listener, 16) == 0 else {
+            let code = errno
+            close(listener)
+            throw SystemError(call: "bind", path: path, errno: code)
+        }
+        chmod(path, 0o600)
+        let thread = Thread { [self] in serve() }
+        thread.name = "rangefs-control"
+        thread.start()
+    }
+
+    /// Stops serving and removes the socket.
+    public func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        unlink(path)
+    }
+
+    private func serve() {
+        while true {
+            let connection = accept(listener, nil, nil)
+            if connection < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            answer(connection)
+            close(connection)
+        }
+    }
+
+    private func answer(_ connection: Int32) {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !received.contains(UInt8(ascii: "\n")) && received.count < 1 << 20 {
+            let got = recv(connection, &buffer, buffer.count, 0)
+            if got <= 0 { break }
+            received += buffer[..<got]
+        }
+        let response: ControlResponse
+        if let line = received.split(separator: UInt8(ascii: "\n")).first,
+           let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(line)) {
+            response = handler(request)
+        } else {
+            response = .failure("malformed request; send one JSON object per line")
+        }
+        guard var data = try? JSONEncoder().encode(response) else { return }
+        data.append(UInt8(ascii: "\n"))
+        data.withUnsafeBytes { raw in
+            var sent = 0
+            while sent < raw.count {
+                let wrote = send(connection, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
+                if wrote <= 0 { return }
+                sent += wrote
+            }
+        }
+    }
+}

@@ -1,0 +1,162 @@
+// What the control channel can ask of a running mount (`rangefs status|add|rm|pause|resume|verify`).
+//
+// A status answer samples each file's stored bytes twice, 250 ms apart, unless an earlier status call left a
+// recent sample: so even a one-shot `rangefs status` shows real speeds. Adding and removing files saves the
+// mounted set with the cache, so a restart shows the same files.
+
+import Foundation
+import Glibc
+
+extension RangeFS {
+    /// Cells in a status answer's block map.
+    public static let mapWidth = 50
+
+    /// Answers one control request.
+    public func handle(_ request: ControlRequest) -> ControlResponse {
+        switch request.command {
+        case .status: return ControlResponse(ok: true, files: status())
+        case .add: return add(url: request.url, name: request.name)
+        case .rm: return remove(name: request.name, keepData: request.keepData ?? false)
+        case .pause, .resume: return setPaused(request.command == .pause, name: request.name, all: request.all ?? false)
+        case .verify: return verify(name: request.name)
+        }
+    }
+
+    // MARK: Status
+
+    func status() -> [FileStatus] {
+        let items = catalog.items
+        let entries = items.map { try? entry(for: $0) }
+        var first = sampleSpeeds(entries)
+        if first.contains(where: { $0 == nil }) {
+            usleep(250_000)
+            first = sampleSpeeds(entries)
+        }
+        return zip(items, zip(entries, first)).map { item, pair in
+            let (entry, speed) = pair
+            let cached = entry?.cachedBytes ?? 0
+            let bytesPerSecond = speed ?? 0
+            let state = stateName(entry, cached: cached, size: item.metadata.size)
+            let eta: Double? = state == "downloading" && bytesPerSecond > 0
+                ? Double(item.metadata.size - cached) / bytesPerSecond : nil
+            return FileStatus(name: item.name, url: Redaction.redact(item.metadata.url), size: item.metadata.size,
+                              cachedBytes: cached, state: state, bytesPerSecond: bytesPerSecond, etaSeconds: eta,
+                              map: entry.map(Self.blockMap) ?? String(repeating: " ", count: Self.mapWidth),
+                              lastError: entry?.lastError)
+        }
+    }
+
+    private func stateName(_ entry: CacheEntry?, cached: UInt64, size: UInt64) -> String {
+        guard let entry else { return "error" }
+        if cached == size { return "complete" }
+        if entry.isPaused { return "paused" }
+        if scheduler.isTransferring(entry) { return "downloading" }
+        if scheduler.isFilling(entry) { return "queued" }
+        if entry.lastError != nil { return "error" }
+        return "partial"
+    }
+
+    /// Speeds from the previous sample of each entry if it is between 0.2 and 5 s old, else nil (and a new sample).
+    private func sampleSpeeds(_ entries: [CacheEntry?]) -> [Double?] {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let time = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+        return speedSamples.withLock { samples in
+            entries.map { entry -> Double? in
+                guard let entry else { return 0 }
+                let key = ObjectIdentifier(entry)
+                let stored = entry.storedBytes
+                if let (then, bytes) = samples[key], time - then >= 0.2 && time - then <= 5 {
+                    samples[key] = (time, stored)
+                    return Double(stored - bytes) / (time - then)
+                }
+                if samples[key] == nil || time - samples[key]!.0 > 5 { samples[key] = (time, stored) }
+                return nil
+            }
+        }
+    }
+
+    /// The block map squeezed into `mapWidth` cells: ' ' none, '.' under half, ':' most, '#' all local.
+    static func blockMap(_ entry: CacheEntry) -> String {
+        let present = entry.presentBlocks
+        guard present.blockCount > 0 else { return String(repeating: "#", count: mapWidth) }
+        return String((0..<mapWidth).map { cell -> Character in
+            let lower = cell * present.blockCount / mapWidth
+            let upper = max(lower + 1, (cell + 1) * present.blockCount / mapWidth)
+            let range = lower..<min(upper, present.blockCount)
+            let have = range.filter(present.contains).count
+            if have == 0 { return " " }
+            if have == range.count { return "#" }
+            return have * 2 < range.count ? "." : ":"
+        })
+    }
+
+    // MARK: Changing the set of files
+
+    private func add(url: String?, name: String?) -> ControlResponse {
+        guard let url, !url.isEmpty else { return .failure("add needs a URL") }
+        if let existing = catalog.items.first(where: { $0.metadata.url == url }) {
+            return .failure("\(Redaction.redact(url)) is already mounted as \(existing.name)")
+        }
+        switch scheduler.fetcher.probeAll([url])[0] {
+        case .failure(let error):
+            return .failure("\(Redaction.redact(url)): \(error.userMessage)")
+        case .success(let metadata):
+            let item = catalog.add(metadata, explicitName: name)
+            markValidated(url)
+            saveCatalog()
+            if prefetch == .all, let entry = try? entry(for: item) { scheduler.fill(entry, url: url) }
+            return ControlResponse(ok: true, message: item.name)
+        }
+    }
+
+    private func remove(name: String?, keepData: Bool) -> ControlResponse {
+        guard let name, let item = catalog.remove(named: name) else {
+            return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
+        }
+        entryInvalidator.withLock { $0 }?(Catalog.rootInode, name)
+        if let open = try? entry(for: item) { scheduler.stopFilling(open) }
+        saveCatalog()
+        do {
+            if keepData { store.forget(item.metadata.url) } else { try store.removeEntry(for: item.metadata.url) }
+        } catch {
+            return .failure("removed \(name), but its cached data could not be deleted: \(error)")
+        }
+        return ControlResponse(ok: true, message: name)
+    }
+
+    private func setPaused(_ paused: Bool, name: String?, all: Bool) -> ControlResponse {
+        let items = all ? catalog.items : catalog.items.filter { $0.name == name }
+        if items.isEmpty { return .failure("no file named '\(name ?? "")' in this mount; see rangefs status") }
+        for item in items {
+            guard let entry = try? entry(for: item) else { continue }
+            entry.setPaused(paused)
+            if paused {
+                scheduler.stopFilling(entry)
+            } else if prefetch != .none && !entry.isComplete {
+                scheduler.fill(entry, url: item.metadata.url)
+            }
+        }
+        if !paused { scheduler.wakeTransfers() }
+        return ControlResponse(ok: true, message: items.map(\.name).joined(separator: ", "))
+    }
+
+    private func verify(name: String?) -> ControlResponse {
+        guard let name, let item = catalog.item(named: name), let entry = try? entry(for: item) else {
+            return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
+        }
+        let (checked, failed) = entry.verifyAll()
+        let result = failed == 0 ? "all good" : "\(failed) failed and will be fetched again"
+        return ControlResponse(ok: failed == 0, error: failed == 0 ? nil : "\(name): \(result)",
+                               message: "\(name): \(checked) blocks checked, \(result)")
+    }
+
+    /// Saves the mounted set with the cache.
+    public func saveCatalog() {
+        do {
+            try store.saveFiles(catalog.items.map { SavedFile(name: $0.name, url: $0.metadata.url) })
+        } catch {
+            logger.error("cannot save the list of mounted files: \(error)")
+        }
+    }
+}

@@ -1,0 +1,177 @@
+import ArgumentParser
+import Foundation
+import Glibc
+import RangeFSCore
+
+/// Runs `body`, printing a CLIError as one line and exiting 1.
+func runControl(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as CLIError {
+        printError("rangefs: \(error.description)")
+        throw ExitCode(1)
+    }
+}
+
+struct MountSelection: ParsableArguments {
+    @Option(name: .long, help: "The mount point of the running mount (default: the only one running).")
+    var mount: String?
+}
+
+/// `rangefs status [MOUNTPOINT] [--json] [--watch]`
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show each file's size, cached share, state, speed, ETA and block map."
+    )
+
+    @Argument(help: "The mount point (default: the only mount running).")
+    var mountpoint: String?
+
+    @Flag(help: "Print JSON instead of a table.")
+    var json = false
+
+    @Flag(help: "Keep printing every second (redrawn in place on a terminal).")
+    var watch = false
+
+    func run() throws {
+        try runControl {
+            let client = try ControlClient.locate(mountpoint)
+            let terminal = isatty(1) == 1
+            repeat {
+                let response = try client.perform(ControlRequest(command: .status))
+                let files = response.files ?? []
+                if json {
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                    let totals = ["size": files.reduce(UInt64(0)) { $0 + $1.size },
+                                  "cached_bytes": files.reduce(UInt64(0)) { $0 + $1.cachedBytes }]
+                    let document = StatusDocument(mountpoint: client.mountpoint, files: files, totals: totals)
+                    print(String(decoding: try encoder.encode(document), as: UTF8.self))
+                } else {
+                    if watch && terminal { print("\u{1B}[H\u{1B}[2J", terminator: "") }
+                    print(StatusTable.render(files, mountpoint: client.mountpoint))
+                }
+                fflush(nil)
+                if watch { sleep(1) }
+            } while watch
+        }
+    }
+}
+
+struct StatusDocument: Encodable {
+    var mountpoint: String
+    var files: [FileStatus]
+    var totals: [String: UInt64]
+}
+
+/// `rangefs add URL [--name N]`
+struct AddCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "add", abstract: "Add a URL to a running mount.")
+
+    @Argument(help: "An http:// or https:// URL.") var url: String
+    @Option(help: "The file name to use.") var name: String?
+    @OptionGroup var selection: MountSelection
+
+    func run() throws {
+        try runControl {
+            let response = try ControlClient.locate(selection.mount).perform(ControlRequest(command: .add, name: name, url: url))
+            print("added \(response.message ?? url)")
+        }
+    }
+}
+
+/// `rangefs rm NAME [--keep-data]`
+struct RemoveCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "rm",
+                                                    abstract: "Remove a file from a running mount, and its cached data.")
+
+    @Argument(help: "The file's name in the mount.") var name: String
+    @Flag(help: "Keep the cached data, so adding the URL again finds it.") var keepData = false
+    @OptionGroup var selection: MountSelection
+
+    func run() throws {
+        try runControl {
+            _ = try ControlClient.locate(selection.mount).perform(ControlRequest(command: .rm, name: name, keepData: keepData))
+        }
+    }
+}
+
+/// `rangefs pause NAME|--all` and `rangefs resume NAME|--all`
+struct PauseCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "pause",
+                                                    abstract: "Stop downloading a file (or all) in the background; reads still work.")
+    @Argument(help: "The file's name in the mount.") var name: String?
+    @Flag(help: "Every file.") var all = false
+    @OptionGroup var selection: MountSelection
+
+    mutating func validate() throws {
+        if (name == nil) == !all { throw ValidationError("name one file, or pass --all") }
+    }
+
+    func run() throws {
+        try runControl {
+            let response = try ControlClient.locate(selection.mount).perform(ControlRequest(command: .pause, name: name, all: all))
+            print("paused \(response.message ?? "")")
+        }
+    }
+}
+
+struct ResumeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "resume",
+                                                    abstract: "Continue downloading a paused file (or all) where it stopped.")
+    @Argument(help: "The file's name in the mount.") var name: String?
+    @Flag(help: "Every file.") var all = false
+    @OptionGroup var selection: MountSelection
+
+    mutating func validate() throws {
+        if (name == nil) == !all { throw ValidationError("name one file, or pass --all") }
+    }
+
+    func run() throws {
+        try runControl {
+            let response = try ControlClient.locate(selection.mount).perform(ControlRequest(command: .resume, name: name, all: all))
+            print("resumed \(response.message ?? "")")
+        }
+    }
+}
+
+/// Plain-text status: one line per file, a totals line; no escape codes.
+enum StatusTable {
+    static func render(_ files: [FileStatus], mountpoint: String) -> String {
+        var lines = ["\(mountpoint)"]
+        let nameWidth = min(40, max(4, files.map(\.name.count).max() ?? 4))
+        lines.append(pad("NAME", nameWidth) + "  " + pad("SIZE", 9) + "  " + pad("LOCAL", 6) + "  " + pad("STATE", 11)
+                     + "  " + pad("SPEED", 11) + "  " + pad("ETA", 8) + "  MAP")
+        for file in files {
+            let share = file.size == 0 ? 100 : Double(file.cachedBytes) * 100 / Double(file.size)
+            lines.append(pad(String(file.name.prefix(nameWidth)), nameWidth) + "  " + pad(bytes(file.size), 9) + "  "
+                         + pad(String(format: "%.1f%%", share), 6) + "  " + pad(file.state, 11) + "  "
+                         + pad(file.bytesPerSecond > 0 ? bytes(UInt64(file.bytesPerSecond)) + "/s" : "-", 11) + "  "
+                         + pad(file.etaSeconds.map(duration) ?? "-", 8) + "  [" + file.map + "]")
+            if let error = file.lastError, file.state == "error" { lines.append("    last error: \(error)") }
+        }
+        let size = files.reduce(UInt64(0)) { $0 + $1.size }
+        let cached = files.reduce(UInt64(0)) { $0 + $1.cachedBytes }
+        let speed = files.reduce(0.0) { $0 + $1.bytesPerSecond }
+        lines.append("total: \(files.count) files, \(bytes(cached)) of \(bytes(size)) local"
+                     + (speed > 0 ? ", \(bytes(UInt64(speed)))/s" : ""))
+        return lines.joined(separator: "\n")
+    }
+
+    static func bytes(_ value: UInt64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var amount = Double(value), unit = 0
+        while amount >= 1024 && unit < units.count - 1 { amount /= 1024; unit += 1 }
+        return unit == 0 ? "\(value) B" : String(format: "%.1f %@", amount, units[unit])
+    }
+
+    static func duration(_ seconds: Double) -> String {
+        let total = Int(seconds.rounded())
+        return total >= 3600 ? "\(total / 3600)h\(total % 3600 / 60)m" : total >= 60 ? "\(total / 60)m\(total % 60)s" : "\(total)s"
+    }
+
+    private static func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+    }
+}
