@@ -130,8 +130,13 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             remaining = remaining.dropFirst(take)
             if partial.count == blockLength {
                 if !(wholeFile && entry.isPresent(nextBlock)) {
-                    partial.withUnsafeBytes { entry.store(block: nextBlock, bytes: $0) }
-                    if entry.bytesSinceCommit >= scheduler.store.commitBytes { scheduler.store.commitSoon(entry) }
+                    let store = scheduler.store
+                    store.makeRoom(for: blockLength)
+                    if partial.withUnsafeBytes({ entry.store(block: nextBlock, bytes: $0) }) {
+                        store.account(blockLength)
+                        store.recordUse(entry, blocks: nextBlock..<(nextBlock + 1))
+                    }
+                    if entry.bytesSinceCommit >= store.commitBytes { store.commitSoon(entry) }
                 }
                 nextBlock += 1
                 partial.removeAll(keepingCapacity: true)

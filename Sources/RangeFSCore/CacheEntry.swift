@@ -85,6 +85,12 @@ public final class CacheEntry: Sendable {
         var lastError: String?
         /// Bytes stored since the entry was opened, for download speed.
         var storedBytes: UInt64 = 0
+        /// The store's clock value at each block's last use, for LRU eviction.
+        var stamps: [UInt64] = []
+        /// Blocks being copied to a reader right now; eviction leaves them alone.
+        var serving: [Range<Int>] = []
+        /// Pinned files are never evicted.
+        var pinned = false
         var streaming = false
     }
 
@@ -102,7 +108,9 @@ public final class CacheEntry: Sendable {
         self.crcFile = crcFile
         self.logger = logger
         let empty = BlockBitmap(blockCount: header.blockCount)
-        state = Mutex(State(present: durable, verified: empty, inFlight: empty, durable: durable, crcs: crcs))
+        var initial = State(present: durable, verified: empty, inFlight: empty, durable: durable, crcs: crcs)
+        initial.stamps = Array(repeating: 0, count: header.blockCount)
+        state = Mutex(initial)
     }
 
     // MARK: Geometry
@@ -294,10 +302,18 @@ public final class CacheEntry: Sendable {
     // MARK: Storing
 
     /// Writes one whole block fetched from the origin, then wakes the readers it completes. If the write fails
-    /// (a full disk), the block is kept in memory for its readers and never marked present.
-    public func store(block index: Int, bytes: UnsafeRawBufferPointer) {
+    /// (a full disk), the block is kept in memory for its readers and never marked present. Returns whether the
+    /// block is now in the cache.
+    @discardableResult
+    public func store(block index: Int, bytes: UnsafeRawBufferPointer) -> Bool {
         precondition(bytes.count == length(ofBlock: index), "block \(index) must be stored whole")
-        if state.withLock({ $0.stale }) { return }
+        // Stale, or already here (claims never overlap, so only a race could bring a block twice): nothing new.
+        let nothingNew = state.withLock { state -> Bool in
+            guard state.stale || state.present.contains(index) else { return false }
+            state.inFlight.remove(index)
+            return true
+        }
+        if nothingNew { return false }
         let crc = CRC32C.checksum(bytes)
         var failure: SystemError?
         do throws(SystemError) {
@@ -337,6 +353,7 @@ public final class CacheEntry: Sendable {
         // Readers are answered on the reply queue, not here: this runs on the fetcher's thread, which should go
         // back to receiving (a reply copies up to 1 MiB into the kernel).
         for resume in ready { Self.replyQueue.async { resume(.success(())) } }
+        return failure == nil
     }
 
     private static func wake(block index: Int, in state: inout State) -> [Resume] {
@@ -469,6 +486,52 @@ public final class CacheEntry: Sendable {
         state.withLock { state in
             defer { state.commitRequested = true }
             return !state.commitRequested
+        }
+    }
+
+    // MARK: Eviction
+
+    public var isPinned: Bool { state.withLock { $0.pinned } }
+    public func setPinned(_ pinned: Bool) { state.withLock { $0.pinned = pinned } }
+
+    /// Records that `blocks` were used at `stamp` (the store's clock), for LRU eviction.
+    func touch(_ blocks: Range<Int>, stamp: UInt64) {
+        state.withLock { state in for index in blocks { state.stamps[index] = stamp } }
+    }
+
+    /// The stamp of block `index`, to tell a current LRU record from an outdated one.
+    func stamp(of index: Int) -> UInt64 { state.withLock { $0.stamps[index] } }
+
+    /// Marks `range` as being copied to a reader (the reply reads the data file), so eviction skips it.
+    func beginServing(_ range: Range<Int>) { state.withLock { $0.serving.append(range) } }
+
+    func endServing(_ range: Range<Int>) {
+        state.withLock { state in
+            if let index = state.serving.firstIndex(of: range) { state.serving.remove(at: index) }
+        }
+    }
+
+    /// Drops block `index` from the cache if nothing uses it: not pinned, not in flight, not awaited, not being
+    /// served, and still last used at `stamp`. The hole is punched under the lock, so a refetch of the block cannot
+    /// be overwritten by it. The bitmap on disk catches up at the next commit; if a crash comes first, the block
+    /// reads as zeros, fails its CRC and is fetched again. Returns the bytes freed.
+    func evict(_ index: Int, stamp: UInt64) -> Int {
+        state.withLock { state -> Int in
+            guard !state.pinned, !state.stale, state.stamps[index] == stamp, state.present.contains(index),
+                  !state.inFlight.contains(index), state.waitersByBlock[index] == nil,
+                  !state.serving.contains(where: { $0.contains(index) })
+            else { return 0 }
+            let range = byteRange(of: index..<(index + 1))
+            do {
+                try dataFile.punchHole(range)
+            } catch {
+                logger.warning("cannot free block \(index) of \(directory): \(error)")
+                return 0
+            }
+            state.present.remove(index)
+            state.verified.remove(index)
+            state.changedSinceCommit = true
+            return Int(range.count)
         }
     }
 

@@ -16,6 +16,9 @@ public final class CacheStore: Sendable {
     public let commitInterval: Duration
     /// An entry commits early once this many bytes were stored since its last commit.
     public let commitBytes: Int
+    /// The cap on cached bytes of this mount's files (`--cache-max-size`), or nil for none.
+    public let maxBytes: Int?
+    let eviction = Mutex(EvictionQueue())
     private let lockFile: SystemFile
     private let entries = Mutex<[String: CacheEntry]>([:])
     private let commitQueue = DispatchQueue(label: "rangefs.commit")
@@ -30,8 +33,9 @@ public final class CacheStore: Sendable {
 
     /// Opens (creating if needed) the cache at `root` and takes its lock.
     public init(root: String, commitInterval: Duration = .milliseconds(250), commitBytes: Int = 32 << 20,
-                logger: Logger) throws(CacheError) {
+                maxBytes: Int? = nil, logger: Logger) throws(CacheError) {
         self.root = root
+        self.maxBytes = maxBytes
         self.commitInterval = commitInterval
         self.commitBytes = commitBytes
         self.logger = logger
@@ -64,7 +68,9 @@ public final class CacheStore: Sendable {
 
     /// Closes the open entry of `url`, if any; it goes stale, so its readers get ESTALE.
     public func forget(_ url: String) {
-        entries.withLock { $0.removeValue(forKey: url) }?.markStale()
+        guard let entry = entries.withLock({ $0.removeValue(forKey: url) }) else { return }
+        account(-Int(entry.cachedBytes))
+        entry.markStale()
     }
 
     /// The header cached for `url`, if a valid one exists; lets a mount go on while the origin is unreachable.
@@ -80,7 +86,10 @@ public final class CacheStore: Sendable {
     public func entry(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
         let previous = entries.withLock { $0[metadata.url] }
         if let previous, previous.matches(metadata), !previous.isStale { return previous }
-        previous?.markStale()
+        if let previous {
+            account(-Int(previous.cachedBytes))
+            previous.markStale()
+        }
         let folder = directory(for: metadata.url)
         let entry: CacheEntry
         do {
@@ -94,6 +103,16 @@ public final class CacheStore: Sendable {
             throw .system(error)
         }
         entries.withLock { $0[metadata.url] = entry }
+        account(Int(entry.cachedBytes))
+        if maxBytes != nil {
+            // What an earlier run cached counts as least recently used, block by block in file order.
+            let present = entry.presentBlocks
+            var index = 0
+            while index < present.blockCount {
+                if present.contains(index) { recordUse(entry, blocks: index..<(index + 1)) }
+                index += 1
+            }
+        }
         return entry
     }
 

@@ -7,10 +7,13 @@ import Foundation
 public struct SavedFile: Codable, Sendable, Equatable {
     public var name: String
     public var url: String
+    /// Pinned with `rangefs pin`: kept complete and never evicted.
+    public var pinned: Bool?
 
-    public init(name: String, url: String) {
+    public init(name: String, url: String, pinned: Bool? = nil) {
         self.name = name
         self.url = url
+        self.pinned = pinned
     }
 }
 

@@ -6,7 +6,7 @@ import Foundation
 /// A request to a running mount.
 public struct ControlRequest: Codable, Sendable, Equatable {
     public enum Command: String, Codable, Sendable {
-        case status, add, rm, pause, resume, verify
+        case status, add, rm, pause, resume, verify, pin, evict
     }
 
     public var command: Command
@@ -40,9 +40,10 @@ public struct FileStatus: Codable, Sendable, Equatable {
     /// The block map, squeezed to `mapWidth` cells: ' ' none, '.' some, ':' most, '#' all of its blocks local.
     public var map: String
     public var lastError: String?
+    public var pinned: Bool = false
 
     enum CodingKeys: String, CodingKey {
-        case name, url, size, state, map
+        case name, url, size, state, map, pinned
         case cachedBytes = "cached_bytes"
         case bytesPerSecond = "bytes_per_second"
         case etaSeconds = "eta_seconds"

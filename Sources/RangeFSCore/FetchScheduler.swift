@@ -38,6 +38,8 @@ public struct FetchPolicy: Sendable {
     public var connectionsPerFile = 8
     /// Background fill transfers running at once, over all files.
     public var fillTransfers = 4
+    /// Files completed in the background at once (`--max-downloads`); the others wait, shown as queued.
+    public var maxDownloads: Int?
     /// Cap on the receive rate of background fill, in bytes per second over all fill transfers; nil for none.
     public var fillBytesPerSecond: Int?
     /// Attempts per request for transient failures; each retry resumes at the first byte not yet received.
@@ -206,7 +208,7 @@ public final class FetchScheduler: Sendable {
         state.withLock { ($0.runningPerEntry[ObjectIdentifier(entry)] ?? 0) > 0 }
     }
 
-    /// Whether `entry` is being completed in the background.
+    /// Whether `entry` is waiting to be completed in the background (or being completed).
     public func isFilling(_ entry: CacheEntry) -> Bool {
         state.withLock { $0.fillJobs.contains { $0.entry === entry } }
     }
@@ -265,8 +267,9 @@ public final class FetchScheduler: Sendable {
     /// Claims the next missing segment of a file being filled, round-robin over files; drops finished files.
     private func nextFillSegment(_ state: inout State) -> Pending? {
         var tried = 0
-        while !state.fillJobs.isEmpty && tried < state.fillJobs.count {
-            let jobIndex = state.nextFillJob % state.fillJobs.count
+        var active: Int { min(state.fillJobs.count, policy.maxDownloads ?? Int.max) }
+        while active > 0 && tried < active {
+            let jobIndex = state.nextFillJob % active
             state.nextFillJob += 1
             tried += 1
             let job = state.fillJobs[jobIndex]

@@ -19,6 +19,8 @@ extension RangeFS {
         case .rm: return remove(name: request.name, keepData: request.keepData ?? false)
         case .pause, .resume: return setPaused(request.command == .pause, name: request.name, all: request.all ?? false)
         case .verify: return verify(name: request.name)
+        case .pin: return pin(name: request.name)
+        case .evict: return evict(name: request.name)
         }
     }
 
@@ -42,7 +44,7 @@ extension RangeFS {
             return FileStatus(name: item.name, url: Redaction.redact(item.metadata.url), size: item.metadata.size,
                               cachedBytes: cached, state: state, bytesPerSecond: bytesPerSecond, etaSeconds: eta,
                               map: entry.map(Self.blockMap) ?? String(repeating: " ", count: Self.mapWidth),
-                              lastError: entry?.lastError)
+                              lastError: entry?.lastError, pinned: entry?.isPinned ?? false)
         }
     }
 
@@ -64,11 +66,12 @@ extension RangeFS {
         return speedSamples.withLock { samples in
             entries.map { entry -> Double? in
                 guard let entry else { return 0 }
-                let key = ObjectIdentifier(entry)
+                // Keyed by URL and generation: an entry replaced by eviction or a remote change starts afresh.
+                let key = "\(entry.header.generation) \(entry.header.url)"
                 let stored = entry.storedBytes
                 if let (then, bytes) = samples[key], time - then >= 0.2 && time - then <= 5 {
                     samples[key] = (time, stored)
-                    return Double(stored - bytes) / (time - then)
+                    return max(0, Double(stored) - Double(bytes)) / (time - then)
                 }
                 if samples[key] == nil || time - samples[key]!.0 > 5 { samples[key] = (time, stored) }
                 return nil
@@ -141,6 +144,34 @@ extension RangeFS {
         return ControlResponse(ok: true, message: items.map(\.name).joined(separator: ", "))
     }
 
+    private func pin(name: String?) -> ControlResponse {
+        guard let name, let item = catalog.item(named: name), let entry = try? entry(for: item) else {
+            return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
+        }
+        entry.setPinned(true)
+        entry.setPaused(false)
+        if !entry.isComplete { scheduler.fill(entry, url: item.metadata.url) }
+        saveCatalog()
+        return ControlResponse(ok: true, message: name)
+    }
+
+    private func evict(name: String?) -> ControlResponse {
+        guard let name, let item = catalog.item(named: name) else {
+            return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
+        }
+        if isOpen(item.inode) { return .failure("\(name) is open; close it before evicting its data") }
+        if let open = try? entry(for: item) {
+            if open.isPinned { return .failure("\(name) is pinned; it is never evicted") }
+            scheduler.stopFilling(open)
+        }
+        do {
+            try store.removeEntry(for: item.metadata.url)
+        } catch {
+            return .failure("cannot delete the cached data of \(name): \(error)")
+        }
+        return ControlResponse(ok: true, message: name)
+    }
+
     private func verify(name: String?) -> ControlResponse {
         guard let name, let item = catalog.item(named: name), let entry = try? entry(for: item) else {
             return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
@@ -151,10 +182,23 @@ extension RangeFS {
                                message: "\(name): \(checked) blocks checked, \(result)")
     }
 
+    /// Pins the files saved as pinned (at mount): they are filled and never evicted.
+    public func restorePins(_ saved: [SavedFile]) {
+        for file in saved where file.pinned == true {
+            guard let item = catalog.items.first(where: { $0.metadata.url == file.url }),
+                  let entry = try? entry(for: item) else { continue }
+            entry.setPinned(true)
+            if !entry.isComplete { scheduler.fill(entry, url: item.metadata.url) }
+        }
+    }
+
     /// Saves the mounted set with the cache.
     public func saveCatalog() {
         do {
-            try store.saveFiles(catalog.items.map { SavedFile(name: $0.name, url: $0.metadata.url) })
+            let pinned = Set(catalog.items.filter { (try? entry(for: $0))?.isPinned ?? false }.map(\.inode))
+            try store.saveFiles(catalog.items.map {
+                SavedFile(name: $0.name, url: $0.metadata.url, pinned: pinned.contains($0.inode) ? true : nil)
+            })
         } catch {
             logger.error("cannot save the list of mounted files: \(error)")
         }

@@ -72,7 +72,7 @@ public final class RangeFS: Sendable {
     /// The cache generation whose pages the kernel may hold, per inode.
     private let kernelGenerations = Mutex<[UInt64: UInt64]>([:])
     /// Status samples of stored bytes per entry (monotonic seconds, bytes), for download speeds.
-    let speedSamples = Mutex<[ObjectIdentifier: (Double, UInt64)]>([:])
+    let speedSamples = Mutex<[String: (Double, UInt64)]>([:])
     /// Tells the kernel to forget a name (set by the FUSE adapter), after `rangefs rm`.
     public let entryInvalidator = LockedBox<(@Sendable (UInt64, String) -> Void)?>(nil)
     /// Re-probes run here: they wait for the network, which the curl thread provides.
@@ -163,6 +163,11 @@ public final class RangeFS: Sendable {
         return .success(OpenedFile(handle: handle, keepCache: keepCache))
     }
 
+    /// Whether any handle is open on `inode`.
+    public func isOpen(_ inode: UInt64) -> Bool {
+        handles.withLock { $0.open.values.contains { $0.inode == inode } }
+    }
+
     public func release(_ handle: UInt64) {
         _ = handles.withLock { $0.open.removeValue(forKey: handle) }
     }
@@ -225,6 +230,11 @@ public final class RangeFS: Sendable {
     /// for the read again (it will be fetched again).
     private func answer(handle: UInt64, entry: CacheEntry, range: Range<UInt64>,
                         reply: @escaping @Sendable (Result<ReadReply, FileSystemError>) -> Void) {
+        let blocks = entry.blocks(covering: range)
+        store.recordUse(entry, blocks: blocks)
+        // The reply reads the data file after this returns to the adapter; until it is sent, eviction keeps out.
+        entry.beginServing(blocks)
+        defer { entry.endServing(blocks) }
         if let bytes = entry.reply(for: range) {
             reply(.success(bytes))
         } else {

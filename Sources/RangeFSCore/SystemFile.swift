@@ -110,6 +110,11 @@ public final class SystemFile: @unchecked Sendable {
         _ = rfs_start_writeback(descriptor, off_t(range.lowerBound), off_t(range.count))
     }
 
+    /// Frees the disk space of `range`, which then reads as zeros (`fallocate(PUNCH_HOLE|KEEP_SIZE)`).
+    public func punchHole(_ range: Range<UInt64>) throws(SystemError) {
+        try retryingEINTR("fallocate", path) { rfs_punch_hole(descriptor, off_t(range.lowerBound), off_t(range.count)) }
+    }
+
     /// Sets the file's length with `ftruncate(2)`; growing it leaves a hole.
     public func truncate(to size: UInt64) throws(SystemError) {
         try retryingEINTR("ftruncate", path) { ftruncate(descriptor, off_t(size)) }

@@ -136,6 +136,30 @@ struct ResumeCommand: ParsableCommand {
     }
 }
 
+/// `rangefs pin NAME`
+struct PinCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "pin",
+                                                    abstract: "Download a file completely now, and never evict it.")
+    @Argument(help: "The file's name in the mount.") var name: String
+    @OptionGroup var selection: MountSelection
+
+    func run() throws {
+        try runControl { _ = try ControlClient.locate(selection.mount).perform(ControlRequest(command: .pin, name: name)) }
+    }
+}
+
+/// `rangefs evict NAME`
+struct EvictCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "evict",
+                                                    abstract: "Delete a closed, unpinned file's cached data (it stays mounted).")
+    @Argument(help: "The file's name in the mount.") var name: String
+    @OptionGroup var selection: MountSelection
+
+    func run() throws {
+        try runControl { _ = try ControlClient.locate(selection.mount).perform(ControlRequest(command: .evict, name: name)) }
+    }
+}
+
 /// Plain-text status: one line per file, a totals line; no escape codes.
 enum StatusTable {
     static func render(_ files: [FileStatus], mountpoint: String) -> String {
@@ -148,7 +172,7 @@ enum StatusTable {
             lines.append(pad(String(file.name.prefix(nameWidth)), nameWidth) + "  " + pad(bytes(file.size), 9) + "  "
                          + pad(String(format: "%.1f%%", share), 6) + "  " + pad(file.state, 11) + "  "
                          + pad(file.bytesPerSecond > 0 ? bytes(UInt64(file.bytesPerSecond)) + "/s" : "-", 11) + "  "
-                         + pad(file.etaSeconds.map(duration) ?? "-", 8) + "  [" + file.map + "]")
+                         + pad(file.etaSeconds.map(duration) ?? "-", 8) + "  [" + file.map + "]" + (file.pinned ? " pinned" : ""))
             if let error = file.lastError, file.state == "error" { lines.append("    last error: \(error)") }
         }
         let size = files.reduce(UInt64(0)) { $0 + $1.size }

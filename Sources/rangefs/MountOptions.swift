@@ -41,6 +41,12 @@ struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "Cap background completion at this rate in bytes/s, e.g. 10M; readers are never capped.")
     var bwlimit: String?
 
+    @Option(name: .long, help: "Keep the cached data of the mounted files under this size, e.g. 10G (least recently used blocks go first; pinned files stay).")
+    var cacheMaxSize: String?
+
+    @Option(name: .long, help: "Files completed in the background at once.")
+    var maxDownloads: Int?
+
     @Option(name: .long, help: "Readahead and background transfers at once, over all files.")
     var connections: Int = 16
 
@@ -94,6 +100,8 @@ struct MountOptions: ParsableArguments {
                     }
                     prefetch = policy
                 case ("bwlimit", let value?): bwlimit = value
+                case ("cache_max_size", let value?): cacheMaxSize = value
+                case ("max_downloads", let value?): maxDownloads = Int(try number(value, option))
                 case ("revalidate", let value?): revalidate = try number(value, option)
                 case ("connections", let value?): connections = Int(try number(value, option))
                 case ("connections_per_file", let value?): connectionsPerFile = Int(try number(value, option))
@@ -133,10 +141,21 @@ struct MountOptions: ParsableArguments {
         _ = try commitByteCount()
         _ = try readaheadBytes()
         _ = try bandwidthLimit()
+        _ = try cacheSizeLimit()
+        if let maxDownloads, maxDownloads < 1 { throw ValidationError("--max-downloads must be at least 1") }
         for (name, value) in [("--connections", connections), ("--connections-per-file", connectionsPerFile),
                               ("--connections-per-host", connectionsPerHost)] where value < 1 || value > 256 {
             throw ValidationError("\(name) \(value) is out of range; use 1 to 256")
         }
+    }
+
+    /// The cache size cap in bytes, or nil.
+    func cacheSizeLimit() throws -> Int? {
+        guard let cacheMaxSize else { return nil }
+        guard let bytes = ByteSize.parse(cacheMaxSize), bytes >= 1 << 20 else {
+            throw ValidationError("invalid --cache-max-size '\(cacheMaxSize)'; use a size of at least 1M, e.g. 10G")
+        }
+        return Int(bytes)
     }
 
     /// The background bandwidth cap in bytes per second, or nil.

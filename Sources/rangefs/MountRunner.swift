@@ -61,13 +61,16 @@ struct MountRunner {
             store = try CacheStore(root: options.cache.map(MountPoint.absolute)
                                    ?? CacheStore.defaultRoot(environment: ProcessInfo.processInfo.environment),
                                    commitInterval: .milliseconds(Int(options.commitInterval * 1000)),
-                                   commitBytes: (try? options.commitByteCount()) ?? 16 << 20, logger: logger)
+                                   commitBytes: (try? options.commitByteCount()) ?? 16 << 20,
+                                   maxBytes: try? options.cacheSizeLimit(), logger: logger)
         } catch {
             return fail("\(error)")
         }
         // The files saved with the cache (added at runtime, or mounted before) come back too.
+        var savedFiles: [SavedFile] = []
         do {
-            for saved in try store.savedFiles() where !sources.contains(where: { $0.url == saved.url }) {
+            savedFiles = try store.savedFiles()
+            for saved in savedFiles where !sources.contains(where: { $0.url == saved.url }) {
                 sources.append(MountSource(url: saved.url, name: saved.name))
             }
         } catch {
@@ -105,6 +108,7 @@ struct MountRunner {
         policy.maxTransfers = options.connections
         policy.connectionsPerFile = options.connectionsPerFile
         policy.fillBytesPerSecond = try? options.bandwidthLimit()
+        policy.maxDownloads = options.maxDownloads
         let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine, store: store, policy: policy,
                                        logger: logger)
         let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: blockSize,
@@ -123,6 +127,7 @@ struct MountRunner {
             return fail("\(error)")
         }
         store.startCommitting()
+        fileSystem.restorePins(savedFiles)
         fileSystem.saveCatalog()
         if options.prefetch == .all { fileSystem.fillAll() }
         let socketPath = ControlSocket.path(

@@ -12,7 +12,8 @@ struct RangefsCommand: ParsableCommand {
         """,
         version: "0.1.0",
         subcommands: [MountCommand.self, UnmountCommand.self, StatusCommand.self, AddCommand.self, RemoveCommand.self,
-                      PauseCommand.self, ResumeCommand.self, VerifyCommand.self, FstabMountCommand.self],
+                      PauseCommand.self, ResumeCommand.self, PinCommand.self, EvictCommand.self, VerifyCommand.self,
+                      FstabMountCommand.self],
         defaultSubcommand: FstabMountCommand.self
     )
 }

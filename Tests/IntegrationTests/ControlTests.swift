@@ -126,4 +126,73 @@ final class ControlTests: MountTestCase {
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdout.contains("32 blocks checked, all good"), result.stdout)
     }
+
+    /// Bytes the cache's data files occupy on disk.
+    func cacheDataBytes() throws -> UInt64 {
+        let entries = cache + "/entries"
+        return try FileManager.default.contentsOfDirectory(atPath: entries).reduce(UInt64(0)) { total, folder in
+            var info = stat()
+            return stat(entries + "/" + folder + "/data", &info) == 0 ? total + UInt64(info.st_blocks) * 512 : total
+        }
+    }
+
+    // 4. With --cache-max-size 64M, two 128 MiB files read one after the other: the cache stays at or below
+    //    64 MiB plus one block, and every read is correct.
+    func testCacheMaxSizeHoldsWhileTwoLargerFilesAreRead() throws {
+        let first = try origin.serveRandomFile("cap1.bin", size: 128 << 20)
+        let second = try origin.serveRandomFile("cap2.bin", size: 128 << 20)
+        try mount([origin.url("cap1.bin"), origin.url("cap2.bin")], extra: ["--cache-max-size", "64M", "--prefetch", "none"])
+        for (name, digest) in [("cap1.bin", first), ("cap2.bin", second)] {
+            XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + name), digest, name)
+            XCTAssertLessThanOrEqual(try cacheDataBytes(), (64 << 20) + 65536, "after reading \(name)")
+        }
+        let files = try XCTUnwrap(try statusJSON()["files"] as? [[String: Any]])
+        let cached = files.compactMap { $0["cached_bytes"] as? UInt64 }.reduce(0, +)
+        XCTAssertLessThanOrEqual(cached, (64 << 20) + 65536)
+        XCTAssertGreaterThan(cached, 32 << 20, "the cap is used, not just emptied")
+    }
+
+    func testPinnedFilesAreFilledAndNeverEvicted() throws {
+        let pinnedDigest = try origin.serveRandomFile("pinned.bin", size: 8 << 20)
+        let other = try origin.serveRandomFile("other.bin", size: 32 << 20)
+        try mount([origin.url("pinned.bin"), origin.url("other.bin")], extra: ["--cache-max-size", "16M", "--prefetch", "none"])
+        XCTAssertEqual(try control(["pin", "pinned.bin"]).status, 0)
+        let deadline = Date().addingTimeInterval(20)
+        while try file("pinned.bin", in: try statusJSON())["state"] as? String != "complete" && Date() < deadline {
+            usleep(50_000)
+        }
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/other.bin"), other)
+        let pinned = try file("pinned.bin", in: try statusJSON())
+        XCTAssertEqual(pinned["cached_bytes"] as? UInt64, 8 << 20, "a pinned file keeps all its blocks")
+        XCTAssertEqual(pinned["pinned"] as? Bool, true)
+        XCTAssertLessThanOrEqual(try file("other.bin", in: try statusJSON())["cached_bytes"] as? UInt64 ?? .max, 8 << 20)
+
+        let refused = try control(["evict", "pinned.bin"])
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertTrue(refused.stderr.contains("pinned"), refused.stderr)
+        XCTAssertEqual(try control(["evict", "other.bin"]).status, 0)
+        XCTAssertEqual(try file("other.bin", in: try statusJSON())["cached_bytes"] as? UInt64, 0)
+        XCTAssertEqual(try statFile(mountpoint + "/other.bin").st_blocks, 0)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/other.bin"), other, "an evicted file reads again")
+
+        try driver.unmount(mountpoint, cache: cache)
+        try mount([], extra: ["--cache-max-size", "16M", "--prefetch", "none"])
+        XCTAssertEqual(try file("pinned.bin", in: try statusJSON())["pinned"] as? Bool, true, "pins are saved")
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/pinned.bin"), pinnedDigest)
+    }
+
+    func testMaxDownloadsQueuesTheOtherFiles() throws {
+        let faulty = try FaultOrigin()
+        defer { faulty.stop() }
+        for index in 0..<3 {
+            faulty.serve("queued\(index).bin", bytes: pseudoRandomBytes(count: 8 << 20, seed: UInt64(index)), etag: "\"q\(index)\"")
+            faulty.setFault(.throttle(512 << 10), for: "queued\(index).bin")
+        }
+        try mount((0..<3).map { faulty.url("queued\($0).bin") }, extra: ["--prefetch", "all", "--max-downloads", "1"])
+        usleep(1_000_000)
+        let states = try XCTUnwrap(try statusJSON()["files"] as? [[String: Any]]).compactMap { $0["state"] as? String }
+        XCTAssertEqual(states.filter { $0 == "downloading" }.count, 1, "\(states)")
+        XCTAssertEqual(states.filter { $0 == "queued" }.count, 2, "\(states)")
+        XCTAssertEqual(try control(["pause", "--all"]).status, 0)
+    }
 }

@@ -56,8 +56,13 @@ public final class FaultOrigin: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// Stops accepting; safe to call more than once (a second close would hit another socket's descriptor).
     public func stop() {
-        lock.withLock { stopped = true }
+        let first = lock.withLock { () -> Bool in
+            defer { stopped = true }
+            return !stopped
+        }
+        guard first else { return }
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
     }

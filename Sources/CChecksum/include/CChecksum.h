@@ -22,3 +22,7 @@ uint32_t rfs_crc32c_hardware(uint32_t crc, const void *bytes, size_t length);
 /// which Swift's Glibc module hides behind _GNU_SOURCE). Returns 0 or -1 with errno set.
 int rfs_start_writeback(int fd, off_t offset, off_t length);
 #endif
+
+/// Frees the disk space of [offset, offset+length) of fd, keeping its size (fallocate PUNCH_HOLE|KEEP_SIZE; the
+/// flags are hidden behind _GNU_SOURCE). Returns 0 or -1 with errno set.
+int rfs_punch_hole(int fd, off_t offset, off_t length);
