@@ -91,6 +91,8 @@ public final class CacheEntry: Sendable {
         var serving: [Range<Int>] = []
         /// Pinned files are never evicted.
         var pinned = false
+        /// Whether eviction already took blocks of this entry (logged once).
+        var evictedBefore = false
         var streaming = false
     }
 
@@ -531,6 +533,10 @@ public final class CacheEntry: Sendable {
             state.present.remove(index)
             state.verified.remove(index)
             state.changedSinceCommit = true
+            if !state.evictedBefore {
+                state.evictedBefore = true
+                logger.notice("dropping least recently used blocks of \(Redaction.redact(header.url)) to stay under --cache-max-size; they are fetched again when read")
+            }
             return Int(range.count)
         }
     }
