@@ -30,6 +30,8 @@ public enum MountError: Error, CustomStringConvertible, Sendable {
 public struct MountSettings: Sendable {
     public var allowOther = false
     public var owner = Owner()
+    /// Permission bits cleared from every file's and the root's mode (`umask=`).
+    public var umask: mode_t = 0
     public var attributeTimeout = 0.0
     public var entryTimeout = 1.0
     public var maxBackground: UInt32 = 64
@@ -76,7 +78,9 @@ public final class FUSEMount: @unchecked Sendable {
         let arguments = ["rangefs", "-o", options]
         var cArguments = arguments.map { strdup($0) }
         defer { cArguments.forEach { free($0) } }
-        let box = FUSEContext(fileSystem: fileSystem, owner: settings.owner,
+        var owner = settings.owner
+        owner.umask = settings.umask
+        let box = FUSEContext(fileSystem: fileSystem, owner: owner,
                               attributeTimeout: settings.attributeTimeout, entryTimeout: settings.entryTimeout,
                               maxBackground: settings.maxBackground, logger: logger)
         // SAFETY: retained for the session's life, released in `finish` after fuse_session_destroy.

@@ -44,6 +44,8 @@ struct FUSERequest: @unchecked Sendable {
 public struct Owner: Sendable {
     public var uid: uid_t
     public var gid: gid_t
+    /// Mode bits cleared from every file and the root directory.
+    public var umask: mode_t = 0
 
     public init(uid: uid_t = getuid(), gid: gid_t = getgid()) {
         self.uid = uid
@@ -57,7 +59,7 @@ extension FileAttributes {
     func stat(owner: Owner) -> Glibc.stat {
         var info = Glibc.stat()
         info.st_ino = ino_t(inode)
-        info.st_mode = isDirectory ? (S_IFDIR | 0o555) : (S_IFREG | 0o444)
+        info.st_mode = isDirectory ? (S_IFDIR | (0o555 & ~owner.umask)) : (S_IFREG | (0o444 & ~owner.umask))
         info.st_nlink = isDirectory ? 2 : 1
         info.st_uid = owner.uid
         info.st_gid = owner.gid

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 import RangeFSCore
 
 extension PrefetchPolicy: ExpressibleByArgument {}
@@ -20,7 +21,16 @@ struct MountOptions: ParsableArguments {
     @Flag(name: .long, help: "Let other users see the files (needs user_allow_other in /etc/fuse.conf).")
     var allowOther = false
 
-    @Option(name: .long, help: "Write logs here once the mount runs in the background.")
+    @Option(name: .long, help: "The owner (user id) the files appear to have (default: who mounts).")
+    var uid: UInt32?
+
+    @Option(name: .long, help: "The group id the files appear to have (default: who mounts).")
+    var gid: UInt32?
+
+    @Option(name: .long, help: "Permission bits to clear, in octal, e.g. 027 (default: 022-like 0444 files).")
+    var umask: String?
+
+    @Option(name: .long, help: "Write logs here once the mount runs in the background (default: syslog).")
     var logFile: String?
 
     @Flag(name: [.short, .long], help: "Log each request.")
@@ -113,6 +123,10 @@ struct MountOptions: ParsableArguments {
                 case ("retries", let value?): retries = Int(try number(value, option))
                 case ("foreground", nil), ("f", nil): foreground = true
                 case ("allow_other", nil): allowOther = true
+                case ("default_permissions", nil): continue  // always on: the kernel checks the mode bits
+                case ("uid", let value?): uid = UInt32(try number(value, option))
+                case ("gid", let value?): gid = UInt32(try number(value, option))
+                case ("umask", let value?): umask = value
                 case ("verbose", nil): verbose = true
                 default:
                     if Self.ignoredMountOptions.contains(parts[0]) || parts[0].hasPrefix("x-") { continue }
@@ -143,10 +157,18 @@ struct MountOptions: ParsableArguments {
         _ = try bandwidthLimit()
         _ = try cacheSizeLimit()
         if let maxDownloads, maxDownloads < 1 { throw ValidationError("--max-downloads must be at least 1") }
+        if let umask, mode_t(umask, radix: 8).map({ $0 > 0o777 }) ?? true {
+            throw ValidationError("invalid umask '\(umask)'; give octal permission bits, e.g. umask=027")
+        }
         for (name, value) in [("--connections", connections), ("--connections-per-file", connectionsPerFile),
                               ("--connections-per-host", connectionsPerHost)] where value < 1 || value > 256 {
             throw ValidationError("\(name) \(value) is out of range; use 1 to 256")
         }
+    }
+
+    /// The umask as a number (octal text), or 0.
+    func umaskValue() -> mode_t {
+        umask.flatMap { mode_t($0, radix: 8) } ?? 0
     }
 
     /// The cache size cap in bytes, or nil.

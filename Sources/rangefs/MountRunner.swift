@@ -36,6 +36,8 @@ struct MountRunner {
     }
 
     private func mountAndServe(reportReadiness: Bool) -> Int32 {
+        let destination = LogDestination()
+        LoggingSystem.bootstrap { label in RangefsLogHandler(label: label, destination: destination) }
         var logger = Logger(label: "rangefs")
         logger.logLevel = options.verbose ? .debug : .info
         func fail(_ message: String) -> Int32 {
@@ -118,6 +120,8 @@ struct MountRunner {
         for item in catalog.items { fileSystem.markValidated(item.metadata.url) }
         var settings = MountSettings()
         settings.allowOther = options.allowOther
+        settings.owner = Owner(uid: options.uid ?? getuid(), gid: options.gid ?? getgid())
+        settings.umask = options.umaskValue()
         settings.kernelReadaheadKiB = options.kernelReadahead > 0 ? options.kernelReadahead : nil
         let mount: FUSEMount
         do {
@@ -145,11 +149,16 @@ struct MountRunner {
             printError("rangefs: no control socket at \(socketPath) (\(error)); rangefs status and friends will not reach this mount")
         }
         let status = failures > 0 ? Status.someFailed : Status.mounted
-        if reportReadiness { Daemon.reportReady(status, logFile: options.logFile) }
+        if reportReadiness {
+            Daemon.reportReady(status, logFile: options.logFile)
+            if options.logFile == nil { destination.use(.syslog) }
+        }
         logger.info("mounted \(catalog.items.count) file(s) on \(target)")
+        SystemdNotifier.notify("READY=1\nSTATUS=mounted \(catalog.items.count) file(s) on \(target)\nMAINPID=\(getpid())")
 
         let signals = SignalWatcher { mount.requestUnmount() }
         mount.waitUntilUnmounted()
+        SystemdNotifier.notify("STOPPING=1")
         control?.stop()
         signals.cancel()
         mount.finish()

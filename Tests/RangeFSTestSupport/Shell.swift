@@ -44,8 +44,9 @@ public final class BackgroundProcess: @unchecked Sendable {
     private let lock = NSLock()
     private var exitStatus: Int32?
 
-    /// Starts `executable`; its output goes to `logPath` (or /dev/null).
-    public init(_ executable: String, _ arguments: [String], logPath: String? = nil) throws {
+    /// Starts `executable`; its output goes to `logPath` (or /dev/null). `environment` adds variables.
+    public init(_ executable: String, _ arguments: [String], logPath: String? = nil,
+                environment extra: [String: String] = [:]) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -54,8 +55,12 @@ public final class BackgroundProcess: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
+        var variables = ProcessInfo.processInfo.environment
+        for (key, value) in extra { variables[key] = value }
+        let envp = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
         guard spawned == 0 else {
             throw TestSupportError("cannot start \(executable): \(String(cString: strerror(spawned)))")
         }

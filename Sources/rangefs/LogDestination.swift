@@ -1,0 +1,55 @@
+import Glibc
+import Logging
+import Synchronization
+
+/// Where rangefs's log lines go: stderr (the foreground, or a --log-file that stderr was pointed at), or syslog
+/// (the background without --log-file, which journald collects).
+final class LogDestination: Sendable {
+    enum Target: Sendable { case standardError, syslog }
+
+    private let target = Mutex(Target.standardError)
+
+    func use(_ newTarget: Target) {
+        if newTarget == .syslog { openlog("rangefs", LOG_PID, LOG_DAEMON) }
+        target.withLock { $0 = newTarget }
+    }
+
+    var current: Target { target.withLock { $0 } }
+}
+
+/// A swift-log handler that writes to the current `LogDestination`.
+struct RangefsLogHandler: LogHandler {
+    let label: String
+    let destination: LogDestination
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
+             file: String, function: String, line: UInt) {
+        switch destination.current {
+        case .standardError:
+            var now = time(nil)
+            var parts = tm()
+            localtime_r(&now, &parts)
+            let stamp = String(format: "%04d-%02d-%02d %02d:%02d:%02d", parts.tm_year + 1900, parts.tm_mon + 1,
+                               parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec)
+            let text = "\(stamp) \(level) \(label): \(message)\n"
+            _ = text.withCString { write(2, $0, strlen($0)) }
+        case .syslog:
+            let priority: Int32 = switch level {
+            case .trace, .debug: LOG_DEBUG
+            case .info: LOG_INFO
+            case .notice: LOG_NOTICE
+            case .warning: LOG_WARNING
+            case .error: LOG_ERR
+            case .critical: LOG_CRIT
+            }
+            "\(message)".withCString { text in withVaList([text]) { vsyslog(priority, "%s", $0) } }
+        }
+    }
+}
