@@ -97,10 +97,8 @@ struct RemoveCommand: ParsableCommand {
     }
 }
 
-/// `rangefs pause NAME|--all` and `rangefs resume NAME|--all`
-struct PauseCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "pause",
-                                                    abstract: "Stop downloading a file (or all) in the background; reads still work.")
+/// The files `pause` and `resume` apply to: one by name, or `--all`; and the mount.
+struct FileSelection: ParsableArguments {
     @Argument(help: "The file's name in the mount.") var name: String?
     @Flag(help: "Every file.") var all = false
     @OptionGroup var selection: MountSelection
@@ -109,31 +107,32 @@ struct PauseCommand: ParsableCommand {
         if (name == nil) == !all { throw ValidationError("name one file, or pass --all") }
     }
 
-    func run() throws {
+    /// Sends `command` for the selected files and prints `verb` and their names.
+    func send(_ command: ControlRequest.Command, verb: String) throws {
         try runControl {
-            let response = try ControlClient.locate(selection.mount).perform(ControlRequest(command: .pause, name: name, all: all))
-            print("paused \(response.message ?? "")")
+            let request = ControlRequest(command: command, name: name, all: all)
+            let response = try ControlClient.locate(selection.mount).perform(request)
+            print("\(verb) \(response.message ?? "")")
         }
     }
 }
 
+/// `rangefs pause NAME|--all`
+struct PauseCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "pause",
+                                                    abstract: "Stop downloading a file (or all) in the background; reads still work.")
+    @OptionGroup var files: FileSelection
+
+    func run() throws { try files.send(.pause, verb: "paused") }
+}
+
+/// `rangefs resume NAME|--all`
 struct ResumeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "resume",
                                                     abstract: "Continue downloading a paused file (or all) where it stopped.")
-    @Argument(help: "The file's name in the mount.") var name: String?
-    @Flag(help: "Every file.") var all = false
-    @OptionGroup var selection: MountSelection
+    @OptionGroup var files: FileSelection
 
-    mutating func validate() throws {
-        if (name == nil) == !all { throw ValidationError("name one file, or pass --all") }
-    }
-
-    func run() throws {
-        try runControl {
-            let response = try ControlClient.locate(selection.mount).perform(ControlRequest(command: .resume, name: name, all: all))
-            print("resumed \(response.message ?? "")")
-        }
-    }
+    func run() throws { try files.send(.resume, verb: "resumed") }
 }
 
 /// `rangefs pin NAME`

@@ -23,14 +23,9 @@ final class FaultHandlingTests: XCTestCase {
         directory = try TemporaryDirectory(prefix: "faults")
         origin = MemoryOrigin()
         origin.serve(url, bytes: bytes)
-        let logger = Logger(label: "test")
-        let store = try CacheStore(root: directory.path, logger: logger)
-        let catalog = Catalog()
-        catalog.add(try origin.probeAll([url])[0].get())
         var policy = FetchPolicy()
         policy.retryDelay = .milliseconds(10)
-        let scheduler = FetchScheduler(fetcher: origin, store: store, policy: policy, logger: logger)
-        fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: 65536, logger: logger)
+        fileSystem = try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path, policy: policy)
     }
 
     /// Compares bytes without printing them.
@@ -49,22 +44,9 @@ final class FaultHandlingTests: XCTestCase {
     func open() throws -> OpenedFile { try fileSystem.open(inode).get() }
 
     func read(_ handle: UInt64, offset: Int, count: Int) -> Result<[UInt8], FileSystemError> {
-        let done = DispatchSemaphore(value: 0)
-        let box = LockedBox<Result<[UInt8], FileSystemError>?>(nil)
-        fileSystem.read(handle: handle, offset: UInt64(offset), count: count) { reply in
-            box.withLock { $0 = reply.map { reply in
-                switch reply {
-                case .bytes(let bytes): return bytes
-                case .file(let descriptor, let offset, let count):
-                    var buffer = [UInt8](repeating: 0, count: count)
-                    let got = pread(descriptor, &buffer, count, off_t(offset))
-                    return Array(buffer.prefix(max(0, got)))
-                }
-            } }
-            done.signal()
-        }
-        XCTAssertEqual(done.wait(timeout: .now() + 10), .success, "read never answered")
-        return box.withLock { $0 } ?? .failure(.io("no answer"))
+        let result = fileSystem.readSynchronously(handle: handle, offset: UInt64(offset), count: count)
+        XCTAssertNotNil(result, "read never answered")
+        return result ?? .failure(.io("no answer"))
     }
 
     func testADroppedConnectionResumesAtTheByteItBrokeAt() throws {

@@ -24,13 +24,7 @@ final class FetchSchedulerTests: XCTestCase {
     }
 
     func makeFileSystem(prefetch: PrefetchPolicy, policy: FetchPolicy = FetchPolicy()) throws -> RangeFS {
-        let logger = Logger(label: "test")
-        let store = try CacheStore(root: directory.path, logger: logger)
-        let catalog = Catalog()
-        catalog.add(try origin.probeAll([url])[0].get())
-        let scheduler = FetchScheduler(fetcher: origin, store: store, policy: policy, logger: logger)
-        return RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: 65536, prefetch: prefetch,
-                       logger: logger)
+        try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path, policy: policy, prefetch: prefetch)
     }
 
     func cachedBytes(_ fileSystem: RangeFS) throws -> UInt64 {

@@ -27,32 +27,13 @@ final class RangeFSTests: XCTestCase {
     }
 
     func makeFileSystem() throws -> RangeFS {
-        let logger = Logger(label: "test")
-        let store = try CacheStore(root: directory.path, logger: logger)
-        let catalog = Catalog()
-        for result in origin.probeAll([url]) { catalog.add(try result.get()) }
-        let scheduler = FetchScheduler(fetcher: origin, store: store, logger: logger)
-        return RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: 65536, logger: logger)
+        try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path)
     }
 
-    func read(_ handle: UInt64, offset: UInt64, count: Int, in fileSystem: RangeFS? = nil) -> Result<[UInt8], FileSystemError> {
-        let done = DispatchSemaphore(value: 0)
-        let result = LockedBox<Result<[UInt8], FileSystemError>?>(nil)
-        (fileSystem ?? self.fileSystem).read(handle: handle, offset: offset, count: count) { reply in
-            let value = reply.map { reply -> [UInt8] in
-                switch reply {
-                case .bytes(let bytes): return bytes
-                case .file(let descriptor, let offset, let count):
-                    var buffer = [UInt8](repeating: 0, count: count)
-                    let got = pread(descriptor, &buffer, count, off_t(offset))
-                    return Array(buffer.prefix(max(0, got)))
-                }
-            }
-            result.withLock { $0 = value }
-            done.signal()
-        }
-        XCTAssertEqual(done.wait(timeout: .now() + 10), .success, "the read was never answered")
-        return result.withLock { $0 } ?? .failure(.io("no reply"))
+    func read(_ handle: UInt64, offset: UInt64, count: Int) -> Result<[UInt8], FileSystemError> {
+        let result = fileSystem.readSynchronously(handle: handle, offset: offset, count: count)
+        XCTAssertNotNil(result, "the read was never answered")
+        return result ?? .failure(.io("no reply"))
     }
 
     func openFile(_ fileSystem: RangeFS? = nil) throws -> UInt64 {

@@ -1,0 +1,42 @@
+// Shared by the core's unit tests: a RangeFS over an in-memory origin, and a blocking read for assertions.
+
+import Dispatch
+import Glibc
+import Logging
+import RangeFSCore
+
+/// A RangeFS that serves `urls` from `origin`, with its cache in `directory`.
+public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: String,
+                               policy: FetchPolicy = FetchPolicy(), prefetch: PrefetchPolicy = .none) throws -> RangeFS {
+    let logger = Logger(label: "test")
+    let store = try CacheStore(root: directory, logger: logger)
+    let catalog = Catalog()
+    for result in origin.probeAll(urls) { catalog.add(try result.get()) }
+    let scheduler = FetchScheduler(fetcher: origin, store: store, policy: policy, logger: logger)
+    return RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: 65536, prefetch: prefetch,
+                   logger: logger)
+}
+
+extension RangeFS {
+    /// Reads like the FUSE adapter does and waits for the answer; nil if none came within `timeout` seconds.
+    public func readSynchronously(handle: UInt64, offset: UInt64, count: Int,
+                                  timeout: Double = 10) -> Result<[UInt8], FileSystemError>? {
+        let done = DispatchSemaphore(value: 0)
+        let box = LockedBox<Result<[UInt8], FileSystemError>?>(nil)
+        read(handle: handle, offset: offset, count: count) { reply in
+            let value = reply.map { reply -> [UInt8] in
+                switch reply {
+                case .bytes(let bytes): return bytes
+                case .file(let descriptor, let offset, let count):
+                    var buffer = [UInt8](repeating: 0, count: count)
+                    let got = pread(descriptor, &buffer, count, off_t(offset))
+                    return Array(buffer.prefix(max(0, got)))
+                }
+            }
+            box.withLock { $0 = value }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + timeout) == .success else { return nil }
+        return box.withLock { $0 }
+    }
+}
