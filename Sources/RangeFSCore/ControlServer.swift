@@ -23,20 +23,12 @@ public final class ControlServer: @unchecked Sendable {
         try FileSystemCalls.makeDirectories(folder, mode: 0o700)
         chmod(folder, 0o700)
         unlink(path)
-        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+        guard var (address, length) = unixSocketAddress(path) else {
             throw SystemError(call: "bind", path: path, errno: ENAMETOOLONG)
         }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in bytes.enumerated() { raw[index] = byte }
-        }
+        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) }
         }
         guard bound == 0, listen(listener, 16) == 0 else {
             let code = errno
