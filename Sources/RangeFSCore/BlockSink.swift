@@ -125,24 +125,35 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
                 return false
             }
             let blockLength = entry.length(ofBlock: nextBlock)
+            if partial.isEmpty && remaining.count >= blockLength {
+                // A whole block inside curl's buffer: store it from there, without copying it first.
+                storeBlock(UnsafeRawBufferPointer(rebasing: remaining.prefix(blockLength)), length: blockLength)
+                remaining = remaining.dropFirst(blockLength)
+                continue
+            }
             let take = min(blockLength - partial.count, remaining.count)
             partial.append(contentsOf: remaining.prefix(take))
             remaining = remaining.dropFirst(take)
             if partial.count == blockLength {
-                if !(wholeFile && entry.isPresent(nextBlock)) {
-                    let store = scheduler.store
-                    store.makeRoom(for: blockLength)
-                    if partial.withUnsafeBytes({ entry.store(block: nextBlock, bytes: $0) }) {
-                        store.account(blockLength)
-                        store.recordUse(entry, blocks: nextBlock..<(nextBlock + 1))
-                    }
-                    if entry.bytesSinceCommit >= store.commitBytes { store.commitSoon(entry) }
-                }
-                nextBlock += 1
+                partial.withUnsafeBytes { storeBlock($0, length: blockLength) }
                 partial.removeAll(keepingCapacity: true)
             }
         }
         return true
+    }
+
+    /// Stores `nextBlock` (unless a whole-file stream passes a block that is already here) and moves on.
+    private func storeBlock(_ bytes: UnsafeRawBufferPointer, length: Int) {
+        if !(wholeFile && entry.isPresent(nextBlock)) {
+            let store = scheduler.store
+            store.makeRoom(for: length)
+            if entry.store(block: nextBlock, bytes: bytes) {
+                store.account(length)
+                store.recordUse(entry, blocks: nextBlock..<(nextBlock + 1))
+            }
+            if entry.bytesSinceCommit >= store.commitBytes { store.commitSoon(entry) }
+        }
+        nextBlock += 1
     }
 
     func complete(error: FetchError?) {
