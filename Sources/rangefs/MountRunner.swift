@@ -36,6 +36,8 @@ struct MountRunner {
     }
 
     private func mountAndServe(reportReadiness: Bool) -> Int32 {
+        let signals = SignalWatcher()
+        defer { signals.cancel() }
         let destination = LogDestination()
         LoggingSystem.bootstrap { label in RangefsLogHandler(label: label, destination: destination) }
         var logger = Logger(label: "rangefs")
@@ -130,6 +132,7 @@ struct MountRunner {
         } catch {
             return fail("\(error)")
         }
+        signals.watch(mount)
         store.startCommitting()
         fileSystem.restorePins(savedFiles)
         fileSystem.saveCatalog()
@@ -156,11 +159,9 @@ struct MountRunner {
         logger.info("mounted \(catalog.items.count) file(s) on \(target)")
         SystemdNotifier.notify("READY=1\nSTATUS=mounted \(catalog.items.count) file(s) on \(target)\nMAINPID=\(getpid())")
 
-        let signals = SignalWatcher { mount.requestUnmount() }
         mount.waitUntilUnmounted()
         SystemdNotifier.notify("STOPPING=1")
         control?.stop()
-        signals.cancel()
         mount.finish()
         store.close()
         logger.info("unmounted \(target)")
@@ -168,18 +169,42 @@ struct MountRunner {
     }
 }
 
-/// Turns SIGINT and SIGTERM into a clean unmount.
-final class SignalWatcher {
+/// Turns SIGINT, SIGTERM and SIGHUP into a clean unmount. It is installed before anything is mounted or reported
+/// ready, so a stop that comes early (right after systemd's READY=1, say) is remembered and carried out as soon
+/// as the mount exists, never lost.
+final class SignalWatcher: @unchecked Sendable {
+    // @unchecked Sendable: `sources` is written only in init, before the watcher is shared; `state` is locked.
     private var sources: [DispatchSourceSignal] = []
+    private let state = LockedBox<(stopRequested: Bool, mount: FUSEMount?)>((false, nil))
 
-    init(_ handler: @escaping @Sendable () -> Void) {
+    init() {
         for number in [SIGINT, SIGTERM, SIGHUP] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler(handler: handler)
+            source.setEventHandler { [weak self] in self?.stop() }
             source.resume()
             sources.append(source)
         }
+    }
+
+    /// The mount to unmount on a signal; if one already came, it is unmounted now.
+    func watch(_ mount: FUSEMount) {
+        let stopNow = state.withLock { state -> Bool in
+            state.mount = mount
+            return state.stopRequested
+        }
+        if stopNow { mount.requestUnmount() }
+    }
+
+    /// Whether a signal asked to stop (before there was a mount to unmount).
+    var stopRequested: Bool { state.withLock { $0.stopRequested } }
+
+    private func stop() {
+        let mount = state.withLock { state -> FUSEMount? in
+            state.stopRequested = true
+            return state.mount
+        }
+        mount?.requestUnmount()
     }
 
     func cancel() {

@@ -32,7 +32,7 @@ public final class NginxOrigin: @unchecked Sendable {
         for _ in 0..<5 {
             let port = Int.random(in: 20000...60000)
             let config = Self.configuration(prefix: prefix, port: port)
-            try config.write(toFile: prefix + "/nginx.conf", atomically: true, encoding: .utf8)
+            try config.write(toFile: prefix + "/nginx.conf", atomically: false, encoding: .utf8)
             guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/nginx") else {
                 throw TestSupportError("nginx is not installed; run mount-scripts/install-deps.sh")
             }
