@@ -49,7 +49,7 @@ echo "== rangefs mount $demo/mnt http://127.0.0.1:$port/sample.bin"
 "$rangefs" mount "$demo/mnt" "http://127.0.0.1:$port/sample.bin" --cache "$demo/cache"
 ls -ls "$demo/mnt"
 
-echo "== reading the first 64 MiB: only those blocks, plus the readahead window, are fetched"
+echo "== reading the first 64 MiB; opening the file also starts completing it in the background (--prefetch open)"
 head -c $((64 << 20)) "$demo/mnt/sample.bin" > /dev/null
 ls -ls "$demo/mnt"
 getfattr -d "$demo/mnt/sample.bin"
