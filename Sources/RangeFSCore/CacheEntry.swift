@@ -392,8 +392,6 @@ public final class CacheEntry: Sendable {
     /// Whether a block could not be written since the entry was opened (a full disk): background fill stops.
     public var hasWriteFailure: Bool { state.withLock { $0.reportedWriteFailure } }
 
-    /// Bytes held in memory because they could not be written.
-    public var memoryBytes: Int { state.withLock { $0.memoryBytes } }
 
     /// Releases the claim on the absent blocks of `blocks` and fails every reader waiting for one of them.
     public func abandon(blocks: Range<Int>, error: FetchError) {

@@ -73,14 +73,6 @@ public final class CacheStore: Sendable {
         entry.markStale()
     }
 
-    /// The header cached for `url`, if a valid one exists; lets a mount go on while the origin is unreachable.
-    public func cachedHeader(for url: String) -> CacheHeader? {
-        guard let bytes = try? FileSystemCalls.readSmallFile(directory(for: url) + "/header"),
-              let header = try? CacheHeader.decode(bytes), header.url == url
-        else { return nil }
-        return header
-    }
-
     /// Opens the entry for `metadata`, reusing what is cached if it describes the same remote content, else
     /// starting it empty. `blockSize` applies only to new entries; an existing entry keeps its own.
     public func entry(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
@@ -105,12 +97,16 @@ public final class CacheStore: Sendable {
         entries.withLock { $0[metadata.url] = entry }
         account(Int(entry.cachedBytes))
         if maxBytes != nil {
-            // What an earlier run cached counts as least recently used, block by block in file order.
+            // What an earlier run cached counts as least recently used, in file order.
             let present = entry.presentBlocks
-            var index = 0
-            while index < present.blockCount {
-                if present.contains(index) { recordUse(entry, blocks: index..<(index + 1)) }
-                index += 1
+            var runStart: Int?
+            for index in 0...present.blockCount {
+                let isPresent = index < present.blockCount && present.contains(index)
+                if isPresent, runStart == nil { runStart = index }
+                if !isPresent, let start = runStart {
+                    recordUse(entry, blocks: start..<index)
+                    runStart = nil
+                }
             }
         }
         return entry

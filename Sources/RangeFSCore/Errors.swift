@@ -21,8 +21,6 @@ public enum FetchError: Error, Sendable, Equatable {
     case shortBody
     case transport(String)
     case cancelled
-    /// Writing the fetched bytes into the cache failed.
-    case cacheWrite(String)
 
     /// A one-line explanation for a person, naming the fix where there is one.
     public var userMessage: String {
@@ -40,7 +38,6 @@ public enum FetchError: Error, Sendable, Equatable {
         case .shortBody: "the server closed the connection before sending the whole range"
         case .transport(let message): message
         case .cancelled: "cancelled"
-        case .cacheWrite(let message): "could not write the cache: \(message)"
         }
     }
 

@@ -297,13 +297,16 @@ public final class FetchScheduler: Sendable {
     }
 
     private static func count(_ work: Pending, in state: inout State, by delta: Int) {
+        count(work.priority, of: work.entry, in: &state, by: delta)
+    }
+
+    private static func count(_ priority: FetchPriority, of entry: CacheEntry, in state: inout State, by delta: Int) {
         state.running += delta
-        if work.priority == .demand { state.runningDemand += delta }
-        if work.priority == .fill { state.runningFill += delta }
-        state.runningPerEntry[ObjectIdentifier(work.entry), default: 0] += delta
-        if state.runningPerEntry[ObjectIdentifier(work.entry)] == 0 {
-            state.runningPerEntry[ObjectIdentifier(work.entry)] = nil
-        }
+        if priority == .demand { state.runningDemand += delta }
+        if priority == .fill { state.runningFill += delta }
+        let key = ObjectIdentifier(entry)
+        state.runningPerEntry[key, default: 0] += delta
+        if state.runningPerEntry[key] == 0 { state.runningPerEntry[key] = nil }
     }
 
     private func start(_ pending: Pending) {
@@ -345,7 +348,7 @@ public final class FetchScheduler: Sendable {
     func transferFinished(_ entry: CacheEntry, priority: FetchPriority, sink: BlockSink) {
         schedule { state in
             state.runningFillSinks[ObjectIdentifier(sink)] = nil
-            Self.count(Pending(sequence: 0, priority: priority, entry: entry, url: "", blocks: 0..<0), in: &state, by: -1)
+            Self.count(priority, of: entry, in: &state, by: -1)
             return takeStartable(&state)
         }
     }

@@ -326,7 +326,6 @@ public final class RangeFS: Sendable {
     static func fileSystemError(for error: FetchError) -> FileSystemError {
         switch error {
         case .remoteChanged: .stale
-        case .cacheWrite(let message) where message.contains("No space"): .noSpace
         default: .io(error.userMessage)
         }
     }

@@ -29,8 +29,8 @@ struct RangefsLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-             file: String, function: String, line: UInt) {
+    func log(event: LogEvent) {
+        let (level, message) = (event.level, event.message)
         switch destination.current {
         case .standardError:
             var now = time(nil)

@@ -24,7 +24,7 @@ final class CacheStoreTests: XCTestCase {
     }
 
     func storeBlock(_ entry: CacheEntry, _ index: Int, from bytes: [UInt8]) throws {
-        block(entry, index, in: bytes).withUnsafeBytes { entry.store(block: index, bytes: $0) }
+        _ = block(entry, index, in: bytes).withUnsafeBytes { entry.store(block: index, bytes: $0) }
     }
 
     /// Fills `blocks` of a fresh entry, commits, closes the store, and returns the entry's folder.
