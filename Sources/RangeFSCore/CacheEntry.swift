@@ -32,6 +32,8 @@ public final class CacheEntry: Sendable {
     public let directory: String
     private let dataFile: SystemFile
     private let crcFile: SystemFile
+    /// The data file mapped read-only, so replies are copied by the kernel straight from the page cache.
+    private let mapping: FileMapping?
     private let state: Mutex<State>
     /// Serialises commits so that an older snapshot never replaces a newer one. Lock order: commitLock, then state.
     private let commitLock = Mutex(())
@@ -99,8 +101,6 @@ public final class CacheEntry: Sendable {
     public var blockSize: Int { header.blockSize }
     public var blockCount: Int { header.blockCount }
     public var size: UInt64 { header.size }
-    /// The data file's descriptor, for replies spliced straight from it.
-    public var dataDescriptor: Int32 { dataFile.descriptor }
 
     init(header: CacheHeader, directory: String, dataFile: SystemFile, crcFile: SystemFile,
          durable: BlockBitmap, crcs: [UInt32], logger: Logger) {
@@ -108,6 +108,7 @@ public final class CacheEntry: Sendable {
         self.directory = directory
         self.dataFile = dataFile
         self.crcFile = crcFile
+        mapping = FileMapping(file: dataFile, count: Int(header.size))
         self.logger = logger
         let empty = BlockBitmap(blockCount: header.blockCount)
         var initial = State(present: durable, verified: empty, inFlight: empty, durable: durable, crcs: crcs)
@@ -194,6 +195,9 @@ public final class CacheEntry: Sendable {
         }
         guard let fromMemory else { return nil }
         if fromMemory.isEmpty {
+            if let mapping {
+                return .mapped(address: mapping.address + UInt(range.lowerBound), count: Int(range.count))
+            }
             return .file(descriptor: dataFile.descriptor, offset: range.lowerBound, count: Int(range.count))
         }
         var bytes: [UInt8] = []

@@ -28,7 +28,12 @@ public struct FileAttributes: Sendable, Equatable {
 
 /// What a successful read hands back to the adapter.
 public enum ReadReply: Sendable, Equatable {
-    /// `count` bytes at `offset` of the file behind `descriptor`, all present: reply straight from it.
+    /// `count` bytes at `address`, inside the cache file's read-only mapping, all present: the kernel copies them
+    /// into its reply (one copy, no buffer). The address is valid only while the reply callback runs, and only the
+    /// kernel may read it (see `FileMapping`).
+    case mapped(address: UInt, count: Int)
+    /// `count` bytes at `offset` of the file behind `descriptor`, all present: reply straight from it (spliced
+    /// where libfuse can); used when the file could not be mapped.
     case file(descriptor: Int32, offset: UInt64, count: Int)
     /// The bytes themselves, when some came from memory (the cache disk is full).
     case bytes([UInt8])
@@ -85,6 +90,8 @@ public final class RangeFS: Sendable {
         var readahead: ReadaheadWindow
         /// How far the cache file has been advised into the page cache for this reader.
         var diskReadaheadEnd: UInt64 = 0
+        /// How far readahead has been claimed from the network for this reader.
+        var networkReadaheadEnd: UInt64 = 0
     }
 
     private struct Handles {
@@ -175,24 +182,33 @@ public final class RangeFS: Sendable {
     /// Reads `count` bytes at `offset`; `reply` runs exactly once, now or when the blocks arrive.
     public func read(handle: UInt64, offset: UInt64, count: Int,
                      reply: @escaping @Sendable (Result<ReadReply, FileSystemError>) -> Void) {
-        let opened = handles.withLock { handles -> (CacheEntry, UInt64, Range<UInt64>?)? in
+        let opened = handles.withLock { handles -> (CacheEntry, Range<UInt64>?, Range<UInt64>?)? in
             guard var file = handles.open[handle] else { return nil }
             let ahead = file.readahead.observe(offset: offset, count: count)
-            // Read the cache file ahead too, in steps of half a window, so cached data streams from disk.
+            let readEnd = min(file.entry.size, offset + UInt64(count))
+            let windowEnd = min(file.entry.size, readEnd + ahead)
+            // Fetch and read the cache file ahead in steps of half a window: one request per step of a sliding
+            // window would be one small HTTP request per kernel READ.
+            var networkAhead: Range<UInt64>?
+            if ahead == 0 {
+                file.networkReadaheadEnd = 0
+            } else if file.networkReadaheadEnd < readEnd + ahead / 2 && windowEnd > readEnd {
+                networkAhead = max(readEnd, file.networkReadaheadEnd)..<windowEnd
+                file.networkReadaheadEnd = windowEnd
+            }
             var diskAhead: Range<UInt64>?
-            let windowEnd = min(file.entry.size, offset + UInt64(count) + ahead)
             if ahead > 0 && windowEnd > file.diskReadaheadEnd + ahead / 2 {
                 diskAhead = max(offset, file.diskReadaheadEnd)..<windowEnd
                 file.diskReadaheadEnd = windowEnd
             }
             handles.open[handle] = file
-            return (file.entry, ahead, diskAhead)
+            return (file.entry, networkAhead, diskAhead)
         }
-        guard let (entry, ahead, diskAhead) = opened else { return reply(.failure(.badHandle)) }
+        guard let (entry, networkAhead, diskAhead) = opened else { return reply(.failure(.badHandle)) }
         if let diskAhead { entry.prefetchFromDisk(diskAhead) }
         let end = min(entry.size, offset + UInt64(count))
         guard offset < end else {
-            return reply(.success(.file(descriptor: entry.dataDescriptor, offset: offset, count: 0)))
+            return reply(.success(.bytes([])))
         }
         let range = offset..<end
         let blocks = entry.blocks(covering: range)
@@ -220,8 +236,8 @@ public final class RangeFS: Sendable {
         case .waiting: scheduler.promote(entry, blocks: blocks)
         case .failed(let error): reply(.failure(Self.fileSystemError(for: error)))
         }
-        if ahead > 0 && end < entry.size {
-            let runs = entry.claim(blocks: entry.blocks(covering: end..<min(entry.size, end + ahead)))
+        if let networkAhead, !networkAhead.isEmpty {
+            let runs = entry.claim(blocks: entry.blocks(covering: networkAhead))
             if !runs.isEmpty { scheduler.fetch(entry, url: entry.header.url, runs: runs, priority: .readahead) }
         }
     }

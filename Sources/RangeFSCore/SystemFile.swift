@@ -128,6 +128,38 @@ public final class SystemFile: @unchecked Sendable {
     }
 }
 
+/// A read-only shared mapping of a whole file, for replies that the kernel copies straight out of the page cache.
+///
+/// Only the kernel may read it: user code that touches a page the disk cannot deliver gets SIGBUS, whereas a
+/// system call that copies from it (writev to /dev/fuse) fails with EFAULT, and the kernel then ends the FUSE
+/// request with EIO. So its address is handed to the FUSE reply and never dereferenced in Swift.
+public final class FileMapping: @unchecked Sendable {
+    // @unchecked Sendable: the address and length never change, and the mapping is read-only.
+    public let address: UInt
+    public let count: Int
+
+    /// Maps `count` bytes of `file`; nil if the file is empty or cannot be mapped (then replies splice instead).
+    public init?(file: SystemFile, count: Int) {
+        guard count > 0 else { return nil }
+        let pointer = mmap(nil, count, PROT_READ, MAP_SHARED, file.descriptor, 0)
+        guard let pointer, pointer != MAP_FAILED else { return nil }
+        address = UInt(bitPattern: pointer)
+        self.count = count
+    }
+
+    deinit { munmap(UnsafeMutableRawPointer(bitPattern: address), count) }
+
+    /// Drops this process's page-table entries for `count` bytes at `address` after a reply (the page cache keeps
+    /// the pages): mapped pages would count as the daemon's memory (RSS) and could not be dropped with the rest
+    /// of the page cache.
+    public static func release(address: UInt, count: Int) {
+        let page = UInt(sysconf(Int32(_SC_PAGESIZE)))
+        let start = address & ~(page - 1)
+        let end = (address + UInt(count) + page - 1) & ~(page - 1)
+        _ = madvise(UnsafeMutableRawPointer(bitPattern: start), Int(end - start), MADV_DONTNEED)
+    }
+}
+
 /// Small-file and folder helpers for the cache's metadata files.
 public enum FileSystemCalls {
     /// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over, fsync the folder.

@@ -11,6 +11,8 @@ import Synchronization
 
 /// What the handlers share: the filesystem and the mount's settings. Reached through the session's userdata.
 final class FUSEContext: Sendable {
+    /// The largest READ the kernel sends: 1 MiB less a page (see `rangefsInit`).
+    static let maxReadBytes = (1 << 20) - 4096
     let fileSystem: RangeFS
     let owner: Owner
     /// Seconds the kernel may cache attributes. Zero for files, so `ls -s` shows progress as it happens.
@@ -87,6 +89,11 @@ private func rangefsInit(_ userdata: UnsafeMutableRawPointer?, _ conn: UnsafeMut
         conn.pointee.congestion_threshold = context.maxBackground * 3 / 4
         let wanted = rfs_cap_async_read() | rfs_cap_splice_write() | rfs_cap_splice_move()
         conn.pointee.want |= conn.pointee.capable & wanted
+        // READs of at most 255 pages. Replies come from the cache file's mapping; when a file cannot be mapped
+        // they come from its descriptor, and a reply (data plus its 16-byte header) then fits a pipe of 1 MiB, the
+        // default pipe-max-size, so libfuse splices it instead of reading it into a fresh 1 MiB buffer for every
+        // reply (libfuse derives max_pages from max_write).
+        conn.pointee.max_write = UInt32(FUSEContext.maxReadBytes)
     }
     context.initialized.signal()
 }
@@ -139,6 +146,8 @@ private func rangefsRead(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _
     context.fileSystem.read(handle: fi.pointee.fh, offset: UInt64(offset), count: size) { result in
         guard context.finishRead(id) else { return }  // interrupted, and already answered EINTR
         switch result {
+        case .success(.mapped(let address, let count)):
+            request.replyMapped(address: address, count: count)
         case .success(.file(let descriptor, let offset, let count)):
             request.replyFromFile(descriptor: descriptor, offset: offset, count: count)
         case .success(.bytes(let bytes)):

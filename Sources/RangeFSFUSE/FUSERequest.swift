@@ -30,6 +30,13 @@ struct FUSERequest: @unchecked Sendable {
         bytes.withUnsafeBytes { raw in _ = fuse_reply_buf(self.raw, raw.baseAddress, raw.count) }
     }
 
+    /// Sends `count` bytes from a cache file's mapping: writev copies them from the page cache into the kernel's
+    /// reply. If the disk cannot deliver a page, writev fails with EFAULT and the kernel answers the READ with EIO.
+    func replyMapped(address: UInt, count: Int) {
+        fuse_reply_buf(raw, UnsafeRawPointer(bitPattern: address)?.assumingMemoryBound(to: CChar.self), count)
+        FileMapping.release(address: address, count: count)
+    }
+
     /// Sends `count` bytes at `offset` of `descriptor`, spliced where the kernel allows it.
     func replyFromFile(descriptor: Int32, offset: UInt64, count: Int) {
         if count == 0 {

@@ -85,6 +85,23 @@ final class RangeFSTests: XCTestCase {
         XCTAssertGreaterThan(origin.bytesSent, 1_500_000, "readahead should fetch past what was read")
     }
 
+    // A sequential reader's readahead goes out in steps of half a window, not one small request per read: each
+    // HTTP request costs the origin and the fetcher a round of headers, and a sliding window made one per READ.
+    func testSequentialReadingFetchesInFewRequestsAndNothingTwice() throws {
+        let handle = try openFile()
+        var copy: [UInt8] = []
+        var offset = 0
+        while offset < bytes.count {
+            let count = min(131_072, bytes.count - offset)
+            copy += try read(handle, offset: UInt64(offset), count: count).get()
+            offset += count
+        }
+        XCTAssertTrue(copy == bytes, "the sequential copy differs from the origin")
+        let requests = origin.requests
+        XCTAssertLessThanOrEqual(requests.count, 10, "\(requests.count) requests for 39 reads: \(requests.map(\.range))")
+        XCTAssertEqual(origin.bytesSent, UInt64(bytes.count), "no byte fetched twice")
+    }
+
     func testCachedBytesShowInAttributesAndExtendedAttributes() throws {
         let handle = try openFile()
         _ = try read(handle, offset: 0, count: 10).get()

@@ -27,6 +27,9 @@ extension RangeFS {
             let value = reply.map { reply -> [UInt8] in
                 switch reply {
                 case .bytes(let bytes): return bytes
+                case .mapped(let address, let count):
+                    // Tests read the mapping directly; the daemon never does (see FileMapping).
+                    return Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: count))
                 case .file(let descriptor, let offset, let count):
                     var buffer = [UInt8](repeating: 0, count: count)
                     let got = pread(descriptor, &buffer, count, off_t(offset))
