@@ -147,7 +147,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         if !(wholeFile && entry.isPresent(nextBlock)) {
             let store = scheduler.store
             store.makeRoom(for: length)
-            if entry.store(block: nextBlock, bytes: bytes) {
+            if entry.store(block: nextBlock, bytes: bytes, writeBackNow: isBackground) {
                 store.account(length)
                 store.recordUse(entry, blocks: nextBlock..<(nextBlock + 1))
             }
