@@ -16,7 +16,7 @@ final class ChecksumTests: XCTestCase {
     }
 
     func testHardwareAndTableVersionsAgree() {
-        for length in [0, 1, 7, 8, 9, 63, 64, 65, 4096, 65536 + 3] {
+        for length in [0, 1, 7, 8, 9, 63, 64, 65, 4096, 3 * 4096 - 1, 3 * 4096, 3 * 4096 + 9, 65536, 65536 + 3, 1 << 20] {
             let bytes = pseudoRandomBytes(count: length, seed: UInt64(length))
             bytes.withUnsafeBytes { raw in
                 XCTAssertEqual(CRC32C.checksum(raw, initial: 12345), CRC32C.tableChecksum(raw, initial: 12345), "length \(length)")
