@@ -279,21 +279,26 @@ public final class CacheEntry: Sendable {
         }
         guard let first = unchecked.first?.0, let last = unchecked.last?.0 else { return }
         let span = byteRange(of: first..<(last + 1))
-        var failed: [Int] = []
-        do {
-            let bytes = try dataFile.read(at: span.lowerBound, count: Int(span.count))
-            bytes.withUnsafeBytes { raw in
-                for (index, expected) in unchecked {
-                    let range = byteRange(of: index..<(index + 1))
-                    let start = Int(range.lowerBound - span.lowerBound), end = start + Int(range.count)
-                    if end > raw.count || CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[start..<end])) != expected {
-                        failed.append(index)
-                    }
-                }
+        let mismatches = { (raw: UnsafeRawBufferPointer) -> [Int] in
+            unchecked.compactMap { index, expected in
+                let range = self.byteRange(of: index..<(index + 1))
+                let start = Int(range.lowerBound - span.lowerBound), end = start + Int(range.count)
+                let good = end <= raw.count
+                    && CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[start..<end])) == expected
+                return good ? nil : index
             }
-        } catch {
-            logger.warning("cannot read cached blocks \(first)...\(last) of \(directory): \(error)")
-            failed = unchecked.map(\.0)
+        }
+        var failed: [Int]
+        // Checked in place where the pages can be locked (no copy); else read with one pread.
+        if let inPlace = mapping?.withLockedBytes(span, mismatches) {
+            failed = inPlace
+        } else {
+            do {
+                failed = try dataFile.read(at: span.lowerBound, count: Int(span.count)).withUnsafeBytes(mismatches)
+            } catch {
+                logger.warning("cannot read cached blocks \(first)...\(last) of \(directory): \(error)")
+                failed = unchecked.map(\.0)
+            }
         }
         state.withLock { state in
             for (index, _) in unchecked {
