@@ -251,8 +251,8 @@ class Bench:
         self.results["  (curl, one capped connection)"] = (curl, "", 0, None)
 
     def random_reads(self):
-        """Goal 4: 200 cold random 4 KiB reads: p99 with a background fill of the same file running, against none;
-        and origin bytes per byte read with --prefetch=none."""
+        """Goal 4: 200 cold random 4 KiB reads: p99 with a background fill of the same file running, against none
+        (medians over the runs); and origin bytes per byte read with --prefetch=none."""
         name, size = "big.bin", self.sizes["big.bin"]
         generator = random.Random(7)
         offsets = [generator.randrange(1, size // 4096) * 4096 for _ in range(self.args.reads)]
@@ -278,11 +278,19 @@ class Bench:
             shutil.rmtree(cache)
             return times, fetched
 
-        quiet, fetched = latencies(["--prefetch", "none"])
-        busy, _ = latencies(["--prefetch", "all"])
         p99 = lambda values: statistics.quantiles(values, n=100)[98] * 1000 if len(values) >= 2 else values[0] * 1000
-        self.results["random 4K reads p99 ms, with fill"] = (p99(busy), "without fill", p99(quiet), "<=2x")
-        self.results["  random 4K reads p50 ms, no fill"] = (statistics.median(quiet) * 1000, "", 0, None)
+        # A p99 of 200 reads is the second-slowest read, so one hiccup of the machine moves it: alternate the two
+        # settings and take the median of each one's p99 over the runs.
+        quiet_p99, busy_p99, quiet_p50 = [], [], []
+        for _ in range(self.args.runs):
+            quiet, fetched = latencies(["--prefetch", "none"])
+            busy, _ = latencies(["--prefetch", "all"])
+            quiet_p99.append(p99(quiet))
+            busy_p99.append(p99(busy))
+            quiet_p50.append(statistics.median(quiet) * 1000)
+        self.results["random 4K reads p99 ms, with fill"] = (statistics.median(busy_p99), "without fill",
+                                                             statistics.median(quiet_p99), "<=2x")
+        self.results["  random 4K reads p50 ms, no fill"] = (statistics.median(quiet_p50), "", 0, None)
         amplification = fetched / (len(offsets) * 4096)
         self.results["origin bytes per byte read (none)"] = (amplification, "", 0, "<=16")
         self.checks.append(("random reads correct", all(ok for label, ok in self.checks if "random read" in label)))
