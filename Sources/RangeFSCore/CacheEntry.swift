@@ -318,7 +318,7 @@ public final class CacheEntry: Sendable {
     /// (a full disk), the block is kept in memory for its readers and never marked present. Returns whether the
     /// block is now in the cache. `writeBackNow` (background fill) starts the block's writeback on this thread,
     /// so fill goes at the disk's pace and leaves no backlog of dirty pages for a reader's commit to wait on;
-    /// blocks that readers wait for are written back later, off this thread (`startWritebackIfDue`).
+    /// blocks that readers wait for are written back later, off this thread.
     @discardableResult
     public func store(block index: Int, bytes: UnsafeRawBufferPointer, writeBackNow: Bool = false) -> Bool {
         precondition(bytes.count == length(ofBlock: index), "block \(index) must be stored whole")
@@ -332,26 +332,30 @@ public final class CacheEntry: Sendable {
         let crc = CRC32C.checksum(bytes)
         var failure: SystemError?
         do throws(SystemError) {
-            try dataFile.write(bytes, at: UInt64(index) * UInt64(blockSize))
-            if writeBackNow {
-                dataFile.startWriteback(UInt64(index) * UInt64(blockSize)..<(UInt64(index) * UInt64(blockSize) + UInt64(bytes.count)))
-            }
+            let blockRange = byteRange(of: index..<(index + 1))
+            try dataFile.write(bytes, at: blockRange.lowerBound)
+            if writeBackNow { dataFile.startWriteback(blockRange) }
             var slot = ByteWriter()
             slot.write(crc)
             try crcFile.write(slot.bytes, at: UInt64(index) * 4)
         } catch {
             failure = error
         }
-        let (ready, firstFailure) = state.withLock { state -> ([Resume], Bool) in
+        let (ready, firstFailure, writebackDue) = state.withLock { state -> ([Resume], Bool, Bool) in
             state.inFlight.remove(index)
             var firstFailure = false
+            var writebackDue = false
             if failure == nil {
                 state.present.insert(index)
                 state.verified.insert(index)
                 state.crcs[index] = crc
                 state.changedSinceCommit = true
                 state.bytesSinceCommit += bytes.count
-                state.bytesSinceWriteback += bytes.count
+                if !writeBackNow {
+                    state.bytesSinceWriteback += bytes.count
+                    writebackDue = state.bytesSinceWriteback >= Self.writebackBytes
+                    if writebackDue { state.bytesSinceWriteback = 0 }
+                }
                 state.storedBytes += UInt64(bytes.count)
                 state.lastError = nil
                 Self.dropFromMemory(index, in: &state)
@@ -360,7 +364,7 @@ public final class CacheEntry: Sendable {
                 state.reportedWriteFailure = true
                 Self.keepInMemory(index, Array(bytes), in: &state)
             }
-            return (Self.wake(block: index, in: &state), firstFailure)
+            return (Self.wake(block: index, in: &state), firstFailure, writebackDue)
         }
         if let failure, firstFailure {
             let advice = failure.isNoSpace ? "the cache disk is full; free space or use --cache on a larger disk"
@@ -370,26 +374,17 @@ public final class CacheEntry: Sendable {
         // Readers are answered on the reply queue, not here: this runs on the fetcher's thread, which should go
         // back to receiving (a reply copies up to 1 MiB into the kernel).
         for resume in ready { Self.replyQueue.async { resume(.success(())) } }
-        if failure == nil && !writeBackNow { startWritebackIfDue() }
+        // Every `writebackBytes` stored, writeback of the data file starts on its own queue: the group commit's
+        // fdatasync then finds little dirty data and stays short, and this thread never waits for the disk's queue
+        // (starting writeback block by block here cost a third of a cold copy's speed).
+        if writebackDue {
+            let (file, size) = (dataFile, size)
+            Self.writebackQueue.async { file.startWriteback(0..<size) }
+        }
         return failure == nil
     }
 
-    /// Starts writeback of the data file every `writebackBytes` stored, on its own queue: the group commit's
-    /// fdatasync then finds little dirty data and stays short, and the fetcher's thread, which calls `store`, never
-    /// waits for the disk's queue (starting writeback block by block on that thread cost a third of a cold copy's
-    /// speed).
-    private func startWritebackIfDue() {
-        let due = state.withLock { state -> Bool in
-            guard state.bytesSinceWriteback >= Self.writebackBytes else { return false }
-            state.bytesSinceWriteback = 0
-            return true
-        }
-        guard due else { return }
-        let (file, size) = (dataFile, size)
-        Self.writebackQueue.async { file.startWriteback(0..<size) }
-    }
-
-    /// How much a file takes in before its writeback is started; see `startWritebackIfDue`.
+    /// How much a file takes in before its writeback is started (see `store`).
     static let writebackBytes = 8 << 20
     private static let writebackQueue = DispatchQueue(label: "rangefs.writeback")
 
