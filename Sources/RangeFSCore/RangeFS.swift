@@ -80,6 +80,15 @@ public final class RangeFS: Sendable {
     let speedSamples = Mutex<[String: (Double, UInt64)]>([:])
     /// Tells the kernel to forget a name (set by the FUSE adapter), after `rangefs rm`.
     public let entryInvalidator = LockedBox<(@Sendable (UInt64, String) -> Void)?>(nil)
+    /// Tells the kernel to drop its cached pages of an inode in a byte range, and its attributes (set by the FUSE
+    /// adapter); `UInt64.max` as the upper bound means to the end of the file. It waits for pages that a READ in
+    /// flight holds, so it must never run where that READ's reply waits behind it.
+    public let pageInvalidator = LockedBox<(@Sendable (UInt64, Range<UInt64>) -> Void)?>(nil)
+    /// Byte ranges of READs being answered ESTALE on the revalidation queue, by inode: the kernel holds their pages
+    /// locked until the reply, so the page invalidation that runs on that queue must leave them out.
+    private let staleReplies = Mutex<[UInt64: [Range<UInt64>]]>([:])
+    /// Where the second, complete page invalidation runs after a remote change (see `forgetKernelPages`).
+    private let invalidationQueue = DispatchQueue(label: "rangefs.invalidate")
     /// Re-probes run here: they wait for the network, which the curl thread provides.
     private let revalidationQueue = DispatchQueue(label: "rangefs.revalidate")
     let logger: Logger
@@ -182,7 +191,7 @@ public final class RangeFS: Sendable {
     /// Reads `count` bytes at `offset`; `reply` runs exactly once, now or when the blocks arrive.
     public func read(handle: UInt64, offset: UInt64, count: Int,
                      reply: @escaping @Sendable (Result<ReadReply, FileSystemError>) -> Void) {
-        let opened = handles.withLock { handles -> (CacheEntry, Range<UInt64>?, Range<UInt64>?)? in
+        let opened = handles.withLock { handles -> (CacheEntry, UInt64, Range<UInt64>?, Range<UInt64>?)? in
             guard var file = handles.open[handle] else { return nil }
             let ahead = file.readahead.observe(offset: offset, count: count)
             let readEnd = min(file.entry.size, offset + UInt64(count))
@@ -202,9 +211,9 @@ public final class RangeFS: Sendable {
                 file.diskReadaheadEnd = windowEnd
             }
             handles.open[handle] = file
-            return (file.entry, networkAhead, diskAhead)
+            return (file.entry, file.inode, networkAhead, diskAhead)
         }
-        guard let (entry, networkAhead, diskAhead) = opened else { return reply(.failure(.badHandle)) }
+        guard let (entry, inode, networkAhead, diskAhead) = opened else { return reply(.failure(.badHandle)) }
         if let diskAhead { entry.prefetchFromDisk(diskAhead) }
         let end = min(entry.size, offset + UInt64(count))
         guard offset < end else {
@@ -220,9 +229,14 @@ public final class RangeFS: Sendable {
             case .failure(.remoteChanged):
                 // Answer only once the new version is in the catalog, so the reader's next open gets it.
                 guard let self else { return reply(.failure(.stale)) }
+                staleReplies.withLock { $0[inode, default: []].append(range) }
                 revalidationQueue.async {
                     self.revalidateNow(entry, knownChanged: true)
                     reply(.failure(.stale))
+                    self.staleReplies.withLock { replies in
+                        if let index = replies[inode]?.firstIndex(of: range) { replies[inode]!.remove(at: index) }
+                        if replies[inode]?.isEmpty == true { replies[inode] = nil }
+                    }
                 }
             case .failure(let error):
                 reply(.failure(Self.fileSystemError(for: error)))
@@ -315,11 +329,16 @@ public final class RangeFS: Sendable {
             entry.markStale()  // already replaced by an earlier revalidation
             return
         }
+        /// Marks the entry stale; the kernel then forgets the old version's pages, so that old handles get ESTALE
+        /// even where the kernel had cached pages.
+        func markStale() {
+            if entry.markStale() { forgetKernelPages(of: item.inode) }
+        }
         switch scheduler.fetcher.probeAll([url])[0] {
         case .success(let fresh) where !fresh.describesSameContent(as: entry.header.remoteMetadata):
             logger.notice("\(Redaction.redact(url)) changed on the server; open handles of the old version get ESTALE")
             catalog.update(inode: item.inode, metadata: fresh)
-            entry.markStale()
+            markStale()
             do {
                 let replacement = try store.entry(for: fresh, blockSize: blockSize)
                 scheduler.stopFilling(entry)
@@ -328,15 +347,35 @@ public final class RangeFS: Sendable {
                 logger.error("cannot open the cache for the new version of \(item.name): \(error)")
             }
         case .success:
-            if knownChanged { entry.markStale() }  // changed and changed back: the old bytes cannot be trusted
+            if knownChanged { markStale() }  // changed and changed back: the old bytes cannot be trusted
         case .failure(.httpStatus(let status)) where status == 404 || status == 410:
             logger.warning("\(Redaction.redact(url)) is gone from the server (HTTP \(status))")
-            entry.markStale()
+            markStale()
         case .failure(let error):
             logger.info("cannot check \(Redaction.redact(url)) against its server: \(error.userMessage)")
             // Unreachable: unless a fetch saw another version, keep serving what is cached.
-            if knownChanged { entry.markStale() }
+            if knownChanged { markStale() }
         }
+    }
+
+    /// Makes the kernel drop its cached pages (and attributes) of `inode` after its entry went stale. The kernel
+    /// serves cached pages without asking, so without this an old handle would go on reading them. Runs on the
+    /// revalidation queue, where the ESTALE replies of the READs that found the change wait: their pages stay
+    /// locked until then, so those ranges are left out here (they are not cached anyway: the READs fail), and a
+    /// second, complete pass runs on its own queue for whatever was in flight meanwhile.
+    private func forgetKernelPages(of inode: UInt64) {
+        guard let invalidate = pageInvalidator.withLock({ $0 }) else { return }
+        let page: UInt64 = 4096
+        let held = staleReplies.withLock { $0[inode] ?? [] }
+            .map { ($0.lowerBound / page * page)..<(($0.upperBound + page - 1) / page * page) }
+            .sorted { $0.lowerBound < $1.lowerBound }
+        var start: UInt64 = 0
+        for range in held {
+            if range.lowerBound > start { invalidate(inode, start..<range.lowerBound) }
+            start = max(start, range.upperBound)
+        }
+        invalidate(inode, start..<UInt64.max)
+        invalidationQueue.async { invalidate(inode, 0..<UInt64.max) }
     }
 
     static func fileSystemError(for error: FetchError) -> FileSystemError {

@@ -128,6 +128,12 @@ public final class FUSEMount: @unchecked Sendable {
                 _ = fuse_lowlevel_notify_inval_entry(handle.pointer, fuse_ino_t(parent), name, name.utf8.count)
             }
         }
+        context.takeUnretainedValue().fileSystem.pageInvalidator.withLock { invalidator in
+            invalidator = { inode, range in
+                let length = range.upperBound == UInt64.max ? 0 : off_t(range.count)  // 0: to the end
+                _ = fuse_lowlevel_notify_inval_inode(handle.pointer, fuse_ino_t(inode), off_t(range.lowerBound), length)
+            }
+        }
     }
 
     /// Raises the mount's readahead through sysfs; without permission (not root) the default stays.
@@ -162,6 +168,7 @@ public final class FUSEMount: @unchecked Sendable {
     /// Unmounts and frees the session; call after `waitUntilUnmounted`.
     public func finish() {
         context.takeUnretainedValue().fileSystem.entryInvalidator.withLock { $0 = nil }
+        context.takeUnretainedValue().fileSystem.pageInvalidator.withLock { $0 = nil }
         fuse_session_unmount(session)
         fuse_session_destroy(session)
         context.release()

@@ -89,6 +89,10 @@ private func rangefsInit(_ userdata: UnsafeMutableRawPointer?, _ conn: UnsafeMut
         conn.pointee.congestion_threshold = context.maxBackground * 3 / 4
         let wanted = rfs_cap_async_read() | rfs_cap_splice_write() | rfs_cap_splice_move()
         conn.pointee.want |= conn.pointee.capable & wanted
+        // libfuse turns auto_inval_data on by default. With attribute timeout 0 it makes the kernel send a GETATTR
+        // before every read(2): 4,096 round trips for a 512 MiB cp. A remote change drops the kernel's pages
+        // explicitly instead (RangeFS.forgetKernelPages), and new opens of a new version skip keep_cache.
+        conn.pointee.want &= ~rfs_cap_auto_inval_data()
         // READs of at most 255 pages. Replies come from the cache file's mapping; when a file cannot be mapped
         // they come from its descriptor, and a reply (data plus its 16-byte header) then fits a pipe of 1 MiB, the
         // default pipe-max-size, so libfuse splices it instead of reading it into a fresh 1 MiB buffer for every
