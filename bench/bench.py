@@ -221,6 +221,8 @@ class Bench:
             drop_caches()
             cat.append(size / timed(["sh", "-c", f"cat '{data}' > /dev/null"]))
             shutil.rmtree(cache)
+            log(f"  run {len(cold)}: curl {curl[-1] / MiB:.0f}, cold cp {cold[-1] / MiB:.0f}, "
+                f"warm cp {warm[-1] / MiB:.0f}, cat {cat[-1] / MiB:.0f} MiB/s")
         self.results["cold cp, fast link"] = (statistics.median(cold), "curl", statistics.median(curl), 1.0)
         self.results["warm cp (cache on disk)"] = (statistics.median(warm), "cat data file", statistics.median(cat), 0.8)
 

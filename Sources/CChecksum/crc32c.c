@@ -85,3 +85,7 @@ int rfs_start_writeback(int fd, off_t offset, off_t length) {
 int rfs_punch_hole(int fd, off_t offset, off_t length) {
     return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length);
 }
+
+int rfs_o_direct(void) {
+    return O_DIRECT;
+}

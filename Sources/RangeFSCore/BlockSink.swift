@@ -27,8 +27,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private let scheduler: FetchScheduler
     /// The first block not yet stored; blocks before it in `blocks` are present.
     private var nextBlock: Int
-    /// Bytes of `nextBlock` received so far.
-    private var partial: [UInt8] = []
+    /// Bytes of `nextBlock` received so far; handed to the entry when the block is whole.
+    private var partial: BlockBuffer
     /// Attempts since the last one that made progress.
     private var attempt = 0
     /// Where the current attempt started, to tell whether it made progress.
@@ -46,7 +46,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         self.maxBytesPerSecond = maxBytesPerSecond
         self.scheduler = scheduler
         self.nextBlock = blocks.lowerBound
-        partial.reserveCapacity(entry.blockSize)
+        partial = BlockBuffer(capacity: entry.length(ofBlock: blocks.lowerBound))
     }
 
     /// The first byte still wanted.
@@ -61,7 +61,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     func startAttempt() {
         if wholeFile {
             nextBlock = blocks.lowerBound  // without Range, every attempt starts at byte 0
-            partial.removeAll(keepingCapacity: true)
+            partial = BlockBuffer(capacity: entry.length(ofBlock: nextBlock))
         }
         attempt += 1
         attemptStart = resumeOffset
@@ -118,42 +118,40 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
-        var remaining = body[...]
+        var remaining = body
         while !remaining.isEmpty {
             guard nextBlock < blocks.upperBound else {
                 failure = .badContentRange("body longer than the requested range")
                 return false
             }
-            let blockLength = entry.length(ofBlock: nextBlock)
-            if partial.isEmpty && remaining.count >= blockLength {
-                // A whole block inside curl's buffer: store it from there, without copying it first.
-                storeBlock(UnsafeRawBufferPointer(rebasing: remaining.prefix(blockLength)), length: blockLength)
-                remaining = remaining.dropFirst(blockLength)
-                continue
-            }
-            let take = min(blockLength - partial.count, remaining.count)
-            partial.append(contentsOf: remaining.prefix(take))
-            remaining = remaining.dropFirst(take)
-            if partial.count == blockLength {
-                partial.withUnsafeBytes { storeBlock($0, length: blockLength) }
-                partial.removeAll(keepingCapacity: true)
-            }
+            let taken = partial.append(remaining)
+            remaining = UnsafeRawBufferPointer(rebasing: remaining[taken...])
+            if partial.isFull { storeBlock() }
         }
         return true
     }
 
-    /// Stores `nextBlock` (unless a whole-file stream passes a block that is already here) and moves on.
-    private func storeBlock(_ bytes: UnsafeRawBufferPointer, length: Int) {
+    /// Hands `nextBlock` to the entry (unless a whole-file stream passes a block that is already here) and moves
+    /// on with a fresh buffer.
+    private func storeBlock() {
+        let length = partial.count
         if !(wholeFile && entry.isPresent(nextBlock)) {
-            let store = scheduler.store
-            store.makeRoom(for: length)
-            if entry.store(block: nextBlock, bytes: bytes, writeBackNow: isBackground) {
-                store.account(length)
-                store.recordUse(entry, blocks: nextBlock..<(nextBlock + 1))
+            let (store, entry, index) = (scheduler.store, entry, nextBlock)
+            store.reserveRoom(for: length)
+            let accepted = entry.accept(block: index, buffer: partial, writeBackNow: isBackground) { stored in
+                guard stored else { return store.account(-length) }
+                store.recordUse(entry, blocks: index..<(index + 1))
+                if entry.bytesSinceCommit >= store.commitBytes { store.commitSoon(entry) }
             }
-            if entry.bytesSinceCommit >= store.commitBytes { store.commitSoon(entry) }
+            if !accepted { store.account(-length) }
+            partial = BlockBuffer(capacity: length)
+        } else {
+            partial.reset()
         }
         nextBlock += 1
+        if nextBlock < blocks.upperBound && entry.length(ofBlock: nextBlock) != partial.capacity {
+            partial = BlockBuffer(capacity: entry.length(ofBlock: nextBlock))
+        }
     }
 
     func complete(error: FetchError?) {

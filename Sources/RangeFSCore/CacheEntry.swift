@@ -6,10 +6,17 @@
 //   verified  the block's bytes matched their CRC since this process opened the entry.
 // and `durable`, the set the bitmap file on disk holds.
 //
-// Durability order (DESIGN.md §3): a block is pwritten and its CRC slot pwritten, then it becomes `present` and its
-// waiters are answered from the page cache at once. A later group commit takes a snapshot of `present`, fdatasyncs
-// the data and CRC files, and only then replaces the bitmap file with the snapshot. So a bit never reaches the disk
-// before its data, and a crash loses at most one commit interval of progress.
+// A fetched block arrives in its own buffer (`accept`). Its waiters are answered from that buffer at once, and a
+// writer thread writes it to the data file:
+//   - blocks that readers asked for (demand and readahead) go through the page cache, where the next reads find
+//     them, and reach the disk at the next group commit: a fast copy is not slowed by disk writes;
+//   - background fill goes with O_DIRECT where the file system allows it, from the buffer straight to the disk:
+//     no copy into the page cache, no dirty pages for a reader's commit to wait on, and no cache pollution.
+//
+// Durability order (DESIGN.md §3): a block is written and its CRC slot written, then it becomes `present`. A later
+// group commit takes a snapshot of `present`, fdatasyncs the data and CRC files, and only then replaces the bitmap
+// file with the snapshot. So a bit never reaches the disk before its data, and a crash loses at most one commit
+// interval of progress (and the blocks still waiting to be written, which were never present).
 //
 // Blocks loaded from an earlier run are trusted only after their CRC matches, checked the first time each is read:
 // a torn write or a flipped sector turns into a refetch, never into wrong bytes.
@@ -19,6 +26,7 @@
 // absent again). When the remote file changes, the entry becomes stale: its waiters and every later read fail
 // with `.remoteChanged`, and the store opens a fresh entry (in new files) for the new version.
 
+import CChecksum
 import Dispatch
 import Glibc
 import Logging
@@ -32,6 +40,10 @@ public final class CacheEntry: Sendable {
     public let directory: String
     private let dataFile: SystemFile
     private let crcFile: SystemFile
+    /// The data file opened with O_DIRECT, for whole blocks; nil where the file system refuses it.
+    private let directFile: SystemFile?
+    /// Cleared when a direct write fails, after which every block is written through the page cache.
+    private let directWrites: Atomic<Bool>
     /// The data file mapped read-only, so replies are copied by the kernel straight from the page cache.
     private let mapping: FileMapping?
     private let state: Mutex<State>
@@ -42,6 +54,13 @@ public final class CacheEntry: Sendable {
     private struct Waiter {
         var remaining: Int
         let resume: Resume
+    }
+
+    /// A block received and not yet written; readers get its bytes from memory meanwhile.
+    private struct Unwritten {
+        let buffer: BlockBuffer
+        let writeBackNow: Bool
+        let stored: @Sendable (Bool) -> Void
     }
 
     /// What `request` found.
@@ -69,13 +88,15 @@ public final class CacheEntry: Sendable {
         var changedSinceCommit = false
         var commitRequested = false
         var bytesSinceCommit = 0
-        /// Bytes stored since writeback of the data file was last started.
-        var bytesSinceWriteback = 0
         var nextWaiterID: UInt64 = 0
         var waiters: [UInt64: Waiter] = [:]
         var waitersByBlock: [Int: [UInt64]] = [:]
+        /// Blocks received and waiting for the writer (still in flight, not yet present).
+        var unwritten: [Int: Unwritten] = [:]
+        /// Whether the writer has this entry's unwritten blocks in hand.
+        var writeScheduled = false
         /// Blocks that could not be written, oldest first.
-        var memoryBlocks: [Int: [UInt8]] = [:]
+        var memoryBlocks: [Int: BlockBuffer] = [:]
         var memoryOrder: [Int] = []
         var memoryBytes = 0
         var reportedWriteFailure = false
@@ -111,6 +132,8 @@ public final class CacheEntry: Sendable {
         self.dataFile = dataFile
         self.crcFile = crcFile
         mapping = FileMapping(file: dataFile, count: Int(header.size))
+        directFile = try? SystemFile(path: dataFile.path, flags: O_WRONLY | rfs_o_direct())
+        directWrites = Atomic(directFile != nil)
         self.logger = logger
         let empty = BlockBitmap(blockCount: header.blockCount)
         var initial = State(present: durable, verified: empty, inFlight: empty, durable: durable, crcs: crcs)
@@ -180,20 +203,21 @@ public final class CacheEntry: Sendable {
     }
 
     private static func isReadable(_ index: Int, in state: State) -> Bool {
-        state.present.contains(index) || state.memoryBlocks[index] != nil
+        state.present.contains(index) || state.unwritten[index] != nil || state.memoryBlocks[index] != nil
     }
 
     /// How to answer a read of `range` whose blocks are readable: straight from the data file when all are on
-    /// disk, else as bytes gathered from disk and memory. Nil if a memory block was dropped meanwhile.
+    /// disk, else in segments from the file's mapping and from the buffers of blocks held in memory (or as bytes
+    /// gathered from both, if the file is not mapped). Nil if a memory block was dropped meanwhile.
     public func reply(for range: Range<UInt64>) -> ReadReply? {
         let blocks = self.blocks(covering: range)
-        let fromMemory = state.withLock { state -> [Int: [UInt8]]? in
-            var copies: [Int: [UInt8]] = [:]
+        let fromMemory = state.withLock { state -> [Int: BlockBuffer]? in
+            var buffers: [Int: BlockBuffer] = [:]
             for index in blocks where !state.present.contains(index) {
-                guard let bytes = state.memoryBlocks[index] else { return nil }
-                copies[index] = bytes
+                guard let buffer = state.unwritten[index]?.buffer ?? state.memoryBlocks[index] else { return nil }
+                buffers[index] = buffer
             }
-            return copies
+            return buffers
         }
         guard let fromMemory else { return nil }
         if fromMemory.isEmpty {
@@ -202,14 +226,33 @@ public final class CacheEntry: Sendable {
             }
             return .file(descriptor: dataFile.descriptor, offset: range.lowerBound, count: Int(range.count))
         }
+        // Each block's part of `range`, with where it starts inside the block.
+        let parts = blocks.map { index -> (Int, Range<UInt64>, Int) in
+            let blockRange = byteRange(of: index..<(index + 1))
+            let wanted = range.clamped(to: blockRange)
+            return (index, wanted, Int(wanted.lowerBound - blockRange.lowerBound))
+        }
+        if let mapping {
+            var segments: [ReplySegment] = []
+            for (index, wanted, start) in parts {
+                if let buffer = fromMemory[index] {
+                    segments.append(ReplySegment(address: UInt(bitPattern: buffer.address) + UInt(start),
+                                                 count: Int(wanted.count), owner: buffer))
+                } else if let last = segments.last, last.owner == nil,
+                          last.address + UInt(last.count) == mapping.address + UInt(wanted.lowerBound) {
+                    segments[segments.count - 1].count += Int(wanted.count)
+                } else {
+                    segments.append(ReplySegment(address: mapping.address + UInt(wanted.lowerBound),
+                                                 count: Int(wanted.count), owner: nil))
+                }
+            }
+            return .segments(segments)
+        }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(Int(range.count))
-        for index in blocks {
-            let blockRange = byteRange(of: index..<(index + 1))
-            let wanted = max(blockRange.lowerBound, range.lowerBound)..<min(blockRange.upperBound, range.upperBound)
-            if let block = fromMemory[index] {
-                let start = Int(wanted.lowerBound - blockRange.lowerBound)
-                bytes += block[start..<(start + Int(wanted.count))]
+        for (index, wanted, start) in parts {
+            if let buffer = fromMemory[index] {
+                bytes += buffer.bytes[start..<(start + Int(wanted.count))]
             } else {
                 guard let read = try? dataFile.read(at: wanted.lowerBound, count: Int(wanted.count)),
                       read.count == Int(wanted.count)
@@ -248,9 +291,27 @@ public final class CacheEntry: Sendable {
     }
 
     private static func claim(_ candidates: [Int], in state: inout State) -> [Range<Int>] {
+        let claimed = candidates.filter { !state.inFlight.contains($0) }
+        for index in claimed { state.inFlight.insert(index) }
+        return runs(of: claimed)
+    }
+
+    /// Starts reading the cached bytes of `range` from disk in the background, so that a sequential reader's
+    /// next blocks (and their CRC checks) come from the page cache. Only present blocks are read: asking for a
+    /// hole would fill the page cache with zero pages that the block's arrival then has to overwrite (on a cold
+    /// copy that cost a tenth of the daemon's time).
+    public func prefetchFromDisk(_ range: Range<UInt64>) {
+        guard !range.isEmpty else { return }
+        let runs = state.withLock { state in
+            Self.runs(of: blocks(covering: range).filter { state.present.contains($0) })
+        }
+        for run in runs { dataFile.adviseWillNeed(byteRange(of: run).clamped(to: range)) }
+    }
+
+    /// Consecutive indexes joined into runs.
+    private static func runs(of indexes: [Int]) -> [Range<Int>] {
         var runs: [Range<Int>] = []
-        for index in candidates where !state.inFlight.contains(index) {
-            state.inFlight.insert(index)
+        for index in indexes {
             if let last = runs.last, last.upperBound == index {
                 runs[runs.count - 1] = last.lowerBound..<(index + 1)
             } else {
@@ -258,12 +319,6 @@ public final class CacheEntry: Sendable {
             }
         }
         return runs
-    }
-
-    /// Starts reading the cached bytes of `range` from disk in the background, so that a sequential reader's
-    /// next blocks (and their CRC checks) come from the page cache.
-    public func prefetchFromDisk(_ range: Range<UInt64>) {
-        dataFile.adviseWillNeed(range)
     }
 
     /// Reads present bytes with `pread`.
@@ -314,79 +369,145 @@ public final class CacheEntry: Sendable {
 
     // MARK: Storing
 
-    /// Writes one whole block fetched from the origin, then wakes the readers it completes. If the write fails
-    /// (a full disk), the block is kept in memory for its readers and never marked present. Returns whether the
-    /// block is now in the cache. `writeBackNow` (background fill) starts the block's writeback on this thread,
-    /// so fill goes at the disk's pace and leaves no backlog of dirty pages for a reader's commit to wait on;
-    /// blocks that readers wait for are written back later, off this thread.
+    /// Takes one whole block fetched from the origin. Its readers are answered from `buffer` at once; the writer
+    /// thread then writes it (and its CRC slot) to the cache, and only then is the block present. `stored` runs on
+    /// the writer after that, with whether the block is now in the cache. If it fails (a full disk), the block is kept in
+    /// memory for its readers and never marked present. Waits while too many received bytes wait to be written.
+    /// Returns false, keeping nothing, if the block brings nothing new (the entry is stale, or it is here already).
+    /// `writeBackNow` marks background fill, which goes to the disk at once (see `write`).
     @discardableResult
-    public func store(block index: Int, bytes: UnsafeRawBufferPointer, writeBackNow: Bool = false) -> Bool {
-        precondition(bytes.count == length(ofBlock: index), "block \(index) must be stored whole")
-        // Stale, or already here (claims never overlap, so only a race could bring a block twice): nothing new.
+    public func accept(block index: Int, buffer: BlockBuffer, writeBackNow: Bool = false,
+                       stored: @escaping @Sendable (Bool) -> Void = { _ in }) -> Bool {
+        precondition(buffer.count == length(ofBlock: index), "block \(index) must be stored whole")
+        // Claims never overlap, so only a race could bring a block twice.
         let nothingNew = state.withLock { state -> Bool in
-            guard state.stale || state.present.contains(index) else { return false }
-            state.inFlight.remove(index)
+            guard state.stale || state.present.contains(index) || state.unwritten[index] != nil else { return false }
+            if state.unwritten[index] == nil { state.inFlight.remove(index) }
             return true
         }
         if nothingNew { return false }
-        let crc = CRC32C.checksum(bytes)
+        WriteBudget.take(buffer.count)
+        let (ready, startWriter) = state.withLock { state -> ([Resume], Bool) in
+            state.unwritten[index] = Unwritten(buffer: buffer, writeBackNow: writeBackNow, stored: stored)
+            Self.dropFromMemory(index, in: &state)
+            defer { state.writeScheduled = true }
+            return (Self.wake(block: index, in: &state), !state.writeScheduled)
+        }
+        // Readers are answered on the reply queue, not here: this runs on the fetcher's thread, which should go
+        // back to receiving (a reply copies up to 1 MiB into the kernel).
+        for resume in ready { Self.replyQueue.async { resume(.success(())) } }
+        if startWriter { Self.writerQueue.async { self.writeUnwritten() } }
+        return true
+    }
+
+    /// Stores one whole block now, on this thread: `accept`, then wait for the writer. Returns whether the block
+    /// is now in the cache.
+    @discardableResult
+    public func store(block index: Int, bytes: UnsafeRawBufferPointer, writeBackNow: Bool = false) -> Bool {
+        guard accept(block: index, buffer: BlockBuffer(copying: bytes), writeBackNow: writeBackNow) else { return false }
+        Self.waitForWrites()
+        return isPresent(index)
+    }
+
+    /// Where received blocks are written, for every entry: one thread, so the disk sees few, large writes.
+    private static let writerQueue = DispatchQueue(label: "rangefs.cache-writer")
+
+    /// Returns once every block accepted so far is written (or failed to be).
+    public static func waitForWrites() { writerQueue.sync {} }
+
+    /// The most one write takes: consecutive blocks waiting together are written with one pwritev.
+    private static let writeBytes = 1 << 20
+
+    /// Runs on the writer: writes this entry's unwritten blocks, lowest first, in runs of consecutive blocks.
+    private func writeUnwritten() {
+        while true {
+            let run = state.withLock { state -> [(Int, Unwritten)] in
+                guard let first = state.unwritten.keys.min() else {
+                    state.writeScheduled = false
+                    return []
+                }
+                var run: [(Int, Unwritten)] = []
+                var bytes = 0
+                while let item = state.unwritten[first + run.count], bytes < Self.writeBytes,
+                      item.writeBackNow == state.unwritten[first]!.writeBackNow {
+                    run.append((first + run.count, item))
+                    bytes += item.buffer.count
+                }
+                return run
+            }
+            if run.isEmpty { return }
+            write(run)
+        }
+    }
+
+    /// Writes consecutive blocks and their CRC slots, then marks them present (or keeps them in memory if the
+    /// write failed). Background fill goes to the disk at once: with O_DIRECT, or else through the page cache
+    /// with its writeback started here. Readers' blocks stay in the page cache until the group commit.
+    private func write(_ run: [(Int, Unwritten)]) {
+        let first = run[0].0
+        let range = byteRange(of: first..<(first + run.count))
+        let buffers = run.map(\.1.buffer)
+        let background = run[0].1.writeBackNow
+        let crcs = buffers.map { CRC32C.checksum($0.bytes) }
         var failure: SystemError?
         do throws(SystemError) {
-            let blockRange = byteRange(of: index..<(index + 1))
-            try dataFile.write(bytes, at: blockRange.lowerBound)
-            if writeBackNow { dataFile.startWriteback(blockRange) }
-            var slot = ByteWriter()
-            slot.write(crc)
-            try crcFile.write(slot.bytes, at: UInt64(index) * 4)
+            if try !writeData(buffers, at: range.lowerBound, direct: background) && background {
+                dataFile.startWriteback(range)
+            }
+            var slots = ByteWriter()
+            for crc in crcs { slots.write(crc) }
+            try crcFile.write(slots.bytes, at: UInt64(first) * 4)
         } catch {
             failure = error
         }
-        let (ready, firstFailure, writebackDue) = state.withLock { state -> ([Resume], Bool, Bool) in
-            state.inFlight.remove(index)
+        let (firstFailure, stale) = state.withLock { state -> (Bool, Bool) in
             var firstFailure = false
-            var writebackDue = false
-            if failure == nil {
-                state.present.insert(index)
-                state.verified.insert(index)
-                state.crcs[index] = crc
-                state.changedSinceCommit = true
-                state.bytesSinceCommit += bytes.count
-                if !writeBackNow {
-                    state.bytesSinceWriteback += bytes.count
-                    writebackDue = state.bytesSinceWriteback >= Self.writebackBytes
-                    if writebackDue { state.bytesSinceWriteback = 0 }
+            for ((index, item), crc) in zip(run, crcs) {
+                state.unwritten[index] = nil
+                state.inFlight.remove(index)
+                guard !state.stale else { continue }
+                if failure == nil {
+                    state.present.insert(index)
+                    state.verified.insert(index)
+                    state.crcs[index] = crc
+                    state.changedSinceCommit = true
+                    state.bytesSinceCommit += item.buffer.count
+                    state.storedBytes += UInt64(item.buffer.count)
+                    state.lastError = nil
+                } else {
+                    firstFailure = firstFailure || !state.reportedWriteFailure
+                    state.reportedWriteFailure = true
+                    Self.keepInMemory(index, item.buffer, in: &state)
                 }
-                state.storedBytes += UInt64(bytes.count)
-                state.lastError = nil
-                Self.dropFromMemory(index, in: &state)
-            } else {
-                firstFailure = !state.reportedWriteFailure
-                state.reportedWriteFailure = true
-                Self.keepInMemory(index, Array(bytes), in: &state)
             }
-            return (Self.wake(block: index, in: &state), firstFailure, writebackDue)
+            return (firstFailure, state.stale)
         }
+        WriteBudget.giveBack(buffers.reduce(0) { $0 + $1.count })
         if let failure, firstFailure {
             let advice = failure.isNoSpace ? "the cache disk is full; free space or use --cache on a larger disk"
                 : "check the cache disk"
             logger.error("cannot write \(directory)/data (\(failure)): serving fetched blocks from memory without caching them; \(advice)")
         }
-        // Readers are answered on the reply queue, not here: this runs on the fetcher's thread, which should go
-        // back to receiving (a reply copies up to 1 MiB into the kernel).
-        for resume in ready { Self.replyQueue.async { resume(.success(())) } }
-        // Every `writebackBytes` stored, writeback of the data file starts on its own queue: the group commit's
-        // fdatasync then finds little dirty data and stays short, and this thread never waits for the disk's queue
-        // (starting writeback block by block here cost a third of a cold copy's speed).
-        if writebackDue {
-            let (file, size) = (dataFile, size)
-            Self.writebackQueue.async { file.startWriteback(0..<size) }
-        }
-        return failure == nil
+        for (_, item) in run { item.stored(failure == nil && !stale) }
     }
 
-    /// How much a file takes in before its writeback is started (see `store`).
-    static let writebackBytes = 8 << 20
-    private static let writebackQueue = DispatchQueue(label: "rangefs.writeback")
+    /// Writes `buffers` back to back at `offset`: if `direct`, with O_DIRECT when every length is a multiple of
+    /// the page size (falling back to the page cache for good if the file system refuses), else through the page
+    /// cache. Returns whether the write was direct.
+    private func writeData(_ buffers: [BlockBuffer], at offset: UInt64, direct: Bool) throws(SystemError) -> Bool {
+        if direct, let directFile, directWrites.load(ordering: .relaxed),
+           buffers.allSatisfy({ $0.count % BlockBuffer.alignment == 0 }) {
+            do {
+                try directFile.write(buffers.map(\.bytes), at: offset)
+                return true
+            } catch where error.errno == EINVAL {
+                directWrites.store(false, ordering: .relaxed)
+                logger.notice("\(directory): direct writes refused (\(error)); writing through the page cache")
+            }
+        }
+        try dataFile.write(buffers.map(\.bytes), at: offset)
+        return false
+    }
 
     private static func wake(block index: Int, in state: inout State) -> [Resume] {
         var ready: [Resume] = []
@@ -403,7 +524,7 @@ public final class CacheEntry: Sendable {
         return ready
     }
 
-    private static func keepInMemory(_ index: Int, _ bytes: [UInt8], in state: inout State) {
+    private static func keepInMemory(_ index: Int, _ bytes: BlockBuffer, in state: inout State) {
         dropFromMemory(index, in: &state)
         state.memoryBlocks[index] = bytes
         state.memoryOrder.append(index)

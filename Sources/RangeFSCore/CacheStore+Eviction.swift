@@ -40,8 +40,10 @@ extension CacheStore {
         }
     }
 
-    /// Evicts least recently used blocks until `bytes` more fit under the cap (as far as anything is evictable).
-    public func makeRoom(for bytes: Int) {
+    /// Evicts least recently used blocks until `bytes` more fit under the cap (as far as anything is evictable),
+    /// and counts them as used: a block is counted from when it is received, not when it is written, so blocks on
+    /// their way to the disk cannot overshoot the cap. Give them back with `account(-bytes)` if they never land.
+    public func reserveRoom(for bytes: Int) {
         guard let maxBytes else { return }
         eviction.withLock { queue in
             while queue.usedBytes + bytes > maxBytes && queue.head < queue.records.count {
@@ -50,6 +52,7 @@ extension CacheStore {
                 guard let entry = record.entry, entry.stamp(of: record.block) == record.stamp else { continue }
                 queue.usedBytes -= entry.evict(record.block, stamp: record.stamp)
             }
+            queue.usedBytes += bytes
         }
     }
 

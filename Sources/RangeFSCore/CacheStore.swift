@@ -230,6 +230,7 @@ public final class CacheStore: Sendable {
     /// Stops the periodic commits and commits everything; the lock is released when the store is freed.
     public func close() {
         committing.withLock { $0 = false }
+        CacheEntry.waitForWrites()
         commitQueue.sync { commitAll() }
     }
 }

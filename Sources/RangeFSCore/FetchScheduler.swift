@@ -9,8 +9,10 @@
 //     `fillBytesPerSecond`. While a reader waits on a demand transfer, and for `fillResumeDelay` after the last
 //     one, fill starts nothing new and its running transfers are paused (the fetcher stops receiving on them), so
 //     readers get the link, the disk and the CPU. Readers that come in bursts (a player seeking, a scan) thus keep
-//     fill out of the way for the whole burst, not just for each read. Its work is generated lazily:
-//     when there is room, the next missing run of a file being filled is claimed, one segment at a time.
+//     fill out of the way for the whole burst, not just for each read. Nor does fill start anything while
+//     readahead runs: a sequential reader gets the connections, and fill takes over when it stops. Fill work is
+//     generated lazily: when there is room, the next missing run of a file being filled is claimed, one segment
+//     at a time.
 // Runs are cut into requests of at most `segmentBytes`.
 //
 // Lock order: the scheduler's state, then a CacheEntry's state (claiming fill work); never the other way round.
@@ -89,6 +91,7 @@ public final class FetchScheduler: Sendable {
         var running = 0
         var runningDemand = 0
         var runningFill = 0
+        var runningReadahead = 0
         var runningPerEntry: [ObjectIdentifier: Int] = [:]
         var fillJobs: [FillJob] = []
         var nextFillJob = 0
@@ -260,6 +263,7 @@ public final class FetchScheduler: Sendable {
         else { return false }
         if priority == .fill {
             return state.runningFill < policy.fillTransfers && state.runningDemand == 0 && !state.fillHeld
+                && state.runningReadahead == 0
         }
         return true
     }
@@ -304,6 +308,7 @@ public final class FetchScheduler: Sendable {
         state.running += delta
         if priority == .demand { state.runningDemand += delta }
         if priority == .fill { state.runningFill += delta }
+        if priority == .readahead { state.runningReadahead += delta }
         let key = ObjectIdentifier(entry)
         state.runningPerEntry[key, default: 0] += delta
         if state.runningPerEntry[key] == 0 { state.runningPerEntry[key] = nil }

@@ -35,8 +35,19 @@ public enum ReadReply: Sendable, Equatable {
     /// `count` bytes at `offset` of the file behind `descriptor`, all present: reply straight from it (spliced
     /// where libfuse can); used when the file could not be mapped.
     case file(descriptor: Int32, offset: UInt64, count: Int)
-    /// The bytes themselves, when some came from memory (the cache disk is full).
+    /// Pieces that follow each other in the file: some in the mapping (as in `mapped`), some in the buffers of
+    /// blocks still in memory (just received, or unwritable because the cache disk is full).
+    case segments([ReplySegment])
+    /// The bytes themselves (when the file is not mapped and some came from memory).
     case bytes([UInt8])
+}
+
+/// One piece of a `.segments` reply: `count` bytes at `address`, inside `owner` (which keeps them alive until the
+/// reply is sent) or, without an owner, inside the cache file's mapping.
+public struct ReplySegment: Sendable, Equatable {
+    public var address: UInt
+    public var count: Int
+    public var owner: BlockBuffer?
 }
 
 /// Which files rangefs completes in the background.

@@ -88,6 +88,32 @@ public final class SystemFile: @unchecked Sendable {
         }
     }
 
+    /// Writes all of `pieces`, back to back, at `offset` with `pwritev(2)` (at most 1024 pieces); a short write
+    /// goes on from where it stopped.
+    public func write(_ pieces: [UnsafeRawBufferPointer], at offset: UInt64) throws(SystemError) {
+        var vectors = pieces.filter { !$0.isEmpty }.map {
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
+        }
+        var position = off_t(offset)
+        var first = 0
+        while first < vectors.count {
+            let wrote = try vectors[first...].withUnsafeBufferPointer { remaining throws(SystemError) in
+                try retryingEINTR("pwritev", path) { pwritev(descriptor, remaining.baseAddress, Int32(remaining.count), position) }
+            }
+            if wrote == 0 { throw SystemError(call: "pwritev", path: path, errno: EIO) }
+            position += off_t(wrote)
+            var left = wrote
+            while left > 0 && left >= vectors[first].iov_len {
+                left -= vectors[first].iov_len
+                first += 1
+            }
+            if left > 0 {
+                vectors[first].iov_base += left
+                vectors[first].iov_len -= left
+            }
+        }
+    }
+
     /// Writes all of `bytes` at `offset` with `pwrite(2)`.
     public func write(_ bytes: [UInt8], at offset: UInt64) throws(SystemError) {
         try bytes.withUnsafeBytes { raw in Result { () throws(SystemError) in try write(raw, at: offset) } }.get()

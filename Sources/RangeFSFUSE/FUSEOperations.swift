@@ -154,6 +154,8 @@ private func rangefsRead(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _
             request.replyMapped(address: address, count: count)
         case .success(.file(let descriptor, let offset, let count)):
             request.replyFromFile(descriptor: descriptor, offset: offset, count: count)
+        case .success(.segments(let segments)):
+            request.replySegments(segments)
         case .success(.bytes(let bytes)):
             request.replyBytes(bytes)
         case .failure(let error):

@@ -37,6 +37,18 @@ struct FUSERequest: @unchecked Sendable {
         FileMapping.release(address: address, count: count)
     }
 
+    /// Sends pieces from a cache file's mapping and from block buffers with one writev (see `replyMapped`); the
+    /// segments keep their buffers alive until it returns.
+    func replySegments(_ segments: [ReplySegment]) {
+        var vectors = segments.map {
+            iovec(iov_base: UnsafeMutableRawPointer(bitPattern: $0.address), iov_len: $0.count)
+        }
+        fuse_reply_iov(raw, &vectors, Int32(vectors.count))
+        for segment in segments where segment.owner == nil {
+            FileMapping.release(address: segment.address, count: segment.count)
+        }
+    }
+
     /// Sends `count` bytes at `offset` of `descriptor`, spliced where the kernel allows it.
     func replyFromFile(descriptor: Int32, offset: UInt64, count: Int) {
         if count == 0 {

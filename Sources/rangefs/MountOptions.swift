@@ -37,10 +37,10 @@ struct MountOptions: ParsableArguments {
     var verbose = false
 
     @Option(name: .long, help: "Seconds between cache commits: at most this much download progress is lost in a crash.")
-    var commitInterval: Double = 0.25
+    var commitInterval: Double = 0.5
 
-    @Option(name: .long, help: "Also commit once this much was fetched since the last commit, e.g. 16M.")
-    var commitBytes: String = "16M"
+    @Option(name: .long, help: "Also commit once this much was fetched since the last commit, e.g. 64M.")
+    var commitBytes: String = "1G"
 
     @Option(name: .long, help: "The largest readahead window of a sequential reader, e.g. 32M.")
     var readahead: String = "32M"
@@ -146,7 +146,7 @@ struct MountOptions: ParsableArguments {
     /// Checks the numeric options; the error names the option and a valid value.
     func validateNumbers() throws {
         guard commitInterval >= 0.01 && commitInterval <= 60 else {
-            throw ValidationError("--commit-interval \(commitInterval) is out of range; use 0.01 to 60 seconds, e.g. 0.25")
+            throw ValidationError("--commit-interval \(commitInterval) is out of range; use 0.01 to 60 seconds, e.g. 0.5")
         }
         guard connectTimeout >= 1, timeout >= 1 else {
             throw ValidationError("--connect-timeout and --timeout must be at least 1 second")

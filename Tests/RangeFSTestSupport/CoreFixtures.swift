@@ -30,6 +30,11 @@ extension RangeFS {
                 case .mapped(let address, let count):
                     // Tests read the mapping directly; the daemon never does (see FileMapping).
                     return Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: count))
+                case .segments(let segments):
+                    // Likewise for the mapped pieces; buffers are the daemon's own memory.
+                    return segments.flatMap {
+                        Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: $0.address), count: $0.count))
+                    }
                 case .file(let descriptor, let offset, let count):
                     var buffer = [UInt8](repeating: 0, count: count)
                     let got = pread(descriptor, &buffer, count, off_t(offset))

@@ -26,3 +26,7 @@ int rfs_start_writeback(int fd, off_t offset, off_t length);
 /// Frees the disk space of [offset, offset+length) of fd, keeping its size (fallocate PUNCH_HOLE|KEEP_SIZE; the
 /// flags are hidden behind _GNU_SOURCE). Returns 0 or -1 with errno set.
 int rfs_punch_hole(int fd, off_t offset, off_t length);
+
+/// O_DIRECT, for open(2): writes go from the caller's (aligned) buffer to the disk, past the page cache (the
+/// flag is hidden behind _GNU_SOURCE).
+int rfs_o_direct(void);

@@ -1,0 +1,76 @@
+// Memory for fetched blocks on their way to the cache file.
+//
+// A block is received into a page-aligned buffer, which the cache entry then owns: readers are answered from it
+// at once, and it is written to the data file with O_DIRECT in the background, so the block's bytes are copied
+// neither into the daemon's page cache nor back out of it. `WriteBudget` bounds the bytes waiting to be written,
+// for the whole process: when the disk falls behind, receiving waits for it.
+
+import Dispatch
+import Glibc
+
+/// One block's bytes in page-aligned memory (O_DIRECT needs aligned buffers), freed with its last reference.
+public final class BlockBuffer: @unchecked Sendable, Equatable {
+    // @unchecked Sendable: the bytes are written only by the one owner that fills the buffer (a fetch's sink),
+    // before it hands the buffer over; afterwards they are only read.
+    public let address: UnsafeMutableRawPointer
+    public let capacity: Int
+    /// How many bytes are filled, from the start.
+    public private(set) var count = 0
+
+    public static let alignment = 4096
+
+    public init(capacity: Int) {
+        var pointer: UnsafeMutableRawPointer?
+        let rounded = max(Self.alignment, (capacity + Self.alignment - 1) / Self.alignment * Self.alignment)
+        guard posix_memalign(&pointer, Self.alignment, rounded) == 0, let pointer else {
+            fatalError("cannot allocate \(rounded) bytes for a block")
+        }
+        address = pointer
+        self.capacity = capacity
+    }
+
+    /// A filled copy of `bytes`.
+    public convenience init(copying bytes: UnsafeRawBufferPointer) {
+        self.init(capacity: bytes.count)
+        append(bytes)
+    }
+
+    deinit { free(address) }
+
+    /// Appends as much of `bytes` as fits and returns how many bytes that was.
+    @discardableResult
+    public func append(_ bytes: UnsafeRawBufferPointer) -> Int {
+        let take = min(capacity - count, bytes.count)
+        if take > 0, let base = bytes.baseAddress { (address + count).copyMemory(from: base, byteCount: take) }
+        count += take
+        return take
+    }
+
+    public func reset() { count = 0 }
+
+    public var isFull: Bool { count == capacity }
+
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: address, count: count) }
+
+    public static func == (lhs: BlockBuffer, rhs: BlockBuffer) -> Bool { lhs === rhs }
+}
+
+/// Bounds the bytes of received blocks that wait to be written, across the process. Taking room waits while the
+/// bound is reached; the writer gives room back after each write, and never waits for a receiver, so this cannot
+/// deadlock.
+enum WriteBudget {
+    private static let unit = 64 << 10
+    /// 32 MiB: about a third of a second of a fast disk, and a fixed part of the daemon's memory.
+    static let limit = 32 << 20
+    private static let room = DispatchSemaphore(value: limit / unit)
+
+    private static func units(_ bytes: Int) -> Int { max(1, (bytes + unit - 1) / unit) }
+
+    static func take(_ bytes: Int) {
+        for _ in 0..<min(units(bytes), limit / unit) { room.wait() }
+    }
+
+    static func giveBack(_ bytes: Int) {
+        for _ in 0..<min(units(bytes), limit / unit) { room.signal() }
+    }
+}
