@@ -7,6 +7,7 @@
 
 import Dispatch
 import Glibc
+import Synchronization
 
 /// One block's bytes in page-aligned memory (O_DIRECT needs aligned buffers), freed with its last reference.
 public final class BlockBuffer: @unchecked Sendable, Equatable {
@@ -20,13 +21,12 @@ public final class BlockBuffer: @unchecked Sendable, Equatable {
     public static let alignment = 4096
 
     public init(capacity: Int) {
-        var pointer: UnsafeMutableRawPointer?
-        let rounded = max(Self.alignment, (capacity + Self.alignment - 1) / Self.alignment * Self.alignment)
-        guard posix_memalign(&pointer, Self.alignment, rounded) == 0, let pointer else {
-            fatalError("cannot allocate \(rounded) bytes for a block")
-        }
-        address = pointer
+        address = BufferPool.take(Self.rounded(capacity))
         self.capacity = capacity
+    }
+
+    private static func rounded(_ capacity: Int) -> Int {
+        max(alignment, (capacity + alignment - 1) / alignment * alignment)
     }
 
     /// A filled copy of `bytes`.
@@ -35,7 +35,7 @@ public final class BlockBuffer: @unchecked Sendable, Equatable {
         append(bytes)
     }
 
-    deinit { free(address) }
+    deinit { BufferPool.giveBack(address, size: Self.rounded(capacity)) }
 
     /// Appends as much of `bytes` as fits and returns how many bytes that was.
     @discardableResult
@@ -55,13 +55,47 @@ public final class BlockBuffer: @unchecked Sendable, Equatable {
     public static func == (lhs: BlockBuffer, rhs: BlockBuffer) -> Bool { lhs === rhs }
 }
 
+/// Recycles block memory. Blocks are allocated on the fetcher's thread and freed on others (the writer, the reply
+/// queue); left to malloc, that spread them over per-thread arenas, and the daemon's memory grew with the
+/// fragments (a peak RSS of 120 MiB with 8 copies, against 43 without buffers). Free memory kept here is bounded.
+enum BufferPool {
+    /// Free memory kept for reuse, by size (addresses as integers, which are Sendable).
+    private static let free = Mutex<(bySize: [Int: [UInt]], bytes: Int)>(([:], 0))
+    static let keptBytes = 16 << 20
+
+    static func take(_ size: Int) -> UnsafeMutableRawPointer {
+        let recycled = free.withLock { pool -> UInt? in
+            guard let address = pool.bySize[size]?.popLast() else { return nil }
+            pool.bytes -= size
+            return address
+        }
+        if let recycled, let pointer = UnsafeMutableRawPointer(bitPattern: recycled) { return pointer }
+        var pointer: UnsafeMutableRawPointer?
+        guard posix_memalign(&pointer, BlockBuffer.alignment, size) == 0, let pointer else {
+            fatalError("cannot allocate \(size) bytes for a block")
+        }
+        return pointer
+    }
+
+    static func giveBack(_ pointer: UnsafeMutableRawPointer, size: Int) {
+        let address = UInt(bitPattern: pointer)
+        let kept = free.withLock { pool -> Bool in
+            guard pool.bytes + size <= keptBytes else { return false }
+            pool.bySize[size, default: []].append(address)
+            pool.bytes += size
+            return true
+        }
+        if !kept { Glibc.free(pointer) }
+    }
+}
+
 /// Bounds the bytes of received blocks that wait to be written, across the process. Taking room waits while the
 /// bound is reached; the writer gives room back after each write, and never waits for a receiver, so this cannot
 /// deadlock.
 enum WriteBudget {
     private static let unit = 64 << 10
-    /// 32 MiB: about a third of a second of a fast disk, and a fixed part of the daemon's memory.
-    static let limit = 32 << 20
+    /// 16 MiB: 16 ms of a fast disk, and a fixed part of the daemon's memory.
+    static let limit = 16 << 20
     private static let room = DispatchSemaphore(value: limit / unit)
 
     private static func units(_ bytes: Int) -> Int { max(1, (bytes + unit - 1) / unit) }
