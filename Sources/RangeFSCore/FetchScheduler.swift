@@ -33,7 +33,7 @@ public enum FetchPriority: Int, Comparable, Sendable {
 /// Tunables for fetching. The defaults were chosen with the benchmark (see README, Performance).
 public struct FetchPolicy: Sendable {
     /// The largest single Range request.
-    public var segmentBytes: UInt64 = 4 << 20
+    public var segmentBytes: UInt64 = 2 << 20
     /// Readahead and fill transfers running at once, over all files (demand always starts).
     public var maxTransfers = 16
     /// Readahead and fill transfers running at once for one file.
