@@ -57,6 +57,44 @@ final class CacheStoreTests: XCTestCase {
         XCTAssertEqual(try entry.readPresent(entry.byteRange(of: 4..<5)), block(entry, 4, in: bytes))
     }
 
+    func testAnAcceptedBlockIsServedAtOnceAndPresentOnlyOnceWritten() throws {
+        let bytes = pseudoRandomBytes(count: 300_000)
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let entry = try store.entry(for: metadata, blockSize: 65536)
+        let landed = LockedBox<[Int: Bool]>([:])
+        // Blocks 1 and 2 as a reader's (through the page cache), 3 as background fill (O_DIRECT on this disk).
+        for index in 1...3 {
+            let buffer = block(entry, index, in: bytes).withUnsafeBytes { BlockBuffer(copying: $0) }
+            let accepted = entry.accept(block: index, buffer: buffer, writeBackNow: index == 3) { stored in
+                // The writer calls this after the block became present: its bytes must be in the data file.
+                let onDisk = try? entry.readPresent(entry.byteRange(of: index..<(index + 1)))
+                landed.withLock { $0[index] = stored && entry.isPresent(index) && onDisk == self.block(entry, index, in: bytes) }
+            }
+            XCTAssertTrue(accepted)
+        }
+        // Readable at once, whether or not the writer got to them yet.
+        let range = entry.byteRange(of: 1..<4)
+        let reply = try XCTUnwrap(entry.reply(for: range))
+        XCTAssertEqual(reply.bytesForTesting(), Array(bytes[Int(range.lowerBound)..<Int(range.upperBound)]))
+        CacheEntry.waitForWrites()
+        XCTAssertEqual(landed.withLock { $0 }, [1: true, 2: true, 3: true])
+        XCTAssertFalse(block(entry, 1, in: bytes).withUnsafeBytes {
+            entry.accept(block: 1, buffer: BlockBuffer(copying: $0))
+        }, "a block already present brings nothing new")
+        XCTAssertTrue(try entry.commit())
+        XCTAssertEqual(entry.durableBlocks.clearRuns(in: 0..<5), [0..<1, 4..<5])
+    }
+
+    func testEveryPieceOfAVectorWriteLandsInOrder() throws {
+        let file = try SystemFile(path: directory.path + "/pieces", flags: O_RDWR | O_CREAT)
+        let pieces = [pseudoRandomBytes(count: 5000, seed: 1), [], pseudoRandomBytes(count: 70_000, seed: 2),
+                      pseudoRandomBytes(count: 1, seed: 3)]
+        let buffers = pieces.map { piece in piece.withUnsafeBytes { BlockBuffer(copying: $0) } }
+        try file.write(buffers.map(\.bytes), at: 100)
+        XCTAssertEqual(try file.read(at: 100, count: 75_001), pieces.flatMap { $0 })
+        XCTAssertEqual(try file.read(at: 0, count: 100), [UInt8](repeating: 0, count: 100))
+    }
+
     func testAChangedRemoteStartsTheEntryEmpty() throws {
         _ = try committedEntry(blocks: [0])
         var changed = metadata

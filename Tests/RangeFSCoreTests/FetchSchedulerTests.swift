@@ -79,6 +79,26 @@ final class FetchSchedulerTests: XCTestCase {
         XCTAssertTrue(origin.requests.allSatisfy { $0.maxBytesPerSecond == (8 << 20) / 8 }, "fill is rate-capped")
     }
 
+    func testFillStartsNothingWhileReadaheadRuns() throws {
+        origin.latency = 0.5
+        var policy = FetchPolicy()
+        policy.segmentBytes = 1 << 20
+        policy.fillBytesPerSecond = 1 << 30  // marks fill's requests: only they carry a rate
+        let fileSystem = try makeFileSystem(prefetch: .none, policy: policy)
+        let item = try XCTUnwrap(fileSystem.catalog.item(named: "fill.bin"))
+        let entry = try fileSystem.entry(for: item)
+        // A sequential reader's readahead for the first 2 MiB, then the whole file as background fill.
+        let ahead = entry.claim(blocks: entry.blocks(covering: 0..<(2 << 20)))
+        fileSystem.scheduler.fetch(entry, url: url, runs: ahead, priority: .readahead)
+        fileSystem.scheduler.fill(entry, url: url)
+        usleep(250_000)  // the readahead answers after 0.5 s
+        XCTAssertEqual(origin.requests.count, 2, "the readahead's two requests")
+        XCTAssertFalse(origin.requests.contains { $0.maxBytesPerSecond != nil }, "no fill while readahead runs")
+        XCTAssertTrue(try waitUntil(20) { try cachedBytes(fileSystem) == UInt64(bytes.count) }, "fill takes over")
+        XCTAssertTrue(origin.requests.contains { $0.maxBytesPerSecond != nil })
+        XCTAssertEqual(origin.bytesSent, UInt64(bytes.count), "each byte fetched once")
+    }
+
     func testADemandReadPausesBackgroundFillUntilItIsAnswered() throws {
         origin.chunkSize = 4096
         var policy = FetchPolicy()

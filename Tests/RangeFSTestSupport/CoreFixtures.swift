@@ -24,27 +24,30 @@ extension RangeFS {
         let done = DispatchSemaphore(value: 0)
         let box = LockedBox<Result<[UInt8], FileSystemError>?>(nil)
         read(handle: handle, offset: offset, count: count) { reply in
-            let value = reply.map { reply -> [UInt8] in
-                switch reply {
-                case .bytes(let bytes): return bytes
-                case .mapped(let address, let count):
-                    // Tests read the mapping directly; the daemon never does (see FileMapping).
-                    return Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: count))
-                case .segments(let segments):
-                    // Likewise for the mapped pieces; buffers are the daemon's own memory.
-                    return segments.flatMap {
-                        Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: $0.address), count: $0.count))
-                    }
-                case .file(let descriptor, let offset, let count):
-                    var buffer = [UInt8](repeating: 0, count: count)
-                    let got = pread(descriptor, &buffer, count, off_t(offset))
-                    return Array(buffer.prefix(max(0, got)))
-                }
-            }
+            let value = reply.map { $0.bytesForTesting() }
             box.withLock { $0 = value }
             done.signal()
         }
         guard done.wait(timeout: .now() + timeout) == .success else { return nil }
         return box.withLock { $0 }
+    }
+}
+
+extension ReadReply {
+    /// The bytes a reply sends. Tests read the cache file's mapping directly; the daemon never does (see
+    /// FileMapping).
+    public func bytesForTesting() -> [UInt8] {
+        func read(_ address: UInt, _ count: Int) -> [UInt8] {
+            Array(UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: address), count: count))
+        }
+        switch self {
+        case .bytes(let bytes): return bytes
+        case .mapped(let address, let count): return read(address, count)
+        case .segments(let segments): return segments.flatMap { read($0.address, $0.count) }
+        case .file(let descriptor, let offset, let count):
+            var buffer = [UInt8](repeating: 0, count: count)
+            let got = pread(descriptor, &buffer, count, off_t(offset))
+            return Array(buffer.prefix(max(0, got)))
+        }
     }
 }
