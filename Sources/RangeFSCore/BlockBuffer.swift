@@ -1,9 +1,9 @@
 // Memory for fetched blocks on their way to the cache file.
 //
 // A block is received into a page-aligned buffer, which the cache entry then owns: readers are answered from it
-// at once, and it is written to the data file with O_DIRECT in the background, so the block's bytes are copied
-// neither into the daemon's page cache nor back out of it. `WriteBudget` bounds the bytes waiting to be written,
-// for the whole process: when the disk falls behind, receiving waits for it.
+// at once, and a writer thread writes it to the data file in the background (background fill with O_DIRECT,
+// which needs the alignment; see CacheEntry). `WriteBudget` bounds the bytes waiting to be written, for the whole
+// process: when the disk falls behind, receiving waits for it.
 
 import Dispatch
 import Glibc

@@ -132,10 +132,11 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     }
 
     /// Hands `nextBlock` to the entry (unless a whole-file stream passes a block that is already here) and moves
-    /// on with a fresh buffer.
+    /// on with a buffer for the next one.
     private func storeBlock() {
         let length = partial.count
-        if !(wholeFile && entry.isPresent(nextBlock)) {
+        let handOver = !(wholeFile && entry.isPresent(nextBlock))
+        if handOver {
             let (store, entry, index) = (scheduler.store, entry, nextBlock)
             store.reserveRoom(for: length)
             let accepted = entry.accept(block: index, buffer: partial, writeBackNow: isBackground) { stored in
@@ -144,13 +145,13 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
                 if entry.bytesSinceCommit >= store.commitBytes { store.commitSoon(entry) }
             }
             if !accepted { store.account(-length) }
-            partial = BlockBuffer(capacity: length)
-        } else {
-            partial.reset()
         }
         nextBlock += 1
-        if nextBlock < blocks.upperBound && entry.length(ofBlock: nextBlock) != partial.capacity {
-            partial = BlockBuffer(capacity: entry.length(ofBlock: nextBlock))
+        let nextLength = entry.length(ofBlock: nextBlock)
+        if handOver || nextLength != partial.capacity {
+            partial = BlockBuffer(capacity: nextLength)
+        } else {
+            partial.reset()
         }
     }
 

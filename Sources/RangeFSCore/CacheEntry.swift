@@ -422,14 +422,16 @@ public final class CacheEntry: Sendable {
     private func writeUnwritten() {
         while true {
             let run = state.withLock { state -> [(Int, Unwritten)] in
-                guard let first = state.unwritten.keys.min() else {
+                guard let first = state.unwritten.keys.min(), let background = state.unwritten[first]?.writeBackNow
+                else {
                     state.writeScheduled = false
                     return []
                 }
+                // A run is all fill (written directly) or all readers' blocks (through the page cache).
                 var run: [(Int, Unwritten)] = []
                 var bytes = 0
                 while let item = state.unwritten[first + run.count], bytes < Self.writeBytes,
-                      item.writeBackNow == state.unwritten[first]!.writeBackNow {
+                      item.writeBackNow == background {
                     run.append((first + run.count, item))
                     bytes += item.buffer.count
                 }

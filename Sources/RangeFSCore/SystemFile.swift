@@ -76,16 +76,9 @@ public final class SystemFile: @unchecked Sendable {
         return done
     }
 
-    /// Writes all of `bytes` at `offset` with `pwrite(2)`; a short write is retried, never ignored.
+    /// Writes all of `bytes` at `offset`; a short write is retried, never ignored.
     public func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(SystemError) {
-        var done = 0
-        while done < bytes.count {
-            let wrote = try retryingEINTR("pwrite", path) {
-                pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
-            }
-            if wrote == 0 { throw SystemError(call: "pwrite", path: path, errno: EIO) }
-            done += wrote
-        }
+        try write([bytes], at: offset)
     }
 
     /// Writes all of `pieces`, back to back, at `offset` with `pwritev(2)` (at most 1024 pieces); a short write
