@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import Logging
 import RangeFSCore
@@ -83,6 +84,36 @@ final class CacheStoreTests: XCTestCase {
         }, "a block already present brings nothing new")
         XCTAssertTrue(try entry.commit())
         XCTAssertEqual(entry.durableBlocks.clearRuns(in: 0..<5), [0..<1, 4..<5])
+    }
+
+    /// A reply straight from the data file's mapping leaves the copying to the kernel, which faults the pages in
+    /// one at a time when they are not cached (a block that background fill wrote with O_DIRECT, or one the kernel
+    /// dropped): a 4 KiB synchronous disk read per page. So the reply first asks for the whole range at once.
+    func testAReplyFromDiskStartsReadingItsWholeRangeAtOnce() throws {
+        let bytes = pseudoRandomBytes(count: 300_000)
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let entry = try store.entry(for: metadata, blockSize: 65536)
+        for index in 0..<4 { try storeBlock(entry, index, from: bytes) }
+        XCTAssertTrue(try entry.commit())
+        let range = entry.byteRange(of: 0..<4)
+        let data = try SystemFile(path: entry.directory + "/data", flags: O_RDONLY)
+        let length = Int(range.upperBound)
+        let view = try XCTUnwrap(mmap(nil, length, PROT_READ, MAP_SHARED, data.descriptor, 0))
+        defer { munmap(view, length) }
+        var resident = [UInt8](repeating: 0, count: (length + 4095) / 4096)
+        func residentPages() -> Int {
+            guard mincore(view, length, &resident) == 0 else { return -1 }
+            return resident.filter { $0 & 1 != 0 }.count
+        }
+        _ = posix_fadvise(data.descriptor, 0, off_t(length), POSIX_FADV_DONTNEED)
+        guard residentPages() == 0 else {
+            throw XCTSkip("this filesystem (\(directory.path)) keeps the data file cached after POSIX_FADV_DONTNEED")
+        }
+        let reply = try XCTUnwrap(entry.reply(for: range))
+        let deadline = Date().addingTimeInterval(5)
+        while residentPages() < resident.count && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(residentPages(), resident.count, "the reply's pages are being read before the kernel copies them")
+        XCTAssertEqual(reply.bytesForTesting(), Array(bytes[0..<length]))
     }
 
     func testEveryPieceOfAVectorWriteLandsInOrder() throws {
