@@ -84,6 +84,8 @@ public final class CacheEntry: Sendable {
         var verified: BlockBitmap
         var inFlight: BlockBitmap
         var durable: BlockBitmap
+        /// Present blocks written with O_DIRECT (so not in the page cache) that no reply has asked for yet.
+        var writtenDirectly: BlockBitmap
         var crcs: [UInt32]
         var changedSinceCommit = false
         var commitRequested = false
@@ -136,7 +138,8 @@ public final class CacheEntry: Sendable {
         directWrites = Atomic(directFile != nil)
         self.logger = logger
         let empty = BlockBitmap(blockCount: header.blockCount)
-        var initial = State(present: durable, verified: empty, inFlight: empty, durable: durable, crcs: crcs)
+        var initial = State(present: durable, verified: empty, inFlight: empty, durable: durable,
+                            writtenDirectly: empty, crcs: crcs)
         initial.stamps = Array(repeating: 0, count: header.blockCount)
         state = Mutex(initial)
     }
@@ -210,24 +213,34 @@ public final class CacheEntry: Sendable {
     /// disk, else in segments from the file's mapping and from the buffers of blocks held in memory (or as bytes
     /// gathered from both, if the file is not mapped). Nil if a memory block was dropped meanwhile.
     ///
-    /// The mapped parts are first asked for with WILLNEED: the kernel copies the reply out of the mapping, and a
-    /// page not in the page cache (a block fill wrote with O_DIRECT, or one the kernel dropped) is then faulted
-    /// in on its own, one synchronous 4 KiB read per page once the mapping's readahead gives up. A cold copy that
-    /// met such blocks ran at a third of its speed. The advice costs a page-cache lookup when the pages are there.
+    /// Blocks that fill wrote with O_DIRECT are first asked for with WILLNEED, once: the kernel copies the reply
+    /// out of the mapping, and a page not in the page cache is then faulted in on its own, one synchronous 4 KiB
+    /// read per page once the mapping's readahead gives up. A cold copy that met fill's blocks ran at a third of
+    /// its speed. Other blocks are in the page cache, or come there ahead of a sequential reader through
+    /// `prefetchFromDisk` (advising every reply of a warm copy cost it a tenth of its speed).
     public func reply(for range: Range<UInt64>) -> ReadReply? {
         let blocks = self.blocks(covering: range)
-        let fromMemory = state.withLock { state -> [Int: BlockBuffer]? in
+        let (fromMemory, uncached) = state.withLock { state -> ([Int: BlockBuffer]?, [Int]) in
             var buffers: [Int: BlockBuffer] = [:]
-            for index in blocks where !state.present.contains(index) {
-                guard let buffer = state.unwritten[index]?.buffer ?? state.memoryBlocks[index] else { return nil }
+            var uncached: [Int] = []
+            for index in blocks {
+                if state.present.contains(index) {
+                    if state.writtenDirectly.remove(index) { uncached.append(index) }
+                    continue
+                }
+                guard let buffer = state.unwritten[index]?.buffer ?? state.memoryBlocks[index] else {
+                    return (nil, [])
+                }
                 buffers[index] = buffer
             }
-            return buffers
+            return (buffers, uncached)
         }
         guard let fromMemory else { return nil }
+        if mapping != nil {
+            for run in Self.runs(of: uncached) { dataFile.adviseWillNeed(byteRange(of: run)) }
+        }
         if fromMemory.isEmpty {
             if let mapping {
-                dataFile.adviseWillNeed(range)
                 return .mapped(address: mapping.address + UInt(range.lowerBound), count: Int(range.count))
             }
             return .file(descriptor: dataFile.descriptor, offset: range.lowerBound, count: Int(range.count))
@@ -251,10 +264,6 @@ public final class CacheEntry: Sendable {
                     segments.append(ReplySegment(address: mapping.address + UInt(wanted.lowerBound),
                                                  count: Int(wanted.count), owner: nil))
                 }
-            }
-            for segment in segments where segment.owner == nil {
-                let start = UInt64(segment.address - mapping.address)
-                dataFile.adviseWillNeed(start..<(start + UInt64(segment.count)))
             }
             return .segments(segments)
         }
@@ -462,8 +471,10 @@ public final class CacheEntry: Sendable {
         let background = run[0].1.writeBackNow
         let crcs = buffers.map { CRC32C.checksum($0.bytes) }
         var failure: SystemError?
+        var wroteDirectly = false
         do throws(SystemError) {
-            if try !writeData(buffers, at: range.lowerBound, direct: background) && background {
+            wroteDirectly = try writeData(buffers, at: range.lowerBound, direct: background)
+            if !wroteDirectly && background {
                 dataFile.startWriteback(range)
             }
             var slots = ByteWriter()
@@ -481,6 +492,7 @@ public final class CacheEntry: Sendable {
                 if failure == nil {
                     state.present.insert(index)
                     state.verified.insert(index)
+                    if wroteDirectly { state.writtenDirectly.insert(index) }
                     state.crcs[index] = crc
                     state.changedSinceCommit = true
                     state.bytesSinceCommit += item.buffer.count
