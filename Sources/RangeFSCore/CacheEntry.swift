@@ -225,7 +225,7 @@ public final class CacheEntry: Sendable {
             var uncached: [Int] = []
             for index in blocks {
                 if state.present.contains(index) {
-                    if state.writtenDirectly.remove(index) { uncached.append(index) }
+                    if state.writtenDirectly.contains(index) { uncached.append(index) }
                     continue
                 }
                 guard let buffer = state.unwritten[index]?.buffer ?? state.memoryBlocks[index] else {
@@ -233,6 +233,7 @@ public final class CacheEntry: Sendable {
                 }
                 buffers[index] = buffer
             }
+            for index in uncached { state.writtenDirectly.remove(index) }
             return (buffers, uncached)
         }
         guard let fromMemory else { return nil }
