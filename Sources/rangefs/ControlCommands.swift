@@ -16,6 +16,12 @@ func runControl(_ body: () throws -> Void) throws {
 struct MountSelection: ParsableArguments {
     @Option(name: .long, help: "The mount point of the running mount (default: the only one running).")
     var mount: String?
+
+    /// Sends `request` to the selected mount; throws the mount's refusal as a CLIError.
+    @discardableResult
+    func perform(_ request: ControlRequest) throws -> ControlResponse {
+        try ControlClient.locate(mount).perform(request)
+    }
 }
 
 /// `rangefs status [MOUNTPOINT] [--json] [--watch]`
@@ -75,7 +81,7 @@ struct AddCommand: ParsableCommand {
 
     func run() throws {
         try runControl {
-            let response = try ControlClient.locate(selection.mount).perform(ControlRequest(command: .add, name: name, url: url))
+            let response = try selection.perform(ControlRequest(command: .add, name: name, url: url))
             print("added \(response.message ?? url)")
         }
     }
@@ -92,7 +98,7 @@ struct RemoveCommand: ParsableCommand {
 
     func run() throws {
         try runControl {
-            _ = try ControlClient.locate(selection.mount).perform(ControlRequest(command: .rm, name: name, keepData: keepData))
+            try selection.perform(ControlRequest(command: .rm, name: name, keepData: keepData))
         }
     }
 }
@@ -111,7 +117,7 @@ struct FileSelection: ParsableArguments {
     func send(_ command: ControlRequest.Command, verb: String) throws {
         try runControl {
             let request = ControlRequest(command: command, name: name, all: all)
-            let response = try ControlClient.locate(selection.mount).perform(request)
+            let response = try selection.perform(request)
             print("\(verb) \(response.message ?? "")")
         }
     }
@@ -143,7 +149,7 @@ struct PinCommand: ParsableCommand {
     @OptionGroup var selection: MountSelection
 
     func run() throws {
-        try runControl { _ = try ControlClient.locate(selection.mount).perform(ControlRequest(command: .pin, name: name)) }
+        try runControl { try selection.perform(ControlRequest(command: .pin, name: name)) }
     }
 }
 
@@ -155,7 +161,7 @@ struct EvictCommand: ParsableCommand {
     @OptionGroup var selection: MountSelection
 
     func run() throws {
-        try runControl { _ = try ControlClient.locate(selection.mount).perform(ControlRequest(command: .evict, name: name)) }
+        try runControl { try selection.perform(ControlRequest(command: .evict, name: name)) }
     }
 }
 
