@@ -18,23 +18,28 @@ let package = Package(
 
         // CRC32C with the CPU's crc32 instruction; Swift cannot reach it, and checksums must keep up with the network.
         .target(name: "CChecksum"),
+        // The Linux calls and constants Swift's Glibc module hides behind _GNU_SOURCE (O_DIRECT, punch-hole,
+        // sync_file_range, POSIX_SPAWN_SETSID, pipe2).
+        .target(name: "CLinux"),
 
         .target(
             name: "RangeFSCore",
-            dependencies: ["CChecksum", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CChecksum", "CLinux", .product(name: "Logging", package: "swift-log")]
         ),
+        // Starting helper programs (fusermount3) and rangefs's own background child; the core never does.
+        .target(name: "RangeFSProcess", dependencies: ["CLinux"]),
         .target(
             name: "RangeFSHTTP",
             dependencies: ["CCurl", "RangeFSCore", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "RangeFSFUSE",
-            dependencies: ["CFUSE", "RangeFSCore", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CFUSE", "RangeFSCore", "RangeFSProcess", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "rangefs",
             dependencies: [
-                "RangeFSCore", "RangeFSHTTP", "RangeFSFUSE",
+                "RangeFSCore", "RangeFSHTTP", "RangeFSFUSE", "RangeFSProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -42,13 +47,15 @@ let package = Package(
 
         .target(
             name: "RangeFSTestSupport",
-            dependencies: ["RangeFSCore"],
+            dependencies: ["RangeFSCore", "RangeFSProcess"],
             path: "Tests/RangeFSTestSupport"
         ),
         // Tests share fixtures across threads the way XCTest does; Swift 5 mode keeps that free of ceremony.
         .testTarget(name: "RangeFSCoreTests", dependencies: ["RangeFSCore", "RangeFSTestSupport"],
                     swiftSettings: [.swiftLanguageMode(.v5)]),
         .testTarget(name: "RangeFSHTTPTests", dependencies: ["RangeFSHTTP", "RangeFSCore", "RangeFSTestSupport"],
+                    swiftSettings: [.swiftLanguageMode(.v5)]),
+        .testTarget(name: "RangefsCommandTests", dependencies: ["rangefs", "RangeFSCore", "RangeFSHTTP", "RangeFSFUSE"],
                     swiftSettings: [.swiftLanguageMode(.v5)]),
         .testTarget(name: "IntegrationTests", dependencies: ["rangefs", "RangeFSCore", "RangeFSTestSupport"],
                     swiftSettings: [.swiftLanguageMode(.v5)]),

@@ -75,17 +75,3 @@ uint32_t rfs_crc32c_hardware(uint32_t crc, const void *bytes, size_t length) {
 int rfs_crc32c_hardware_available(void) { return 0; }
 uint32_t rfs_crc32c_hardware(uint32_t crc, const void *bytes, size_t length) { (void)bytes; (void)length; return crc; }
 #endif
-
-#include <fcntl.h>
-
-int rfs_start_writeback(int fd, off_t offset, off_t length) {
-    return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
-}
-
-int rfs_punch_hole(int fd, off_t offset, off_t length) {
-    return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length);
-}
-
-int rfs_o_direct(void) {
-    return O_DIRECT;
-}

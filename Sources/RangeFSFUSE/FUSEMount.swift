@@ -7,6 +7,7 @@ import CFUSE
 import Dispatch
 import Foundation
 import Glibc
+import RangeFSProcess
 import Logging
 import RangeFSCore
 
@@ -27,7 +28,7 @@ public enum MountError: Error, CustomStringConvertible, Sendable {
 }
 
 /// Mount-wide FUSE settings.
-public struct MountSettings: Sendable {
+public struct MountSettings: Sendable, Equatable {
     public var allowOther = false
     public var owner = Owner()
     /// Permission bits cleared from every file's and the root's mode (`umask=`).

@@ -60,7 +60,7 @@ struct FUSERequest: @unchecked Sendable {
 }
 
 /// Who the files appear to belong to.
-public struct Owner: Sendable {
+public struct Owner: Sendable, Equatable {
     public var uid: uid_t
     public var gid: gid_t
     /// Mode bits cleared from every file and the root directory.

@@ -1,5 +1,5 @@
 /// Network settings for every transfer. Timeouts are always set, so no request can hang forever.
-public struct HTTPOptions: Sendable {
+public struct HTTPOptions: Sendable, Equatable {
     /// Seconds to establish a connection (TCP and TLS).
     public var connectTimeout = 10
     /// A transfer slower than `lowSpeedLimit` bytes/s for `lowSpeedTime` seconds is aborted and retried.

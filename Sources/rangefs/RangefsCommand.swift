@@ -16,4 +16,19 @@ struct RangefsCommand: ParsableCommand {
                       FstabMountCommand.self],
         defaultSubcommand: FstabMountCommand.self
     )
+
+    /// Runs the command `arguments` (without argv[0]) name, after rewriting `-o` lists into long options.
+    static func main() {
+        do {
+            var command = try parseCommandLine(Array(CommandLine.arguments.dropFirst()))
+            try command.run()
+        } catch {
+            exit(withError: error)
+        }
+    }
+
+    /// Parses a command line as `main` does: `-o` lists first become the long options they stand for.
+    static func parseCommandLine(_ arguments: [String]) throws -> ParsableCommand {
+        try parseAsRoot(try MountOptionList.expand(arguments))
+    }
 }

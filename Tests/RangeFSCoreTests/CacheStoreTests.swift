@@ -77,7 +77,7 @@ final class CacheStoreTests: XCTestCase {
         let range = entry.byteRange(of: 1..<4)
         let reply = try XCTUnwrap(entry.reply(for: range))
         XCTAssertEqual(reply.bytesForTesting(), Array(bytes[Int(range.lowerBound)..<Int(range.upperBound)]))
-        CacheEntry.waitForWrites()
+        entry.waitForWrites()
         XCTAssertEqual(landed.withLock { $0 }, [1: true, 2: true, 3: true])
         XCTAssertFalse(block(entry, 1, in: bytes).withUnsafeBytes {
             entry.accept(block: 1, buffer: BlockBuffer(copying: $0))
@@ -97,7 +97,7 @@ final class CacheStoreTests: XCTestCase {
             let buffer = block(entry, index, in: bytes).withUnsafeBytes { BlockBuffer(copying: $0) }
             XCTAssertTrue(entry.accept(block: index, buffer: buffer, writeBackNow: true))
         }
-        CacheEntry.waitForWrites()
+        entry.waitForWrites()
         let range = entry.byteRange(of: 0..<4)
         let data = try SystemFile(path: entry.directory + "/data", flags: O_RDONLY)
         let length = Int(range.upperBound)

@@ -100,7 +100,7 @@ final class FaultHandlingTests: XCTestCase {
         origin.isDown = true
         guard case .failure(.io) = read(handle, offset: 1_500_000, count: 4096) else { return XCTFail("expected EIO") }
         XCTAssertEqual(try read(handle, offset: 0, count: 4096).get(), Array(bytes[..<4096]), "cached bytes still served")
-        CacheEntry.waitForWrites()
+        fileSystem.store.waitForWrites()
         XCTAssertEqual(try fileSystem.attributes(of: inode).get().cachedBytes, 65536, "nothing deleted on failure")
         origin.isDown = false
         assertBytes(read(handle, offset: 1_500_000, count: 4096), bytes[1_500_000..<1_504_096], "works again, same handle")

@@ -105,7 +105,7 @@ final class RangeFSTests: XCTestCase {
     func testCachedBytesShowInAttributesAndExtendedAttributes() throws {
         let handle = try openFile()
         _ = try read(handle, offset: 0, count: 10).get()
-        CacheEntry.waitForWrites()  // the read is answered from the received block; it counts once written
+        fileSystem.store.waitForWrites()  // the read is answered from the received block; it counts once written
         let inode = try XCTUnwrap(fileSystem.catalog.item(named: "data.bin")).inode
         let attributes = try fileSystem.attributes(of: inode).get()
         XCTAssertEqual(attributes.size, 5_000_000)

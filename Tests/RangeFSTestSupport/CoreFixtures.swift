@@ -7,14 +7,18 @@ import RangeFSCore
 
 /// A RangeFS that serves `urls` from `origin`, with its cache in `directory`.
 public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: String,
-                               policy: FetchPolicy = FetchPolicy(), prefetch: PrefetchPolicy = .none) throws -> RangeFS {
+                               policy: FetchPolicy = FetchPolicy(), prefetch: PrefetchPolicy = .none,
+                               storeSettings: StoreSettings = StoreSettings()) throws -> RangeFS {
     let logger = Logger(label: "test")
-    let store = try CacheStore(root: directory, logger: logger)
+    let store = try CacheStore(root: directory, settings: storeSettings, logger: logger)
     let catalog = Catalog()
     for result in origin.probeAll(urls) { catalog.add(try result.get()) }
     let scheduler = FetchScheduler(fetcher: origin, store: store, policy: policy, logger: logger)
-    return RangeFS(catalog: catalog, store: store, scheduler: scheduler, blockSize: 65536, prefetch: prefetch,
-                   logger: logger)
+    var settings = FileSystemSettings()
+    settings.blockSize = 65536
+    settings.prefetch = prefetch
+    settings.revalidateAfter = nil  // tests probe only when they mean to
+    return RangeFS(catalog: catalog, store: store, scheduler: scheduler, settings: settings, logger: logger)
 }
 
 extension RangeFS {

@@ -21,6 +21,16 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     public var isDown = false
     /// Answer every request with the whole file as 200, like a server that does not do Range.
     public var ignoresRange = false
+    /// Fail every probe with a 503, like a server that answers transfers but not a new request for the file.
+    public var probesFail = false
+    private var probesAnswered = 0
+
+    /// How many probes were answered.
+    public var probeCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return probesAnswered
+    }
     /// Claim a Content-Range this many bytes later than the one asked for (and send those bytes).
     public var contentRangeShift: UInt64 = 0
     /// The next `dropsLeft` responses end with a transport error after this many body bytes.
@@ -137,9 +147,11 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
 
     public func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
         lock.lock()
-        let (file, isDown) = (files[url], self.isDown)
+        let (file, isDown, probesFail) = (files[url], self.isDown, self.probesFail)
+        probesAnswered += 1
         lock.unlock()
         if isDown { return completion(.failure(.connectionRefused)) }
+        if probesFail { return completion(.failure(.httpStatus(503))) }
         guard let file else { return completion(.failure(.httpStatus(404))) }
         completion(.success(RemoteMetadata(url: url, size: UInt64(file.bytes.count), etag: file.etag,
                                            lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")))

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import RangeFSCore
+import RangeFSProcess
 
 /// An error from the test fixtures, with a message that says what to fix.
 public struct TestSupportError: Error, CustomStringConvertible {

@@ -1,12 +1,18 @@
 import ArgumentParser
 import Foundation
 import RangeFSCore
+import RangeFSProcess
 
 /// `rangefs mount MOUNTPOINT URL...`
 struct MountCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mount",
-        abstract: "Mount URLs (and the URLs of list files) as read-only files in MOUNTPOINT."
+        abstract: "Mount URLs (and the URLs of list files) as read-only files in MOUNTPOINT.",
+        discussion: """
+        -o OPT[,OPT=VALUE...]: any option below written as a mount option, with _ for - (cache=DIR,block_size=64K,
+        allow_other, ...). The generic mount options (_netdev, nofail, auto, user, rw, ro, defaults, x-*, ...) are
+        accepted and ignored.
+        """
     )
 
     @Argument(help: "An existing, empty directory to mount on.")
@@ -17,16 +23,11 @@ struct MountCommand: ParsableCommand {
 
     @OptionGroup var options: MountOptions
 
-    mutating func validate() throws {
-        try options.applyMountOptions()
-        _ = try options.blockSizeBytes()
-        try options.validateNumbers()
-        // No URLs is fine when the cache has files saved from an earlier mount; the daemon says so if not.
-    }
+    // No URLs is fine when the cache has files saved from an earlier mount; the daemon says so if not.
 
     func run() throws {
-        let code = MountRunner(mountpoint: mountpoint, urls: urls, options: options).run()
-        throw ExitCode(code)
+        let runner = MountRunner(mountpoint: mountpoint, urls: urls, configuration: MountConfiguration(options))
+        throw ExitCode(runner.run())
     }
 }
 
@@ -46,21 +47,11 @@ struct FstabMountCommand: ParsableCommand {
 
     @OptionGroup var options: MountOptions
 
-    mutating func validate() throws {
-        try options.applyMountOptions()
-        _ = try options.blockSizeBytes()
-        try options.validateNumbers()
-    }
-
     func run() throws {
-        var urls: [String] = []
-        var mountOptions = options
-        if source.contains("://") {
-            urls = [source]
-        } else {
-            mountOptions.list.append(source)
-        }
-        throw ExitCode(MountRunner(mountpoint: mountpoint, urls: urls, options: mountOptions).run())
+        var configuration = MountConfiguration(options)
+        let urls = source.contains("://") ? [source] : []
+        if urls.isEmpty { configuration.listFiles.append(source) }
+        throw ExitCode(MountRunner(mountpoint: mountpoint, urls: urls, configuration: configuration).run())
     }
 }
 

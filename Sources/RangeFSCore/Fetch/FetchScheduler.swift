@@ -21,39 +21,6 @@ import Dispatch
 import Logging
 import Synchronization
 
-/// How urgently blocks are wanted.
-public enum FetchPriority: Int, Comparable, Sendable {
-    case fill = 0
-    case readahead = 1
-    case demand = 2
-
-    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
-}
-
-/// Tunables for fetching. The defaults were chosen with the benchmark (see README, Performance).
-public struct FetchPolicy: Sendable {
-    /// The largest single Range request.
-    public var segmentBytes: UInt64 = 2 << 20
-    /// Readahead and fill transfers running at once, over all files (demand always starts).
-    public var maxTransfers = 16
-    /// Readahead and fill transfers running at once for one file.
-    public var connectionsPerFile = 8
-    /// Background fill transfers running at once, over all files.
-    public var fillTransfers = 4
-    /// Files completed in the background at once (`--max-downloads`); the others wait, shown as queued.
-    public var maxDownloads: Int?
-    /// Cap on the receive rate of background fill, in bytes per second over all fill transfers; nil for none.
-    public var fillBytesPerSecond: Int?
-    /// Attempts per request for transient failures; each retry resumes at the first byte not yet received.
-    public var attempts = 4
-    /// The first retry's delay; it doubles each time.
-    public var retryDelay: Duration = .milliseconds(200)
-    /// How long background fill stays paused after the last demand transfer ends.
-    public var fillResumeDelay: Duration = .milliseconds(100)
-
-    public init() {}
-}
-
 /// Schedules the transfers that fill cache entries.
 public final class FetchScheduler: Sendable {
     public let policy: FetchPolicy
@@ -321,7 +288,7 @@ public final class FetchScheduler: Sendable {
         }
         let sink = BlockSink(entry: pending.entry, url: pending.url, blocks: pending.blocks,
                              wholeFile: pending.wholeFile, priority: pending.priority, maxBytesPerSecond: rate,
-                             scheduler: self)
+                             store: store, policy: policy, logger: logger, owner: self)
         if pending.priority == .fill {
             state.withLock { $0.runningFillSinks[ObjectIdentifier(sink)] = sink }
         }
@@ -345,22 +312,34 @@ public final class FetchScheduler: Sendable {
         changeObserver.withLock { $0 = observer }
     }
 
-    func reportRemoteChange(_ entry: CacheEntry) {
-        changeObserver.withLock { $0 }?(entry)
-    }
-
-    /// Called by a sink once its blocks are all stored or abandoned.
-    func transferFinished(_ entry: CacheEntry, priority: FetchPriority, sink: BlockSink) {
-        schedule { state in
-            state.runningFillSinks[ObjectIdentifier(sink)] = nil
-            Self.count(priority, of: entry, in: &state, by: -1)
-            return takeStartable(&state)
-        }
-    }
-
-    /// Runs `body` after `delay` on a background queue, for retries.
+    /// Runs `body` after `delay` on a background queue.
     func after(_ delay: Duration, _ body: @escaping @Sendable () -> Void) {
         let nanoseconds = Int(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
         DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds), execute: body)
+    }
+}
+
+extension FetchScheduler: TransferOwner {
+    func started(_ sink: BlockSink, request: RangeRequest) {
+        // Demand work (and every retry of it) goes to the demand fetcher.
+        (sink.priority == .demand ? demandFetcher : fetcher).start(request, sink: sink)
+    }
+
+    func retry(_ sink: BlockSink, after delay: Duration) {
+        after(delay) { sink.startAttempt() }
+    }
+
+    func remoteChanged(_ entry: CacheEntry) {
+        changeObserver.withLock { $0 }?(entry)
+    }
+
+    func finished(_ sink: BlockSink, outcome: TransferOutcome) {
+        let entry = sink.cacheEntry
+        schedule { state in
+            state.runningFillSinks[ObjectIdentifier(sink)] = nil
+            Self.count(sink.priority, of: entry, in: &state, by: -1)
+            return takeStartable(&state)
+        }
+        if outcome == .rangeIgnored { startStream(entry, url: sink.url) }
     }
 }

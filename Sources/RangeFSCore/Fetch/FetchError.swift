@@ -1,5 +1,5 @@
-// One error type per concern. The FUSE adapter maps `FileSystemError` to errno in exactly one place; the CLI shows
-// `FetchError.userMessage` when a URL cannot be mounted.
+// One error type per subsystem (FetchError, CacheError, SystemError, FileSystemError). The FUSE adapter maps
+// `FileSystemError` to errno in exactly one place; the CLI shows `FetchError.userMessage` when a URL cannot be mounted.
 
 /// Why a fetch or a probe failed.
 public enum FetchError: Error, Sendable, Equatable {
@@ -63,35 +63,4 @@ public enum FetchError: Error, Sendable, Equatable {
         default: "error"
         }
     }
-}
-
-/// Why the cache could not be opened or used.
-public enum CacheError: Error, Sendable, CustomStringConvertible {
-    case system(SystemError)
-    /// Another process holds the cache directory's lock.
-    case locked(path: String, holder: String)
-
-    public var description: String {
-        switch self {
-        case .system(let error): error.description
-        case .locked(let path, let holder):
-            "cache directory \(path) is in use by another rangefs (\(holder)); unmount it first or pass another --cache DIR"
-        }
-    }
-}
-
-/// What a filesystem operation reports; the FUSE adapter turns each case into one errno.
-public enum FileSystemError: Error, Sendable, Equatable {
-    case notFound
-    case notADirectory
-    case isADirectory
-    case noSuchAttribute
-    case bufferTooSmall(needed: Int)
-    case badHandle
-    /// The file changed on the server since this handle was opened.
-    case stale
-    case noSpace
-    case interrupted
-    /// Network trouble after retries, a failed server, a timeout.
-    case io(String)
 }

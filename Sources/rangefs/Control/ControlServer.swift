@@ -4,6 +4,7 @@
 
 import Foundation
 import Glibc
+import RangeFSCore
 import Logging
 
 /// Serves control requests for one mount until `stop`.

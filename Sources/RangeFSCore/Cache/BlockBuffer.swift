@@ -1,9 +1,9 @@
 // Memory for fetched blocks on their way to the cache file.
 //
 // A block is received into a page-aligned buffer, which the cache entry then owns: readers are answered from it
-// at once, and a writer thread writes it to the data file in the background (background fill with O_DIRECT,
-// which needs the alignment; see CacheEntry). `WriteBudget` bounds the bytes waiting to be written, for the whole
-// process: when the disk falls behind, receiving waits for it.
+// at once, and the store's writer thread writes it to the data file in the background (background fill with
+// O_DIRECT, which needs the alignment; see CacheEntry+Writing). `WriteBudget` bounds the bytes waiting to be
+// written, per store: when the disk falls behind, receiving waits for it.
 
 import Dispatch
 import Glibc
@@ -17,12 +17,16 @@ public final class BlockBuffer: @unchecked Sendable, Equatable {
     public let capacity: Int
     /// How many bytes are filled, from the start.
     public private(set) var count = 0
+    /// Where the memory goes back to; nil frees it.
+    private let pool: BufferPool?
 
     public static let alignment = 4096
 
-    public init(capacity: Int) {
-        address = BufferPool.take(Self.rounded(capacity))
+    /// An empty buffer for `capacity` bytes, from `pool` if given.
+    public init(capacity: Int, pool: BufferPool? = nil) {
+        address = pool?.take(Self.rounded(capacity)) ?? BufferPool.allocate(Self.rounded(capacity))
         self.capacity = capacity
+        self.pool = pool
     }
 
     private static func rounded(_ capacity: Int) -> Int {
@@ -35,7 +39,9 @@ public final class BlockBuffer: @unchecked Sendable, Equatable {
         append(bytes)
     }
 
-    deinit { BufferPool.giveBack(address, size: Self.rounded(capacity)) }
+    deinit {
+        if let pool { pool.giveBack(address, size: Self.rounded(capacity)) } else { free(address) }
+    }
 
     /// Appends as much of `bytes` as fits and returns how many bytes that was.
     @discardableResult
@@ -58,18 +64,16 @@ public final class BlockBuffer: @unchecked Sendable, Equatable {
 /// Recycles block memory. Blocks are allocated on the fetcher's thread and freed on others (the writer, the reply
 /// queue); left to malloc, that spread them over per-thread arenas, and the daemon's memory grew with the
 /// fragments (a peak RSS of 120 MiB with 8 copies, against 43 without buffers). Free memory kept here is bounded.
-enum BufferPool {
+public final class BufferPool: Sendable {
     /// Free memory kept for reuse, by size (addresses as integers, which are Sendable).
-    private static let free = Mutex<(bySize: [Int: [UInt]], bytes: Int)>(([:], 0))
-    static let keptBytes = 16 << 20
+    private let free = Mutex<(bySize: [Int: [UInt]], bytes: Int)>(([:], 0))
+    private let keptBytes: Int
 
-    static func take(_ size: Int) -> UnsafeMutableRawPointer {
-        let recycled = free.withLock { pool -> UInt? in
-            guard let address = pool.bySize[size]?.popLast() else { return nil }
-            pool.bytes -= size
-            return address
-        }
-        if let recycled, let pointer = UnsafeMutableRawPointer(bitPattern: recycled) { return pointer }
+    public init(keptBytes: Int) {
+        self.keptBytes = keptBytes
+    }
+
+    static func allocate(_ size: Int) -> UnsafeMutableRawPointer {
         var pointer: UnsafeMutableRawPointer?
         guard posix_memalign(&pointer, BlockBuffer.alignment, size) == 0, let pointer else {
             fatalError("cannot allocate \(size) bytes for a block")
@@ -77,7 +81,17 @@ enum BufferPool {
         return pointer
     }
 
-    static func giveBack(_ pointer: UnsafeMutableRawPointer, size: Int) {
+    func take(_ size: Int) -> UnsafeMutableRawPointer {
+        let recycled = free.withLock { pool -> UInt? in
+            guard let address = pool.bySize[size]?.popLast() else { return nil }
+            pool.bytes -= size
+            return address
+        }
+        if let recycled, let pointer = UnsafeMutableRawPointer(bitPattern: recycled) { return pointer }
+        return Self.allocate(size)
+    }
+
+    func giveBack(_ pointer: UnsafeMutableRawPointer, size: Int) {
         let address = UInt(bitPattern: pointer)
         let kept = free.withLock { pool -> Bool in
             guard pool.bytes + size <= keptBytes else { return false }
@@ -89,22 +103,25 @@ enum BufferPool {
     }
 }
 
-/// Bounds the bytes of received blocks that wait to be written, across the process. Taking room waits while the
-/// bound is reached; the writer gives room back after each write, and never waits for a receiver, so this cannot
-/// deadlock.
-enum WriteBudget {
+/// Bounds the bytes of received blocks that wait to be written. Taking room waits while the bound is reached; the
+/// writer gives room back after each write, and never waits for a receiver, so this cannot deadlock.
+public final class WriteBudget: Sendable {
     private static let unit = 64 << 10
-    /// 16 MiB: 16 ms of a fast disk, and a fixed part of the daemon's memory.
-    static let limit = 16 << 20
-    private static let room = DispatchSemaphore(value: limit / unit)
+    private let units: Int
+    private let room: DispatchSemaphore
 
-    private static func units(_ bytes: Int) -> Int { max(1, (bytes + unit - 1) / unit) }
-
-    static func take(_ bytes: Int) {
-        for _ in 0..<min(units(bytes), limit / unit) { room.wait() }
+    public init(bytes: Int) {
+        units = max(1, bytes / Self.unit)
+        room = DispatchSemaphore(value: units)
     }
 
-    static func giveBack(_ bytes: Int) {
-        for _ in 0..<min(units(bytes), limit / unit) { room.signal() }
+    private func units(_ bytes: Int) -> Int { min(units, max(1, (bytes + Self.unit - 1) / Self.unit)) }
+
+    func take(_ bytes: Int) {
+        for _ in 0..<units(bytes) { room.wait() }
+    }
+
+    func giveBack(_ bytes: Int) {
+        for _ in 0..<units(bytes) { room.signal() }
     }
 }

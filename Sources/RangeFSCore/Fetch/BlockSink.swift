@@ -8,7 +8,28 @@
 //   - the server ignores Range (same validator): the entry becomes "rangeless" and its blocks come from one
 //     whole-file stream, in order, which this sink also runs (`wholeFile`). Its readers wait for their bytes.
 
+import Logging
 import Synchronization
+
+/// How a transfer ended, for its owner.
+enum TransferOutcome: Equatable {
+    /// Every block is stored, or the transfer failed and its blocks were abandoned.
+    case done
+    /// The server ignores Range: the entry is now rangeless and must be streamed whole.
+    case rangeIgnored
+}
+
+/// What a `BlockSink` reports to the scheduler that runs it. The sink knows only this, never the scheduler.
+protocol TransferOwner: AnyObject, Sendable {
+    /// Sends the sink's request (a first attempt or a retry) to a fetcher.
+    func started(_ sink: BlockSink, request: RangeRequest)
+    /// Calls `sink.startAttempt()` again after `delay` (a transient failure).
+    func retry(_ sink: BlockSink, after delay: Duration)
+    /// The remote file changed; readers of the entry were failed with `.remoteChanged` already.
+    func remoteChanged(_ entry: CacheEntry)
+    /// The transfer is over; the sink makes no more calls.
+    func finished(_ sink: BlockSink, outcome: TransferOutcome)
+}
 
 /// Streams a response into a cache entry.
 final class BlockSink: RangeResponseSink, @unchecked Sendable {
@@ -16,15 +37,20 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     // a retry starts only after `complete` returned, so the mutable fields are never touched concurrently.
 
     private let entry: CacheEntry
-    private let url: String
+    let url: String
     private let blocks: Range<Int>
     /// Streams the whole file without a Range header, skipping blocks already present.
     private let wholeFile: Bool
     /// Fill can be promoted to demand while it runs (a reader needs its blocks); read from the fetcher's thread.
     private let currentPriority: Mutex<FetchPriority>
     private let maxBytesPerSecond: Int?
-    // Strong: a transfer may finish after everything else let go of the scheduler (no cycle: it keeps no sinks).
-    private let scheduler: FetchScheduler
+    private let store: CacheStore
+    private let attempts: Int
+    private let retryDelay: Duration
+    private let logger: Logger
+    // Strong: a transfer may finish after everything else let go of its owner. The owner keeps running fill sinks
+    // only until `finished`, so the cycle ends with the transfer.
+    private let owner: TransferOwner
     /// The first block not yet stored; blocks before it in `blocks` are present.
     private var nextBlock: Int
     /// Bytes of `nextBlock` received so far; handed to the entry when the block is whole.
@@ -37,16 +63,20 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private var failure: FetchError?
 
     init(entry: CacheEntry, url: String, blocks: Range<Int>, wholeFile: Bool = false, priority: FetchPriority,
-         maxBytesPerSecond: Int?, scheduler: FetchScheduler) {
+         maxBytesPerSecond: Int?, store: CacheStore, policy: FetchPolicy, logger: Logger, owner: TransferOwner) {
         self.entry = entry
         self.url = url
         self.blocks = blocks
         self.wholeFile = wholeFile
         self.currentPriority = Mutex(priority)
         self.maxBytesPerSecond = maxBytesPerSecond
-        self.scheduler = scheduler
+        self.store = store
+        attempts = policy.attempts
+        retryDelay = policy.retryDelay
+        self.logger = logger
+        self.owner = owner
         self.nextBlock = blocks.lowerBound
-        partial = BlockBuffer(capacity: entry.length(ofBlock: blocks.lowerBound))
+        partial = BlockBuffer(capacity: entry.length(ofBlock: blocks.lowerBound), pool: store.bufferPool)
     }
 
     /// The first byte still wanted.
@@ -61,15 +91,14 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     func startAttempt() {
         if wholeFile {
             nextBlock = blocks.lowerBound  // without Range, every attempt starts at byte 0
-            partial = BlockBuffer(capacity: entry.length(ofBlock: nextBlock))
+            partial = BlockBuffer(capacity: entry.length(ofBlock: nextBlock), pool: store.bufferPool)
         }
         attempt += 1
         attemptStart = resumeOffset
         failure = nil
         var request = RangeRequest(url: url, range: wholeFile ? nil : wanted, ifRange: entry.validator)
         request.maxBytesPerSecond = maxBytesPerSecond
-        // The first attempt of demand work (and every retry of it) goes to the demand fetcher.
-        (priority == .demand ? scheduler.demandFetcher : scheduler.fetcher).start(request, sink: self)
+        owner.started(self, request: request)
     }
 
     var priority: FetchPriority { currentPriority.withLock { $0 } }
@@ -134,22 +163,12 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// Hands `nextBlock` to the entry (unless a whole-file stream passes a block that is already here) and moves
     /// on with a buffer for the next one.
     private func storeBlock() {
-        let length = partial.count
         let handOver = !(wholeFile && entry.isPresent(nextBlock))
-        if handOver {
-            let (store, entry, index) = (scheduler.store, entry, nextBlock)
-            store.reserveRoom(for: length)
-            let accepted = entry.accept(block: index, buffer: partial, writeBackNow: isBackground) { stored in
-                guard stored else { return store.account(-length) }
-                store.recordUse(entry, blocks: index..<(index + 1))
-                if entry.bytesSinceCommit >= store.commitBytes { store.commitSoon(entry) }
-            }
-            if !accepted { store.account(-length) }
-        }
+        if handOver { store.accept(block: nextBlock, of: entry, buffer: partial, writeBackNow: isBackground) }
         nextBlock += 1
         let nextLength = entry.length(ofBlock: nextBlock)
         if handOver || nextLength != partial.capacity {
-            partial = BlockBuffer(capacity: nextLength)
+            partial = BlockBuffer(capacity: nextLength, pool: store.bufferPool)
         } else {
             partial.reset()
         }
@@ -166,33 +185,28 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             }
             outcome = .shortBody
         }
-        guard let outcome else { return finish() }
+        guard let outcome else { return finish(.done) }
         if outcome == .rangeIgnored {
-            scheduler.logger.warning("\(Redaction.redact(url)) ignores Range requests; streaming it whole instead")
+            logger.warning("\(Redaction.redact(url)) ignores Range requests; streaming it whole instead")
             entry.markRangeless()
             entry.releaseClaims(nextBlock..<blocks.upperBound)
-            scheduler.startStream(entry, url: url)
-            return finish()
+            return finish(.rangeIgnored)
         }
-        if outcome.isTransient && attempt < scheduler.policy.attempts {
-            let delay = scheduler.policy.retryDelay * (1 << max(0, attempt - 1))
-            scheduler.logger.info("retrying \(Redaction.redact(url)) from byte \(resumeOffset) in \(delay): \(outcome.userMessage)")
-            scheduler.after(delay) { self.startAttempt() }
+        if outcome.isTransient && attempt < attempts {
+            let delay = retryDelay * (1 << max(0, attempt - 1))
+            logger.info("retrying \(Redaction.redact(url)) from byte \(resumeOffset) in \(delay): \(outcome.userMessage)")
+            owner.retry(self, after: delay)
             return
         }
-        scheduler.logger.warning("fetching \(Redaction.redact(url)) bytes \(wanted) failed: \(outcome.userMessage)")
+        logger.warning("fetching \(Redaction.redact(url)) bytes \(wanted) failed: \(outcome.userMessage)")
+        // Readers are failed first: each registers the ESTALE answer it waits to send before the owner is told.
         entry.abandon(blocks: nextBlock..<blocks.upperBound, error: outcome)
-        if outcome == .remoteChanged { scheduler.reportRemoteChange(entry) }
-        finish()
+        if outcome == .remoteChanged { owner.remoteChanged(entry) }
+        finish(.done)
     }
 
-    private func finish() {
+    private func finish(_ outcome: TransferOutcome) {
         if wholeFile { entry.endStream() }
-        scheduler.transferFinished(entry, priority: priority, sink: self)
+        owner.finished(self, outcome: outcome)
     }
-}
-
-extension CacheEntry {
-    /// What to send as If-Range for this entry's version of the file.
-    var validator: String? { header.remoteMetadata.ifRangeValidator }
 }

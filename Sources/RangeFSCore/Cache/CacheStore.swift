@@ -2,7 +2,18 @@
 //
 // Opening the store does no work proportional to what the cache holds: entries are opened when a mounted URL
 // first needs one. A second process on the same directory is refused by an flock on `lock`, so two daemons never
-// write the same files.
+// write the same files. The store owns the queues and memory bounds its entries share (`BlockPipeline`), so two
+// stores in one process share nothing.
+//
+// Lock order, for the whole core. A lock may be taken while holding only the locks listed before it:
+//   1. FetchScheduler.state     queue and counters; claims fill work from entries under it (takes 5).
+//   2. RangeFS.handles          open handles and their read planners; takes nothing else.
+//   3. CacheStore.eviction      the LRU queue; evicts under it (takes 5, which punches a hole: one fallocate).
+//   4. CacheEntry.commitLock    one commit at a time per entry; takes 5 briefly, and fdatasyncs between.
+//   5. CacheEntry.state         the block table; innermost. Under it run only the table's decisions and, for
+//                               eviction, one fallocate. Waiters are resumed after it is released.
+// CacheStore.entries, Catalog.state and the small boxes (LockedBox, RangeFS's maps) are leaves: nothing is taken
+// under them. No lock is held across a network call, a reply to the kernel, or a wait for the writer.
 
 import Dispatch
 import Glibc
@@ -12,12 +23,10 @@ import Synchronization
 /// The on-disk cache: a directory of entries, locked by one process at a time.
 public final class CacheStore: Sendable {
     public let root: String
-    /// How often dirty entries are committed; a crash loses at most about this much progress.
-    public let commitInterval: Duration
-    /// An entry commits early once this many bytes were stored since its last commit.
-    public let commitBytes: Int
+    public let settings: StoreSettings
     /// The cap on cached bytes of this mount's files (`--cache-max-size`), or nil for none.
-    public let maxBytes: Int?
+    public var maxBytes: Int? { settings.maxBytes }
+    let pipeline: BlockPipeline
     let eviction = Mutex(EvictionQueue())
     private let lockFile: SystemFile
     private let entries = Mutex<[String: CacheEntry]>([:])
@@ -32,12 +41,10 @@ public final class CacheStore: Sendable {
     }
 
     /// Opens (creating if needed) the cache at `root` and takes its lock.
-    public init(root: String, commitInterval: Duration = .milliseconds(250), commitBytes: Int = 32 << 20,
-                maxBytes: Int? = nil, logger: Logger) throws(CacheError) {
+    public init(root: String, settings: StoreSettings = StoreSettings(), logger: Logger) throws(CacheError) {
         self.root = root
-        self.maxBytes = maxBytes
-        self.commitInterval = commitInterval
-        self.commitBytes = commitBytes
+        self.settings = settings
+        pipeline = BlockPipeline(settings: settings)
         self.logger = logger
         do {
             try FileSystemCalls.makeDirectories(root + "/entries")
@@ -52,13 +59,37 @@ public final class CacheStore: Sendable {
             throw .system(error)
         }
         if flock(lockFile.descriptor, LOCK_EX | LOCK_NB) != 0 {
+            // Who holds it, for the message; an unreadable lock file just says less.
             let holder = (try? lockFile.read(at: 0, count: 64)).map { String(decoding: $0, as: UTF8.self) } ?? ""
             let trimmed = holder.trimmingWhitespace()
             throw .locked(path: root, holder: trimmed.isEmpty ? "another process" : trimmed)
         }
-        let pid = Array("pid \(getpid())\n".utf8)
-        try? lockFile.truncate(to: 0)
-        try? lockFile.write(pid, at: 0)
+        do {
+            try lockFile.truncate(to: 0)
+            try lockFile.write(Array("pid \(getpid())\n".utf8), at: 0)
+        } catch {
+            logger.debug("cannot record this process in \(root)/lock: \(error)")
+        }
+    }
+
+    /// Returns once every block accepted so far by this store's entries is written, or failed to be.
+    public func waitForWrites() { pipeline.waitForWrites() }
+
+    /// Memory for fetched blocks, recycled within this store.
+    public var bufferPool: BufferPool { pipeline.buffers }
+
+    /// Takes one whole block fetched for `entry`: makes room for it under the size cap, hands it to the entry
+    /// (see `CacheEntry.accept`), and once it is written records its use and commits early if much was stored.
+    /// A block that brings nothing new, or is never written, is given back to the cap.
+    public func accept(block index: Int, of entry: CacheEntry, buffer: BlockBuffer, writeBackNow: Bool) {
+        let length = buffer.count
+        reserveRoom(for: length)
+        let accepted = entry.accept(block: index, buffer: buffer, writeBackNow: writeBackNow) { [self] stored in
+            guard stored else { return account(-length) }
+            recordUse(entry, blocks: index..<(index + 1))
+            if entry.bytesSinceCommit >= settings.commitBytes { commitSoon(entry) }
+        }
+        if !accepted { account(-length) }
     }
 
     /// The folder for `url`: the first 32 hex digits of its SHA-256.
@@ -140,10 +171,13 @@ public final class CacheStore: Sendable {
             durable = record
             let raw = try crcFile.read(at: 0, count: header.blockCount * 4)
             var reader = ByteReader(raw)
-            for index in 0..<header.blockCount { crcs[index] = (try? reader.readUInt32()) ?? 0 }
+            for index in 0..<header.blockCount {
+                // The file holds exactly blockCount slots (checked above), so every read succeeds.
+                crcs[index] = (try? reader.readUInt32()) ?? 0
+            }
         }
         return CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
-                          durable: durable, crcs: crcs, logger: logger)
+                          durable: durable, crcs: crcs, pipeline: pipeline, logger: logger)
     }
 
     private func loadBitmap(folder: String, header: CacheHeader) -> BlockBitmap? {
@@ -190,7 +224,7 @@ public final class CacheStore: Sendable {
         try FileSystemCalls.replaceAtomically(folder + "/header", with: header.encoded())
         return CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
                           durable: BlockBitmap(blockCount: header.blockCount),
-                          crcs: [UInt32](repeating: 0, count: header.blockCount), logger: logger)
+                          crcs: [UInt32](repeating: 0, count: header.blockCount), pipeline: pipeline, logger: logger)
     }
 
     // MARK: Group commit
@@ -202,8 +236,8 @@ public final class CacheStore: Sendable {
     }
 
     private func scheduleCommit() {
-        let nanoseconds = Int(commitInterval.components.seconds * 1_000_000_000
-            + commitInterval.components.attoseconds / 1_000_000_000)
+        let interval = settings.commitInterval
+        let nanoseconds = Int(interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000)
         commitQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in
             guard let self, self.committing.withLock({ $0 }) else { return }
             self.commitAll()
@@ -230,13 +264,7 @@ public final class CacheStore: Sendable {
     /// Stops the periodic commits and commits everything; the lock is released when the store is freed.
     public func close() {
         committing.withLock { $0 = false }
-        CacheEntry.waitForWrites()
+        waitForWrites()
         commitQueue.sync { commitAll() }
-    }
-}
-
-extension CacheEntry {
-    func matches(_ metadata: RemoteMetadata) -> Bool {
-        header.remoteMetadata.describesSameContent(as: metadata)
     }
 }

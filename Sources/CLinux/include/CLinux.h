@@ -1,0 +1,26 @@
+// CLinux: the Linux calls and constants Swift's Glibc module hides behind _GNU_SOURCE (O_DIRECT, fallocate's
+// punch-hole flags, sync_file_range, POSIX_SPAWN_SETSID, pipe2). It exists so that Swift code calls them through
+// typed functions instead of restating their numbers.
+#ifndef RANGEFS_CLINUX_H
+#define RANGEFS_CLINUX_H
+
+#include <sys/types.h>
+
+/// Starts writeback of [offset, offset+length) of fd without waiting (sync_file_range with SYNC_FILE_RANGE_WRITE).
+/// Returns 0 or -1 with errno set.
+int rfs_start_writeback(int fd, off_t offset, off_t length);
+
+/// Frees the disk space of [offset, offset+length) of fd, keeping its size (fallocate PUNCH_HOLE|KEEP_SIZE).
+/// Returns 0 or -1 with errno set.
+int rfs_punch_hole(int fd, off_t offset, off_t length);
+
+/// O_DIRECT, for open(2): writes go from the caller's (aligned) buffer to the disk, past the page cache.
+int rfs_o_direct(void);
+
+/// POSIX_SPAWN_SETSID, for posix_spawnattr_setflags: the child starts a new session.
+short rfs_posix_spawn_setsid(void);
+
+/// pipe2(fds, O_CLOEXEC): a pipe whose ends are closed in spawned programs unless dup2'ed there.
+int rfs_pipe_cloexec(int fds[2]);
+
+#endif

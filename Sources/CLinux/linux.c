@@ -1,0 +1,19 @@
+#define _GNU_SOURCE
+#include "CLinux.h"
+#include <fcntl.h>
+#include <spawn.h>
+#include <unistd.h>
+
+int rfs_start_writeback(int fd, off_t offset, off_t length) {
+    return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}
+
+int rfs_punch_hole(int fd, off_t offset, off_t length) {
+    return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length);
+}
+
+int rfs_o_direct(void) { return O_DIRECT; }
+
+short rfs_posix_spawn_setsid(void) { return POSIX_SPAWN_SETSID; }
+
+int rfs_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }

@@ -1,0 +1,68 @@
+// What an entry tells the store's LRU eviction (CacheStore+Eviction): when each block was last used, which blocks
+// a reply is copying right now, and whether the file is pinned. `evict` drops one block if nothing uses it.
+
+/// An entry's marks for eviction.
+struct EvictionMarks {
+    /// The store's clock value at each block's last use.
+    var stamps: [UInt64]
+    /// Blocks being copied to a reader right now; eviction leaves them alone.
+    var serving: [Range<Int>] = []
+    /// Pinned files are never evicted.
+    var pinned = false
+    /// Whether eviction already took blocks of this entry (logged once).
+    var evictedBefore = false
+
+    init(blockCount: Int) {
+        stamps = Array(repeating: 0, count: blockCount)
+    }
+
+    func isServing(_ index: Int) -> Bool { serving.contains { $0.contains(index) } }
+}
+
+extension CacheEntry {
+    public var isPinned: Bool { state.withLock { $0.eviction.pinned } }
+    public func setPinned(_ pinned: Bool) { state.withLock { $0.eviction.pinned = pinned } }
+
+    /// Records that `blocks` were used at `stamp` (the store's clock), for LRU eviction.
+    func touch(_ blocks: Range<Int>, stamp: UInt64) {
+        state.withLock { state in for index in blocks { state.eviction.stamps[index] = stamp } }
+    }
+
+    /// The stamp of block `index`, to tell a current LRU record from an outdated one.
+    func stamp(of index: Int) -> UInt64 { state.withLock { $0.eviction.stamps[index] } }
+
+    /// Marks `range` as being copied to a reader (the reply reads the data file), so eviction skips it.
+    func beginServing(_ range: Range<Int>) { state.withLock { $0.eviction.serving.append(range) } }
+
+    func endServing(_ range: Range<Int>) {
+        state.withLock { state in
+            if let index = state.eviction.serving.firstIndex(of: range) { state.eviction.serving.remove(at: index) }
+        }
+    }
+
+    /// Drops block `index` from the cache if nothing uses it: not pinned, not in flight, not awaited, not being
+    /// served, and still last used at `stamp`. The hole is punched under the lock, so a refetch of the block cannot
+    /// be overwritten by it. The bitmap on disk catches up at the next commit; if a crash comes first, the block
+    /// reads as zeros, fails its CRC and is fetched again. Returns the bytes freed.
+    func evict(_ index: Int, stamp: UInt64) -> Int {
+        state.withLock { state -> Int in
+            guard !state.eviction.pinned, !state.stale, state.eviction.stamps[index] == stamp,
+                  state.blocks.isEvictable(index), !state.eviction.isServing(index)
+            else { return 0 }
+            let range = byteRange(of: index..<(index + 1))
+            do {
+                try dataFile.punchHole(range)
+            } catch {
+                logger.warning("cannot free block \(index) of \(directory): \(error)")
+                return 0
+            }
+            state.blocks.evicted(index)
+            state.commit.changed()
+            if !state.eviction.evictedBefore {
+                state.eviction.evictedBefore = true
+                logger.notice("dropping least recently used blocks of \(Redaction.redact(header.url)) to stay under --cache-max-size; they are fetched again when read")
+            }
+            return Int(range.count)
+        }
+    }
+}

@@ -1,0 +1,52 @@
+// Blocks loaded from an earlier run are trusted only after their CRC matches, checked the first time each is
+// read: a torn write or a flipped sector turns into a refetch, never into wrong bytes. The check runs in place on
+// the mapped pages, locked so that a page the disk cannot deliver is an error and never a SIGBUS; where locking
+// fails, the span is read with one pread.
+
+extension CacheEntry {
+    /// Checks blocks that came from disk (not from this process) against their CRC before they are first served;
+    /// a mismatch makes the block absent so it is fetched again.
+    func verifyLoadedBlocks(_ blocks: Range<Int>) {
+        let unchecked = state.withLock { state in state.blocks.unverified(blocks).map { ($0, state.crcs[$0]) } }
+        guard let first = unchecked.first?.0, let last = unchecked.last?.0 else { return }
+        let span = byteRange(of: first..<(last + 1))
+        let mismatches = { (raw: UnsafeRawBufferPointer) -> [Int] in
+            unchecked.compactMap { index, expected in
+                let range = self.byteRange(of: index..<(index + 1))
+                let start = Int(range.lowerBound - span.lowerBound), end = start + Int(range.count)
+                let good = end <= raw.count
+                    && CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[start..<end])) == expected
+                return good ? nil : index
+            }
+        }
+        var failed: [Int]
+        if let inPlace = mapping?.withLockedBytes(span, mismatches) {
+            failed = inPlace
+        } else {
+            do {
+                failed = try dataFile.read(at: span.lowerBound, count: Int(span.count)).withUnsafeBytes(mismatches)
+            } catch {
+                logger.warning("cannot read cached blocks \(first)...\(last) of \(directory): \(error)")
+                failed = unchecked.map(\.0)
+            }
+        }
+        state.withLock { state in
+            for (index, _) in unchecked where state.blocks.checked(index, matches: !failed.contains(index)) {
+                state.commit.changed()
+            }
+        }
+        for index in failed { logger.warning("cached block \(index) of \(directory) failed its CRC; fetching it again") }
+    }
+
+    /// Checks every present block against its CRC now (`rangefs verify NAME` on a mount); blocks that fail become
+    /// absent. Returns how many were checked and how many failed.
+    public func verifyAll() -> (checked: Int, failed: Int) {
+        state.withLock { $0.blocks.forgetChecks() }
+        let before = presentBlocks.setCount
+        let chunk = max(1, (1 << 20) / blockSize)
+        for start in stride(from: 0, to: blockCount, by: chunk) {
+            verifyLoadedBlocks(start..<min(blockCount, start + chunk))
+        }
+        return (before, before - presentBlocks.setCount)
+    }
+}

@@ -1,0 +1,226 @@
+// One remote file's local copy (format in CacheFormat.swift). This file holds the entry's state and the reading
+// side: asking for blocks, claiming them for transfers, and failing readers. The rest is split by concern:
+//   CacheEntry+Reply         how a read's bytes are handed to the kernel (mapping, buffers, file);
+//   CacheEntry+Writing       a fetched block's way to the data file, and the memory fallback of a full disk;
+//   CacheEntry+Commit        the group commit that makes present blocks durable;
+//   CacheEntry+Verification  CRC checks of blocks that come from an earlier run;
+//   CacheEntry+Eviction      what the store's LRU eviction may take (see CacheStore+Eviction).
+// Which blocks are present, in memory, claimed or awaited is decided by the pure `BlockTable`.
+//
+// Durability order (DESIGN.md §3): a block is written and its CRC slot written, then it becomes present. A later
+// group commit takes a snapshot of the present set, fdatasyncs the data and CRC files, and only then replaces the
+// bitmap file with the snapshot. So a bit never reaches the disk before its data.
+//
+// When the remote file changes, the entry becomes stale: its waiters and every later read fail with
+// `.remoteChanged`, and the store opens a fresh entry (in new files) for the new version.
+//
+// Locks: `state` is the innermost lock of the cache (see CacheStore.swift for the whole order). Under it run only
+// the table's decisions and, for eviction, one fallocate.
+
+import CLinux
+import Dispatch
+import Glibc
+import Logging
+import Synchronization
+
+/// The local copy of one remote file.
+public final class CacheEntry: Sendable {
+    public let header: CacheHeader
+    public let directory: String
+    public let geometry: BlockGeometry
+    let dataFile: SystemFile
+    let crcFile: SystemFile
+    /// The data file opened with O_DIRECT, for whole blocks; nil where the file system refuses it.
+    let directFile: SystemFile?
+    /// Cleared when a direct write fails, after which every block is written through the page cache.
+    let directWrites: Atomic<Bool>
+    /// The data file mapped read-only, so replies are copied by the kernel straight from the page cache.
+    let mapping: FileMapping?
+    let pipeline: BlockPipeline
+    let state: Mutex<State>
+    /// Serialises commits so that an older snapshot never replaces a newer one. Taken before `state`.
+    let commitLock = Mutex(())
+    let logger: Logger
+
+    /// What `request` found.
+    public enum Availability: Equatable {
+        /// Every block is readable now; call `reply(for:)`.
+        case ready
+        /// `whenReady` will run when they arrive or fail.
+        case waiting
+        /// Nothing will ever arrive for this version of the file.
+        case failed(FetchError)
+    }
+
+    struct State {
+        var blocks: BlockTable
+        var crcs: [UInt32]
+        /// Blocks received and waiting for the writer (in flight and in memory, not yet present).
+        var unwritten: [Int: Unwritten] = [:]
+        /// Whether the writer has this entry's unwritten blocks in hand.
+        var writeScheduled = false
+        var memory = MemoryBlocks()
+        var commit = CommitState()
+        var eviction: EvictionMarks
+        /// The remote file changed: this entry serves nothing more.
+        var stale = false
+        /// The server ignores Range: blocks come from one whole-file stream.
+        var rangeless = false
+        /// A whole-file stream is running.
+        var streaming = false
+        /// The user paused this file's downloads (`rangefs pause`).
+        var paused = false
+        /// Why the last fetch failed, until one succeeds.
+        var lastError: String?
+        /// Bytes stored since the entry was opened, for download speed.
+        var storedBytes: UInt64 = 0
+    }
+
+    init(header: CacheHeader, directory: String, dataFile: SystemFile, crcFile: SystemFile,
+         durable: BlockBitmap, crcs: [UInt32], pipeline: BlockPipeline, logger: Logger) {
+        self.header = header
+        self.directory = directory
+        geometry = BlockGeometry(blockSize: header.blockSize, size: header.size)
+        self.dataFile = dataFile
+        self.crcFile = crcFile
+        mapping = FileMapping(file: dataFile, count: Int(header.size))
+        do {
+            directFile = try SystemFile(path: dataFile.path, flags: O_WRONLY | rfs_o_direct())
+        } catch {
+            logger.debug("\(directory): no direct writes (\(error)); fill goes through the page cache")
+            directFile = nil
+        }
+        directWrites = Atomic(directFile != nil)
+        self.pipeline = pipeline
+        self.logger = logger
+        state = Mutex(State(blocks: BlockTable(durable: durable), crcs: crcs,
+                            eviction: EvictionMarks(blockCount: header.blockCount)))
+    }
+
+    // MARK: Geometry
+
+    public var blockSize: Int { header.blockSize }
+    public var blockCount: Int { header.blockCount }
+    public var size: UInt64 { header.size }
+
+    /// The blocks that hold the bytes `range`.
+    public func blocks(covering range: Range<UInt64>) -> Range<Int> { geometry.blocks(covering: range) }
+
+    /// The bytes of `blocks`, clipped to the file's end.
+    public func byteRange(of blocks: Range<Int>) -> Range<UInt64> { geometry.byteRange(of: blocks) }
+
+    /// The length of block `index` (the last one may be short).
+    public func length(ofBlock index: Int) -> Int { geometry.length(ofBlock: index) }
+
+    // MARK: Progress
+
+    /// How many bytes are present locally.
+    public var cachedBytes: UInt64 { geometry.bytes(in: state.withLock { $0.blocks.present }) }
+
+    public var isComplete: Bool { state.withLock { $0.blocks.present.isFull } }
+
+    /// A copy of the present set, for status displays and tests.
+    public var presentBlocks: BlockBitmap { state.withLock { $0.blocks.present } }
+
+    public func isPresent(_ index: Int) -> Bool { state.withLock { $0.blocks.present.contains(index) } }
+
+    /// Bytes stored since the entry was opened.
+    public var storedBytes: UInt64 { state.withLock { $0.storedBytes } }
+
+    /// Why the last fetch failed, until one succeeds.
+    public var lastError: String? { state.withLock { $0.lastError } }
+
+    // MARK: Asking for blocks
+
+    /// Makes sure `blocks` will be readable. If they already are, or can never be, says so (`whenReady` is then
+    /// not called). Otherwise `whenReady` runs once they all arrive or one fails, and `claimed` receives the runs of
+    /// blocks that nobody was fetching yet, now marked in flight: the caller must fetch them.
+    public func request(blocks: Range<Int>, claimed: inout [Range<Int>],
+                        whenReady: @escaping BlockWaiter) -> Availability {
+        verifyLoadedBlocks(blocks)
+        return state.withLock { state in
+            if state.stale { return .failed(.remoteChanged) }
+            switch state.blocks.request(blocks, waiter: whenReady) {
+            case .ready: return .ready
+            case .waiting(let runs):
+                claimed = runs
+                return .waiting
+            }
+        }
+    }
+
+    /// Claims the first run of absent, unclaimed blocks at or after `cursor` (wrapping around once), at most
+    /// `limit` long; returns it with the cursor for the next call, or nil if there is none. For background fill.
+    public func claimNextRun(from cursor: Int, limit: Int) -> (Range<Int>, Int)? {
+        state.withLock { state in
+            guard !state.stale else { return nil }
+            return state.blocks.claimNextRun(from: cursor, limit: limit)
+        }
+    }
+
+    /// Marks the absent, unclaimed blocks of `blocks` in flight and returns them as runs; for readahead and fill.
+    public func claim(blocks: Range<Int>) -> [Range<Int>] {
+        state.withLock { state in state.stale ? [] : state.blocks.claim(blocks) }
+    }
+
+    /// Releases the claim on the absent blocks of `blocks` and fails every reader waiting for one of them.
+    public func abandon(blocks: Range<Int>, error: FetchError) {
+        let failed = state.withLock { state -> [BlockWaiter] in
+            if error != .cancelled { state.lastError = error.userMessage }
+            return state.blocks.abandon(blocks)
+        }
+        for resume in failed { resume(.failure(error)) }
+    }
+
+    /// Releases the claim on `blocks` without failing their readers; another transfer will bring them.
+    public func releaseClaims(_ blocks: Range<Int>) {
+        state.withLock { $0.blocks.releaseClaims(blocks) }
+    }
+
+    // MARK: Versions and modes
+
+    /// Marks this version of the file as replaced: every waiting reader fails with `.remoteChanged`, and so
+    /// does every later request. Returns false if it already was stale.
+    @discardableResult
+    public func markStale() -> Bool {
+        let (failed, changed) = state.withLock { state -> ([BlockWaiter], Bool) in
+            guard !state.stale else { return ([], false) }
+            state.stale = true
+            for index in state.memory.removeAll() { state.blocks.droppedFromMemory(index) }
+            return (state.blocks.removeAllWaiters(), true)
+        }
+        for resume in failed { resume(.failure(.remoteChanged)) }
+        return changed
+    }
+
+    public var isStale: Bool { state.withLock { $0.stale } }
+
+    /// Whether this entry was made for the content `metadata` describes.
+    func matches(_ metadata: RemoteMetadata) -> Bool {
+        header.remoteMetadata.describesSameContent(as: metadata)
+    }
+
+    /// What to send as If-Range for this entry's version of the file.
+    var validator: String? { header.remoteMetadata.ifRangeValidator }
+
+    /// Whether the user paused this file's downloads.
+    public var isPaused: Bool { state.withLock { $0.paused } }
+    public func setPaused(_ paused: Bool) { state.withLock { $0.paused = paused } }
+
+    /// Whether the server ignores Range for this file, so it must be streamed whole.
+    public var isRangeless: Bool { state.withLock { $0.rangeless } }
+    public func markRangeless() { state.withLock { $0.rangeless = true } }
+
+    /// Claims every absent block for one whole-file stream, unless a stream is already running.
+    /// Returns false when one is.
+    func beginStream() -> Bool {
+        state.withLock { state in
+            guard !state.streaming, !state.stale else { return false }
+            state.streaming = true
+            state.blocks.claimAllAbsent()
+            return true
+        }
+    }
+
+    func endStream() { state.withLock { $0.streaming = false } }
+}

@@ -1,0 +1,45 @@
+// Every setting of the cache, with its default stated once. The command line's options take their defaults from
+// here (see the README's tuning table), and tests build stores with the same values.
+
+import Dispatch
+
+/// How a cache store commits, caps and buffers what it is given.
+public struct StoreSettings: Sendable, Equatable {
+    /// How often dirty entries are committed; a crash loses at most about this much progress.
+    public var commitInterval: Duration = .milliseconds(500)
+    /// An entry also commits early once this many bytes were stored since its last commit.
+    public var commitBytes = 1 << 30
+    /// The cap on cached bytes of the mounted files (`--cache-max-size`), or nil for none.
+    public var maxBytes: Int?
+    /// Bytes of blocks kept in memory per entry when they cannot be written (a full disk); oldest dropped first.
+    public var memoryBlockLimit = 64 << 20
+    /// Received bytes that may wait for the writer; receiving waits beyond this. 16 MiB: 16 ms of a fast disk.
+    public var writeBudgetBytes = 16 << 20
+    /// Free block memory kept for reuse.
+    public var keptBufferBytes = 16 << 20
+
+    public init() {}
+}
+
+/// The queues and memory bounds that carry fetched blocks from the network to the disk: one per store, shared by
+/// its entries, so two stores in one process never share them.
+final class BlockPipeline: Sendable {
+    /// Where received blocks are written, for every entry of the store: one thread, so the disk sees few, large
+    /// writes.
+    let writerQueue = DispatchQueue(label: "rangefs.cache-writer")
+    /// Where woken readers are answered, off the fetcher's thread.
+    let replyQueue = DispatchQueue(label: "rangefs.replies", attributes: .concurrent)
+    let writeBudget: WriteBudget
+    let buffers: BufferPool
+    /// Bytes of unwritable blocks an entry keeps in memory.
+    let memoryBlockLimit: Int
+
+    init(settings: StoreSettings) {
+        writeBudget = WriteBudget(bytes: settings.writeBudgetBytes)
+        buffers = BufferPool(keptBytes: settings.keptBufferBytes)
+        memoryBlockLimit = settings.memoryBlockLimit
+    }
+
+    /// Returns once every block accepted so far is written (or failed to be).
+    func waitForWrites() { writerQueue.sync {} }
+}

@@ -1,0 +1,68 @@
+// The values the file system hands to the FUSE adapter, and its settings.
+
+/// Attributes of one file or of the root directory.
+public struct FileAttributes: Sendable, Equatable {
+    public var inode: UInt64
+    public var isDirectory: Bool
+    public var size: UInt64
+    /// Bytes present locally; `st_blocks` is this divided by 512, rounded up.
+    public var cachedBytes: UInt64
+    /// Seconds since 1970.
+    public var modificationTime: Int64
+}
+
+/// What a successful read hands back to the adapter.
+public enum ReadReply: Sendable, Equatable {
+    /// `count` bytes at `address`, inside the cache file's read-only mapping, all present: the kernel copies them
+    /// into its reply (one copy, no buffer). The address is valid only while the reply callback runs, and only the
+    /// kernel may read it (see `FileMapping`).
+    case mapped(address: UInt, count: Int)
+    /// `count` bytes at `offset` of the file behind `descriptor`, all present: reply straight from it (spliced
+    /// where libfuse can); used when the file could not be mapped.
+    case file(descriptor: Int32, offset: UInt64, count: Int)
+    /// Pieces that follow each other in the file: some in the mapping (as in `mapped`), some in the buffers of
+    /// blocks still in memory (just received, or unwritable because the cache disk is full).
+    case segments([ReplySegment])
+    /// The bytes themselves (when the file is not mapped and some came from memory).
+    case bytes([UInt8])
+}
+
+/// One piece of a `.segments` reply: `count` bytes at `address`, inside `owner` (which keeps them alive until the
+/// reply is sent) or, without an owner, inside the cache file's mapping.
+public struct ReplySegment: Sendable, Equatable {
+    public var address: UInt
+    public var count: Int
+    public var owner: BlockBuffer?
+}
+
+/// Which files rangefs completes in the background.
+public enum PrefetchPolicy: String, Sendable, CaseIterable {
+    /// Only what readers ask for, plus readahead for sequential readers.
+    case none
+    /// Every file once it has been opened; the fill goes on after it is closed, at low priority.
+    case open
+    /// Every mounted file, from the start.
+    case all
+}
+
+/// How the file system behaves, with every default stated once; the command line's options take theirs from here.
+public struct FileSystemSettings: Sendable, Equatable {
+    /// Block size for cache entries created by this mount.
+    public var blockSize = 64 << 10
+    /// The largest readahead window of a sequential reader.
+    public var readaheadMaximum: UInt64 = 32 << 20
+    /// Which files are completed in the background.
+    public var prefetch = PrefetchPolicy.open
+    /// An open re-probes its URL in the background when the last check is older than this; nil never.
+    public var revalidateAfter: Duration? = .seconds(60)
+
+    public init() {}
+}
+
+/// What `open` hands back to the adapter.
+public struct OpenedFile: Sendable, Equatable {
+    public var handle: UInt64
+    /// Whether pages the kernel cached for this inode are still valid. False after the remote file changed, so
+    /// the kernel drops the old version's pages.
+    public var keepCache: Bool
+}

@@ -1,0 +1,262 @@
+// The filesystem, without FUSE: every operation the adapter forwards, on plain Swift types. The adapter copies the
+// kernel's arguments in, calls one method here, and turns the result into a reply; everything worth testing is here.
+//
+// How one read travels: the handle's ReadPlanner observes it once and plans readahead; the entry's block table
+// says whether its blocks are readable. If they are, the reply comes at once from the data file. Otherwise the
+// blocks nobody is fetching yet are claimed and requested at demand priority, and the reply is sent from the
+// thread that receives the last needed block. Each open handle has its own planner, so two streams over one file
+// do not confuse each other's readahead.
+//
+// A handle reads the version of the file it was opened on. When a fetch finds that the remote file changed, the
+// URL is probed again, the catalog takes the new size and date, the old entry goes stale, and the failed read is
+// answered ESTALE only after that, so the next open already gets the new version (and, through `keepCache`, makes
+// the kernel drop the old version's pages).
+
+import Dispatch
+import Glibc
+import Logging
+import Synchronization
+
+/// A mounted set of remote files, backed by a cache.
+public final class RangeFS: Sendable {
+    public let catalog: Catalog
+    public let store: CacheStore
+    public let scheduler: FetchScheduler
+    public let settings: FileSystemSettings
+    /// When the mount started, the root directory's time.
+    public let mountTime: Int64
+    /// When each URL was last checked against its server, as seconds on the monotonic clock.
+    let lastValidated = Mutex<[String: Double]>([:])
+    private let handles = Mutex(Handles())
+    /// The cache generation whose pages the kernel may hold, per inode.
+    private let kernelGenerations = Mutex<[UInt64: UInt64]>([:])
+    /// Status samples of stored bytes per entry (monotonic seconds, bytes), for download speeds.
+    let speedSamples = Mutex<[String: (Double, UInt64)]>([:])
+    /// Tells the kernel to forget a name (set by the FUSE adapter), after `rangefs rm`.
+    public let entryInvalidator = LockedBox<(@Sendable (UInt64, String) -> Void)?>(nil)
+    /// Tells the kernel to drop its cached pages of an inode in a byte range, and its attributes (set by the FUSE
+    /// adapter); `UInt64.max` as the upper bound means to the end of the file. It waits for pages that a READ in
+    /// flight holds, so it must never run where that READ's reply waits behind it.
+    public let pageInvalidator = LockedBox<(@Sendable (UInt64, Range<UInt64>) -> Void)?>(nil)
+    /// Byte ranges of READs being answered ESTALE on the revalidation queue, by inode: the kernel holds their pages
+    /// locked until the reply, so the page invalidation that runs on that queue must leave them out.
+    let staleReplies = Mutex<[UInt64: [Range<UInt64>]]>([:])
+    /// Where the second, complete page invalidation runs after a remote change (see `forgetKernelPages`).
+    let invalidationQueue = DispatchQueue(label: "rangefs.invalidate")
+    /// Re-probes run here, one at a time: they wait for the network, which the curl thread provides.
+    let revalidationQueue = DispatchQueue(label: "rangefs.revalidate")
+    let logger: Logger
+
+    private struct OpenFile {
+        let inode: UInt64
+        let entry: CacheEntry
+        var planner: ReadPlanner
+    }
+
+    private struct Handles {
+        var next: UInt64 = 1
+        var open: [UInt64: OpenFile] = [:]
+    }
+
+    public typealias Reply = @Sendable (Result<ReadReply, FileSystemError>) -> Void
+
+    public init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler,
+                settings: FileSystemSettings = FileSystemSettings(), logger: Logger) {
+        self.catalog = catalog
+        self.store = store
+        self.scheduler = scheduler
+        self.settings = settings
+        self.logger = logger
+        mountTime = Int64(time(nil))
+        scheduler.observeRemoteChanges { [weak self] entry in self?.revalidate(entry, knownChanged: true) }
+    }
+
+    public var prefetch: PrefetchPolicy { settings.prefetch }
+
+    // MARK: Names and attributes
+
+    public func lookup(parent: UInt64, name: String) -> Result<FileAttributes, FileSystemError> {
+        guard parent == Catalog.rootInode else { return .failure(.notADirectory) }
+        guard let item = catalog.item(named: name) else { return .failure(.notFound) }
+        return attributes(of: item.inode)
+    }
+
+    public func attributes(of inode: UInt64) -> Result<FileAttributes, FileSystemError> {
+        if inode == Catalog.rootInode {
+            return .success(FileAttributes(inode: inode, isDirectory: true, size: 0, cachedBytes: 0,
+                                           modificationTime: mountTime))
+        }
+        guard let item = catalog.item(inode: inode) else { return .failure(.notFound) }
+        let cached = (try? entry(for: item).cachedBytes) ?? 0
+        return .success(FileAttributes(inode: inode, isDirectory: false, size: item.metadata.size,
+                                       cachedBytes: cached,
+                                       modificationTime: item.metadata.modificationTime ?? mountTime))
+    }
+
+    /// The root directory's files, sorted by name.
+    public func listDirectory(_ inode: UInt64) -> Result<[CatalogItem], FileSystemError> {
+        guard inode == Catalog.rootInode else { return .failure(.notADirectory) }
+        return .success(catalog.items)
+    }
+
+    // MARK: Open, read, release
+
+    /// Opens a file for reading and returns its handle.
+    public func open(_ inode: UInt64) -> Result<OpenedFile, FileSystemError> {
+        if inode == Catalog.rootInode { return .failure(.isADirectory) }
+        guard let item = catalog.item(inode: inode) else { return .failure(.notFound) }
+        let cacheEntry: CacheEntry
+        do {
+            cacheEntry = try entry(for: item)
+        } catch {
+            logger.error("cannot open the cache for \(item.name): \(error)")
+            return .failure(.io(error.description))
+        }
+        let handle = handles.withLock { handles in
+            let handle = handles.next
+            handles.next += 1
+            let maximum = settings.readaheadMaximum
+            let window = ReadaheadWindow(minimum: min(1 << 20, maximum), maximum: maximum)
+            handles.open[handle] = OpenFile(inode: inode, entry: cacheEntry, planner: ReadPlanner(window: window))
+            return handle
+        }
+        if settings.prefetch == .open && !cacheEntry.isComplete { scheduler.fill(cacheEntry, url: item.metadata.url) }
+        revalidateIfDue(cacheEntry)
+        let generation = cacheEntry.header.generation
+        let keepCache = kernelGenerations.withLock { known in
+            defer { known[inode] = generation }
+            return known[inode] == nil || known[inode] == generation
+        }
+        return .success(OpenedFile(handle: handle, keepCache: keepCache))
+    }
+
+    /// The readahead window of `handle` in bytes (0 for a reader not seen to be sequential); nil if not open.
+    public func readaheadWindow(of handle: UInt64) -> UInt64? {
+        handles.withLock { $0.open[handle]?.planner.readaheadWindow }
+    }
+
+    /// Whether any handle is open on `inode`.
+    public func isOpen(_ inode: UInt64) -> Bool {
+        handles.withLock { $0.open.values.contains { $0.inode == inode } }
+    }
+
+    public func release(_ handle: UInt64) {
+        _ = handles.withLock { $0.open.removeValue(forKey: handle) }
+    }
+
+    /// Reads `count` bytes at `offset`; `reply` runs exactly once, now or when the blocks arrive.
+    public func read(handle: UInt64, offset: UInt64, count: Int, reply: @escaping Reply) {
+        let planned = handles.withLock { handles -> (OpenFile, ReadPlanner.Plan)? in
+            guard let file = handles.open[handle] else { return nil }
+            let plan = handles.open[handle]!.planner.plan(offset: offset, count: count, fileSize: file.entry.size)
+            return (file, plan)
+        }
+        guard let (file, plan) = planned else { return reply(.failure(.badHandle)) }
+        let entry = file.entry
+        if let diskAhead = plan.diskAhead { entry.prefetchFromDisk(diskAhead) }
+        if plan.range.isEmpty {
+            reply(.success(.bytes([])))
+        } else {
+            serve(plan.range, of: entry, inode: file.inode, reply: reply)
+        }
+        if let networkAhead = plan.networkAhead, !networkAhead.isEmpty {
+            let runs = entry.claim(blocks: entry.blocks(covering: networkAhead))
+            if !runs.isEmpty { scheduler.fetch(entry, url: entry.header.url, runs: runs, priority: .readahead) }
+        }
+    }
+
+    /// Answers a read of `range` once its blocks are readable, fetching those nobody fetches yet at demand
+    /// priority. Also the retry of a read whose memory-held block was dropped before its reply: it asks for the
+    /// blocks again without planning the read again.
+    private func serve(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, reply: @escaping Reply) {
+        let blocks = entry.blocks(covering: range)
+        var claimed: [Range<Int>] = []
+        let availability = entry.request(blocks: blocks, claimed: &claimed) { [weak self] result in
+            guard let self else { return reply(.failure(.io("the file system is shutting down"))) }
+            switch result {
+            case .success: answer(range, of: entry, inode: inode, reply: reply)
+            case .failure(.remoteChanged): answerStale(range, of: entry, inode: inode, reply: reply)
+            case .failure(let error): reply(.failure(Self.fileSystemError(for: error)))
+            }
+        }
+        if !claimed.isEmpty {
+            scheduler.fetch(entry, url: entry.header.url, runs: claimed, priority: .demand)
+        }
+        switch availability {
+        case .ready: answer(range, of: entry, inode: inode, reply: reply)
+        case .waiting: scheduler.promote(entry, blocks: blocks)
+        case .failed(let error): reply(.failure(Self.fileSystemError(for: error)))
+        }
+    }
+
+    /// Sends the bytes of a read whose blocks are readable; if a memory-held block was dropped meanwhile, serves
+    /// the read again (the block is fetched again).
+    private func answer(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, reply: @escaping Reply) {
+        let blocks = entry.blocks(covering: range)
+        store.recordUse(entry, blocks: blocks)
+        // The reply reads the data file after this returns to the adapter; until it is sent, eviction keeps out.
+        entry.beginServing(blocks)
+        defer { entry.endServing(blocks) }
+        if let bytes = entry.reply(for: range) {
+            reply(.success(bytes))
+        } else {
+            serve(range, of: entry, inode: inode, reply: reply)
+        }
+    }
+
+    /// Starts completing every mounted file in the background (`--prefetch=all`).
+    public func fillAll() {
+        for item in catalog.items {
+            do {
+                let cacheEntry = try entry(for: item)
+                if !cacheEntry.isComplete { scheduler.fill(cacheEntry, url: item.metadata.url) }
+            } catch {
+                logger.error("cannot open the cache for \(item.name): \(error)")
+            }
+        }
+    }
+
+    // MARK: Extended attributes
+
+    public static let attributeNames = [
+        "user.rangefs.url", "user.rangefs.state", "user.rangefs.progress", "user.rangefs.cached_bytes",
+        "user.rangefs.etag",
+    ]
+
+    public func extendedAttributeNames(of inode: UInt64) -> Result<[String], FileSystemError> {
+        if inode == Catalog.rootInode { return .success([]) }
+        guard catalog.item(inode: inode) != nil else { return .failure(.notFound) }
+        return .success(Self.attributeNames)
+    }
+
+    public func extendedAttribute(_ name: String, of inode: UInt64) -> Result<String, FileSystemError> {
+        guard let item = catalog.item(inode: inode) else {
+            return .failure(inode == Catalog.rootInode ? .noSuchAttribute : .notFound)
+        }
+        let cached = (try? entry(for: item).cachedBytes) ?? 0
+        let size = item.metadata.size
+        switch name {
+        case "user.rangefs.url": return .success(Redaction.redact(item.metadata.url))
+        case "user.rangefs.etag": return .success(item.metadata.etag)
+        case "user.rangefs.cached_bytes": return .success(String(cached))
+        case "user.rangefs.progress": return .success(Self.percent(cached, of: size))
+        case "user.rangefs.state":
+            return .success(cached == size ? "complete" : cached == 0 ? "empty" : "partial")
+        default: return .failure(.noSuchAttribute)
+        }
+    }
+
+    /// `cached` of `size` as a percentage with one decimal, e.g. "42.5%"; an empty file is "100.0%".
+    public static func percent(_ cached: UInt64, of size: UInt64) -> String {
+        guard size > 0 else { return "100.0%" }
+        let tenths = cached * 1000 / size
+        return "\(tenths / 10).\(tenths % 10)%"
+    }
+
+    // MARK: Cache entries
+
+    /// The cache entry of `item`, opened on first use so that mounting does no work per cached file.
+    public func entry(for item: CatalogItem) throws(CacheError) -> CacheEntry {
+        try store.entry(for: item.metadata, blockSize: settings.blockSize)
+    }
+}

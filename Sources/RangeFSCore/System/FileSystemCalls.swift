@@ -1,0 +1,60 @@
+import Glibc
+
+/// Small-file and folder helpers for the cache's metadata files.
+public enum FileSystemCalls {
+    /// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over, fsync the folder.
+    /// A reader (or a crash) sees the old contents or the new, never a mix.
+    public static func replaceAtomically(_ path: String, with bytes: [UInt8]) throws(SystemError) {
+        let temporary = path + ".tmp"
+        do {
+            let file = try SystemFile(path: temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
+            try file.write(bytes, at: 0)
+            try retryingEINTR("fsync", temporary) { fsync(file.descriptor) }
+        }
+        try retryingEINTR("rename", path) { rename(temporary, path) }
+        try synchronizeDirectory(containing: path)
+    }
+
+    /// fsyncs the folder that holds `path`, so a rename or create in it is durable.
+    public static func synchronizeDirectory(containing path: String) throws(SystemError) {
+        let folder = parentDirectory(of: path)
+        let directory = try SystemFile(path: folder, flags: O_RDONLY | O_DIRECTORY)
+        try retryingEINTR("fsync", folder) { fsync(directory.descriptor) }
+    }
+
+    /// The whole contents of a small file, or nil if it does not exist.
+    public static func readSmallFile(_ path: String, limit: Int = 64 << 20) throws(SystemError) -> [UInt8]? {
+        let file: SystemFile
+        do {
+            file = try SystemFile(path: path, flags: O_RDONLY)
+        } catch where error.errno == ENOENT {
+            return nil
+        }
+        let size = try file.status().size
+        guard size <= UInt64(limit) else { throw SystemError(call: "read", path: path, errno: EFBIG) }
+        return try file.read(at: 0, count: Int(size))
+    }
+
+    /// Creates `path` and its missing parents with `mode`; an existing folder is fine.
+    public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(SystemError) {
+        var current = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            current += "/" + component
+            if mkdir(current, mode) != 0 && Glibc.errno != EEXIST {
+                throw SystemError(call: "mkdir", path: current, errno: Glibc.errno)
+            }
+        }
+    }
+
+    /// Removes `path` if it exists.
+    public static func removeFile(_ path: String) throws(SystemError) {
+        if unlink(path) != 0 && Glibc.errno != ENOENT {
+            throw SystemError(call: "unlink", path: path, errno: Glibc.errno)
+        }
+    }
+
+    public static func parentDirectory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+}

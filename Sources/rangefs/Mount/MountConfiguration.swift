@@ -1,0 +1,63 @@
+// The parsed options turned, once, into the settings each layer takes. Nothing else in the executable reads
+// `MountOptions` numbers or restates a default.
+
+import Foundation
+import Glibc
+import RangeFSCore
+import RangeFSFUSE
+import RangeFSHTTP
+
+/// Everything a mount is configured with.
+struct MountConfiguration: Equatable {
+    /// The cache directory, absolute.
+    var cacheRoot: String
+    var listFiles: [String]
+    var store: StoreSettings
+    var fetch: FetchPolicy
+    var http: HTTPOptions
+    var fileSystem: FileSystemSettings
+    var mount: MountSettings
+    var foreground: Bool
+    var verbose: Bool
+    var logFile: String?
+
+    /// The configuration `options` describe (already validated by parsing).
+    init(_ options: MountOptions, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        cacheRoot = options.cache.map(MountPoint.absolute) ?? CacheStore.defaultRoot(environment: environment)
+        listFiles = options.list
+        foreground = options.foreground
+        verbose = options.verbose
+        logFile = options.logFile
+
+        store = StoreSettings()
+        store.commitInterval = .milliseconds(Int((options.commitInterval * 1000).rounded()))
+        store.commitBytes = Int(options.commitBytes.bytes)
+        store.maxBytes = options.cacheMaxSize.map { Int($0.bytes) }
+
+        fetch = FetchPolicy()
+        fetch.attempts = options.retries
+        fetch.maxTransfers = options.connections
+        fetch.connectionsPerFile = options.connectionsPerFile
+        fetch.fillBytesPerSecond = options.bwlimit.map { Int($0.bytes) }
+        fetch.maxDownloads = options.maxDownloads
+
+        http = HTTPOptions()
+        http.connectTimeout = options.connectTimeout
+        http.lowSpeedTime = options.timeout
+        http.maxHostConnections = options.connectionsPerHost
+        // Room for every transfer of both engines' pools, and never fewer than the default.
+        http.maxTotalConnections = max(HTTPOptions().maxTotalConnections, options.connections * 2)
+
+        fileSystem = FileSystemSettings()
+        fileSystem.blockSize = Int(options.blockSize.bytes)
+        fileSystem.readaheadMaximum = options.readahead.bytes
+        fileSystem.prefetch = options.prefetch
+        fileSystem.revalidateAfter = .milliseconds(Int((options.revalidate * 1000).rounded()))
+
+        mount = MountSettings()
+        mount.allowOther = options.allowOther
+        mount.owner = Owner(uid: options.uid ?? getuid(), gid: options.gid ?? getgid())
+        mount.umask = options.umask.flatMap { mode_t($0, radix: 8) } ?? 0
+        mount.kernelReadaheadKiB = options.kernelReadahead > 0 ? options.kernelReadahead : nil
+    }
+}

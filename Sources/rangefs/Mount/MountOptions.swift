@@ -1,0 +1,140 @@
+// The options of `rangefs mount` and the fstab shape. Each default is stated once: it is read from the settings
+// type of the layer that uses it (StoreSettings, FetchPolicy, FileSystemSettings, HTTPOptions, MountSettings), and
+// shown in --help from there. `MountConfiguration` turns the parsed options into those settings, once.
+
+import ArgumentParser
+import Glibc
+import RangeFSCore
+import RangeFSFUSE
+import RangeFSHTTP
+
+extension PrefetchPolicy: ExpressibleByArgument {}
+
+/// The defaults of every layer, in one place for the options below.
+enum Defaults {
+    static let store = StoreSettings()
+    static let fetch = FetchPolicy()
+    static let fileSystem = FileSystemSettings()
+    static let http = HTTPOptions()
+    static let mount = MountSettings()
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+/// Options shared by `rangefs mount` and the fstab shape. `-o key=value,...` is turned into these long options
+/// before parsing (see `MountOptionList`).
+struct MountOptions: ParsableArguments {
+    @Option(name: .long, help: "Cache directory (default: $XDG_CACHE_HOME/rangefs or ~/.cache/rangefs).")
+    var cache: String?
+
+    @Option(name: .long, help: "A file with one URL or NAME=URL per line; # starts a comment.")
+    var list: [String] = []
+
+    @Option(name: .long, help: "Block size for new cache entries, e.g. 64K or 1M (a multiple of 4K).")
+    var blockSize = ByteCount(Defaults.fileSystem.blockSize)
+
+    @Flag(name: [.short, .long], help: "Stay in the foreground; Ctrl-C or SIGTERM unmounts.")
+    var foreground = false
+
+    @Flag(name: .long, help: "Let other users see the files (needs user_allow_other in /etc/fuse.conf).")
+    var allowOther = Defaults.mount.allowOther
+
+    @Option(name: .long, help: "The owner (user id) the files appear to have (default: who mounts).")
+    var uid: UInt32?
+
+    @Option(name: .long, help: "The group id the files appear to have (default: who mounts).")
+    var gid: UInt32?
+
+    @Option(name: .long, help: "Permission bits to clear, in octal, e.g. 027 (default: none; files are 0444).")
+    var umask: String?
+
+    @Option(name: .long, help: "Write logs here once the mount runs in the background (default: syslog).")
+    var logFile: String?
+
+    @Flag(name: [.short, .long], help: "Log each request.")
+    var verbose = false
+
+    @Option(name: .long, help: "Seconds between cache commits: at most this much download progress is lost in a crash.")
+    var commitInterval = Defaults.seconds(Defaults.store.commitInterval)
+
+    @Option(name: .long, help: "Also commit once this much was fetched since the last commit, e.g. 64M.")
+    var commitBytes = ByteCount(Defaults.store.commitBytes)
+
+    @Option(name: .long, help: "The largest readahead window of a sequential reader, e.g. 32M.")
+    var readahead = ByteCount(Defaults.fileSystem.readaheadMaximum)
+
+    @Option(name: .long, help: "Complete files in the background: open (each file once opened), all, or none.")
+    var prefetch = Defaults.fileSystem.prefetch
+
+    @Option(name: .long, help: "Cap background completion at this rate in bytes/s, e.g. 10M; readers are never capped.")
+    var bwlimit: ByteCount?
+
+    @Option(name: .long, help: "Keep the cached data of the mounted files under this size, e.g. 10G (least recently used blocks go first; pinned files stay).")
+    var cacheMaxSize: ByteCount?
+
+    @Option(name: .long, help: "Files completed in the background at once.")
+    var maxDownloads: Int?
+
+    @Option(name: .long, help: "Readahead and background transfers at once, over all files.")
+    var connections = Defaults.fetch.maxTransfers
+
+    @Option(name: .long, help: "Readahead and background transfers at once for one file.")
+    var connectionsPerFile = Defaults.fetch.connectionsPerFile
+
+    @Option(name: .long, help: "Connections to one server at once.")
+    var connectionsPerHost = Defaults.http.maxHostConnections
+
+    @Option(name: .long, help: "The kernel's readahead for the mount in KiB (needs root); 0 keeps the default.")
+    var kernelReadahead = Defaults.mount.kernelReadaheadKiB ?? 0
+
+    @Option(name: .long, help: "On open, check the server for a newer version when the last check is older than this many seconds (in the background); 0 checks at every open.")
+    var revalidate = Defaults.fileSystem.revalidateAfter.map(Defaults.seconds) ?? 0
+
+    @Option(name: .long, help: "Seconds to wait for a connection to the server.")
+    var connectTimeout = Defaults.http.connectTimeout
+
+    @Option(name: .long, help: "Seconds a transfer may make no progress before it is retried; a read fails with EIO after the retries.")
+    var timeout = Defaults.http.lowSpeedTime
+
+    @Option(name: .long, help: "Attempts per request when the network fails (each resumes where the last broke).")
+    var retries = Defaults.fetch.attempts
+
+    /// Checks ranges; each error names the option and a valid value.
+    func validate() throws {
+        guard commitInterval >= 0.01 && commitInterval <= 60 else {
+            throw ValidationError("--commit-interval \(commitInterval) is out of range; use 0.01 to 60 seconds, e.g. 0.5")
+        }
+        guard connectTimeout >= 1, timeout >= 1 else {
+            throw ValidationError("--connect-timeout and --timeout must be at least 1 second")
+        }
+        guard retries >= 1 && retries <= 100 else { throw ValidationError("--retries must be 1 to 100") }
+        guard revalidate >= 0 else { throw ValidationError("--revalidate must be 0 or more seconds") }
+        guard kernelReadahead >= 0 else { throw ValidationError("--kernel-readahead must be 0 or more KiB") }
+        let block = blockSize.bytes
+        guard block >= 4096, block <= 64 << 20, block % 4096 == 0 else {
+            throw ValidationError("invalid --block-size '\(blockSize)'; use a multiple of 4K between 4K and 64M, e.g. 64K")
+        }
+        guard commitBytes.bytes >= 64 << 10 else {
+            throw ValidationError("invalid --commit-bytes '\(commitBytes)'; use a size of at least 64K, e.g. 16M")
+        }
+        guard readahead.bytes >= 1 << 20 else {
+            throw ValidationError("invalid --readahead '\(readahead)'; use a size of at least 1M, e.g. 32M")
+        }
+        if let bwlimit, bwlimit.bytes < 1024 {
+            throw ValidationError("invalid --bwlimit '\(bwlimit)'; use bytes per second of at least 1K, e.g. 10M")
+        }
+        if let cacheMaxSize, cacheMaxSize.bytes < 1 << 20 {
+            throw ValidationError("invalid --cache-max-size '\(cacheMaxSize)'; use a size of at least 1M, e.g. 10G")
+        }
+        if let maxDownloads, maxDownloads < 1 { throw ValidationError("--max-downloads must be at least 1") }
+        if let umask, mode_t(umask, radix: 8).map({ $0 > 0o777 }) ?? true {
+            throw ValidationError("invalid umask '\(umask)'; give octal permission bits, e.g. umask=027")
+        }
+        for (name, value) in [("--connections", connections), ("--connections-per-file", connectionsPerFile),
+                              ("--connections-per-host", connectionsPerHost)] where value < 1 || value > 256 {
+            throw ValidationError("\(name) \(value) is out of range; use 1 to 256")
+        }
+    }
+}

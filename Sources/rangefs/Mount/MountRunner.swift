@@ -1,0 +1,220 @@
+// What `rangefs mount` does, as a straight line (libfuse's hello_ll.c): parse sources, go to the background,
+// check the mount point, lock the cache, probe the URLs, mount, serve until unmounted, commit, exit.
+//
+// Background mode re-executes this program in the foreground as a new session, with its stderr on a pipe. The
+// child reports each bad URL there and then a readiness line; the parent copies the reports to its own stderr
+// and exits with the child's status only once the mount is ready (or has failed), as mount(8) expects.
+
+import Foundation
+import Glibc
+import Logging
+import RangeFSCore
+import RangeFSFUSE
+import RangeFSHTTP
+
+/// The readiness line a background child writes before it detaches from the parent's pipe.
+let readinessMarker = "\u{1}rangefs-ready "
+/// Set in a background child's environment.
+let daemonChildVariable = "RANGEFS_DAEMON_CHILD"
+
+struct MountRunner {
+    let mountpoint: String
+    let urls: [String]
+    let configuration: MountConfiguration
+
+    /// Exit codes, also listed in `rangefs --help`.
+    enum Status {
+        static let mounted: Int32 = 0
+        static let failed: Int32 = 1
+        static let someFailed: Int32 = 2
+    }
+
+    /// Why a mount stopped before it was ready; printed as one line.
+    struct Failure: Error {
+        let message: String
+        init(_ message: String) { self.message = message }
+    }
+
+    func run() -> Int32 {
+        let isChild = ProcessInfo.processInfo.environment[daemonChildVariable] == "1"
+        if !configuration.foreground && !isChild { return Daemon.spawnAndWait() }
+        return mountAndServe(reportReadiness: isChild)
+    }
+
+    private func mountAndServe(reportReadiness: Bool) -> Int32 {
+        let signals = SignalWatcher()
+        defer { signals.cancel() }
+        let destination = LogDestination()
+        LoggingSystem.bootstrap { label in RangefsLogHandler(label: label, destination: destination) }
+        var logger = Logger(label: "rangefs")
+        logger.logLevel = configuration.verbose ? .debug : .info
+        func fail(_ message: String) -> Int32 {
+            printError("rangefs: " + message)
+            if reportReadiness { Daemon.reportReady(Status.failed, logFile: nil) }
+            return Status.failed
+        }
+
+        let target = MountPoint.absolute(mountpoint)
+        let store: CacheStore
+        var sources: [MountSource]
+        do {
+            sources = try givenSources()
+            if let problem = MountPoint.prepare(target, logger: logger) { throw Failure(problem) }
+            store = try CacheStore(root: configuration.cacheRoot, settings: configuration.store, logger: logger)
+        } catch let failure as Failure {
+            return fail(failure.message)
+        } catch {
+            return fail("\(error)")
+        }
+        let savedFiles = addSavedFiles(of: store, to: &sources)
+        if sources.isEmpty { return fail("nothing to mount: give URLs or --list FILE (this cache has no saved files)") }
+
+        let engine = CurlEngine(options: configuration.http, logger: logger)
+        let demandEngine = CurlEngine(options: configuration.http, logger: logger)
+        defer {
+            engine.shutdown()
+            demandEngine.shutdown()
+        }
+        let (catalog, failures) = probe(sources, with: engine)
+        if catalog.items.isEmpty { return fail("no URL could be mounted") }
+
+        let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine, store: store,
+                                       policy: configuration.fetch, logger: logger)
+        let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler,
+                                 settings: configuration.fileSystem, logger: logger)
+        for item in catalog.items { fileSystem.markValidated(item.metadata.url) }
+        let mount: FUSEMount
+        do {
+            mount = try FUSEMount(fileSystem: fileSystem, mountpoint: target, settings: configuration.mount,
+                                  logger: logger)
+            try mount.start()
+        } catch {
+            return fail("\(error)")
+        }
+        signals.watch(mount)
+        store.startCommitting()
+        fileSystem.restorePins(savedFiles)
+        fileSystem.saveCatalog()
+        if configuration.fileSystem.prefetch == .all { fileSystem.fillAll() }
+        let control = startControl(for: fileSystem, mountpoint: target, logger: logger)
+        let status = failures > 0 ? Status.someFailed : Status.mounted
+        if reportReadiness {
+            Daemon.reportReady(status, logFile: configuration.logFile)
+            if configuration.logFile == nil { destination.use(.syslog) }
+        }
+        logger.info("mounted \(catalog.items.count) file(s) on \(target)")
+        SystemdNotifier.notify("READY=1\nSTATUS=mounted \(catalog.items.count) file(s) on \(target)\nMAINPID=\(getpid())")
+
+        mount.waitUntilUnmounted()
+        SystemdNotifier.notify("STOPPING=1")
+        control?.stop()
+        mount.finish()
+        store.close()
+        logger.info("unmounted \(target)")
+        return status
+    }
+
+    /// The URLs of the command line, then those of the list files, in order.
+    private func givenSources() throws -> [MountSource] {
+        var sources = urls.map(MountSource.init(parsing:))
+        for path in configuration.listFiles {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw Failure("cannot read list file \(path); check the path and its permissions")
+            }
+            sources += MountSource.parseList(String(decoding: data, as: UTF8.self))
+        }
+        return sources
+    }
+
+    /// Adds the files saved with the cache (added at runtime, or mounted before) that `sources` lacks; returns
+    /// what was saved.
+    private func addSavedFiles(of store: CacheStore, to sources: inout [MountSource]) -> [SavedFile] {
+        do {
+            let saved = try store.savedFiles()
+            for file in saved where !sources.contains(where: { $0.url == file.url }) {
+                sources.append(MountSource(url: file.url, name: file.name))
+            }
+            return saved
+        } catch {
+            printError("rangefs: \(store.root)/catalog.json is damaged (\(error)); mounting only the given URLs")
+            return []
+        }
+    }
+
+    /// Probes every URL at once; a bad one is reported by name and the rest still mount. Returns the catalog of
+    /// those that answered and how many failed.
+    private func probe(_ sources: [MountSource], with fetcher: RangeFetching) -> (Catalog, Int) {
+        let catalog = Catalog()
+        var failures = 0
+        for (source, result) in zip(sources, fetcher.probeAll(sources.map(\.url))) {
+            switch result {
+            case .success(let metadata):
+                catalog.add(metadata, explicitName: source.name)
+            case .failure(let error):
+                failures += 1
+                printError("rangefs: \(Redaction.redact(source.url)): \(error.userMessage)")
+            }
+        }
+        return (catalog, failures)
+    }
+
+    /// Serves `rangefs status` and friends on the mount's control socket; nil (and a warning) if it cannot.
+    private func startControl(for fileSystem: RangeFS, mountpoint: String, logger: Logger) -> ControlServer? {
+        let socketPath = ControlSocket.path(
+            forMountpoint: mountpoint,
+            in: ControlSocket.directory(environment: ProcessInfo.processInfo.environment, uid: getuid()))
+        do {
+            return try ControlServer(path: socketPath, logger: logger) { request in
+                var response = fileSystem.handle(request)
+                response.mountpoint = mountpoint
+                return response
+            }
+        } catch {
+            printError("rangefs: no control socket at \(socketPath) (\(error)); rangefs status and friends will not reach this mount")
+            return nil
+        }
+    }
+}
+
+/// Turns SIGINT, SIGTERM and SIGHUP into a clean unmount. It is installed before anything is mounted or reported
+/// ready, so a stop that comes early (right after systemd's READY=1, say) is remembered and carried out as soon
+/// as the mount exists, never lost.
+final class SignalWatcher: @unchecked Sendable {
+    // @unchecked Sendable: `sources` is written only in init, before the watcher is shared; `state` is locked.
+    private var sources: [DispatchSourceSignal] = []
+    private let state = LockedBox<(stopRequested: Bool, mount: FUSEMount?)>((false, nil))
+
+    init() {
+        for number in [SIGINT, SIGTERM, SIGHUP] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [weak self] in self?.stop() }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    /// The mount to unmount on a signal; if one already came, it is unmounted now.
+    func watch(_ mount: FUSEMount) {
+        let stopNow = state.withLock { state -> Bool in
+            state.mount = mount
+            return state.stopRequested
+        }
+        if stopNow { mount.requestUnmount() }
+    }
+
+    /// Whether a signal asked to stop (before there was a mount to unmount).
+    var stopRequested: Bool { state.withLock { $0.stopRequested } }
+
+    private func stop() {
+        let mount = state.withLock { state -> FUSEMount? in
+            state.stopRequested = true
+            return state.mount
+        }
+        mount?.requestUnmount()
+    }
+
+    func cancel() {
+        sources.forEach { $0.cancel() }
+    }
+}
