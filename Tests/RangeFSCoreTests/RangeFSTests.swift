@@ -124,6 +124,18 @@ final class RangeFSTests: XCTestCase {
         XCTAssertEqual(try fileSystem.attributes(of: inode).get().cachedBytes, 0)
     }
 
+    /// A fetch that finds the file changed fails its readers with ESTALE and probes the URL again, once, even
+    /// when the probe cannot tell what the server has now.
+    func testOneRemoteChangeMakesOneProbe() throws {
+        let handle = try openFile()
+        let probesAtMount = origin.probeCount
+        origin.serve(url, bytes: bytes, etag: "\"v2\"")
+        origin.probesFail = true
+        XCTAssertEqual(read(handle, offset: 0, count: 100), .failure(.stale))
+        usleep(300_000)  // a second probe, if any, runs right behind the first
+        XCTAssertEqual(origin.probeCount - probesAtMount, 1)
+    }
+
     func testLookupAndListing() throws {
         XCTAssertEqual(fileSystem.lookup(parent: Catalog.rootInode, name: "missing"), .failure(.notFound))
         XCTAssertEqual(try fileSystem.listDirectory(Catalog.rootInode).get().map(\.name), ["data.bin"])

@@ -241,6 +241,11 @@ public struct BlockGeometry: Sendable, Equatable {
     public let blockSize: Int
     public let size: UInt64
 
+    public init(blockSize: Int, size: UInt64) {
+        self.blockSize = blockSize
+        self.size = size
+    }
+
     public var blockCount: Int { Int((size + UInt64(blockSize) - 1) / UInt64(blockSize)) }
 
     /// The blocks that hold the bytes `range`.

@@ -97,10 +97,21 @@ public final class CacheStore: Sendable {
         root + "/entries/" + String(SHA256.hexDigest(url).prefix(32))
     }
 
-    /// Closes the open entry of `url`, if any; it goes stale, so its readers get ESTALE.
+    /// Closes the open entry of `url`, if any, committing what it stored so that a later mount or `add` finds it;
+    /// it goes stale, so its readers get ESTALE.
     public func forget(_ url: String) {
+        close(url, committing: true)
+    }
+
+    /// Closes the open entry of `url`, if any: it goes stale. With `committing`, what it stored is made durable
+    /// first; without, the caller is about to delete its files.
+    func close(_ url: String, committing: Bool) {
         guard let entry = entries.withLock({ $0.removeValue(forKey: url) }) else { return }
         account(-Int(entry.cachedBytes))
+        if committing {
+            waitForWrites()
+            do { try entry.commit() } catch { logger.error("cache commit failed: \(error)") }
+        }
         entry.markStale()
     }
 

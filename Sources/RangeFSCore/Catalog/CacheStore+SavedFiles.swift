@@ -36,7 +36,7 @@ extension CacheStore {
     /// Deletes the cached data of `url` (its whole entry folder). Handles still open keep reading the old files.
     public func removeEntry(for url: String) throws {
         let folder = directory(for: url)
-        forget(url)
+        close(url, committing: false)
         for file in ["bitmap", "data", "crc32c", "header"] { try FileSystemCalls.removeFile(folder + "/" + file) }
         _ = rmdir(folder)
     }

@@ -1,0 +1,136 @@
+import Foundation
+import Logging
+import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// The control channel's commands, answered in-process by `RangeFS.handle` against an in-memory origin.
+final class ControlHandlerTests: XCTestCase {
+    let first = "http://origin/first.bin", second = "http://origin/second.bin"
+    let bytes = pseudoRandomBytes(count: 1_000_000)
+    var directory: TemporaryDirectory!
+    var origin: MemoryOrigin!
+    var fileSystem: RangeFS!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory(prefix: "control")
+        origin = MemoryOrigin()
+        origin.serve(first, bytes: bytes)
+        origin.serve(second, bytes: bytes)
+        origin.serve("http://origin/third.bin", bytes: bytes)
+        fileSystem = try makeTestFileSystem(origin: origin, urls: [first, second], directory: directory.path)
+    }
+
+    override func tearDown() {
+        fileSystem = nil
+        origin = nil
+        directory = nil
+        super.tearDown()
+    }
+
+    func handle(_ command: ControlRequest.Command, name: String? = nil, url: String? = nil, all: Bool? = nil,
+                keepData: Bool? = nil) -> ControlResponse {
+        fileSystem.handle(ControlRequest(command: command, name: name, url: url, all: all, keepData: keepData))
+    }
+
+    func entry(_ name: String) throws -> CacheEntry {
+        try fileSystem.entry(for: try XCTUnwrap(fileSystem.catalog.item(named: name)))
+    }
+
+    func readAll(_ name: String) throws {
+        let inode = try XCTUnwrap(fileSystem.catalog.item(named: name)).inode
+        let handle = try fileSystem.open(inode).get().handle
+        defer { fileSystem.release(handle) }
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: bytes.count)?.get(), bytes)
+        fileSystem.store.waitForWrites()
+    }
+
+    func savedNames() throws -> [String] { try fileSystem.store.savedFiles().map(\.name).sorted() }
+
+    func testStatusListsEveryFileWithItsStateAndMap() throws {
+        try readAll("first.bin")
+        let files = try XCTUnwrap(handle(.status).files)
+        XCTAssertEqual(files.map(\.name), ["first.bin", "second.bin"])
+        XCTAssertEqual(files.map(\.state), ["complete", "partial"])
+        XCTAssertEqual(files[0].cachedBytes, UInt64(bytes.count))
+        XCTAssertEqual(files[0].map, String(repeating: "#", count: RangeFS.mapWidth))
+        XCTAssertEqual(files[1].map, String(repeating: " ", count: RangeFS.mapWidth))
+    }
+
+    func testAddMountsAURLAndSavesItRefusesDuplicatesAndNamesAFailingServer() throws {
+        let added = handle(.add, url: "http://origin/third.bin")
+        XCTAssertTrue(added.ok, added.error ?? "")
+        XCTAssertEqual(added.message, "third.bin")
+        XCTAssertNotNil(fileSystem.catalog.item(named: "third.bin"))
+        XCTAssertEqual(try savedNames(), ["first.bin", "second.bin", "third.bin"])
+        let again = handle(.add, url: first)
+        XCTAssertFalse(again.ok)
+        XCTAssertTrue(again.error?.contains("already mounted as first.bin") ?? false, again.error ?? "")
+        let missing = handle(.add, url: "http://origin/none.bin")
+        XCTAssertFalse(missing.ok)
+        XCTAssertTrue(missing.error?.contains("HTTP 404") ?? false, missing.error ?? "")
+    }
+
+    func testRmRemovesTheFileItsDataAndItsSavedLine() throws {
+        try readAll("first.bin")
+        let folder = try entry("first.bin").directory
+        XCTAssertTrue(handle(.rm, name: "first.bin").ok)
+        XCTAssertNil(fileSystem.catalog.item(named: "first.bin"))
+        XCTAssertEqual(try savedNames(), ["second.bin"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: folder + "/data"), "the cached data is deleted")
+        XCTAssertFalse(handle(.rm, name: "first.bin").ok, "gone already")
+    }
+
+    func testRmKeepDataLeavesTheCacheForALaterAdd() throws {
+        try readAll("first.bin")
+        XCTAssertTrue(handle(.rm, name: "first.bin", keepData: true).ok)
+        XCTAssertTrue(handle(.add, url: first).ok)
+        XCTAssertEqual(try entry("first.bin").cachedBytes, UInt64(bytes.count), "found again in the cache")
+    }
+
+    func testPauseAndResumeOneFileOrAll() throws {
+        XCTAssertTrue(handle(.pause, name: "first.bin").ok)
+        XCTAssertTrue(try entry("first.bin").isPaused)
+        XCTAssertFalse(try entry("second.bin").isPaused)
+        XCTAssertTrue(handle(.pause, all: true).ok)
+        XCTAssertTrue(try entry("second.bin").isPaused)
+        XCTAssertTrue(handle(.resume, all: true).ok)
+        XCTAssertFalse(try entry("first.bin").isPaused || entry("second.bin").isPaused)
+        XCTAssertFalse(handle(.pause, name: "none.bin").ok)
+    }
+
+    func testPinCompletesTheFileAndIsSaved() throws {
+        XCTAssertTrue(handle(.pin, name: "second.bin").ok)
+        let pinned = try entry("second.bin")
+        let deadline = Date().addingTimeInterval(10)
+        while !pinned.isComplete && Date() < deadline { usleep(10_000) }
+        XCTAssertTrue(pinned.isComplete, "a pinned file is downloaded completely")
+        XCTAssertEqual(try fileSystem.store.savedFiles().first { $0.name == "second.bin" }?.pinned, true)
+        XCTAssertEqual(handle(.status).files?.first { $0.name == "second.bin" }?.pinned, true)
+    }
+
+    func testEvictRefusesOpenAndPinnedFilesAndDropsAClosedOnesData() throws {
+        try readAll("first.bin")
+        let inode = try XCTUnwrap(fileSystem.catalog.item(named: "first.bin")).inode
+        let handleNumber = try fileSystem.open(inode).get().handle
+        XCTAssertTrue(handle(.evict, name: "first.bin").error?.contains("is open") ?? false)
+        fileSystem.release(handleNumber)
+        try entry("first.bin").setPinned(true)
+        XCTAssertTrue(handle(.evict, name: "first.bin").error?.contains("is pinned") ?? false)
+        try entry("first.bin").setPinned(false)
+        XCTAssertTrue(handle(.evict, name: "first.bin").ok)
+        XCTAssertEqual(try entry("first.bin").cachedBytes, 0)
+        XCTAssertNotNil(fileSystem.catalog.item(named: "first.bin"), "it stays mounted")
+    }
+
+    func testVerifyFindsABlockThatRotted() throws {
+        try readAll("first.bin")
+        let cached = try entry("first.bin")
+        XCTAssertTrue(handle(.verify, name: "first.bin").ok)
+        try SystemFile(path: cached.directory + "/data", flags: O_RDWR).write([0xEE], at: 70_000)
+        let response = handle(.verify, name: "first.bin")
+        XCTAssertFalse(response.ok)
+        XCTAssertTrue(response.error?.contains("1 failed and will be fetched again") ?? false, response.error ?? "")
+        XCTAssertFalse(cached.isPresent(1))
+    }
+}

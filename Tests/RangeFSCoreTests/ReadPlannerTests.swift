@@ -1,0 +1,121 @@
+@testable import RangeFSCore
+import Dispatch
+import Foundation
+import Glibc
+import Logging
+import RangeFSTestSupport
+import XCTest
+
+/// Readahead planning per handle, and a read that is served again after its memory-held block was dropped.
+final class ReadPlannerTests: XCTestCase {
+    let mebibyte: UInt64 = 1 << 20
+
+    func planner() -> ReadPlanner {
+        ReadPlanner(window: ReadaheadWindow(minimum: 1 << 20, maximum: 8 << 20))
+    }
+
+    func testRandomReadsPlanNoReadahead() {
+        var reads = planner()
+        for offset: UInt64 in [50 * mebibyte, 3 * mebibyte, 90 * mebibyte] {
+            let plan = reads.plan(offset: offset, count: 4096, fileSize: 100 * mebibyte)
+            XCTAssertEqual(plan.range, offset..<(offset + 4096))
+            XCTAssertNil(plan.networkAhead)
+            XCTAssertNil(plan.diskAhead)
+        }
+        XCTAssertEqual(reads.readaheadWindow, 0)
+    }
+
+    func testASequentialReaderFetchesAheadInStepsOfHalfAWindowAndNothingTwice() {
+        var reads = planner()
+        var fetched: [Range<UInt64>] = []
+        var windows: [UInt64] = []
+        for index in 0..<40 {
+            let offset = UInt64(index) * 128 << 10
+            let plan = reads.plan(offset: offset, count: 128 << 10, fileSize: 100 * mebibyte)
+            if let ahead = plan.networkAhead { fetched.append(ahead) }
+            windows.append(reads.readaheadWindow)
+        }
+        XCTAssertEqual(Array(windows.prefix(7)), [0, 0, mebibyte, 2 * mebibyte, 4 * mebibyte, 8 * mebibyte, 8 * mebibyte],
+                       "the window starts after two sequential reads and doubles to its cap")
+        XCTAssertLessThan(fetched.count, 15, "few requests for 40 reads: \(fetched)")
+        for (earlier, later) in zip(fetched, fetched.dropFirst()) {
+            XCTAssertEqual(earlier.upperBound, later.lowerBound, "each step starts where the last ended")
+        }
+        XCTAssertEqual(fetched.first?.lowerBound, 384 << 10, "readahead starts past the read that started it")
+    }
+
+    func testReadsAreClippedAtTheEndOfTheFile() {
+        var reads = planner()
+        XCTAssertEqual(reads.plan(offset: 900, count: 200, fileSize: 1000).range, 900..<1000)
+        XCTAssertTrue(reads.plan(offset: 2000, count: 200, fileSize: 1000).range.isEmpty)
+    }
+
+    /// A read's block can be dropped between its arrival and its reply: kept in memory because it could not be
+    /// written, then dropped to stay within the memory limit. The read is then served again. It must not be
+    /// planned again: one kernel READ that moved the readahead window twice made it grow too fast.
+    func testAReadServedAgainAfterItsBlockWasDroppedMovesTheWindowOnce() throws {
+        let url = "http://origin/data.bin"
+        let bytes = pseudoRandomBytes(count: 4_000_000)
+        let directory = try TemporaryDirectory(prefix: "planner")
+        let origin = MemoryOrigin()
+        origin.serve(url, bytes: bytes)
+        var settings = StoreSettings()
+        settings.memoryBlockLimit = 0  // an unwritable block is dropped as soon as the writer gives up on it
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path,
+                                                storeSettings: settings)
+        let item = try XCTUnwrap(fileSystem.catalog.item(named: "data.bin"))
+        let handle = try fileSystem.open(item.inode).get().handle
+        // Every data write now fails (EFBIG), as on a full disk: blocks are served from memory only.
+        var saved = rlimit()
+        getrlimit(Int32(RLIMIT_FSIZE.rawValue), &saved)
+        signal(SIGXFSZ, SIG_IGN)
+        var tiny = rlimit(rlim_cur: 4096, rlim_max: saved.rlim_max)
+        setrlimit(Int32(RLIMIT_FSIZE.rawValue), &tiny)
+        defer {
+            setrlimit(Int32(RLIMIT_FSIZE.rawValue), &saved)
+            signal(SIGXFSZ, SIG_DFL)
+        }
+
+        var expected = ReadPlanner(window: ReadaheadWindow(minimum: 1 << 20, maximum: 32 << 20))
+        let count = 128 << 10
+        func readAndExpect(_ index: Int) {
+            let offset = index * count
+            let result = fileSystem.readSynchronously(handle: handle, offset: UInt64(offset), count: count)
+            XCTAssertEqual(try result?.get(), Array(bytes[offset..<(offset + count)]), "read \(index)")
+            _ = expected.plan(offset: UInt64(offset), count: count, fileSize: UInt64(bytes.count))
+        }
+        for index in 0..<3 { readAndExpect(index) }
+
+        // The next read's reply waits until the writer has failed on its blocks and dropped them: its first
+        // answer finds them gone, and the read is served again.
+        let entry = try fileSystem.entry(for: item)
+        let replies = fileSystem.store.pipeline.replyQueue
+        replies.suspend()
+        let offset = 3 * count
+        let blocks = entry.blocks(covering: UInt64(offset)..<UInt64(offset + count))
+        let done = DispatchSemaphore(value: 0)
+        let answer = LockedBox<[UInt8]?>(nil)
+        fileSystem.read(handle: handle, offset: UInt64(offset), count: count) { result in
+            answer.withLock { $0 = try? result.get().bytesForTesting() }
+            done.signal()
+        }
+        _ = expected.plan(offset: UInt64(offset), count: count, fileSize: UInt64(bytes.count))
+        func arrivedAndDropped() -> Bool {
+            entry.state.withLock { state in
+                blocks.allSatisfy { !state.blocks.inFlight.contains($0) && !state.blocks.isReadable($0) }
+            }
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while !arrivedAndDropped() && Date() < deadline { usleep(2000) }
+        XCTAssertTrue(arrivedAndDropped(), "the read's blocks arrived, failed to be written and were dropped")
+        let requestsAtResume = origin.requests.count
+        replies.resume()
+        XCTAssertEqual(done.wait(timeout: .now() + 10), .success, "the read was never answered")
+        XCTAssertEqual(answer.withLock { $0 }, Array(bytes[offset..<(offset + count)]))
+        let firstByte = entry.byteRange(of: blocks).lowerBound
+        XCTAssertTrue(origin.requests.dropFirst(requestsAtResume).contains { $0.range?.contains(firstByte) ?? false },
+                      "the read was served again: its dropped block was fetched again")
+        XCTAssertEqual(fileSystem.readaheadWindow(of: handle), expected.readaheadWindow,
+                       "each READ moves the readahead window once, however often it is served")
+    }
+}

@@ -1,0 +1,98 @@
+import ArgumentParser
+import Glibc
+import RangeFSCore
+import RangeFSFUSE
+import RangeFSHTTP
+@testable import rangefs
+import XCTest
+
+/// argv and `-o` lists become one configuration; with no tuning flags it holds the README's defaults.
+final class MountOptionsTests: XCTestCase {
+    func configuration(_ arguments: [String]) throws -> MountConfiguration {
+        let command = try RangefsCommand.parseCommandLine(arguments)
+        if let mount = command as? MountCommand { return MountConfiguration(mount.options, environment: ["HOME": "/home/u"]) }
+        let fstab = try XCTUnwrap(command as? FstabMountCommand, "\(type(of: command))")
+        return MountConfiguration(fstab.options, environment: ["HOME": "/home/u"])
+    }
+
+    func parseError(_ arguments: [String]) -> String {
+        do {
+            _ = try RangefsCommand.parseCommandLine(arguments)
+            return "parsed"
+        } catch {
+            return RangefsCommand.message(for: error)
+        }
+    }
+
+    /// One assertion per row of the README's tuning table, with the value the README states.
+    func testNoTuningFlagsGiveTheDocumentedDefaults() throws {
+        let config = try configuration(["mount", "/mnt/m", "http://h/f.bin"])
+        XCTAssertEqual(config.store.commitInterval, .milliseconds(500))                 // --commit-interval 0.5
+        XCTAssertEqual(config.store.commitBytes, 1 << 30)                                // --commit-bytes 1G
+        XCTAssertEqual(config.fileSystem.readaheadMaximum, 32 << 20)                     // --readahead 32M
+        XCTAssertEqual(config.http.connectTimeout, 10)                                   // --connect-timeout 10
+        XCTAssertEqual(config.http.lowSpeedTime, 20)                                     // --timeout 20
+        XCTAssertEqual(config.fetch.attempts, 4)                                         // --retries 4
+        XCTAssertEqual(config.fileSystem.prefetch, .open)                                // --prefetch open
+        XCTAssertNil(config.fetch.fillBytesPerSecond)                                    // --bwlimit none
+        XCTAssertEqual(config.fetch.maxTransfers, 16)                                    // --connections 16
+        XCTAssertEqual(config.fetch.connectionsPerFile, 8)                               // --connections-per-file 8
+        XCTAssertEqual(config.http.maxHostConnections, 16)                               // --connections-per-host 16
+        XCTAssertEqual(config.mount.kernelReadaheadKiB, 1024)                            // --kernel-readahead 1024
+        XCTAssertEqual(config.fileSystem.revalidateAfter, .seconds(60))                  // --revalidate 60
+        XCTAssertNil(config.store.maxBytes)                                              // --cache-max-size none
+        XCTAssertNil(config.fetch.maxDownloads)                                          // --max-downloads none
+        // And the rest of the usage line: 64K blocks, the default cache, background, owned by who mounts.
+        XCTAssertEqual(config.fileSystem.blockSize, 64 << 10)
+        XCTAssertEqual(config.cacheRoot, "/home/u/.cache/rangefs")
+        XCTAssertFalse(config.foreground)
+        XCTAssertEqual(config.mount.owner, Owner(uid: getuid(), gid: getgid()))
+        XCTAssertEqual(config.mount.umask, 0)
+    }
+
+    func testLongOptionsReachTheirLayer() throws {
+        let config = try configuration([
+            "mount", "/mnt/m", "http://h/f.bin", "--commit-interval", "0.1", "--commit-bytes", "32M",
+            "--readahead", "8M", "--prefetch", "none", "--bwlimit", "10M", "--cache-max-size", "2G",
+            "--connections", "4", "--kernel-readahead", "0", "--revalidate", "0", "--block-size", "1M", "-f",
+        ])
+        XCTAssertEqual(config.store.commitInterval, .milliseconds(100))
+        XCTAssertEqual(config.store.commitBytes, 32 << 20)
+        XCTAssertEqual(config.fileSystem.readaheadMaximum, 8 << 20)
+        XCTAssertEqual(config.fileSystem.prefetch, PrefetchPolicy.none)
+        XCTAssertEqual(config.fetch.fillBytesPerSecond, 10 << 20)
+        XCTAssertEqual(config.store.maxBytes, 2 << 30)
+        XCTAssertEqual(config.fetch.maxTransfers, 4)
+        XCTAssertNil(config.mount.kernelReadaheadKiB, "0 keeps the kernel's default")
+        XCTAssertEqual(config.fileSystem.revalidateAfter, .zero, "0 checks at every open")
+        XCTAssertEqual(config.fileSystem.blockSize, 1 << 20)
+        XCTAssertTrue(config.foreground)
+    }
+
+    func testMountOptionsAreTheLongOptionsAndGenericOnesAreIgnored() throws {
+        let config = try configuration([
+            "/etc/rangefs/media.list", "/mnt/media", "-o",
+            "cache=/var/cache/r,block_size=1M,commit-bytes=16M,allow_other,f,uid=1000,umask=027,_netdev,nofail,ro,"
+                + "default_permissions,x-systemd.automount",
+        ])
+        XCTAssertEqual(config.cacheRoot, "/var/cache/r")
+        XCTAssertEqual(config.fileSystem.blockSize, 1 << 20)
+        XCTAssertEqual(config.store.commitBytes, 16 << 20)
+        XCTAssertTrue(config.mount.allowOther)
+        XCTAssertTrue(config.foreground, "f is -o foreground")
+        XCTAssertEqual(config.mount.owner.uid, 1000)
+        XCTAssertEqual(config.mount.umask, 0o027)
+        XCTAssertEqual(try MountOptionList.expand(["a", "-ocache=/c,verbose", "b"]), ["a", "--cache=/c", "--verbose", "b"])
+    }
+
+    func testBadOptionsAreNamedWithTheirFix() {
+        XCTAssertTrue(parseError(["http://h/f", "/mnt", "-o", "cache=/c,bogus=1"])
+            .contains("unknown mount option 'bogus=1'"))
+        XCTAssertTrue(parseError(["http://h/f", "/mnt", "-o", "cache"]).contains("mount option 'cache' needs a value"))
+        XCTAssertTrue(parseError(["http://h/f", "/mnt", "-o", "verbose=yes"]).contains("takes no value"))
+        XCTAssertTrue(parseError(["mount", "/mnt", "--block-size", "3K"]).contains("invalid --block-size '3K'"))
+        XCTAssertTrue(parseError(["mount", "/mnt", "--readahead", "lots"]).contains("--readahead"))
+        XCTAssertTrue(parseError(["mount", "/mnt", "--connections", "0"]).contains("--connections 0 is out of range"))
+        XCTAssertTrue(parseError(["mount", "/mnt", "--umask", "999"]).contains("invalid umask '999'"))
+    }
+}
