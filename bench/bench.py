@@ -252,11 +252,25 @@ class Bench:
             self.digests[name] = sha256(os.path.join(self.www, name))
         self.nginx = Nginx(self.work, self.www)
 
+    def builds(self):
+        """(label, binary) of each rangefs build measured: this one, and the baseline if given."""
+        return [("rangefs", self.binary)] + ([("baseline", self.args.baseline)] if self.args.baseline else [])
+
+    def compare_with_baseline(self, label, ours, theirs, higher_is_better=True):
+        """Adds a row that compares this build with the baseline, measured in the same runs."""
+        if not self.args.baseline or not theirs:
+            return
+        unit_free = "ms" in label or "RSS" in label or "CPU s" in label
+        self.results[f"  vs baseline: {label}"] = (statistics.median(ours), "baseline", statistics.median(theirs),
+                                                   "same" if unit_free or not higher_is_better else "same+")
+
     def cold_fast(self):
         """Goal 1: cold cp on a fast link against curl; goal 2: warm cp against cat of the cache's data file."""
         name, size, dest = "big.bin", self.sizes["big.bin"], os.path.join(self.work, "out.bin")
-        curl, cold, warm, cat = [], [], [], []
-        curl_cpu, cold_cpu = [], []
+        curl, curl_cpu, cat = [], [], []
+        cold = {label: [] for label, _ in self.builds()}
+        cold_cpu = {label: [] for label, _ in self.builds()}
+        warm = {label: [] for label, _ in self.builds()}
         for _ in range(self.args.runs):
             drop_caches()
             seconds, used, busy = timed_cpu(["curl", "-s", "-o", dest, self.nginx.url(name)],
@@ -265,39 +279,46 @@ class Bench:
             curl_cpu.append(sum(used.values()))
             log(f"  curl: {describe_cpu(used, busy)}")
             os.remove(dest)
-            cache = self.fresh_cache()
-            mount = Mount(self.binary, self.work, [self.nginx.url(name)], cache)
-            drop_caches()
-            seconds, used, busy = timed_cpu(["cp", mount.path(name), dest],
-                                            {"rangefs": [mount.process.pid], "nginx": self.nginx.pids()})
-            cold.append(size / seconds)
-            cold_cpu.append(sum(used.values()))
-            log(f"  cold cp: {describe_cpu(used, busy)}")
-            self.check_copy(dest, name)
-            os.remove(dest)
-            mount.wait_complete(name)
-            mount.close()
-            mount = Mount(self.binary, self.work, [self.nginx.url(name)], cache)
-            drop_caches()
-            warm.append(size / timed(["cp", mount.path(name), "/dev/null"]))
-            mount.close()
-            data = [os.path.join(root, "data") for root, _, files in os.walk(cache) if "data" in files][0]
-            drop_caches()
-            cat.append(size / timed(["sh", "-c", f"cat '{data}' > /dev/null"]))
-            shutil.rmtree(cache)
-            log(f"  run {len(cold)}: curl {curl[-1] / MiB:.0f}, cold cp {cold[-1] / MiB:.0f}, "
-                f"warm cp {warm[-1] / MiB:.0f}, cat {cat[-1] / MiB:.0f} MiB/s")
-        self.results["cold cp, fast link"] = (statistics.median(cold), "curl", statistics.median(curl), 1.0)
+            for label, binary in self.builds():
+                cache = self.fresh_cache()
+                mount = Mount(binary, self.work, [self.nginx.url(name)], cache)
+                drop_caches()
+                seconds, used, busy = timed_cpu(["cp", mount.path(name), dest],
+                                                {"rangefs": [mount.process.pid], "nginx": self.nginx.pids()})
+                cold[label].append(size / seconds)
+                cold_cpu[label].append(sum(used.values()))
+                log(f"  {label} cold cp: {describe_cpu(used, busy)}")
+                self.check_copy(dest, name)
+                os.remove(dest)
+                mount.wait_complete(name)
+                mount.close()
+                mount = Mount(binary, self.work, [self.nginx.url(name)], cache)
+                drop_caches()
+                warm[label].append(size / timed(["cp", mount.path(name), "/dev/null"]))
+                mount.close()
+                if label == "rangefs":
+                    data = [os.path.join(root, "data") for root, _, files in os.walk(cache) if "data" in files][0]
+                    drop_caches()
+                    cat.append(size / timed(["sh", "-c", f"cat '{data}' > /dev/null"]))
+                shutil.rmtree(cache)
+                log(f"  run {len(curl)} {label}: curl {curl[-1] / MiB:.0f}, cold cp {cold[label][-1] / MiB:.0f}, "
+                    f"warm cp {warm[label][-1] / MiB:.0f}, cat {cat[-1] / MiB:.0f} MiB/s")
+        self.results["cold cp, fast link"] = (statistics.median(cold["rangefs"]), "curl", statistics.median(curl), 1.0)
         # Where the CPU went explains goal 1 on a small machine: see README, "Where the time goes".
         self.results["  CPU s per copy: curl + nginx"] = (statistics.median(curl_cpu), "", 0, None)
-        self.results["  CPU s per copy: rangefs + cp + nginx"] = (statistics.median(cold_cpu), "", 0, None)
-        self.results["warm cp (cache on disk)"] = (statistics.median(warm), "cat data file", statistics.median(cat), 0.8)
+        self.results["  CPU s per copy: rangefs + cp + nginx"] = (statistics.median(cold_cpu["rangefs"]), "", 0, None)
+        self.results["warm cp (cache on disk)"] = (statistics.median(warm["rangefs"]), "cat data file",
+                                                   statistics.median(cat), 0.8)
+        self.compare_with_baseline("cold cp, fast link", cold["rangefs"], cold.get("baseline"))
+        self.compare_with_baseline("CPU s per cold copy", cold_cpu["rangefs"], cold_cpu.get("baseline"))
+        self.compare_with_baseline("warm cp", warm["rangefs"], warm.get("baseline"))
 
     def capped(self):
         """Goal 3: every connection capped at 8 MiB/s; rangefs cold cp against aria2c -x8 -s8."""
         name, size = "capped.bin", self.sizes["capped.bin"]
         dest = os.path.join(self.work, "capped.out")
-        aria, ours = [], []
+        aria = []
+        ours = {label: [] for label, _ in self.builds()}
         for _ in range(self.args.runs):
             drop_caches()
             aria.append(size / timed(["aria2c", "-q", "-x8", "-s8", "-k1M", "--allow-overwrite=true",
@@ -305,18 +326,20 @@ class Bench:
                                       self.nginx.url(name, capped=True)]))
             self.check_copy(dest, name)
             os.remove(dest)
-            cache = self.fresh_cache()
-            mount = Mount(self.binary, self.work, [self.nginx.url(name, capped=True)], cache)
-            drop_caches()
-            ours.append(size / timed(["cp", mount.path(name), dest]))
-            self.check_copy(dest, name)
-            os.remove(dest)
-            mount.close()
-            shutil.rmtree(cache)
+            for label, binary in self.builds():
+                cache = self.fresh_cache()
+                mount = Mount(binary, self.work, [self.nginx.url(name, capped=True)], cache)
+                drop_caches()
+                ours[label].append(size / timed(["cp", mount.path(name), dest]))
+                self.check_copy(dest, name)
+                os.remove(dest)
+                mount.close()
+                shutil.rmtree(cache)
         curl = size / timed(["curl", "-s", "-o", dest, self.nginx.url(name, capped=True)])
         os.remove(dest)
-        self.results["cold cp, 8 MiB/s per connection"] = (statistics.median(ours), "aria2c -x8 -s8",
+        self.results["cold cp, 8 MiB/s per connection"] = (statistics.median(ours["rangefs"]), "aria2c -x8 -s8",
                                                            statistics.median(aria), 0.9)
+        self.compare_with_baseline("cold cp, capped", ours["rangefs"], ours.get("baseline"))
         self.results["  (curl, one capped connection)"] = (curl, "", 0, None)
 
     def random_reads(self):
@@ -326,9 +349,9 @@ class Bench:
         generator = random.Random(7)
         offsets = [generator.randrange(1, size // 4096) * 4096 for _ in range(self.args.reads)]
 
-        def latencies(options):
+        def latencies(options, binary=None):
             cache = self.fresh_cache()
-            mount = Mount(self.binary, self.work, [self.nginx.url(name)], cache, options)
+            mount = Mount(binary or self.binary, self.work, [self.nginx.url(name)], cache, options)
             self.nginx.clear_log()
             times = []
             fd = os.open(mount.path(name), os.O_RDONLY)
@@ -350,16 +373,19 @@ class Bench:
         p99 = lambda values: statistics.quantiles(values, n=100)[98] * 1000 if len(values) >= 2 else values[0] * 1000
         # A p99 of 200 reads is the second-slowest read, so one hiccup of the machine moves it: alternate the two
         # settings and take the median of each one's p99 over the runs.
-        quiet_p99, busy_p99, quiet_p50 = [], [], []
+        quiet_p99, busy_p99, quiet_p50, baseline_p99 = [], [], [], []
         for _ in range(self.args.runs):
             quiet, fetched = latencies(["--prefetch", "none"])
             busy, _ = latencies(["--prefetch", "all"])
             quiet_p99.append(p99(quiet))
             busy_p99.append(p99(busy))
             quiet_p50.append(statistics.median(quiet) * 1000)
+            if self.args.baseline:
+                baseline_p99.append(p99(latencies(["--prefetch", "all"], self.args.baseline)[0]))
         self.results["random 4K reads p99 ms, with fill"] = (statistics.median(busy_p99), "without fill",
                                                              statistics.median(quiet_p99), "<=2x")
         self.results["  random 4K reads p50 ms, no fill"] = (statistics.median(quiet_p50), "", 0, None)
+        self.compare_with_baseline("random 4K p99 ms, with fill", busy_p99, baseline_p99, higher_is_better=False)
         amplification = fetched / (len(offsets) * 4096)
         self.results["origin bytes per byte read (none)"] = (amplification, "", 0, "<=16")
         self.checks.append(("random reads correct", all(ok for label, ok in self.checks if "random read" in label)))
@@ -407,6 +433,10 @@ class Bench:
             verdict = ""
             if isinstance(goal, float):
                 verdict = f">={goal:.1f}x {'PASS' if value / ref_value >= goal else 'MISS'}"
+            elif goal == "same+":
+                verdict = "higher is better"
+            elif goal == "same":
+                verdict = "lower is better"
             elif goal == "<=2x":
                 verdict = f"<=2x {'PASS' if value <= 2 * ref_value else 'MISS'}"
             elif isinstance(goal, str) and goal.startswith("<="):
@@ -433,6 +463,8 @@ def main():
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one run: correctness only (CI)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--binary", default=None, help="rangefs binary (default: build the release one)")
+    parser.add_argument("--baseline", default=None, metavar="BINARY",
+                        help="another rangefs build (e.g. the previous main) measured in the same runs, alternating")
     parser.add_argument("--json", help="also write the medians here")
     parser.add_argument("--only", choices=["fast", "capped", "random", "memory"], action="append")
     parser.add_argument("--rangefs-option", action="append", default=[], metavar="OPTION",

@@ -15,7 +15,7 @@
 //     at a time.
 // Runs are cut into requests of at most `segmentBytes`.
 //
-// Lock order: the scheduler's state, then a CacheEntry's state (claiming fill work); never the other way round.
+// Locks: the scheduler's state is taken before an entry's (claiming fill work); see CacheStore.swift for the order.
 
 import Dispatch
 import Logging
