@@ -26,8 +26,9 @@ final class CrashSafetyTests: MountTestCase {
     func testKillLoopResumesWhereEachCopyBroke() throws {
         let size = 256 << 20
         let digest = try origin.serveRandomFile("kill.bin", size: size)
-        let commitBytes = 4 << 20, readahead = 8 << 20
-        let options = ["--commit-interval", "0.1", "--commit-bytes", "4M", "--readahead", "8M", "--prefetch", "none"]
+        // The defaults: a commit every 32 MiB (or 0.5 s), and a readahead window of up to 32 MiB.
+        let commitBytes = 32 << 20, readahead = 32 << 20
+        let options: [String] = []
         let copy = scratch.path + "/copy.bin"
         for round in 0..<20 {
             let daemon = try startForeground([origin.url("kill.bin")], extra: options)
@@ -46,6 +47,38 @@ final class CrashSafetyTests: MountTestCase {
         print("kill loop: the origin sent \(sent) bytes (\(String(format: "%.3f", Double(sent) / Double(size))) x the file) over 20 kills")
         XCTAssertLessThanOrEqual(sent, UInt64(size + 20 * lossWindow),
                                  "the origin sent \(sent >> 20) MiB for a \(size >> 20) MiB file over 20 kills")
+    }
+
+    /// Resuming where the transfer broke, with the options a user gets: a copy killed at about 40% costs, on its
+    /// second pass, only what the first did not bring, plus at most the 32 MiB that a crash may lose.
+    func testACopyKilledAt40PercentResumesThereWithDefaultOptions() throws {
+        let size = 256 << 20
+        let digest = try origin.serveRandomFile("resume.bin", size: size)
+        let copy = scratch.path + "/resume.bin"
+        let daemon = try startForeground([origin.url("resume.bin")])
+        let cp = try BackgroundProcess("/bin/cp", [mountpoint + "/resume.bin", copy])
+        var copied = 0
+        let deadline = Date().addingTimeInterval(60)
+        while copied < size * 2 / 5 && Date() < deadline && cp.isRunning {
+            var info = stat()
+            if stat(copy, &info) == 0 { copied = Int(info.st_size) }
+            usleep(500)
+        }
+        daemon.stop(signal: SIGKILL)
+        XCTAssertGreaterThanOrEqual(copied, size * 2 / 5, "the copy reached 40% before the kill")
+        XCTAssertLessThan(copied, size, "the kill came before the copy finished")
+        _ = cp.waitForExit(timeout: 30)
+        XCTAssertEqual(try Shell.run("/bin/fusermount3", ["-uz", mountpoint]).status, 0)
+
+        origin.clearAccessLog()
+        try mount([origin.url("resume.bin")])
+        XCTAssertEqual(try Shell.run("/bin/cp", [mountpoint + "/resume.bin", copy], timeout: 600).status, 0)
+        XCTAssertEqual(try Shell.sha256(of: copy), digest)
+        let sent = bytesFetched("/resume.bin")
+        let missing = size - copied
+        print("kill at \(copied >> 20) MiB of \(size >> 20): the second pass fetched \(sent >> 20) MiB, \(missing >> 20) MiB were missing")
+        XCTAssertLessThanOrEqual(sent, UInt64(missing + (32 << 20)),
+                                 "the second pass fetched \(sent >> 20) MiB; \(missing >> 20) MiB were missing")
     }
 
     // 2. Corrupted blocks and a truncated bitmap: every read is still correct.

@@ -28,7 +28,7 @@ final class MountOptionsTests: XCTestCase {
     func testNoTuningFlagsGiveTheDocumentedDefaults() throws {
         let config = try configuration(["mount", "/mnt/m", "http://h/f.bin"])
         XCTAssertEqual(config.store.commitInterval, .milliseconds(500))                 // --commit-interval 0.5
-        XCTAssertEqual(config.store.commitBytes, 1 << 30)                                // --commit-bytes 1G
+        XCTAssertEqual(config.store.commitBytes, 8 << 20)                                // --commit-bytes 8M
         XCTAssertEqual(config.fileSystem.readaheadMaximum, 32 << 20)                     // --readahead 32M
         XCTAssertEqual(config.http.connectTimeout, 10)                                   // --connect-timeout 10
         XCTAssertEqual(config.http.lowSpeedTime, 20)                                     // --timeout 20

@@ -1,19 +1,17 @@
-// The group commit: what makes present blocks durable. The store calls `commit` every commit interval, and early
-// through `commitSoon` once `bytesSinceCommit` passes its byte threshold. A commit snapshots the present set,
-// fdatasyncs the data and CRC files, and only then replaces the bitmap file with the snapshot (temp file, fsync,
-// rename, fsync of the folder). So a bit never reaches the disk before its data, and a crash loses at most what
-// was stored since the last commit (and the blocks still waiting for the writer, which were never present).
+// The group commit: what makes present blocks durable. The store commits every entry every commit interval, and
+// early once its entries stored `commitBytes` since the last commit (CacheStore.countTowardsCommit). A commit
+// snapshots the present set, fdatasyncs the data and CRC files, and only then replaces the bitmap file with the
+// snapshot (temp file, fsync, rename, fsync of the folder). So a bit never reaches the disk before its data, and a
+// crash loses at most what was stored since the last commit (and the blocks still waiting for the writer, which
+// were never present). The writer starts each block's writeback as it writes it, so the fdatasync finds little
+// left to do, and no reader waits for a commit: commits run on the store's commit queue.
 
-/// What changed since the last commit.
+/// Whether the present set changed since the last commit.
 struct CommitState {
     var changedSinceCommit = false
-    var commitRequested = false
-    var bytesSinceCommit = 0
 
-    /// `bytes` more are present (or the present set changed otherwise, with 0).
-    mutating func changed(bytes: Int = 0) {
+    mutating func changed() {
         changedSinceCommit = true
-        bytesSinceCommit += bytes
     }
 }
 
@@ -24,7 +22,6 @@ extension CacheEntry {
     public func commit() throws(SystemError) -> Bool {
         try commitLock.withLock { _ throws(SystemError) -> Bool in
             let snapshot = state.withLock { state -> BlockBitmap? in
-                state.commit.commitRequested = false
                 guard state.commit.changedSinceCommit else { return nil }
                 state.commit = CommitState()
                 return state.blocks.present
@@ -43,17 +40,6 @@ extension CacheEntry {
             return true
         }
     }
-
-    /// Marks an early commit as requested; false if one already is.
-    func requestCommit() -> Bool {
-        state.withLock { state in
-            defer { state.commit.commitRequested = true }
-            return !state.commit.commitRequested
-        }
-    }
-
-    /// Bytes stored since the last commit; the store commits early when this grows large.
-    public var bytesSinceCommit: Int { state.withLock { $0.commit.bytesSinceCommit } }
 
     /// What the bitmap file on disk says, as of the last commit.
     public var durableBlocks: BlockBitmap { state.withLock { $0.blocks.durable } }

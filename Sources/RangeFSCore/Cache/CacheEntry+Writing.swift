@@ -3,7 +3,8 @@
 // A block arrives in its own buffer (`accept`). Its waiters are answered from that buffer at once, and the store's
 // writer thread writes it to the data file:
 //   - blocks that readers asked for (demand and readahead) go through the page cache, where the next reads find
-//     them, and reach the disk at the next group commit: a fast copy is not slowed by disk writes;
+//     them, and their writeback starts at once (sync_file_range), so they reach the disk at the disk's pace and
+//     the next group commit's fdatasync has little left to do;
 //   - background fill goes with O_DIRECT where the file system allows it, from the buffer straight to the disk:
 //     no copy into the page cache, no dirty pages for a reader's commit to wait on, and no cache pollution.
 // Only once its bytes and CRC slot are written is a block present (the durability order of CacheEntry.swift).
@@ -138,8 +139,8 @@ extension CacheEntry {
     }
 
     /// Writes consecutive blocks and their CRC slots, then marks them present (or keeps them in memory if the
-    /// write failed). Background fill goes to the disk at once: with O_DIRECT, or else through the page cache
-    /// with its writeback started here. Readers' blocks stay in the page cache until the group commit.
+    /// write failed). Background fill goes to the disk with O_DIRECT where it can; everything else goes through the
+    /// page cache with its writeback started here.
     private func write(_ run: [(Int, Unwritten)]) {
         let first = run[0].0
         let range = byteRange(of: first..<(first + run.count))
@@ -150,9 +151,7 @@ extension CacheEntry {
         var wroteDirectly = false
         do throws(SystemError) {
             wroteDirectly = try writeData(buffers, at: range.lowerBound, direct: background)
-            if !wroteDirectly && background {
-                dataFile.startWriteback(range)
-            }
+            if !wroteDirectly { dataFile.startWriteback(range) }
             var slots = ByteWriter()
             for crc in crcs { slots.write(crc) }
             try crcFile.write(slots.bytes, at: UInt64(first) * 4)
@@ -170,7 +169,7 @@ extension CacheEntry {
                 if failure == nil {
                     state.blocks.written(index, directly: wroteDirectly)
                     state.crcs[index] = crc
-                    state.commit.changed(bytes: item.buffer.count)
+                    state.commit.changed()
                     state.storedBytes += UInt64(item.buffer.count)
                     state.lastError = nil
                 } else {

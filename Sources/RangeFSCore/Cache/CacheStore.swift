@@ -29,10 +29,17 @@ public final class CacheStore: Sendable {
     let pipeline: BlockPipeline
     let eviction = Mutex(EvictionQueue())
     private let lockFile: SystemFile
-    private let entries = Mutex<[String: CacheEntry]>([:])
-    private let commitQueue = DispatchQueue(label: "rangefs.commit")
-    private let committing = Mutex(false)
-    private let logger: Logger
+    let entries = Mutex<[String: CacheEntry]>([:])
+    // The group commit (CacheStore+Commit.swift).
+    let commitQueue = DispatchQueue(label: "rangefs.commit")
+    let committing = Mutex(false)
+    /// Bytes the store's entries stored since the last group commit began.
+    let uncommittedBytes = Atomic(0)
+    /// Whether a group commit asked for by `uncommittedBytes` is queued and has not begun.
+    let earlyCommitQueued = Atomic(false)
+    /// Bytes stored whose group commit has not completed.
+    let backlog: CommitBacklog
+    let logger: Logger
 
     /// The default location: `$XDG_CACHE_HOME/rangefs`, else `~/.cache/rangefs`.
     public static func defaultRoot(environment: [String: String]) -> String {
@@ -45,6 +52,7 @@ public final class CacheStore: Sendable {
         self.root = root
         self.settings = settings
         pipeline = BlockPipeline(settings: settings)
+        backlog = CommitBacklog(limit: 2 * settings.commitBytes)
         self.logger = logger
         do {
             try FileSystemCalls.makeDirectories(root + "/entries")
@@ -79,15 +87,15 @@ public final class CacheStore: Sendable {
     public var bufferPool: BufferPool { pipeline.buffers }
 
     /// Takes one whole block fetched for `entry`: makes room for it under the size cap, hands it to the entry
-    /// (see `CacheEntry.accept`), and once it is written records its use and commits early if much was stored.
-    /// A block that brings nothing new, or is never written, is given back to the cap.
+    /// (see `CacheEntry.accept`), and once it is written records its use and counts it towards the next group
+    /// commit. A block that brings nothing new, or is never written, is given back to the cap.
     public func accept(block index: Int, of entry: CacheEntry, buffer: BlockBuffer, writeBackNow: Bool) {
         let length = buffer.count
         reserveRoom(for: length)
         let accepted = entry.accept(block: index, buffer: buffer, writeBackNow: writeBackNow) { [self] stored in
             guard stored else { return account(-length) }
             recordUse(entry, blocks: index..<(index + 1))
-            if entry.bytesSinceCommit >= settings.commitBytes { commitSoon(entry) }
+            countTowardsCommit(length)
         }
         if !accepted { account(-length) }
     }
@@ -236,46 +244,5 @@ public final class CacheStore: Sendable {
         return CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
                           durable: BlockBitmap(blockCount: header.blockCount),
                           crcs: [UInt32](repeating: 0, count: header.blockCount), pipeline: pipeline, logger: logger)
-    }
-
-    // MARK: Group commit
-
-    /// Starts committing dirty entries every `commitInterval`, until `close`.
-    public func startCommitting() {
-        committing.withLock { $0 = true }
-        scheduleCommit()
-    }
-
-    private func scheduleCommit() {
-        let interval = settings.commitInterval
-        let nanoseconds = Int(interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000)
-        commitQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in
-            guard let self, self.committing.withLock({ $0 }) else { return }
-            self.commitAll()
-            self.scheduleCommit()
-        }
-    }
-
-    /// Asks for a commit soon, outside the timer; called when much was stored since the last one. Requests made
-    /// while one is pending are folded into it.
-    public func commitSoon(_ entry: CacheEntry) {
-        guard entry.requestCommit() else { return }
-        commitQueue.async { [logger] in
-            do { try entry.commit() } catch { logger.error("cache commit failed: \(error)") }
-        }
-    }
-
-    /// Commits every open entry now, on the calling thread.
-    public func commitAll() {
-        for entry in entries.withLock({ Array($0.values) }) {
-            do { try entry.commit() } catch { logger.error("cache commit failed: \(error)") }
-        }
-    }
-
-    /// Stops the periodic commits and commits everything; the lock is released when the store is freed.
-    public func close() {
-        committing.withLock { $0 = false }
-        waitForWrites()
-        commitQueue.sync { commitAll() }
     }
 }

@@ -7,8 +7,9 @@ import Dispatch
 public struct StoreSettings: Sendable, Equatable {
     /// How often dirty entries are committed; a crash loses at most about this much progress.
     public var commitInterval: Duration = .milliseconds(500)
-    /// An entry also commits early once this many bytes were stored since its last commit.
-    public var commitBytes = 1 << 30
+    /// The store also commits once its entries stored this many bytes since the last commit, so that a crash on a
+    /// fast link loses at most about this much too.
+    public var commitBytes = 8 << 20
     /// The cap on cached bytes of the mounted files (`--cache-max-size`), or nil for none.
     public var maxBytes: Int?
     /// Bytes of blocks kept in memory per entry when they cannot be written (a full disk); oldest dropped first.
