@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""rangefs benchmark: rangefs against curl and aria2c on the same machine, in the same run.
+"""rangefs benchmark: rangefs against curl, aria2c and httpdirfs on the same machine, in the same run.
 
 It starts its own nginx on 127.0.0.1 (a direct origin, and a proxy in front of it that caps every connection at
 8 MiB/s, like many mirrors and CDNs), runs each scenario several times, and prints medians and the ratios behind
@@ -73,7 +73,10 @@ http {{
   log_format counted '$server_port|$status|$body_bytes_sent|$http_range|$uri';
   access_log {self.access_log} counted;
   {temp}
-  server {{ listen 127.0.0.1:{self.direct}; root {www}; keepalive_requests 100000; }}
+  # autoindex: httpdirfs mounts a directory listing. Accept-Ranges on every response: httpdirfs 1.2.5 refuses a
+  # 206 without it ("does not support HTTP range requests"), and stock nginx leaves it out of 206 responses.
+  server {{ listen 127.0.0.1:{self.direct}; root {www}; keepalive_requests 100000; autoindex on;
+           add_header Accept-Ranges bytes; }}
 }}
 """)
         self.process = subprocess.Popen(["/usr/sbin/nginx", "-c", conf, "-p", work],
@@ -168,6 +171,27 @@ class Mount:
             subprocess.run(["fusermount3", "-uz", self.point])
             self.process.kill()
             self.process.wait()
+
+
+class PeerMount:
+    """An httpdirfs mount of the origin's directory listing, with its own disk cache, unmounted by `close`."""
+
+    def __init__(self, work, url, cache):
+        self.point = tempfile.mkdtemp(dir=work, prefix="peer-")
+        run(["httpdirfs", "--cache", "--cache-location", cache, url, self.point],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 30
+        while not os.path.exists(os.path.join(self.point, "big.bin")):
+            if time.time() > deadline:
+                raise RuntimeError("httpdirfs did not mount " + url)
+            time.sleep(0.05)
+
+    def path(self, name):
+        return os.path.join(self.point, name)
+
+    def close(self):
+        subprocess.run(["fusermount3", "-u", self.point], stderr=subprocess.DEVNULL)
+        time.sleep(0.2)
 
 
 def timed(command):
@@ -265,12 +289,13 @@ class Bench:
                                                    "same" if unit_free or not higher_is_better else "same+")
 
     def cold_fast(self):
-        """Goal 1: cold cp on a fast link against curl; goal 2: warm cp against cat of the cache's data file."""
+        """Cold cp on a fast link against curl; warm reads (the same mount, after dropping the page cache, after a
+        remount) against a local cp, cat of the cache's data file, and httpdirfs."""
         name, size, dest = "big.bin", self.sizes["big.bin"], os.path.join(self.work, "out.bin")
-        curl, curl_cpu, cat = [], [], []
-        cold = {label: [] for label, _ in self.builds()}
-        cold_cpu = {label: [] for label, _ in self.builds()}
-        warm = {label: [] for label, _ in self.builds()}
+        curl, curl_cpu, local, cat = [], [], [], []
+        builds = [label for label, _ in self.builds()]
+        cold, cold_cpu, warm, dropped, remount = ({label: [] for label in builds} for _ in range(5))
+        peer = {"cold": [], "warm": [], "remount": []}
         for _ in range(self.args.runs):
             drop_caches()
             seconds, used, busy = timed_cpu(["curl", "-s", "-o", dest, self.nginx.url(name)],
@@ -289,29 +314,100 @@ class Bench:
                 cold_cpu[label].append(sum(used.values()))
                 log(f"  {label} cold cp: {describe_cpu(used, busy)}")
                 self.check_copy(dest, name)
+                # Right after the cold copy, on the same mount, as a user copies a file twice; then the same file
+                # copied locally, to the same destination.
+                warm[label].append(size / timed(["cp", mount.path(name), dest]))
+                self.check_copy(dest, name)
+                if label == "rangefs":
+                    local.append(size / timed(["cp", os.path.join(self.www, name), dest]))
                 os.remove(dest)
                 mount.wait_complete(name)
-                mount.close()
-                mount = Mount(binary, self.work, [self.nginx.url(name)], cache)
                 drop_caches()
-                warm[label].append(size / timed(["cp", mount.path(name), "/dev/null"]))
+                dropped[label].append(size / timed(["sh", "-c", f"cat '{mount.path(name)}' > /dev/null"]))
                 mount.close()
                 if label == "rangefs":
                     data = [os.path.join(root, "data") for root, _, files in os.walk(cache) if "data" in files][0]
                     drop_caches()
                     cat.append(size / timed(["sh", "-c", f"cat '{data}' > /dev/null"]))
+                mount = Mount(binary, self.work, [self.nginx.url(name)], cache)
+                drop_caches()
+                remount[label].append(size / timed(["cp", mount.path(name), "/dev/null"]))
+                mount.close()
                 shutil.rmtree(cache)
                 log(f"  run {len(curl)} {label}: curl {curl[-1] / MiB:.0f}, cold cp {cold[label][-1] / MiB:.0f}, "
-                    f"warm cp {warm[label][-1] / MiB:.0f}, cat {cat[-1] / MiB:.0f} MiB/s")
-        self.results["cold cp, fast link"] = (statistics.median(cold["rangefs"]), "curl", statistics.median(curl), 1.0)
+                    f"warm cp {warm[label][-1] / MiB:.0f} (local {local[-1] / MiB:.0f}), cat after drop "
+                    f"{dropped[label][-1] / MiB:.0f} (data file {cat[-1] / MiB:.0f}), remount cp "
+                    f"{remount[label][-1] / MiB:.0f} MiB/s")
+            if shutil.which("httpdirfs"):
+                cache = self.fresh_cache()
+                mount = PeerMount(self.work, self.nginx.url(""), cache)
+                drop_caches()
+                peer["cold"].append(size / timed(["cp", mount.path(name), dest]))
+                self.check_copy(dest, name)
+                peer["warm"].append(size / timed(["cp", mount.path(name), dest]))
+                os.remove(dest)
+                mount.close()
+                mount = PeerMount(self.work, self.nginx.url(""), cache)
+                drop_caches()
+                peer["remount"].append(size / timed(["cp", mount.path(name), "/dev/null"]))
+                mount.close()
+                shutil.rmtree(cache)
+                log(f"  run {len(curl)} httpdirfs: cold cp {peer['cold'][-1] / MiB:.0f}, warm cp "
+                    f"{peer['warm'][-1] / MiB:.0f}, remount cp {peer['remount'][-1] / MiB:.0f} MiB/s")
+        median = statistics.median
+        self.results["cold cp, fast link"] = (median(cold["rangefs"]), "curl", median(curl), 1.0)
         # Where the CPU went explains goal 1 on a small machine: see README, "Where the time goes".
-        self.results["  CPU s per copy: curl + nginx"] = (statistics.median(curl_cpu), "", 0, None)
-        self.results["  CPU s per copy: rangefs + cp + nginx"] = (statistics.median(cold_cpu["rangefs"]), "", 0, None)
-        self.results["warm cp (cache on disk)"] = (statistics.median(warm["rangefs"]), "cat data file",
-                                                   statistics.median(cat), 0.8)
+        self.results["  CPU s per copy: curl + nginx"] = (median(curl_cpu), "", 0, None)
+        self.results["  CPU s per copy: rangefs + cp + nginx"] = (median(cold_cpu["rangefs"]), "", 0, None)
+        self.results["warm cp, same mount"] = (median(warm["rangefs"]), "local cp", median(local), 0.8)
+        self.results["cat after dropping the page cache"] = (median(dropped["rangefs"]), "cat data file",
+                                                            median(cat), 0.8)
+        self.results["warm cp (cache on disk)"] = (median(remount["rangefs"]), "cat data file", median(cat), 0.8)
+        if peer["cold"]:
+            self.results["  cold cp vs httpdirfs"] = (median(cold["rangefs"]), "httpdirfs", median(peer["cold"]), 1.0)
+            self.results["  warm cp, same mount, vs httpdirfs"] = (median(warm["rangefs"]), "httpdirfs",
+                                                                  median(peer["warm"]), 1.0)
+            self.results["  cp after a remount vs httpdirfs"] = (median(remount["rangefs"]), "httpdirfs",
+                                                                median(peer["remount"]), 1.0)
         self.compare_with_baseline("cold cp, fast link", cold["rangefs"], cold.get("baseline"))
         self.compare_with_baseline("CPU s per cold copy", cold_cpu["rangefs"], cold_cpu.get("baseline"))
-        self.compare_with_baseline("warm cp", warm["rangefs"], warm.get("baseline"))
+        self.compare_with_baseline("warm cp, same mount", warm["rangefs"], warm.get("baseline"))
+        self.compare_with_baseline("cat after dropping the cache", dropped["rangefs"], dropped.get("baseline"))
+        self.compare_with_baseline("cp after a remount", remount["rangefs"], remount.get("baseline"))
+
+    def kill_resume(self):
+        """Resuming where it broke, default options: kill -9 at about 40% of a fast cold cp, remount, copy again;
+        the origin's log counts what the second pass fetched against what the first had not copied."""
+        name, size, dest = "big.bin", self.sizes["big.bin"], os.path.join(self.work, "kill.out")
+        extra = {label: [] for label, _ in self.builds()}
+        for label, binary in self.builds():
+            for _ in range(self.args.runs):
+                cache = self.fresh_cache()
+                mount = Mount(binary, self.work, [self.nginx.url(name)], cache)
+                copy = subprocess.Popen(["cp", mount.path(name), dest], stderr=subprocess.DEVNULL)
+                copied = 0
+                while copied < size * 2 // 5 and copy.poll() is None:
+                    copied = os.path.getsize(dest) if os.path.exists(dest) else 0
+                    time.sleep(0.0005)
+                mount.process.kill()
+                mount.process.wait()
+                copy.wait()
+                subprocess.run(["fusermount3", "-uz", mount.point], stderr=subprocess.DEVNULL)
+                self.nginx.clear_log()
+                mount = Mount(binary, self.work, [self.nginx.url(name)], cache)
+                run(["cp", mount.path(name), dest])
+                self.check_copy(dest, name)
+                mount.close()
+                second = self.nginx.direct_bytes(name)
+                os.remove(dest)
+                shutil.rmtree(cache)
+                log(f"  {label}: killed at {copied / MiB:.0f} MiB; the second pass fetched {second / MiB:.0f} MiB "
+                    f"for {(size - copied) / MiB:.0f} MiB missing")
+                extra[label].append(max(0, second - (size - copied)) / MiB)
+        # The worst run counts: the bound is a promise for every crash.
+        self.results["kill -9 at 40%: MiB refetched, worst"] = (max(extra["rangefs"]), "", 0, "<=32")
+        if "baseline" in extra:
+            self.results["  baseline: MiB refetched, worst"] = (max(extra["baseline"]), "", 0, None)
 
     def capped(self):
         """Goal 3: every connection capped at 8 MiB/s; rangefs cold cp against aria2c -x8 -s8."""
@@ -421,7 +517,8 @@ class Bench:
         log("")
         log(f"{'scenario':38} {'rangefs':>12} {'reference':>28} {'ratio':>7}  goal")
         for label, (value, reference, ref_value, goal) in self.results.items():
-            unit = "" if ("ms" in label or "RSS" in label or "bytes per" in label or "CPU s" in label) else " MiB/s"
+            unit_free = ("ms" in label, "RSS" in label, "bytes per" in label, "CPU s" in label, "refetched" in label)
+            unit = "" if any(unit_free) else " MiB/s"
             shown = f"{value:.1f}{unit}" if unit else f"{value:.2f}"
             if "MiB/s" in unit:
                 shown = f"{value / MiB:.0f} MiB/s"
@@ -466,7 +563,7 @@ def main():
     parser.add_argument("--baseline", default=None, metavar="BINARY",
                         help="another rangefs build (e.g. the previous main) measured in the same runs, alternating")
     parser.add_argument("--json", help="also write the medians here")
-    parser.add_argument("--only", choices=["fast", "capped", "random", "memory"], action="append")
+    parser.add_argument("--only", choices=["fast", "kill", "capped", "random", "memory"], action="append")
     parser.add_argument("--rangefs-option", action="append", default=[], metavar="OPTION",
                         help="pass this option to every rangefs mount (repeat it), to compare settings")
     args = parser.parse_args()
@@ -485,9 +582,9 @@ def main():
         log(f"preparing files in {bench.work} (big {args.size // MiB} MiB, capped {args.capped_size // MiB} MiB, "
             f"8 x {args.multi_size // MiB} MiB), {args.runs} run(s) each")
         bench.prepare()
-        only = args.only or ["fast", "capped", "random", "memory"]
-        for key, scenario in [("fast", bench.cold_fast), ("capped", bench.capped), ("random", bench.random_reads),
-                              ("memory", bench.memory)]:
+        only = args.only or ["fast", "kill", "capped", "random", "memory"]
+        for key, scenario in [("fast", bench.cold_fast), ("kill", bench.kill_resume), ("capped", bench.capped),
+                              ("random", bench.random_reads), ("memory", bench.memory)]:
             if key in only:
                 log(f"running: {scenario.__doc__.splitlines()[0]}")
                 scenario()

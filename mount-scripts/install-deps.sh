@@ -3,10 +3,10 @@
 #   build:  libfuse3-dev libcurl4-openssl-dev pkg-config (and Swift 6 at /opt/swift or on PATH)
 #   run:    fuse3 (fusermount3, /dev/fuse)
 #   tests:  nginx-light (a real origin with Range and ETag), ffmpeg (ffprobe), attr (getfattr), curl
-#   bench:  aria2 (aria2c, the parallel downloader rangefs is compared with), python3
+#   bench:  aria2 (aria2c, the parallel downloader rangefs is compared with), httpdirfs (the nearest peer), python3
 set -euo pipefail
 
-packages=(fuse3 libfuse3-dev libcurl4-openssl-dev pkg-config nginx-light attr ffmpeg curl aria2 python3)
+packages=(fuse3 libfuse3-dev libcurl4-openssl-dev pkg-config nginx-light attr ffmpeg curl aria2 httpdirfs python3)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
