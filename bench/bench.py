@@ -315,10 +315,13 @@ class Bench:
                 log(f"  {label} cold cp: {describe_cpu(used, busy)}")
                 self.check_copy(dest, name)
                 # Right after the cold copy, on the same mount, as a user copies a file twice; then the same file
-                # copied locally, to the same destination.
+                # copied locally, to the same destination. Each starts after a sync, so that none is slowed by the
+                # writeback of the copy before it (the same for httpdirfs below).
+                os.sync()
                 warm[label].append(size / timed(["cp", mount.path(name), dest]))
                 self.check_copy(dest, name)
                 if label == "rangefs":
+                    os.sync()
                     local.append(size / timed(["cp", os.path.join(self.www, name), dest]))
                 os.remove(dest)
                 mount.wait_complete(name)
@@ -344,6 +347,7 @@ class Bench:
                 drop_caches()
                 peer["cold"].append(size / timed(["cp", mount.path(name), dest]))
                 self.check_copy(dest, name)
+                os.sync()
                 peer["warm"].append(size / timed(["cp", mount.path(name), dest]))
                 os.remove(dest)
                 mount.close()

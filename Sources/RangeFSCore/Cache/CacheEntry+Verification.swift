@@ -2,6 +2,11 @@
 // read: a torn write or a flipped sector turns into a refetch, never into wrong bytes. The check runs in place on
 // the mapped pages, locked so that a page the disk cannot deliver is an error and never a SIGBUS; where locking
 // fails, the span is read with one pread.
+//
+// Ahead of a sequential reader the checks run in the background (`verifyAhead`, on the store's verify queue), so
+// that its READs find their blocks checked and are answered at once, while the CRCs run on another core. A READ
+// still checks whatever is unchecked when it comes. (Checking on the READ's own thread cost a copy after a remount
+// a quarter of its speed.)
 
 extension CacheEntry {
     /// Checks blocks that came from disk (not from this process) against their CRC before they are first served;
@@ -36,6 +41,19 @@ extension CacheEntry {
             }
         }
         for index in failed { logger.warning("cached block \(index) of \(directory) failed its CRC; fetching it again") }
+    }
+
+    /// Checks, in the background, the blocks of `range` that came from an earlier run and were not checked yet,
+    /// in steps of 1 MiB.
+    func verifyAhead(_ range: Range<UInt64>) {
+        let blocks = self.blocks(covering: range)
+        guard state.withLock({ !$0.blocks.unverified(blocks).isEmpty }) else { return }
+        let step = max(1, (1 << 20) / blockSize)
+        pipeline.verifyQueue.async { [self] in
+            for start in stride(from: blocks.lowerBound, to: blocks.upperBound, by: step) {
+                verifyLoadedBlocks(start..<min(blocks.upperBound, start + step))
+            }
+        }
     }
 
     /// Checks every present block against its CRC now (`rangefs verify NAME` on a mount); blocks that fail become

@@ -28,6 +28,8 @@ final class BlockPipeline: Sendable {
     /// Where received blocks are written, for every entry of the store: one thread, so the disk sees few, large
     /// writes.
     let writerQueue = DispatchQueue(label: "rangefs.cache-writer")
+    /// Where blocks from an earlier run are checked ahead of a sequential reader: one thread, off the READ path.
+    let verifyQueue = DispatchQueue(label: "rangefs.verify")
     /// Where woken readers are answered, off the fetcher's thread.
     let replyQueue = DispatchQueue(label: "rangefs.replies", attributes: .concurrent)
     let writeBudget: WriteBudget
