@@ -19,6 +19,8 @@ import Glibc
 struct Unwritten {
     let buffer: BlockBuffer
     let writeBackNow: Bool
+    /// Whether the block took room in the write budget (given back once it is written).
+    let budgeted: Bool
     let stored: @Sendable (Bool) -> Void
 }
 
@@ -63,35 +65,37 @@ extension CacheEntry {
     /// Takes one whole block fetched from the origin. Its readers are answered from `buffer` at once; the writer
     /// thread then writes it (and its CRC slot) to the cache, and only then is the block present. `stored` runs on
     /// the writer after that, with whether the block is now in the cache. If it fails (a full disk), the block is
-    /// kept in memory for its readers and never marked present. Waits while too many received bytes wait to be
-    /// written. Returns false, keeping nothing, if the block brings nothing new (the entry is stale, or it is here
-    /// already). `writeBackNow` marks background fill, which goes to the disk at once (see `write`).
+    /// kept in memory for its readers and never marked present. Returns false, keeping nothing, if the block brings
+    /// nothing new (the entry is stale, or it is here already). `writeBackNow` marks background fill, which goes to
+    /// the disk at once (see `write`).
+    ///
+    /// With `budgeted` (readahead and fill), the calling thread then waits while too many received bytes wait to be
+    /// written: when the disk falls behind, receiving waits for it. A reader's own blocks (demand) never wait for
+    /// the disk: they are few, bounded by the reads in flight, and their reader waits for them.
     @discardableResult
-    public func accept(block index: Int, buffer: BlockBuffer, writeBackNow: Bool = false,
+    public func accept(block index: Int, buffer: BlockBuffer, writeBackNow: Bool = false, budgeted: Bool = true,
                        stored: @escaping @Sendable (Bool) -> Void = { _ in }) -> Bool {
         precondition(buffer.count == length(ofBlock: index), "block \(index) must be stored whole")
-        // Claims never overlap, so only a race could bring a block twice.
-        let nothingNew = state.withLock { state -> Bool in
-            guard state.stale || state.blocks.present.contains(index) || state.unwritten[index] != nil else {
-                return false
+        let (accepted, ready, startWriter) = state.withLock { state -> (Bool, [BlockWaiter], Bool) in
+            // Claims never overlap, so only a race could bring a block twice.
+            if state.stale || state.blocks.present.contains(index) || state.unwritten[index] != nil {
+                if state.unwritten[index] == nil { state.blocks.releaseClaims(index..<(index + 1)) }
+                return (false, [], false)
             }
-            if state.unwritten[index] == nil { state.blocks.releaseClaims(index..<(index + 1)) }
-            return true
-        }
-        if nothingNew { return false }
-        pipeline.writeBudget.take(buffer.count)
-        let (ready, startWriter) = state.withLock { state -> ([BlockWaiter], Bool) in
-            state.unwritten[index] = Unwritten(buffer: buffer, writeBackNow: writeBackNow, stored: stored)
+            state.unwritten[index] = Unwritten(buffer: buffer, writeBackNow: writeBackNow, budgeted: budgeted,
+                                               stored: stored)
             state.memory.drop(index)
             defer { state.writeScheduled = true }
-            return (state.blocks.received(index), !state.writeScheduled)
+            return (true, state.blocks.received(index), !state.writeScheduled)
         }
+        guard accepted else { return false }
         // The writer is scheduled before readers are answered, so a reader that then waits for the writes finds
         // this block among them.
         if startWriter { pipeline.writerQueue.async { self.writeUnwritten() } }
         // Readers are answered on the reply queue, not here: this runs on the fetcher's thread, which should go
         // back to receiving (a reply copies up to 1 MiB into the kernel).
         for resume in ready { pipeline.replyQueue.async { resume(.success(())) } }
+        if budgeted { pipeline.writeBudget.take(buffer.count) }
         return true
     }
 
@@ -184,7 +188,8 @@ extension CacheEntry {
             }
             return (firstFailure, state.stale)
         }
-        pipeline.writeBudget.giveBack(buffers.reduce(0) { $0 + $1.count })
+        let budgetedBytes = run.filter(\.1.budgeted).reduce(0) { $0 + $1.1.buffer.count }
+        if budgetedBytes > 0 { pipeline.writeBudget.giveBack(budgetedBytes) }
         if let failure, firstFailure {
             let advice = failure.isNoSpace ? "the cache disk is full; free space or use --cache on a larger disk"
                 : "check the cache disk"

@@ -89,10 +89,12 @@ public final class CacheStore: Sendable {
     /// Takes one whole block fetched for `entry`: makes room for it under the size cap, hands it to the entry
     /// (see `CacheEntry.accept`), and once it is written records its use and counts it towards the next group
     /// commit. A block that brings nothing new, or is never written, is given back to the cap.
-    public func accept(block index: Int, of entry: CacheEntry, buffer: BlockBuffer, writeBackNow: Bool) {
+    public func accept(block index: Int, of entry: CacheEntry, buffer: BlockBuffer, writeBackNow: Bool,
+                       budgeted: Bool = true) {
         let length = buffer.count
         reserveRoom(for: length)
-        let accepted = entry.accept(block: index, buffer: buffer, writeBackNow: writeBackNow) { [self] stored in
+        let accepted = entry.accept(block: index, buffer: buffer, writeBackNow: writeBackNow,
+                                    budgeted: budgeted) { [self] stored in
             guard stored else { return account(-length) }
             recordUse(entry, blocks: index..<(index + 1))
             countTowardsCommit(length)

@@ -164,7 +164,11 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// on with a buffer for the next one.
     private func storeBlock() {
         let handOver = !(wholeFile && entry.isPresent(nextBlock))
-        if handOver { store.accept(block: nextBlock, of: entry, buffer: partial, writeBackNow: isBackground) }
+        if handOver {
+            let current = priority
+            store.accept(block: nextBlock, of: entry, buffer: partial, writeBackNow: current == .fill,
+                         budgeted: current != .demand)
+        }
         nextBlock += 1
         let nextLength = entry.length(ofBlock: nextBlock)
         if handOver || nextLength != partial.capacity {
