@@ -19,8 +19,8 @@ import Glibc
 struct Unwritten {
     let buffer: BlockBuffer
     let writeBackNow: Bool
-    /// Whether the block took room in the write budget (given back once it is written).
-    let budgeted: Bool
+    /// The write budget the block took room in, given back once it is written.
+    let budget: WriteBudget
     let stored: @Sendable (Bool) -> Void
 }
 
@@ -69,20 +69,21 @@ extension CacheEntry {
     /// nothing new (the entry is stale, or it is here already). `writeBackNow` marks background fill, which goes to
     /// the disk at once (see `write`).
     ///
-    /// With `budgeted` (readahead and fill), the calling thread then waits while too many received bytes wait to be
-    /// written: when the disk falls behind, receiving waits for it. A reader's own blocks (demand) never wait for
-    /// the disk: they are few, bounded by the reads in flight, and their reader waits for them.
+    /// The calling thread then waits while too many received bytes wait to be written: when the disk falls behind,
+    /// receiving waits for it. It waits only after the block's readers were woken, and a reader's own blocks
+    /// (`budgeted` false: demand) have a budget of their own, so that readahead and fill never hold them up.
     @discardableResult
     public func accept(block index: Int, buffer: BlockBuffer, writeBackNow: Bool = false, budgeted: Bool = true,
                        stored: @escaping @Sendable (Bool) -> Void = { _ in }) -> Bool {
         precondition(buffer.count == length(ofBlock: index), "block \(index) must be stored whole")
+        let budget = budgeted ? pipeline.writeBudget : pipeline.demandBudget
         let (accepted, ready, startWriter) = state.withLock { state -> (Bool, [BlockWaiter], Bool) in
             // Claims never overlap, so only a race could bring a block twice.
             if state.stale || state.blocks.present.contains(index) || state.unwritten[index] != nil {
                 if state.unwritten[index] == nil { state.blocks.releaseClaims(index..<(index + 1)) }
                 return (false, [], false)
             }
-            state.unwritten[index] = Unwritten(buffer: buffer, writeBackNow: writeBackNow, budgeted: budgeted,
+            state.unwritten[index] = Unwritten(buffer: buffer, writeBackNow: writeBackNow, budget: budget,
                                                stored: stored)
             state.memory.drop(index)
             defer { state.writeScheduled = true }
@@ -95,7 +96,7 @@ extension CacheEntry {
         // Readers are answered on the reply queue, not here: this runs on the fetcher's thread, which should go
         // back to receiving (a reply copies up to 1 MiB into the kernel).
         for resume in ready { pipeline.replyQueue.async { resume(.success(())) } }
-        if budgeted { pipeline.writeBudget.take(buffer.count) }
+        budget.take(buffer.count)
         return true
     }
 
@@ -188,8 +189,7 @@ extension CacheEntry {
             }
             return (firstFailure, state.stale)
         }
-        let budgetedBytes = run.filter(\.1.budgeted).reduce(0) { $0 + $1.1.buffer.count }
-        if budgetedBytes > 0 { pipeline.writeBudget.giveBack(budgetedBytes) }
+        for (_, item) in run { item.budget.giveBack(item.buffer.count) }
         if let failure, firstFailure {
             let advice = failure.isNoSpace ? "the cache disk is full; free space or use --cache on a larger disk"
                 : "check the cache disk"

@@ -14,8 +14,11 @@ public struct StoreSettings: Sendable, Equatable {
     public var maxBytes: Int?
     /// Bytes of blocks kept in memory per entry when they cannot be written (a full disk); oldest dropped first.
     public var memoryBlockLimit = 64 << 20
-    /// Received bytes that may wait for the writer; receiving waits beyond this. 16 MiB: 16 ms of a fast disk.
+    /// Received bytes of readahead and fill that may wait for the writer; receiving waits beyond this. 16 MiB:
+    /// 16 ms of a fast disk.
     public var writeBudgetBytes = 16 << 20
+    /// The same for the blocks readers wait for, which never wait behind readahead and fill.
+    public var demandBudgetBytes = 16 << 20
     /// Free block memory kept for reuse.
     public var keptBufferBytes = 16 << 20
 
@@ -33,12 +36,14 @@ final class BlockPipeline: Sendable {
     /// Where woken readers are answered, off the fetcher's thread.
     let replyQueue = DispatchQueue(label: "rangefs.replies", attributes: .concurrent)
     let writeBudget: WriteBudget
+    let demandBudget: WriteBudget
     let buffers: BufferPool
     /// Bytes of unwritable blocks an entry keeps in memory.
     let memoryBlockLimit: Int
 
     init(settings: StoreSettings) {
         writeBudget = WriteBudget(bytes: settings.writeBudgetBytes)
+        demandBudget = WriteBudget(bytes: settings.demandBudgetBytes)
         buffers = BufferPool(keptBytes: settings.keptBufferBytes)
         memoryBlockLimit = settings.memoryBlockLimit
     }
