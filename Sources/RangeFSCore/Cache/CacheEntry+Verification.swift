@@ -6,12 +6,15 @@
 // Ahead of a sequential reader the checks run in the background (`verifyAhead`, on the store's verify queue), so
 // that its READs find their blocks checked and are answered at once, while the CRCs run on another core. A READ
 // still checks whatever is unchecked when it comes. (Checking on the READ's own thread cost a copy after a remount
-// a quarter of its speed.)
+// a quarter of its speed.) The background check reads with pread rather than locking the mapping: mlock and
+// munlock take the address space's lock for writing, which stalls the page faults of the replies meanwhile.
 
 extension CacheEntry {
     /// Checks blocks that came from disk (not from this process) against their CRC before they are first served;
     /// a mismatch makes the block absent so it is fetched again.
-    func verifyLoadedBlocks(_ blocks: Range<Int>) {
+    /// `inPlace` checks the mapped pages (no copy); otherwise the span is read with pread, which takes no lock of
+    /// the process's address space (mlock takes it for writing, and stalls the page faults of replies meanwhile).
+    func verifyLoadedBlocks(_ blocks: Range<Int>, inPlace: Bool = true) {
         let unchecked = state.withLock { state in state.blocks.unverified(blocks).map { ($0, state.crcs[$0]) } }
         guard let first = unchecked.first?.0, let last = unchecked.last?.0 else { return }
         let span = byteRange(of: first..<(last + 1))
@@ -25,8 +28,8 @@ extension CacheEntry {
             }
         }
         var failed: [Int]
-        if let inPlace = mapping?.withLockedBytes(span, mismatches) {
-            failed = inPlace
+        if inPlace, let checked = mapping?.withLockedBytes(span, mismatches) {
+            failed = checked
         } else {
             do {
                 failed = try dataFile.read(at: span.lowerBound, count: Int(span.count)).withUnsafeBytes(mismatches)
@@ -51,7 +54,7 @@ extension CacheEntry {
         let step = max(1, (1 << 20) / blockSize)
         pipeline.verifyQueue.async { [self] in
             for start in stride(from: blocks.lowerBound, to: blocks.upperBound, by: step) {
-                verifyLoadedBlocks(start..<min(blocks.upperBound, start + step))
+                verifyLoadedBlocks(start..<min(blocks.upperBound, start + step), inPlace: false)
             }
         }
     }
