@@ -84,7 +84,10 @@ extension FileAttributes {
         info.st_gid = owner.gid
         info.st_size = off_t(size)
         info.st_blocks = blkcnt_t((cachedBytes + 511) / 512)
-        info.st_blksize = 1 << 20
+        // What programs take as their buffer size (cp uses max(128 KiB, st_blksize)). 1 MiB made a warm cp run at
+        // 0.6 to 0.7 of the same copy with 128 KiB buffers, which keep the data in the CPU's cache between the read
+        // and the write; the kernel's READs to the daemon stay 1 MiB either way (its readahead sets them).
+        info.st_blksize = 128 << 10
         let time = timespec(tv_sec: time_t(modificationTime), tv_nsec: 0)
         info.st_mtim = time
         info.st_ctim = time
