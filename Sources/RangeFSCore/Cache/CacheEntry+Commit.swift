@@ -6,15 +6,6 @@
 // were never present). The writer starts each block's writeback as it writes it, so the fdatasync finds little
 // left to do, and no reader waits for a commit: commits run on the store's commit queue.
 
-/// Whether the present set changed since the last commit.
-struct CommitState {
-    var changedSinceCommit = false
-
-    mutating func changed() {
-        changedSinceCommit = true
-    }
-}
-
 extension CacheEntry {
     /// Makes the present set durable: fdatasync data and CRCs, then atomically replace the bitmap file.
     /// Returns whether anything was written.
@@ -22,8 +13,8 @@ extension CacheEntry {
     public func commit() throws(SystemError) -> Bool {
         try commitLock.withLock { _ throws(SystemError) -> Bool in
             let snapshot = state.withLock { state -> BlockBitmap? in
-                guard state.commit.changedSinceCommit else { return nil }
-                state.commit = CommitState()
+                guard state.changedSinceCommit else { return nil }
+                state.changedSinceCommit = false
                 return state.blocks.present
             }
             guard let snapshot else { return false }
@@ -33,7 +24,7 @@ extension CacheEntry {
                 let record = BitmapRecord(blockSize: blockSize, generation: header.generation, present: snapshot)
                 try FileSystemCalls.replaceAtomically(directory + "/bitmap", with: record.encoded())
             } catch {
-                state.withLock { $0.commit.changed() }
+                state.withLock { $0.changedSinceCommit = true }
                 throw error
             }
             state.withLock { $0.blocks.committed(snapshot) }

@@ -57,7 +57,7 @@ extension CacheEntry {
                 return 0
             }
             state.blocks.evicted(index)
-            state.commit.changed()
+            state.changedSinceCommit = true
             if !state.eviction.evictedBefore {
                 state.eviction.evictedBefore = true
                 logger.notice("dropping least recently used blocks of \(Redaction.redact(header.url)) to stay under --cache-max-size; they are fetched again when read")

@@ -40,7 +40,7 @@ extension CacheEntry {
         }
         state.withLock { state in
             for (index, _) in unchecked where state.blocks.checked(index, matches: !failed.contains(index)) {
-                state.commit.changed()
+                state.changedSinceCommit = true
             }
         }
         for index in failed { logger.warning("cached block \(index) of \(directory) failed its CRC; fetching it again") }

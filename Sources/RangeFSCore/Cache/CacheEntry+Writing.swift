@@ -174,7 +174,7 @@ extension CacheEntry {
                 if failure == nil {
                     state.blocks.written(index, directly: wroteDirectly)
                     state.crcs[index] = crc
-                    state.commit.changed()
+                    state.changedSinceCommit = true
                     state.storedBytes += UInt64(item.buffer.count)
                     state.lastError = nil
                 } else {

@@ -60,7 +60,8 @@ public final class CacheEntry: Sendable {
         /// Whether the writer has this entry's unwritten blocks in hand.
         var writeScheduled = false
         var memory = MemoryBlocks()
-        var commit = CommitState()
+        /// The present set changed since the last commit.
+        var changedSinceCommit = false
         var eviction: EvictionMarks
         /// The remote file changed: this entry serves nothing more.
         var stale = false

@@ -59,9 +59,7 @@ extension CacheStore {
     }
 
     private func scheduleCommit() {
-        let interval = settings.commitInterval
-        let nanoseconds = Int(interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000)
-        commitQueue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in
+        commitQueue.asyncAfter(deadline: .now() + settings.commitInterval.dispatchInterval) { [weak self] in
             guard let self, self.committing.withLock({ $0 }) else { return }
             self.commitAll()
             self.scheduleCommit()

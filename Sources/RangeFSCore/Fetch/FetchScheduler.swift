@@ -314,8 +314,7 @@ public final class FetchScheduler: Sendable {
 
     /// Runs `body` after `delay` on a background queue.
     func after(_ delay: Duration, _ body: @escaping @Sendable () -> Void) {
-        let nanoseconds = Int(delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds), execute: body)
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay.dispatchInterval, execute: body)
     }
 }
 

@@ -15,7 +15,7 @@ extension RangeFS {
     /// file read only from the cache still notices a change on the server (close-to-open, with that much lag).
     func revalidateIfDue(_ entry: CacheEntry) {
         guard let revalidateAfter = settings.revalidateAfter else { return }
-        let limit = Double(revalidateAfter.components.seconds) + Double(revalidateAfter.components.attoseconds) / 1e18
+        let limit = revalidateAfter.seconds
         let now = Self.monotonicSeconds()
         let due = lastValidated.withLock { checked in
             let url = entry.header.url

@@ -17,10 +17,6 @@ enum Defaults {
     static let fileSystem = FileSystemSettings()
     static let http = HTTPOptions()
     static let mount = MountSettings()
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 }
 
 /// Options shared by `rangefs mount` and the fstab shape. `-o key=value,...` is turned into these long options
@@ -57,7 +53,7 @@ struct MountOptions: ParsableArguments {
     var verbose = false
 
     @Option(name: .long, help: "Seconds between cache commits: at most this much download progress is lost in a crash.")
-    var commitInterval = Defaults.seconds(Defaults.store.commitInterval)
+    var commitInterval = Defaults.store.commitInterval.seconds
 
     @Option(name: .long, help: "Also commit once this much was fetched since the last commit, e.g. 64M.")
     var commitBytes = ByteCount(Defaults.store.commitBytes)
@@ -90,7 +86,7 @@ struct MountOptions: ParsableArguments {
     var kernelReadahead = Defaults.mount.kernelReadaheadKiB ?? 0
 
     @Option(name: .long, help: "On open, check the server for a newer version when the last check is older than this many seconds (in the background); 0 checks at every open.")
-    var revalidate = Defaults.fileSystem.revalidateAfter.map(Defaults.seconds) ?? 0
+    var revalidate = Defaults.fileSystem.revalidateAfter?.seconds ?? 0
 
     @Option(name: .long, help: "Seconds to wait for a connection to the server.")
     var connectTimeout = Defaults.http.connectTimeout
