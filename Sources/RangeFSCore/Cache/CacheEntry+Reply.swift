@@ -78,12 +78,42 @@ extension CacheEntry {
     /// run, so that a sequential reader's next blocks come from the page cache, checked. Only present blocks are
     /// read: asking for a hole would fill the page cache with zero pages that the block's arrival then has to
     /// overwrite (on a cold copy that cost a tenth of the daemon's time).
+    ///
+    /// Blocks from an earlier run are left to `verifyAhead`, whose reads bring them in anyway. The others are read
+    /// on the disk-ahead queue, off the READ path, with plain `pread` into a scratch buffer wherever the page cache
+    /// lacks a page: the kernel's read path fills the page cache in large folios, where WILLNEED advice (and the
+    /// mapping's page faults) allocate and account every 4 KiB page on its own. After a drop of the page cache
+    /// that advice cost the daemon 0.36 CPU seconds per 512 MiB read, and pread 0.26.
     public func prefetchFromDisk(_ range: Range<UInt64>) {
         guard !range.isEmpty else { return }
-        let runs = state.withLock { state in
-            BlockTable.runs(of: blocks(covering: range).filter { state.blocks.present.contains($0) })
+        let (runs, direct) = state.withLock { state in
+            let checked = blocks(covering: range).filter {
+                state.blocks.present.contains($0) && state.blocks.verified.contains($0)
+            }
+            return (BlockTable.runs(of: checked.filter { !state.blocks.writtenDirectly.contains($0) }),
+                    BlockTable.runs(of: checked.filter { state.blocks.writtenDirectly.contains($0) }))
         }
-        for run in runs { dataFile.adviseWillNeed(byteRange(of: run).clamped(to: range)) }
+        if !runs.isEmpty || !direct.isEmpty {
+            pipeline.diskAheadQueue.async { [self] in
+                // Blocks that fill wrote with O_DIRECT during this copy are not in the page cache, and a cold
+                // copy reads them once: advice brings them in without the copy a pread makes.
+                for run in direct { dataFile.adviseWillNeed(byteRange(of: run).clamped(to: range)) }
+                let chunk = 1 << 20
+                let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 4096)
+                defer { scratch.deallocate() }
+                for run in runs {
+                    let bytes = byteRange(of: run).clamped(to: range)
+                    for start in stride(from: bytes.lowerBound, to: bytes.upperBound, by: chunk) {
+                        let part = start..<min(bytes.upperBound, start + UInt64(chunk))
+                        if mapping?.isResident(part) == true { continue }
+                        // A hint like the advice it replaces: a read that fails here fails again, and is
+                        // reported, when a reply or a check needs these bytes.
+                        _ = try? dataFile.read(into: UnsafeMutableRawBufferPointer(rebasing: scratch[0..<part.count]),
+                                               at: part.lowerBound)
+                    }
+                }
+            }
+        }
         verifyAhead(range)
     }
 

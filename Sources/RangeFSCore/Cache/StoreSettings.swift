@@ -33,6 +33,8 @@ final class BlockPipeline: Sendable {
     let writerQueue = DispatchQueue(label: "rangefs.cache-writer")
     /// Where blocks from an earlier run are checked ahead of a sequential reader: one thread, off the READ path.
     let verifyQueue = DispatchQueue(label: "rangefs.verify")
+    /// Where cached bytes ahead of a sequential reader are read into the page cache, off the READ path.
+    let diskAheadQueue = DispatchQueue(label: "rangefs.disk-ahead")
     /// Where woken readers are answered, off the fetcher's thread.
     let replyQueue = DispatchQueue(label: "rangefs.replies", attributes: .concurrent)
     let writeBudget: WriteBudget

@@ -38,6 +38,16 @@ public final class FileMapping: @unchecked Sendable {
         return result
     }
 
+    /// Whether every page of `range` is in the page cache (`mincore`); false if it cannot tell.
+    public func isResident(_ range: Range<UInt64>) -> Bool {
+        guard range.upperBound <= UInt64(count), !range.isEmpty else { return false }
+        let (start, length) = Self.pages(address: address + UInt(range.lowerBound), count: range.count)
+        let pageCount = length / Int(sysconf(Int32(_SC_PAGESIZE)))
+        var flags = [UInt8](repeating: 0, count: pageCount)
+        guard mincore(UnsafeMutableRawPointer(bitPattern: start), length, &flags) == 0 else { return false }
+        return flags.allSatisfy { $0 & 1 != 0 }
+    }
+
     /// The page-aligned start and length that cover `count` bytes at `address`.
     private static func pages(address: UInt, count: Int) -> (UInt, Int) {
         let page = UInt(sysconf(Int32(_SC_PAGESIZE)))

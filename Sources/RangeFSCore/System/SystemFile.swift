@@ -118,9 +118,14 @@ public final class SystemFile: @unchecked Sendable {
     }
 
     /// Asks the kernel to start reading `range` into the page cache, with `posix_fadvise(WILLNEED)`; a hint, so
-    /// failure is ignored.
+    /// failure is ignored. The kernel reads at most one readahead window (the disk's `read_ahead_kb`, or its
+    /// largest request if bigger) per call and silently drops the rest, so a long range is asked for in steps.
     public func adviseWillNeed(_ range: Range<UInt64>) {
-        _ = posix_fadvise(descriptor, off_t(range.lowerBound), off_t(range.count), POSIX_FADV_WILLNEED)
+        let step: UInt64 = 2 << 20
+        for start in stride(from: range.lowerBound, to: range.upperBound, by: Int(step)) {
+            let count = min(step, range.upperBound - start)
+            _ = posix_fadvise(descriptor, off_t(start), off_t(count), POSIX_FADV_WILLNEED)
+        }
     }
 
     /// Starts writing `range` back to disk without waiting (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so that a
