@@ -44,6 +44,9 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
     }
 
     /// Stops the engine thread; transfers still running are finished with `.cancelled`.
+    /// Where each request is logged when it ends: the logger, if it logs debug lines (`-v`).
+    private var requestLog: Logger? { logger.logLevel <= .debug ? logger : nil }
+
     public func shutdown() {
         queue.withLock { $0.stopping = true }
         curl_multi_wakeup(multi)
@@ -51,7 +54,8 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
     }
 
     public func start(_ request: RangeRequest, sink: RangeResponseSink) {
-        enqueue(Transfer(request: request, url: request.url, sink: sink, options: options, pauseSignal: pauseSignal))
+        enqueue(Transfer(request: request, url: request.url, sink: sink, options: options, pauseSignal: pauseSignal,
+                         requestLog: requestLog))
     }
 
     /// Background transfers pause themselves in their write callback while this is set; clearing it makes the
@@ -72,7 +76,7 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
             return completion(.failure(error))
         }
         enqueue(Transfer(request: nil, url: url, sink: ProbeSink(url: url, completion: completion), options: options,
-                         pauseSignal: pauseSignal))
+                         pauseSignal: pauseSignal, requestLog: requestLog))
     }
 
     private func enqueue(_ transfer: Transfer) {

@@ -4,6 +4,7 @@
 
 import CCurl
 import Foundation
+import Logging
 import RangeFSCore
 import Synchronization
 
@@ -24,9 +25,22 @@ final class Transfer: @unchecked Sendable {
     private var headDelivered = false
     private var cancelledBySink = false
 
+    /// Where to log one line when the request ends (`-v`); nil logs nothing.
+    private let requestLog: Logger?
+    /// The request as that line shows it: method and range.
+    private let requestLine: String
+    private let url: String
+
     init(request: RangeRequest?, url: String, sink: RangeResponseSink, options: HTTPOptions,
-         pauseSignal: PauseSignal) {
+         pauseSignal: PauseSignal, requestLog: Logger? = nil) {
         self.pauseSignal = pauseSignal
+        self.requestLog = requestLog
+        self.url = url
+        if let request {
+            requestLine = request.range.map { "GET bytes=\($0.lowerBound)-\($0.upperBound - 1)" } ?? "GET"
+        } else {
+            requestLine = "GET bytes=0-0"
+        }
         handle = curl_easy_init()!
         self.sink = sink
         errorBuffer = .allocate(capacity: Int(rfs_curl_error_size()))
@@ -129,8 +143,9 @@ final class Transfer: @unchecked Sendable {
         return .accepted
     }
 
-    /// Reports the outcome to the sink, exactly once.
+    /// Reports the outcome to the sink, exactly once (and logs the request, with `-v`).
     func finish(_ code: CURLcode) {
+        if requestLog != nil { logRequest(code) }
         if code == CURLE_OK {
             sink.complete(error: deliverHeadIfNeeded() ? nil : .cancelled)
             return
@@ -148,6 +163,26 @@ final class Transfer: @unchecked Sendable {
         let message = String(decoding: UnsafeRawBufferPointer(start: errorBuffer, count: strlen(errorBuffer)),
                              as: UTF8.self)
         sink.complete(error: Self.fetchError(code, osErrno: Int32(osErrno), message: message))
+    }
+
+    /// One line per request: method and range, status, bytes received, time, and the URL without credentials.
+    private func logRequest(_ code: CURLcode) {
+        var status = 0
+        var bytes: curl_off_t = 0
+        var microseconds: curl_off_t = 0
+        rfs_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        rfs_easy_getinfo_off(handle, CURLINFO_SIZE_DOWNLOAD_T, &bytes)
+        rfs_easy_getinfo_off(handle, CURLINFO_TOTAL_TIME_T, &microseconds)
+        let seconds = String(format: "%.3f", Double(microseconds) / 1e6)
+        let outcome: String
+        if code == CURLE_OK || cancelledBySink {
+            outcome = "\(status)\(cancelledBySink ? " (stopped early)" : ""), \(bytes) bytes"
+        } else {
+            let reason = String(decoding: UnsafeRawBufferPointer(start: errorBuffer, count: strlen(errorBuffer)),
+                                as: UTF8.self)
+            outcome = "failed (\(reason.isEmpty ? String(cString: curl_easy_strerror(code)) : reason)), \(bytes) bytes"
+        }
+        requestLog?.debug("\(requestLine) \(outcome) in \(seconds) s \(Redaction.redact(url))")
     }
 
     static func fetchError(_ code: CURLcode, osErrno: Int32, message: String) -> FetchError {

@@ -73,6 +73,8 @@ public final class CacheEntry: Sendable {
         var paused = false
         /// Why the last fetch failed, until one succeeds.
         var lastError: String?
+        /// Blocks whose fetch failed lately, when, and why (see `failureMemory`).
+        var recentFailures: [(blocks: Range<Int>, at: ContinuousClock.Instant, error: FetchError)] = []
         /// Bytes stored since the entry was opened, for download speed.
         var storedBytes: UInt64 = 0
     }
@@ -133,6 +135,26 @@ public final class CacheEntry: Sendable {
 
     // MARK: Asking for blocks
 
+    /// How long a block whose fetch failed counts as failed lately (see `recentFailure`).
+    public static let failureMemory: Duration = .seconds(2)
+
+    /// Why the fetch of an unreadable block of `blocks` failed, if that was less than `failureMemory` ago. When a
+    /// READ fails, the kernel asks again at once for its first page. That second READ must not start a second
+    /// round of retries against a server that does not answer (it made one read of a hung origin take twice the
+    /// retries' time): after a timeout it fails at once, and after another failure it gets one attempt, so a
+    /// server that is back answers it.
+    public func recentFailure(_ blocks: Range<Int>) -> FetchError? {
+        state.withLock { state in
+            guard !state.recentFailures.isEmpty else { return nil }
+            let now = ContinuousClock.now
+            state.recentFailures.removeAll { now - $0.at > Self.failureMemory }
+            return state.recentFailures.last { failure in
+                failure.blocks.overlaps(blocks)
+                    && failure.blocks.clamped(to: blocks).contains { !state.blocks.isReadable($0) }
+            }?.error
+        }
+    }
+
     /// Makes sure `blocks` will be readable. If they already are, or can never be, says so (`whenReady` is then
     /// not called). Otherwise `whenReady` runs once they all arrive or one fails, and `claimed` receives the runs of
     /// blocks that nobody was fetching yet, now marked in flight: the caller must fetch them.
@@ -167,7 +189,14 @@ public final class CacheEntry: Sendable {
     /// Releases the claim on the absent blocks of `blocks` and fails every reader waiting for one of them.
     public func abandon(blocks: Range<Int>, error: FetchError) {
         let failed = state.withLock { state -> [BlockWaiter] in
-            if error != .cancelled { state.lastError = error.userMessage }
+            if error != .cancelled {
+                state.lastError = error.userMessage
+                if error != .remoteChanged {
+                    let now = ContinuousClock.now
+                    state.recentFailures.removeAll { now - $0.at > Self.failureMemory }
+                    state.recentFailures.append((blocks, now, error))
+                }
+            }
             return state.blocks.abandon(blocks)
         }
         for resume in failed { resume(.failure(error)) }

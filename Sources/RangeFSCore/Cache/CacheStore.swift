@@ -66,7 +66,7 @@ public final class CacheStore: Sendable {
         } catch {
             throw .system(error)
         }
-        if flock(lockFile.descriptor, LOCK_EX | LOCK_NB) != 0 {
+        if !Self.takeLock(lockFile) {
             // Who holds it, for the message; an unreadable lock file just says less.
             let holder = (try? lockFile.read(at: 0, count: 64)).map { String(decoding: $0, as: UTF8.self) } ?? ""
             let trimmed = holder.trimmingWhitespace()
@@ -77,6 +77,32 @@ public final class CacheStore: Sendable {
             try lockFile.write(Array("pid \(getpid())\n".utf8), at: 0)
         } catch {
             logger.debug("cannot record this process in \(root)/lock: \(error)")
+        }
+    }
+
+    /// How long a new store waits for a holder of the lock that is shutting down (its last commit, then exit).
+    static let stoppingHolderWait: Duration = .seconds(30)
+
+    /// Takes the cache's lock. If a rangefs that is shutting down holds it (`markStopping`), waits for it to
+    /// exit, up to `stoppingHolderWait`: a mount right after an unmount then succeeds instead of failing.
+    private static func takeLock(_ lockFile: SystemFile) -> Bool {
+        let deadline = ContinuousClock.now + stoppingHolderWait
+        while flock(lockFile.descriptor, LOCK_EX | LOCK_NB) != 0 {
+            let holder = (try? lockFile.read(at: 0, count: 64)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            guard holder.contains("stopping"), ContinuousClock.now < deadline else { return false }
+            usleep(20_000)
+        }
+        return true
+    }
+
+    /// Says in the lock file that this process is shutting down, so that a mount of the same cache waits for it
+    /// instead of failing.
+    public func markStopping() {
+        do {
+            try lockFile.truncate(to: 0)
+            try lockFile.write(Array("pid \(getpid()) stopping\n".utf8), at: 0)
+        } catch {
+            logger.debug("cannot record the shutdown in \(root)/lock: \(error)")
         }
     }
 
@@ -123,6 +149,11 @@ public final class CacheStore: Sendable {
             do { try entry.commit() } catch { logger.error("cache commit failed: \(error)") }
         }
         entry.markStale()
+    }
+
+    /// The entry of `url` if one is open, without opening one.
+    public func openEntry(for url: String) -> CacheEntry? {
+        entries.withLock { $0[url] }
     }
 
     /// Opens the entry for `metadata`, reusing what is cached if it describes the same remote content, else

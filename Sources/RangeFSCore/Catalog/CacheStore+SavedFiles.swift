@@ -2,6 +2,7 @@
 // same cache shows the same files, including those added at runtime and without those removed.
 
 import Foundation
+import Glibc
 
 /// One saved file: its name in the mount and its URL.
 public struct SavedFile: Codable, Sendable, Equatable {
@@ -24,6 +25,26 @@ extension CacheStore {
     public func savedFiles() throws -> [SavedFile] {
         guard let bytes = try FileSystemCalls.readSmallFile(catalogPath) else { return [] }
         return try JSONDecoder().decode([SavedFile].self, from: Data(bytes))
+    }
+
+    /// Moves a damaged `catalog.json` aside as `catalog.json.damaged-SECONDS`, so that saving the mounted set
+    /// afresh never overwrites what the user may still want; returns the new path.
+    public func setAsideDamagedCatalog() throws -> String {
+        let aside = catalogPath + ".damaged-\(time(nil))"
+        guard rename(catalogPath, aside) == 0 else {
+            throw SystemError(call: "rename", path: catalogPath, errno: errno)
+        }
+        try FileSystemCalls.synchronizeDirectory(containing: catalogPath)
+        return aside
+    }
+
+    /// What the cache entry of `url` says about it when it was last reached (size, date, validator), if there is
+    /// an entry with a readable header for exactly this URL: enough to mount it while its server is unreachable.
+    public func storedMetadata(for url: String) -> RemoteMetadata? {
+        guard let bytes = try? FileSystemCalls.readSmallFile(directory(for: url) + "/header"),
+              let header = try? CacheHeader.decode(bytes), header.url == url
+        else { return nil }
+        return header.remoteMetadata
     }
 
     /// Saves `files` as the mounted set.

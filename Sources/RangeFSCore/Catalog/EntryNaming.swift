@@ -28,23 +28,68 @@ public enum EntryNaming {
 
     /// Makes `name` a single safe path component: no `/` or NUL, not `.` or `..`, not empty, at most 255 bytes.
     public static func sanitize(_ name: String) -> String {
+        shorten(makeSafe(name), to: maximumLength)
+    }
+
+    /// The name `preferredName` would give before cutting it to 255 bytes, if it had to be cut: for a warning.
+    public static func overlongName(explicit: String?, metadata: RemoteMetadata) -> String? {
+        let whole: String
+        if let explicit, !explicit.isEmpty {
+            whole = makeSafe(explicit)
+        } else if let suggested = metadata.suggestedName {
+            whole = makeSafe(lastComponent(of: suggested))
+        } else {
+            whole = makeSafe(lastPathSegment(of: metadata.url))
+        }
+        return whole.utf8.count > maximumLength ? whole : nil
+    }
+
+    /// Why `name`, given by the user as `NAME=URL`, cannot name a file in the mount; nil if it can.
+    public static func problem(withExplicitName name: String) -> String? {
+        if name.contains("/") { return "it contains '/'; a name is one file name, not a path" }
+        if name.contains("\0") { return "it contains a NUL byte" }
+        if name == "." || name == ".." { return "'\(name)' names a directory" }
+        return nil
+    }
+
+    /// `name` without `/` or NUL, trimmed, not empty, not `.` or `..`; any length.
+    private static func makeSafe(_ name: String) -> String {
         var safe = String(name.map { $0 == "/" || $0 == "\0" ? "_" : $0 })
         safe = safe.trimmingWhitespace()
         if safe.isEmpty { safe = "download" }
         if safe == "." || safe == ".." { safe = safe.replacingOccurrences(of: ".", with: "_") }
-        while safe.utf8.count > maximumLength { safe.removeLast() }
         return safe
     }
 
-    /// `name`, or `name (2).ext`, `name (3).ext`, ... whichever `isTaken` accepts first.
+    /// `name` cut to at most `bytes` bytes of UTF-8, at a character boundary (never inside a multi-byte
+    /// character).
+    static func shorten(_ name: String, to bytes: Int) -> String {
+        guard name.utf8.count > bytes else { return name }
+        var length = 0
+        var end = name.startIndex
+        for index in name.indices {
+            let next = name[index].utf8.count
+            if length + next > bytes { break }
+            length += next
+            end = name.index(after: index)
+        }
+        return String(name[..<end])
+    }
+
+    /// `name`, or `name (2).ext`, `name (3).ext`, ... whichever `isTaken` accepts first; the stem is shortened
+    /// so that the result stays within 255 bytes.
     public static func unique(_ name: String, isTaken: (String) -> Bool) -> String {
         guard isTaken(name) else { return name }
-        let dot = name.lastIndex(of: ".").flatMap { $0 == name.startIndex ? nil : $0 }
+        var dot = name.lastIndex(of: ".").flatMap { $0 == name.startIndex ? nil : $0 }
+        // An "extension" too long to keep beside a counter is part of the stem.
+        if let found = dot, name[found...].utf8.count > maximumLength / 2 { dot = nil }
         let stem = dot.map { String(name[..<$0]) } ?? name
         let suffix = dot.map { String(name[$0...]) } ?? ""
         var counter = 2
         while true {
-            let candidate = "\(stem) (\(counter))\(suffix)"
+            let marker = " (\(counter))"
+            let room = maximumLength - marker.utf8.count - suffix.utf8.count
+            let candidate = shorten(stem, to: room) + marker + suffix
             if !isTaken(candidate) { return candidate }
             counter += 1
         }

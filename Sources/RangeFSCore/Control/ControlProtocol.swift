@@ -7,6 +7,8 @@ import Foundation
 public struct ControlRequest: Codable, Sendable, Equatable {
     public enum Command: String, Codable, Sendable {
         case status, add, rm, pause, resume, verify, pin, evict
+        /// Which process serves the mount (its `pid`), at once: `rangefs unmount` waits for it to exit.
+        case identify
     }
 
     public var command: Command
@@ -31,7 +33,8 @@ public struct FileStatus: Codable, Sendable, Equatable {
     public var url: String
     public var size: UInt64
     public var cachedBytes: UInt64
-    /// complete, partial, downloading, queued, paused or error.
+    /// complete, partial, downloading, queued, paused, error, offline (served from the cache alone; its server
+    /// cannot be reached) or unmounted (saved, but unreachable at mount with nothing cached).
     public var state: String
     /// Bytes per second stored over the last few seconds.
     public var bytesPerSecond: Double
@@ -59,14 +62,17 @@ public struct ControlResponse: Codable, Sendable, Equatable {
     /// For add: the name the new file got. For verify: a one-line summary.
     public var message: String?
     public var mountpoint: String?
+    /// For identify: the daemon's process ID.
+    public var pid: Int32?
 
     public init(ok: Bool, error: String? = nil, files: [FileStatus]? = nil, message: String? = nil,
-                mountpoint: String? = nil) {
+                mountpoint: String? = nil, pid: Int32? = nil) {
         self.ok = ok
         self.error = error
         self.files = files
         self.message = message
         self.mountpoint = mountpoint
+        self.pid = pid
     }
 
     public static func failure(_ message: String) -> ControlResponse { ControlResponse(ok: false, error: message) }

@@ -21,6 +21,7 @@ extension RangeFS {
         case .verify: return verify(name: request.name)
         case .pin: return pin(name: request.name)
         case .evict: return evict(name: request.name)
+        case .identify: return ControlResponse(ok: true, pid: getpid())
         }
     }
 
@@ -34,18 +35,27 @@ extension RangeFS {
             usleep(250_000)
             first = sampleSpeeds(entries)
         }
-        return zip(items, zip(entries, first)).map { item, pair in
+        let offline = offline.withLock { $0 }
+        let mounted = zip(items, zip(entries, first)).map { item, pair in
             let (entry, speed) = pair
             let cached = entry?.cachedBytes ?? 0
             let bytesPerSecond = speed ?? 0
-            let state = stateName(entry, cached: cached, size: item.metadata.size)
+            let offlineReason = offline[item.metadata.url]
+            let state = offlineReason != nil ? "offline" : stateName(entry, cached: cached, size: item.metadata.size)
             let eta: Double? = state == "downloading" && bytesPerSecond > 0
                 ? Double(item.metadata.size - cached) / bytesPerSecond : nil
             return FileStatus(name: item.name, url: Redaction.redact(item.metadata.url), size: item.metadata.size,
                               cachedBytes: cached, state: state, bytesPerSecond: bytesPerSecond, etaSeconds: eta,
                               map: entry.map(Self.blockMap) ?? String(repeating: " ", count: Self.mapWidth),
-                              lastError: entry?.lastError, pinned: entry?.isPinned ?? false)
+                              lastError: offlineReason ?? entry?.lastError, pinned: entry?.isPinned ?? false)
         }
+        // Saved files not mounted this run (their server was unreachable and nothing was cached).
+        let unmounted = unmountedFiles.map {
+            FileStatus(name: $0.name, url: Redaction.redact($0.url), size: 0, cachedBytes: 0, state: "unmounted",
+                       bytesPerSecond: 0, etaSeconds: nil, map: String(repeating: " ", count: Self.mapWidth),
+                       lastError: "not mounted: its server could not be reached at mount; kept in the saved set")
+        }
+        return mounted + unmounted
     }
 
     private func stateName(_ entry: CacheEntry?, cached: UInt64, size: UInt64) -> String {
@@ -98,6 +108,9 @@ extension RangeFS {
 
     private func add(url: String?, name: String?) -> ControlResponse {
         guard let url, !url.isEmpty else { return .failure("add needs a URL") }
+        if let name, let problem = EntryNaming.problem(withExplicitName: name) {
+            return .failure("the name '\(name)' cannot name a file (\(problem)); give a plain file name")
+        }
         if let existing = catalog.items.first(where: { $0.metadata.url == url }) {
             return .failure("\(Redaction.redact(url)) is already mounted as \(existing.name)")
         }
@@ -106,6 +119,10 @@ extension RangeFS {
             return .failure("\(Redaction.redact(url)): \(error.userMessage)")
         case .success(let metadata):
             let item = catalog.add(metadata, explicitName: name)
+            if let whole = EntryNaming.overlongName(explicit: name, metadata: metadata) {
+                logger.warning("the name '\(whole.prefix(40))…' is \(whole.utf8.count) bytes, more than a file name can hold (255); it is shortened to '\(item.name.prefix(40))…'")
+            }
+            unmountedSaved.withLock { $0.removeAll { $0.url == url } }
             markValidated(url)
             saveCatalog()
             if prefetch == .all, let entry = try? entry(for: item) { scheduler.fill(entry, url: url) }
@@ -114,9 +131,19 @@ extension RangeFS {
     }
 
     private func remove(name: String?, keepData: Bool) -> ControlResponse {
+        if let name, catalog.item(named: name) == nil,
+           let saved = unmountedSaved.withLock({ files -> SavedFile? in
+               guard let index = files.firstIndex(where: { $0.name == name }) else { return nil }
+               return files.remove(at: index)
+           }) {
+            saveCatalog()
+            if !keepData { try? store.removeEntry(for: saved.url) }
+            return ControlResponse(ok: true, message: name)
+        }
         guard let name, let item = catalog.remove(named: name) else {
             return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
         }
+        offline.withLock { _ = $0.removeValue(forKey: item.metadata.url) }
         entryInvalidator.withLock { $0 }?(Catalog.rootInode, name)
         if let open = try? entry(for: item) { scheduler.stopFilling(open) }
         saveCatalog()
@@ -192,15 +219,22 @@ extension RangeFS {
         }
     }
 
-    /// Saves the mounted set with the cache.
+    /// Saves the mounted set with the cache: every file in the catalog, and the saved files not mounted this run.
+    /// Pinned files are open (pinning opens them, and so does `restorePins`), so saving opens nothing.
     public func saveCatalog() {
-        do {
-            let pinned = Set(catalog.items.filter { (try? entry(for: $0))?.isPinned ?? false }.map(\.inode))
-            try store.saveFiles(catalog.items.map {
-                SavedFile(name: $0.name, url: $0.metadata.url, pinned: pinned.contains($0.inode) ? true : nil)
-            })
-        } catch {
-            logger.error("cannot save the list of mounted files: \(error)")
+        catalogSaving.withLock { _ in
+            do {
+                let items = catalog.items
+                let pinned = Set(items.filter { store.openEntry(for: $0.metadata.url)?.isPinned ?? false }.map(\.inode))
+                var files = items.map {
+                    SavedFile(name: $0.name, url: $0.metadata.url, pinned: pinned.contains($0.inode) ? true : nil)
+                }
+                let mounted = Set(files.map(\.url))
+                files += unmountedFiles.filter { !mounted.contains($0.url) }
+                try store.saveFiles(files)
+            } catch {
+                logger.error("cannot save the list of mounted files: \(error)")
+            }
         }
     }
 }

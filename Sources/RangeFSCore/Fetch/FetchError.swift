@@ -4,6 +4,8 @@
 /// Why a fetch or a probe failed.
 public enum FetchError: Error, Sendable, Equatable {
     case malformedURL(String)
+    /// The URL holds a character that must be percent-encoded (a raw space, say): the character, and its encoding.
+    case needsPercentEncoding(character: String, encoded: String)
     case unsupportedScheme(String)
     case connectionRefused
     case hostNotFound
@@ -26,6 +28,8 @@ public enum FetchError: Error, Sendable, Equatable {
     public var userMessage: String {
         switch self {
         case .malformedURL(let reason): "malformed URL (\(reason)); write it as http://host/path or https://host/path"
+        case .needsPercentEncoding(let character, let encoded):
+            "the URL contains \(character), which a URL cannot hold as it is; percent-encode it as \(encoded)"
         case .unsupportedScheme(let scheme): "not an http(s) URL (scheme '\(scheme)'); only http:// and https:// can be mounted"
         case .connectionRefused: "connection refused; is the server running and the port right?"
         case .hostNotFound: "host not found; check the host name"
@@ -49,6 +53,20 @@ public enum FetchError: Error, Sendable, Equatable {
         default: false
         }
     }
+
+    /// Whether the failure says only that the server could not be reached or could not answer now (refused,
+    /// unresolvable, timed out, cut off, or a 5xx), as opposed to an answer about the file itself. A file that
+    /// fails this way at mount is served from its cache entry, and stays in the saved set.
+    public var isOriginUnreachable: Bool {
+        switch self {
+        case .connectionRefused, .hostNotFound, .timedOut, .shortBody, .transport: true
+        case .httpStatus(let status): status >= 500
+        default: false
+        }
+    }
+
+    /// Whether the server says the file is gone (404, 410): the only failure that removes a URL from the saved set.
+    public var isGone: Bool { self == .httpStatus(404) || self == .httpStatus(410) }
 
     private static func reasonPhrase(_ status: Int) -> String {
         switch status {

@@ -43,6 +43,8 @@ public final class FetchScheduler: Sendable {
         let blocks: Range<Int>
         /// The whole file without Range, for servers that ignore it.
         var wholeFile = false
+        /// One attempt instead of the policy's retries (see `fetch`).
+        var singleAttempt = false
     }
 
     /// A file being completed in the background, and where its next fill segment starts looking.
@@ -118,7 +120,12 @@ public final class FetchScheduler: Sendable {
     }
 
     /// Fetches `runs` of `entry` (already claimed by the caller) from `url`.
-    public func fetch(_ entry: CacheEntry, url: String, runs: [Range<Int>], priority: FetchPriority) {
+    ///
+    /// `singleAttempt` makes each request one attempt, without the policy's retries: for blocks whose fetch just
+    /// failed after all of them, asked for again at once (the kernel's own retry of a failed READ), so that a
+    /// server that does not answer costs one more timeout, not a second round of retries.
+    public func fetch(_ entry: CacheEntry, url: String, runs: [Range<Int>], priority: FetchPriority,
+                      singleAttempt: Bool = false) {
         if entry.isRangeless {
             // Range requests would only get the whole file again: one stream brings every block.
             for run in runs { entry.releaseClaims(run) }
@@ -128,7 +135,7 @@ public final class FetchScheduler: Sendable {
             for run in runs {
                 for blocks in segments(of: run, in: entry) {
                     state.queue.append(Pending(sequence: state.nextSequence, priority: priority, entry: entry,
-                                               url: url, blocks: blocks))
+                                               url: url, blocks: blocks, singleAttempt: singleAttempt))
                     state.nextSequence += 1
                 }
             }
@@ -286,9 +293,11 @@ public final class FetchScheduler: Sendable {
         if pending.priority == .fill, let limit = policy.fillBytesPerSecond {
             rate = max(1024, limit / max(1, policy.fillTransfers))
         }
+        var sinkPolicy = policy
+        if pending.singleAttempt { sinkPolicy.attempts = 1 }
         let sink = BlockSink(entry: pending.entry, url: pending.url, blocks: pending.blocks,
                              wholeFile: pending.wholeFile, priority: pending.priority, maxBytesPerSecond: rate,
-                             store: store, policy: policy, logger: logger, owner: self)
+                             store: store, policy: sinkPolicy, logger: logger, owner: self)
         if pending.priority == .fill {
             state.withLock { $0.runningFillSinks[ObjectIdentifier(sink)] = sink }
         }

@@ -48,6 +48,12 @@ extension RangeFS {
     private func revalidateNow(_ entry: CacheEntry, knownChanged: Bool) {
         // A change already handled (or a file removed): the entry went stale once, and nothing is left to check.
         if knownChanged && entry.isStale { return }
+        apply(scheduler.fetcher.probeAll([entry.header.url])[0], to: entry, knownChanged: knownChanged)
+    }
+
+    /// Acts on a fresh probe of the URL of `entry` (see `revalidateNow`). Any answer from the server ends the
+    /// file's offline state; a failure to reach it keeps serving what is cached.
+    func apply(_ probe: Result<RemoteMetadata, FetchError>, to entry: CacheEntry, knownChanged: Bool) {
         markValidated(entry.header.url)
         let url = entry.header.url
         guard let item = catalog.items.first(where: { $0.metadata.url == url }),
@@ -61,7 +67,17 @@ extension RangeFS {
         func markStale() {
             if entry.markStale() { forgetKernelPages(of: item.inode) }
         }
-        switch scheduler.fetcher.probeAll([url])[0] {
+        if case .failure(let error) = probe, error.isOriginUnreachable {
+            logger.info("cannot check \(Redaction.redact(url)) against its server: \(error.userMessage)")
+            offline.withLock { if $0[url] != nil { $0[url] = error.userMessage } }
+            // Unreachable: unless a fetch saw another version, keep serving what is cached.
+            if knownChanged { markStale() }
+            return
+        }
+        if offline.withLock({ $0.removeValue(forKey: url) }) != nil {
+            logger.notice("\(Redaction.redact(url)) is reachable again")
+        }
+        switch probe {
         case .success(let fresh) where !fresh.describesSameContent(as: entry.header.remoteMetadata):
             logger.notice("\(Redaction.redact(url)) changed on the server; open handles of the old version get ESTALE")
             catalog.update(inode: item.inode, metadata: fresh)
@@ -75,12 +91,11 @@ extension RangeFS {
             }
         case .success:
             if knownChanged { markStale() }  // changed and changed back: the old bytes cannot be trusted
-        case .failure(.httpStatus(let status)) where status == 404 || status == 410:
-            logger.warning("\(Redaction.redact(url)) is gone from the server (HTTP \(status))")
+        case .failure(let error) where error.isGone:
+            logger.warning("\(Redaction.redact(url)) is gone from the server (\(error.userMessage))")
             markStale()
         case .failure(let error):
             logger.info("cannot check \(Redaction.redact(url)) against its server: \(error.userMessage)")
-            // Unreachable: unless a fetch saw another version, keep serving what is cached.
             if knownChanged { markStale() }
         }
     }

@@ -45,6 +45,14 @@ public final class RangeFS: Sendable {
     let invalidationQueue = DispatchQueue(label: "rangefs.invalidate")
     /// Re-probes run here, one at a time: they wait for the network, which the curl thread provides.
     let revalidationQueue = DispatchQueue(label: "rangefs.revalidate")
+    /// URLs served from their cache entries alone because their server could not be reached, with the last error.
+    let offline = Mutex<[String: String]>([:])
+    /// Saved files not mounted this run (unreachable, nothing cached): they stay in the saved set.
+    let unmountedSaved = Mutex<[SavedFile]>([])
+    /// Serializes saves of the mounted set: each writes one temporary file and renames it over the last.
+    let catalogSaving = Mutex(())
+    /// Probes the offline files now and then (`startOfflineChecks`).
+    let offlineTimer = Mutex<RepeatingTimer?>(nil)
     let logger: Logger
 
     private struct OpenFile {
@@ -170,6 +178,9 @@ public final class RangeFS: Sendable {
     /// blocks again without planning the read again.
     private func serve(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, reply: @escaping Reply) {
         let blocks = entry.blocks(covering: range)
+        // The kernel's retry of a READ that just failed (see `CacheEntry.recentFailure`).
+        let failedLately = entry.recentFailure(blocks)
+        if failedLately == .timedOut { return reply(.failure(Self.fileSystemError(for: .timedOut))) }
         var claimed: [Range<Int>] = []
         let availability = entry.request(blocks: blocks, claimed: &claimed) { [weak self] result in
             guard let self else { return reply(.failure(.io("the file system is shutting down"))) }
@@ -180,7 +191,8 @@ public final class RangeFS: Sendable {
             }
         }
         if !claimed.isEmpty {
-            scheduler.fetch(entry, url: entry.header.url, runs: claimed, priority: .demand)
+            scheduler.fetch(entry, url: entry.header.url, runs: claimed, priority: .demand,
+                            singleAttempt: failedLately != nil)
         }
         switch availability {
         case .ready: answer(range, of: entry, inode: inode, reply: reply)

@@ -18,7 +18,9 @@ struct ControlClient {
             .filter { $0.hasSuffix(".sock") }.map { directory + "/" + $0 }
         let live = sockets.compactMap { path -> ControlClient? in
             let client = ControlClient(socketPath: path, mountpoint: "")
-            guard let answer = try? client.send(ControlRequest(command: .status)), answer.ok else { return nil }
+            guard let answer = try? client.send(ControlRequest(command: .identify), timeout: 5), answer.ok else {
+                return nil
+            }
             return ControlClient(socketPath: path, mountpoint: answer.mountpoint ?? "")
         }
         guard live.count == 1 else {
@@ -28,11 +30,17 @@ struct ControlClient {
         return live[0]
     }
 
-    /// Sends one request and returns the answer.
-    func send(_ request: ControlRequest) throws -> ControlResponse {
+    /// Sends one request and returns the answer; with `timeout`, gives up on a mount that does not answer within
+    /// that many seconds.
+    func send(_ request: ControlRequest, timeout: Int? = nil) throws -> ControlResponse {
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(descriptor) }
-        guard var (address, length) = unixSocketAddress(socketPath) else { throw CLIError("socket path too long") }
+        if let timeout {
+            var limit = timeval(tv_sec: timeout, tv_usec: 0)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        }
+        guard case (var address, let length)? = unixSocketAddress(socketPath) else { throw CLIError("socket path too long") }
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, length) }
         }

@@ -174,11 +174,15 @@ enum StatusTable {
                      + "  " + pad("SPEED", 11) + "  " + pad("ETA", 8) + "  MAP")
         for file in files {
             let share = file.size == 0 ? 100 : Double(file.cachedBytes) * 100 / Double(file.size)
-            lines.append(pad(String(file.name.prefix(nameWidth)), nameWidth) + "  " + pad(bytes(file.size), 9) + "  "
-                         + pad(String(format: "%.1f%%", share), 6) + "  " + pad(file.state, 11) + "  "
+            let unmounted = file.state == "unmounted"  // saved, but its size is not known this run
+            lines.append(pad(String(file.name.prefix(nameWidth)), nameWidth) + "  "
+                         + pad(unmounted ? "-" : bytes(file.size), 9) + "  "
+                         + pad(unmounted ? "-" : String(format: "%.1f%%", share), 6) + "  " + pad(file.state, 11) + "  "
                          + pad(file.bytesPerSecond > 0 ? bytes(UInt64(file.bytesPerSecond)) + "/s" : "-", 11) + "  "
                          + pad(file.etaSeconds.map(duration) ?? "-", 8) + "  [" + file.map + "]" + (file.pinned ? " pinned" : ""))
-            if let error = file.lastError, file.state == "error" { lines.append("    last error: \(error)") }
+            if let error = file.lastError, ["error", "offline", "unmounted"].contains(file.state) {
+                lines.append("    last error: \(error)")
+            }
         }
         let size = files.reduce(UInt64(0)) { $0 + $1.size }
         let cached = files.reduce(UInt64(0)) { $0 + $1.cachedBytes }

@@ -24,7 +24,7 @@ public final class ControlServer: @unchecked Sendable {
         try FileSystemCalls.makeDirectories(folder, mode: 0o700)
         chmod(folder, 0o700)
         unlink(path)
-        guard var (address, length) = unixSocketAddress(path) else {
+        guard case (var address, let length)? = unixSocketAddress(path) else {
             throw SystemError(call: "bind", path: path, errno: ENAMETOOLONG)
         }
         listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)

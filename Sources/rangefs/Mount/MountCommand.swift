@@ -55,11 +55,12 @@ struct FstabMountCommand: ParsableCommand {
     }
 }
 
-/// `rangefs unmount MOUNTPOINT`
+/// `rangefs unmount MOUNTPOINT`: unmounts, then waits until the daemon has committed its cache and exited, so
+/// that a mount of the same cache, or removing it, can follow at once.
 struct UnmountCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "unmount",
-        abstract: "Unmount a rangefs mount; the daemon then commits its cache and exits.",
+        abstract: "Unmount a rangefs mount, and return once its daemon has committed its cache and exited.",
         aliases: ["umount"]
     )
 
@@ -69,7 +70,13 @@ struct UnmountCommand: ParsableCommand {
     @Flag(name: [.short, .long], help: "Detach even if files are open (fusermount3 -uz).")
     var lazy = false
 
+    @Option(name: .long, help: "Seconds to wait for the daemon to exit after the unmount.")
+    var wait = 60
+
     func run() throws {
+        let target = MountPoint.absolute(mountpoint)
+        // Asked before unmounting: afterwards the daemon no longer answers.
+        let daemon = try? ControlClient.locate(target).send(ControlRequest(command: .identify), timeout: 5).pid
         let result = try Subprocess.run("/bin/fusermount3", [lazy ? "-uz" : "-u", mountpoint], timeout: 60)
         if result.status != 0 {
             let message = result.errorText
@@ -78,6 +85,30 @@ struct UnmountCommand: ParsableCommand {
             printError("rangefs: cannot unmount \(mountpoint): \(reason)")
             throw ExitCode(1)
         }
+        guard let daemon, daemon > 0 else {
+            print("unmounted \(target)")
+            return
+        }
+        guard Self.waitForExit(of: daemon, seconds: Double(wait)) else {
+            printError("rangefs: \(target) is unmounted, but its daemon (pid \(daemon)) is still running after "
+                       + "\(wait) s; its cache stays locked until it exits (see its log)")
+            throw ExitCode(1)
+        }
+        print("unmounted \(target); its daemon committed the cache and exited")
+    }
+
+    /// Waits until process `pid` has exited (or is a zombie: it ran to its end); false after `seconds`.
+    static func waitForExit(of pid: Int32, seconds: Double) -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while ContinuousClock.now < deadline {
+            if kill(pid, 0) != 0 && errno == ESRCH { return true }
+            if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+               let state = stat.split(separator: ")").last?.split(separator: " ").first, state == "Z" {
+                return true
+            }
+            usleep(10_000)
+        }
+        return false
     }
 }
 

@@ -75,14 +75,20 @@ struct MountRunner {
             engine.shutdown()
             demandEngine.shutdown()
         }
-        let (catalog, failures) = probe(sources, with: engine)
+        let probed = probe(sources, with: engine, store: store, saved: Set(savedFiles.map(\.url)))
+        let catalog = probed.catalog
         if catalog.items.isEmpty { return fail("no URL could be mounted") }
 
         let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine, store: store,
                                        policy: configuration.fetch, logger: logger)
         let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler,
                                  settings: configuration.fileSystem, logger: logger)
-        for item in catalog.items { fileSystem.markValidated(item.metadata.url) }
+        for item in catalog.items where probed.offline[item.metadata.url] == nil {
+            fileSystem.markValidated(item.metadata.url)
+        }
+        for (url, reason) in probed.offline { fileSystem.markOffline(url, reason: reason) }
+        // A URL given or saved before stays saved unless its server said it is gone.
+        fileSystem.keepUnmounted(probed.unmounted)
         let mount: FUSEMount
         do {
             mount = try FUSEMount(fileSystem: fileSystem, mountpoint: target, settings: configuration.mount,
@@ -95,9 +101,14 @@ struct MountRunner {
         store.startCommitting()
         fileSystem.restorePins(savedFiles)
         fileSystem.saveCatalog()
+        fileSystem.startOfflineChecks()
         if configuration.fileSystem.prefetch == .all { fileSystem.fillAll() }
         let control = startControl(for: fileSystem, mountpoint: target, logger: logger)
-        let status = failures > 0 ? Status.someFailed : Status.mounted
+        let status = probed.failures > 0 ? Status.someFailed : Status.mounted
+        if !probed.offline.isEmpty {
+            printError("rangefs: \(probed.offline.count) file(s) mounted from the cache alone; they are checked again "
+                       + "every \(RangeFS.offlineCheckInterval.seconds) s until their server answers")
+        }
         if reportReadiness {
             Daemon.reportReady(status, logFile: configuration.logFile)
             if configuration.logFile == nil { destination.use(.syslog) }
@@ -107,6 +118,8 @@ struct MountRunner {
 
         mount.waitUntilUnmounted()
         SystemdNotifier.notify("STOPPING=1")
+        store.markStopping()
+        fileSystem.stopOfflineChecks()
         control?.stop()
         mount.finish()
         store.close()
@@ -116,18 +129,22 @@ struct MountRunner {
 
     /// The URLs of the command line, then those of the list files, in order.
     private func givenSources() throws -> [MountSource] {
-        var sources = urls.map(MountSource.init(parsing:))
-        for path in configuration.listFiles {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw Failure("cannot read list file \(path); check the path and its permissions")
+        do {
+            var sources = try urls.map { url throws(MountSourceError) in try MountSource(parsing: url) }
+            for path in configuration.listFiles {
+                guard let data = FileManager.default.contents(atPath: path) else {
+                    throw Failure("cannot read list file \(path); check the path and its permissions")
+                }
+                sources += try MountSource.parseList(String(decoding: data, as: UTF8.self), path: path)
             }
-            sources += MountSource.parseList(String(decoding: data, as: UTF8.self))
+            return sources
+        } catch let error as MountSourceError {
+            throw Failure(error.message)
         }
-        return sources
     }
 
     /// Adds the files saved with the cache (added at runtime, or mounted before) that `sources` lacks; returns
-    /// what was saved.
+    /// what was saved. A damaged list is moved aside, never overwritten.
     private func addSavedFiles(of store: CacheStore, to sources: inout [MountSource]) -> [SavedFile] {
         do {
             let saved = try store.savedFiles()
@@ -136,26 +153,67 @@ struct MountRunner {
             }
             return saved
         } catch {
-            printError("rangefs: \(store.root)/catalog.json is damaged (\(error)); mounting only the given URLs")
+            let path = "\(store.root)/catalog.json"
+            do {
+                let aside = try store.setAsideDamagedCatalog()
+                printError("rangefs: \(path) is damaged (\(error)); kept it as \(aside) and mounting only the given "
+                           + "URLs; add its URLs again with rangefs add")
+            } catch let renaming {
+                printError("rangefs: \(path) is damaged (\(error)) and cannot be moved aside (\(renaming)); "
+                           + "move it away, then mount again")
+            }
             return []
         }
     }
 
-    /// Probes every URL at once; a bad one is reported by name and the rest still mount. Returns the catalog of
-    /// those that answered and how many failed.
-    private func probe(_ sources: [MountSource], with fetcher: RangeFetching) -> (Catalog, Int) {
+    /// What probing the sources gave: the catalog of the files to mount, those served from the cache alone
+    /// (URL and why), the saved files that cannot be mounted but stay saved, and how many failed.
+    struct Probed {
         let catalog = Catalog()
+        var offline: [String: String] = [:]
+        var unmounted: [SavedFile] = []
         var failures = 0
+    }
+
+    /// Probes every URL at once; a bad one is reported by name and the rest still mount. A URL whose server
+    /// cannot be reached mounts from its cache entry if it has one. One that cannot be mounted stays in the
+    /// saved set if its server was unreachable, or if it was saved before and the server did not say it is gone
+    /// (a 403 may be an expired token; only `rangefs rm` or a 404/410 drops a saved URL).
+    private func probe(_ sources: [MountSource], with fetcher: RangeFetching, store: CacheStore,
+                       saved: Set<String>) -> Probed {
+        var probed = Probed()
         for (source, result) in zip(sources, fetcher.probeAll(sources.map(\.url))) {
+            let shown = Redaction.redact(source.url)
             switch result {
             case .success(let metadata):
-                catalog.add(metadata, explicitName: source.name)
+                add(metadata, as: source.name, to: probed.catalog)
+            case .failure(let error) where error.isOriginUnreachable && store.storedMetadata(for: source.url) != nil:
+                add(store.storedMetadata(for: source.url)!, as: source.name, to: probed.catalog)
+                probed.offline[source.url] = error.userMessage
+                printError("rangefs: \(shown): \(error.userMessage); serving what is cached until it answers")
             case .failure(let error):
-                failures += 1
-                printError("rangefs: \(Redaction.redact(source.url)): \(error.userMessage)")
+                probed.failures += 1
+                guard error.isOriginUnreachable || (saved.contains(source.url) && !error.isGone) else {
+                    printError("rangefs: \(shown): \(error.userMessage)")
+                    continue
+                }
+                let name = source.name ?? EntryNaming.preferredName(
+                    explicit: nil, metadata: RemoteMetadata(url: source.url, size: 0, etag: "", lastModified: ""))
+                probed.unmounted.append(SavedFile(name: name, url: source.url))
+                printError("rangefs: \(shown): \(error.userMessage); not mounted this time, and kept in this cache's "
+                           + "list (rangefs rm \(name) drops it)")
             }
         }
-        return (catalog, failures)
+        return probed
+    }
+
+    /// Adds a file to `catalog`, with a warning if its name had to be cut to 255 bytes.
+    private func add(_ metadata: RemoteMetadata, as name: String?, to catalog: Catalog) {
+        let item = catalog.add(metadata, explicitName: name)
+        if let whole = EntryNaming.overlongName(explicit: name, metadata: metadata) {
+            printError("rangefs: the name '\(whole.prefix(40))…' is \(whole.utf8.count) bytes, more than a file name "
+                       + "can hold (255); it is shortened to '\(item.name.prefix(40))…' (\(item.name.utf8.count) bytes)")
+        }
     }
 
     /// Serves `rangefs status` and friends on the mount's control socket; nil (and a warning) if it cannot.

@@ -3,6 +3,7 @@
 
 import ArgumentParser
 import Foundation
+import RangeFSCore
 
 /// One thing to mount: a URL and, optionally, the name the user chose for it.
 struct MountSource: Equatable, Sendable {
@@ -14,15 +15,21 @@ struct MountSource: Equatable, Sendable {
         self.name = name
     }
 
-    /// Parses `URL` or `NAME=URL`. The text is split at the first `=` only when what precedes it contains no
-    /// `/` or `:` and what follows it has a scheme, so a URL with `=` in its query stays whole.
-    init(parsing text: String) {
+    /// Parses `URL` or `NAME=URL`. The text is split at the first `=` when what precedes it is not itself the
+    /// start of a URL (no `://`) and what follows it is one, so a URL with `=` in its query stays whole. A name
+    /// that cannot name a file (`a/b`, `..`) is an error that says so.
+    init(parsing text: String) throws(MountSourceError) {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if let equals = trimmed.firstIndex(of: "=") {
-            let name = trimmed[..<equals]
-            let rest = trimmed[trimmed.index(after: equals)...]
-            if !name.isEmpty, !name.contains("/"), !name.contains(":"), rest.contains("://") {
-                self.init(url: String(rest), name: String(name))
+            let name = String(trimmed[..<equals])
+            let rest = String(trimmed[trimmed.index(after: equals)...])
+            if !name.isEmpty, !name.contains("://"), rest.contains("://") {
+                if let problem = EntryNaming.problem(withExplicitName: name) {
+                    throw MountSourceError(
+                        "'\(Redaction.redact(trimmed))': the name '\(name)' cannot name a file (\(problem)); give a "
+                        + "plain file name before '=', or leave 'NAME=' out to name the file after its URL")
+                }
+                self.init(url: rest, name: name)
                 return
             }
         }
@@ -30,12 +37,26 @@ struct MountSource: Equatable, Sendable {
     }
 
     /// Parses a list file: one `URL` or `NAME=URL` per line; blank lines and lines starting with `#` are skipped.
-    static func parseList(_ text: String) -> [MountSource] {
-        text.split(whereSeparator: \.isNewline)
-            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
-            .filter { !$0.isEmpty && !$0.hasPrefix("#") }
-            .map(MountSource.init(parsing:))
+    /// An error names the line.
+    static func parseList(_ text: String, path: String = "list") throws(MountSourceError) -> [MountSource] {
+        var sources: [MountSource] = []
+        for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            do {
+                sources.append(try MountSource(parsing: trimmed))
+            } catch {
+                throw MountSourceError("\(path) line \(number + 1): \(error.message)")
+            }
+        }
+        return sources
     }
+}
+
+/// Why a source cannot be mounted, as one line.
+struct MountSourceError: Error, Equatable {
+    let message: String
+    init(_ message: String) { self.message = message }
 }
 
 /// Sizes such as `64K`, `1M`, `2G` or plain bytes (powers of 1024).

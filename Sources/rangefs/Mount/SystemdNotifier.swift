@@ -11,7 +11,7 @@ enum SystemdNotifier {
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return }
         defer { close(descriptor) }
-        guard var (address, length) = unixSocketAddress(path) else { return }
+        guard case (var address, let length)? = unixSocketAddress(path) else { return }
         _ = Array(state.utf8).withUnsafeBytes { message in
             withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
