@@ -105,4 +105,27 @@ final class FaultHandlingTests: XCTestCase {
         origin.isDown = false
         assertBytes(read(handle, offset: 1_500_000, count: 4096), bytes[1_500_000..<1_504_096], "works again, same handle")
     }
+
+    // Issue 15: when a READ fails the kernel asks again at once, and that must not cost a second round of retries.
+    func testTheKernelsRetryOfAFailedReadDoesNotStartASecondRoundOfRetries() throws {
+        let handle = try open().handle
+        origin.isDown = true
+        var sent = origin.requests.count
+        guard case .failure(.io) = read(handle, offset: 1_000_000, count: 4096) else { return XCTFail("expected EIO") }
+        XCTAssertEqual(origin.requests.count - sent, FetchPolicy().attempts, "the first read gets every attempt")
+        sent = origin.requests.count
+        guard case .failure(.io) = read(handle, offset: 1_000_000, count: 4096) else { return XCTFail("expected EIO") }
+        XCTAssertEqual(origin.requests.count - sent, 1, "asked again at once after a refusal: one attempt")
+
+        origin.downError = .timedOut  // a server that accepts and never answers
+        guard case .failure(.io) = read(handle, offset: 2_000_000, count: 4096) else { return XCTFail("expected EIO") }
+        sent = origin.requests.count
+        guard case .failure(.io) = read(handle, offset: 2_000_000, count: 4096) else { return XCTFail("expected EIO") }
+        XCTAssertEqual(origin.requests.count - sent, 0, "asked again at once after a timeout: no second wait")
+
+        origin.isDown = false
+        assertBytes(read(handle, offset: 1_000_000, count: 4096), bytes[1_000_000..<1_004_096], "a server back answers at once")
+        usleep(UInt32(CacheEntry.failureMemory.seconds * 1_000_000) + 100_000)
+        assertBytes(read(handle, offset: 2_000_000, count: 4096), bytes[2_000_000..<2_004_096], "and after a timeout, soon")
+    }
 }

@@ -31,6 +31,41 @@ final class NamingTests: XCTestCase {
         XCTAssertEqual(catalog.items.map(\.inode).sorted(), [2, 3, 4])
     }
 
+    func testLongNamesAreCutAtACharacterBoundaryAndSaySo() {
+        let long = String(repeating: "é", count: 2000) + "x.iso"  // 4,005 bytes of two-byte characters
+        let name = EntryNaming.preferredName(explicit: long, metadata: metadata("http://h/a"))
+        XCTAssertEqual(name.utf8.count, 254, "127 whole characters; never half of one")
+        XCTAssertEqual(name, String(repeating: "é", count: 127))
+        XCTAssertEqual(EntryNaming.overlongName(explicit: long, metadata: metadata("http://h/a")), long)
+        XCTAssertNil(EntryNaming.overlongName(explicit: "short.iso", metadata: metadata("http://h/a")))
+        let fromURL = "http://h/" + String(repeating: "%E2%82%AC", count: 100)  // 100 euro signs: 300 bytes
+        XCTAssertEqual(EntryNaming.preferredName(explicit: nil, metadata: metadata(fromURL)).utf8.count, 255)
+        XCTAssertNotNil(EntryNaming.overlongName(explicit: nil, metadata: metadata(fromURL)))
+    }
+
+    func testNumberedDuplicatesStayWithin255Bytes() {
+        let catalog = Catalog()
+        let shared = String(repeating: "ü", count: 200)  // both names cut to the same 254 bytes
+        let first = catalog.add(metadata("http://a/1"), explicitName: shared + "1.mkv").name
+        let second = catalog.add(metadata("http://a/2"), explicitName: shared + "2.mkv").name
+        XCTAssertEqual(first, String(repeating: "ü", count: 127))
+        XCTAssertLessThanOrEqual(second.utf8.count, 255)
+        XCTAssertTrue(second.hasSuffix(" (2)"), second)
+        XCTAssertNotNil(String(validating: second.utf8, as: UTF8.self))
+        let withExtension = String(repeating: "a", count: 251) + ".mkv"  // exactly 255 bytes
+        XCTAssertEqual(catalog.add(metadata("http://a/3"), explicitName: withExtension).name, withExtension)
+        let numbered = catalog.add(metadata("http://a/4"), explicitName: withExtension).name
+        XCTAssertEqual(numbered.utf8.count, 255)
+        XCTAssertTrue(numbered.hasSuffix(" (2).mkv"), numbered)
+    }
+
+    func testUnsafeExplicitNamesAreNamedAsTheProblem() {
+        XCTAssertNotNil(EntryNaming.problem(withExplicitName: "../../etc/x"))
+        XCTAssertNotNil(EntryNaming.problem(withExplicitName: "a/b"))
+        XCTAssertNotNil(EntryNaming.problem(withExplicitName: ".."))
+        XCTAssertNil(EntryNaming.problem(withExplicitName: "movie: the sequel.mp4"))
+    }
+
     func testCredentialsAreRedacted() {
         XCTAssertEqual(Redaction.redact("https://user:pw@host/p@x"), "https://***@host/p@x")
         XCTAssertEqual(Redaction.redact("http://host/path"), "http://host/path")

@@ -64,6 +64,14 @@ final class CurlEngineTests: XCTestCase {
         guard case .failure(.malformedURL) = probe("just-words") else { return XCTFail("no scheme") }
     }
 
+    func testCharactersThatNeedEncodingGetTheEncodingToUse() {
+        XCTAssertEqual(probe("http://h/my file.bin"), .failure(.needsPercentEncoding(character: "a raw space", encoded: "%20")))
+        XCTAssertEqual(probe("http://h/a\tb"), .failure(.needsPercentEncoding(character: "a control character", encoded: "%09")))
+        XCTAssertTrue(FetchError.needsPercentEncoding(character: "a raw space", encoded: "%20").userMessage
+            .contains("percent-encode it as %20"))
+        guard case .failure(.malformedURL) = probe("http://exa mple.com/x") else { return XCTFail("spaces in the host") }
+    }
+
     func testRangedGetReturnsExactlyTheRangeWithoutAcceptRanges() {
         let sink = CollectingSink()
         let request = RangeRequest(url: Self.origin.url("file.bin"), range: 1_000_000..<1_500_000, ifRange: nil)

@@ -19,6 +19,8 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     public var chunkSize = 16 << 10
     /// Refuse every connection, like a stopped server.
     public var isDown = false
+    /// How requests fail while `isDown`: refused, or `.timedOut` for a server that accepts but never answers.
+    public var downError: FetchError = .connectionRefused
     /// Answer every request with the whole file as 200, like a server that does not do Range.
     public var ignoresRange = false
     /// Fail every probe with a 503, like a server that answers transfers but not a new request for the file.
@@ -79,7 +81,7 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
         lock.lock()
         log.append(request)
         let file = files[request.url]
-        let (ignoresRange, shift, isDown) = (self.ignoresRange, contentRangeShift, self.isDown)
+        let (ignoresRange, shift, isDown, downError) = (self.ignoresRange, contentRangeShift, self.isDown, self.downError)
         let dropAfter: Int? = dropsLeft > 0 ? dropAfterBytes : nil
         if dropsLeft > 0 { dropsLeft -= 1 }
         lock.unlock()
@@ -94,7 +96,7 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             sink.complete(error: error)
         }
         queue.asyncAfter(deadline: .now() + latency) { [chunkSize] in
-            if isDown { return finish(.connectionRefused) }
+            if isDown { return finish(downError) }
             guard let file else {
                 _ = sink.receive(head: ResponseHead(status: 404, headers: [:]))
                 return finish(nil)

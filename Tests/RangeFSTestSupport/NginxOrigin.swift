@@ -63,6 +63,32 @@ public final class NginxOrigin: @unchecked Sendable {
         guard Self.waitForPort(port, process: process) else { throw TestSupportError("nginx did not restart") }
     }
 
+    /// Whether the server runs (not halted).
+    public var isRunning: Bool { process.isRunning }
+
+    /// Freezes the server with SIGSTOP (master and workers): the kernel still accepts connections, but nothing
+    /// answers, like a hung origin. `thaw` undoes it.
+    public func freeze() {
+        for pid in processIDs() { kill(pid, SIGSTOP) }
+    }
+
+    public func thaw() {
+        for pid in processIDs() { kill(pid, SIGCONT) }
+    }
+
+    /// The master we started and its children (the workers).
+    private func processIDs() -> [pid_t] {
+        let master = process.pid
+        let all = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        let children = all.compactMap(pid_t.init).filter { pid in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let fields = stat.split(separator: ")").last?.split(separator: " "), fields.count > 1
+            else { return false }
+            return pid_t(fields[1]) == master  // after the name: state, then the parent's PID
+        }
+        return [master] + children
+    }
+
     /// Stops nginx (the master we started, by PID) and removes its files.
     public func stop() {
         process.stop(signal: SIGTERM)

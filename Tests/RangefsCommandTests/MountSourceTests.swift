@@ -3,11 +3,27 @@ import XCTest
 
 /// What the user names to mount: `NAME=URL`, list files, and sizes. (Moved here with the types from the core.)
 final class MountSourceTests: XCTestCase {
-    func testMountSourcesAndListFiles() {
-        XCTAssertEqual(MountSource(parsing: "movie.mp4=http://h/v?id=3"), MountSource(url: "http://h/v?id=3", name: "movie.mp4"))
-        XCTAssertEqual(MountSource(parsing: "http://h/v?id=3"), MountSource(url: "http://h/v?id=3"))
-        let list = MountSource.parseList("# files\n\nhttp://h/a\n  b.bin=https://h/b  \n#http://h/c\n")
+    func testMountSourcesAndListFiles() throws {
+        XCTAssertEqual(try MountSource(parsing: "movie.mp4=http://h/v?id=3"), MountSource(url: "http://h/v?id=3", name: "movie.mp4"))
+        XCTAssertEqual(try MountSource(parsing: "http://h/v?id=3"), MountSource(url: "http://h/v?id=3"))
+        XCTAssertEqual(try MountSource(parsing: "http://h/v?next=http://i/w"), MountSource(url: "http://h/v?next=http://i/w"))
+        XCTAssertEqual(try MountSource(parsing: "a:b=http://h/v"), MountSource(url: "http://h/v", name: "a:b"))
+        let list = try MountSource.parseList("# files\n\nhttp://h/a\n  b.bin=https://h/b  \n#http://h/c\n")
         XCTAssertEqual(list, [MountSource(url: "http://h/a"), MountSource(url: "https://h/b", name: "b.bin")])
+    }
+
+    func testAnUnsafeNameIsTheErrorNotTheURL() {
+        for (text, name) in [("../../etc/x=http://h/a", "../../etc/x"), ("a/b=https://u:pw@h/a", "a/b"), ("..=http://h/", "..")] {
+            XCTAssertThrowsError(try MountSource(parsing: text)) { error in
+                let message = (error as? MountSourceError)?.message ?? ""
+                XCTAssertTrue(message.contains("the name '\(name)' cannot name a file"), message)
+                XCTAssertFalse(message.contains("pw@"), "credentials stay hidden: \(message)")
+            }
+        }
+        XCTAssertThrowsError(try MountSource.parseList("http://h/a\n\nmovies/a.mp4=http://h/b\n", path: "list.txt")) { error in
+            let message = (error as? MountSourceError)?.message ?? ""
+            XCTAssertTrue(message.hasPrefix("list.txt line 3: "), message)
+        }
     }
 
     func testByteSizes() {
