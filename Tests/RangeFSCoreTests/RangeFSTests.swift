@@ -142,3 +142,62 @@ final class RangeFSTests: XCTestCase {
         XCTAssertEqual(fileSystem.open(Catalog.rootInode), .failure(.isADirectory))
     }
 }
+
+/// Issue 16's background fill that tells a scan from a use (`--prefetch use`, the default).
+final class FillPolicyTests: XCTestCase {
+    let url = "http://origin/movie.mp4"
+    let bytes = pseudoRandomBytes(count: 64 << 20)
+    var directory: TemporaryDirectory!
+    var origin: MemoryOrigin!
+    var fileSystem: RangeFS!
+    var entry: CacheEntry!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory(prefix: "fill")
+        origin = MemoryOrigin()
+        origin.serve(url, bytes: bytes)
+        fileSystem = try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path, prefetch: .use)
+        entry = try fileSystem.entry(for: try XCTUnwrap(fileSystem.catalog.items.first))
+    }
+
+    override func tearDown() {
+        entry = nil
+        fileSystem = nil
+        origin = nil
+        directory = nil
+        super.tearDown()
+    }
+
+    func read(_ handle: UInt64, offset: Int, count: Int) {
+        let result = fileSystem.readSynchronously(handle: handle, offset: UInt64(offset), count: count)
+        guard case .success(let got) = result else { return XCTFail("read at \(offset) failed: \(String(describing: result))") }
+        XCTAssertTrue(got.elementsEqual(bytes[offset..<(offset + count)]))
+    }
+
+    func testAProbeOfHeaderIndexAndAFewSeeksStartsNoFill() throws {
+        let handle = try fileSystem.open(2).get().handle
+        // What a media prober does: the header, the index at the end, then a few packets here and there.
+        read(handle, offset: 0, count: 64 << 10)
+        read(handle, offset: bytes.count - (1 << 20), count: 1 << 20)
+        for fraction in [0.1, 0.25, 0.5, 0.75] {
+            let offset = Int(Double(bytes.count) * fraction)
+            read(handle, offset: offset, count: 128 << 10)
+            read(handle, offset: offset + (128 << 10), count: 128 << 10)
+        }
+        fileSystem.release(handle)
+        XCTAssertFalse(fileSystem.scheduler.isFilling(entry), "a probe must not start a whole-file download")
+        usleep(300_000)
+        XCTAssertLessThan(entry.cachedBytes, 8 << 20, "only what was read, and its readahead")
+    }
+
+    func testASequentialUseStartsTheFillWhichGoesOnAfterClose() throws {
+        let handle = try fileSystem.open(2).get().handle
+        // 30% of the file, read in order like a player or a copy, then closed.
+        let stop = Int(Double(bytes.count) * 0.3)
+        for offset in stride(from: 0, to: stop, by: 128 << 10) { read(handle, offset: offset, count: 128 << 10) }
+        fileSystem.release(handle)
+        let deadline = Date().addingTimeInterval(20)
+        while !entry.isComplete && Date() < deadline { usleep(50_000) }
+        XCTAssertTrue(entry.isComplete, "the fill completes a file that was used, after it is closed")
+    }
+}

@@ -33,7 +33,7 @@ final class MountOptionsTests: XCTestCase {
         XCTAssertEqual(config.http.connectTimeout, 10)                                   // --connect-timeout 10
         XCTAssertEqual(config.http.lowSpeedTime, 20)                                     // --timeout 20
         XCTAssertEqual(config.fetch.attempts, 4)                                         // --retries 4
-        XCTAssertEqual(config.fileSystem.prefetch, .open)                                // --prefetch open
+        XCTAssertEqual(config.fileSystem.prefetch, .use)                                 // --prefetch use
         XCTAssertNil(config.fetch.fillBytesPerSecond)                                    // --bwlimit none
         XCTAssertEqual(config.fetch.maxTransfers, 16)                                    // --connections 16
         XCTAssertEqual(config.fetch.connectionsPerFile, 8)                               // --connections-per-file 8

@@ -32,6 +32,9 @@ public struct ReadPlanner: Sendable {
     /// The current readahead window in bytes (0 for a reader not seen to be sequential).
     public var readaheadWindow: UInt64 { window.window }
 
+    /// How many bytes this handle has read in one sequential stream so far (what tells a use from a probe).
+    public var sequentialBytes: UInt64 { window.streamLength }
+
     /// Observes one READ of `count` bytes at `offset` in a file of `fileSize` bytes, and plans it.
     public mutating func plan(offset: UInt64, count: Int, fileSize: UInt64) -> Plan {
         let ahead = window.observe(offset: offset, count: count)

@@ -59,6 +59,8 @@ public final class RangeFS: Sendable {
         let inode: UInt64
         let entry: CacheEntry
         var planner: ReadPlanner
+        /// Whether this handle's reads already asked for the file to be completed (`PrefetchPolicy.use`).
+        var askedForFill = false
     }
 
     private struct Handles {
@@ -154,13 +156,21 @@ public final class RangeFS: Sendable {
 
     /// Reads `count` bytes at `offset`; `reply` runs exactly once, now or when the blocks arrive.
     public func read(handle: UInt64, offset: UInt64, count: Int, reply: @escaping Reply) {
-        let planned = handles.withLock { handles -> (OpenFile, ReadPlanner.Plan)? in
+        let fillAfter = settings.prefetch == .use ? settings.fillAfterSequentialBytes : nil
+        let planned = handles.withLock { handles -> (OpenFile, ReadPlanner.Plan, Bool)? in
             guard let file = handles.open[handle] else { return nil }
             let plan = handles.open[handle]!.planner.plan(offset: offset, count: count, fileSize: file.entry.size)
-            return (file, plan)
+            // A use, not a probe: this handle read a long sequential stream.
+            var startFill = false
+            if let fillAfter, !file.askedForFill, handles.open[handle]!.planner.sequentialBytes >= fillAfter {
+                handles.open[handle]!.askedForFill = true
+                startFill = true
+            }
+            return (file, plan, startFill)
         }
-        guard let (file, plan) = planned else { return reply(.failure(.badHandle)) }
+        guard let (file, plan, startFill) = planned else { return reply(.failure(.badHandle)) }
         let entry = file.entry
+        if startFill && !entry.isComplete { scheduler.fill(entry, url: entry.header.url) }
         if let diskAhead = plan.diskAhead { entry.prefetchFromDisk(diskAhead) }
         if plan.range.isEmpty {
             reply(.success(.bytes([])))
