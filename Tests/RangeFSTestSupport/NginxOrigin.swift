@@ -152,6 +152,8 @@ public final class NginxOrigin: @unchecked Sendable {
                 listen 127.0.0.1:\(port);
                 root \(prefix)/www;
                 location /slow/ { limit_rate 32k; }
+                location /listed/ { autoindex on; }
+                location /listed-json/ { alias \(prefix)/www/listed/; autoindex on; autoindex_format json; }
             }
         }
         """

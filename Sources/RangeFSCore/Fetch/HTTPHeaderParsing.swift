@@ -118,7 +118,13 @@ public enum HTTPDate {
 
 /// RFC 3986 percent-decoding; invalid escapes and invalid UTF-8 are kept as written.
 public enum PercentEncoding {
+    /// `text` percent-decoded; `text` itself if the result is not UTF-8.
     public static func decode(_ text: String) -> String {
+        String(validating: bytes(text), as: UTF8.self) ?? text
+    }
+
+    /// The bytes `text` stands for once percent-decoded (any bytes, UTF-8 or not).
+    public static func bytes(_ text: String) -> [UInt8] {
         var bytes: [UInt8] = []
         var utf8 = Array(text.utf8)[...]
         while let byte = utf8.popFirst() {
@@ -130,7 +136,7 @@ public enum PercentEncoding {
                 bytes.append(byte)
             }
         }
-        return String(validating: bytes, as: UTF8.self) ?? text
+        return bytes
     }
 }
 

@@ -1,0 +1,420 @@
+// Reading a web server's directory listing (DESIGN.md §7): which of its links are the directory's children, with
+// their names, and their sizes and dates where the listing states them exactly.
+//
+// JSON listings come from nginx (`autoindex_format json`) and Caddy (`file_server browse`, asked with
+// `Accept: application/json`); both state exact sizes and dates. HTML listings (nginx autoindex, Apache
+// mod_autoindex, lighttpd mod_dirlisting, python's http.server, or any page of links) are read for their
+// `<a href>` links. Of an HTML listing only nginx's states exact sizes (`autoindex_exact_size`, its default);
+// rounded sizes ("1.2M", "4.0K") are never taken. Dates in HTML listings are at best to the minute and in the
+// server's time zone, so they are not taken either: a file without an exact size and date is probed on lookup.
+//
+// Only links that resolve to a direct child of the directory count: same scheme, host and port, and the
+// directory's path plus one segment (a trailing `/` marks a subdirectory). Sort links (`?C=N;O=D`), fragments,
+// the parent, other hosts, `mailto:` and `javascript:` are not children. A child's name is its percent-decoded
+// segment; one that cannot name a file (it decodes to `..`, or holds `/` as `%2F`, or is not UTF-8, or is longer
+// than a file name can be) is skipped with the reason, for the log.
+
+import Foundation
+
+/// One child of a listed directory.
+public struct ListedEntry: Sendable, Equatable {
+    /// The file name in the mount: the percent-decoded last segment.
+    public var name: String
+    /// The child's absolute URL (a directory's ends in `/`).
+    public var url: String
+    public var isDirectory: Bool
+    /// The size in bytes, if the listing states it exactly.
+    public var size: UInt64?
+    /// Seconds since 1970, if the listing states the date exactly.
+    public var modificationTime: Int64?
+
+    public init(name: String, url: String, isDirectory: Bool, size: UInt64? = nil, modificationTime: Int64? = nil) {
+        self.name = name
+        self.url = url
+        self.isDirectory = isDirectory
+        self.size = size
+        self.modificationTime = modificationTime
+    }
+}
+
+/// What a listing held: its children, and the links that looked like children but were skipped, with why.
+public struct ParsedListing: Sendable, Equatable {
+    public var entries: [ListedEntry] = []
+    public var skipped: [(link: String, reason: String)] = []
+    /// Set when the listing had more children than `DirectoryListing.maximumEntries`: the rest were dropped.
+    public var truncated = false
+
+    public static func == (lhs: ParsedListing, rhs: ParsedListing) -> Bool {
+        lhs.entries == rhs.entries && lhs.truncated == rhs.truncated
+            && lhs.skipped.map(\.link) == rhs.skipped.map(\.link) && lhs.skipped.map(\.reason) == rhs.skipped.map(\.reason)
+    }
+}
+
+public enum DirectoryListing {
+    /// The most children one directory may have; the rest are dropped with a log line.
+    public static let maximumEntries = 50_000
+
+    /// Reads the listing `body` of the directory `base` (an http(s) URL ending in `/`). JSON when the body is a
+    /// JSON array (whatever the server called it), else HTML.
+    public static func parse(_ body: [UInt8], base: String) -> ParsedListing {
+        guard let directory = DirectoryURL(base) else { return ParsedListing() }
+        let text = String(decoding: body, as: UTF8.self)
+        if text.drop(while: \.isWhitespace).first == "[", let listing = parseJSON(body, in: directory) {
+            return listing
+        }
+        return parseHTML(text, in: directory)
+    }
+
+    // MARK: JSON (nginx, Caddy)
+
+    private static func parseJSON(_ body: [UInt8], in directory: DirectoryURL) -> ParsedListing? {
+        guard let items = (try? JSONSerialization.jsonObject(with: Data(body))) as? [[String: Any]] else { return nil }
+        var listing = ParsedListing()
+        var seen = Set<String>()
+        for item in items {
+            guard let name = item["name"] as? String else { continue }
+            // nginx: "type": "directory"; Caddy: "is_dir": true.
+            let isDirectory = (item["type"] as? String) == "directory" || (item["is_dir"] as? Bool) == true
+            if let problem = problem(withName: name) {
+                listing.skipped.append((name, problem))
+                continue
+            }
+            guard seen.insert(name).inserted else { continue }
+            guard listing.entries.count < maximumEntries else {
+                listing.truncated = true
+                break
+            }
+            var entry = ListedEntry(name: name, url: directory.child(encodedSegment: encodeSegment(name), isDirectory: isDirectory),
+                                    isDirectory: isDirectory)
+            if !isDirectory, let size = item["size"] as? NSNumber, size.int64Value >= 0 {
+                entry.size = size.uint64Value
+            }
+            if let date = item["mtime"] as? String {
+                entry.modificationTime = HTTPDate.parse(date)  // nginx: "Mon, 23 Nov 2026 10:00:00 GMT"
+            } else if let date = item["mod_time"] as? String {
+                entry.modificationTime = RFC3339.parse(date)  // Caddy: "2026-11-23T10:00:00.5Z"
+            }
+            listing.entries.append(entry)
+        }
+        return listing
+    }
+
+    // MARK: HTML (nginx, Apache, lighttpd, python http.server, any page of links)
+
+    private static func parseHTML(_ text: String, in directory: DirectoryURL) -> ParsedListing {
+        var listing = ParsedListing()
+        var seenURLs = Set<String>()
+        let bytes = Array(text.utf8)
+        var index = 0
+        while let anchor = findAnchor(in: bytes, from: index) {
+            index = anchor.end
+            guard let href = anchor.href else { continue }
+            let link = decodeEntities(href)
+            let child: (segment: String, isDirectory: Bool)
+            switch directory.childSegment(of: link) {
+            case .child(let segment, let isDirectory): child = (segment, isDirectory)
+            case .notAChild: continue
+            case .rejected(let reason):
+                listing.skipped.append((link, reason))
+                continue
+            }
+            let url = directory.child(encodedSegment: child.segment, isDirectory: child.isDirectory)
+            // An icon and a name often link to the same file.
+            guard seenURLs.insert(url).inserted else { continue }
+            guard let name = String(validating: PercentEncoding.bytes(child.segment), as: UTF8.self) else {
+                listing.skipped.append((link, "its name is not UTF-8"))
+                continue
+            }
+            if let problem = problem(withName: name) {
+                listing.skipped.append((link, problem))
+                continue
+            }
+            guard listing.entries.count < maximumEntries else {
+                listing.truncated = true
+                break
+            }
+            var entry = ListedEntry(name: name, url: url, isDirectory: child.isDirectory)
+            if !child.isDirectory { entry.size = nginxExactSize(in: bytes, after: anchor.end) }
+            listing.entries.append(entry)
+        }
+        return listing
+    }
+
+    /// The next `<a ...>` tag at or after `start`: its `href` value (if any) and where the tag's `</a>` ends.
+    private static func findAnchor(in bytes: [UInt8], from start: Int) -> (href: String?, end: Int)? {
+        var index = start
+        while index + 2 < bytes.count {
+            guard bytes[index] == UInt8(ascii: "<"), bytes[index + 1] | 0x20 == UInt8(ascii: "a"),
+                  bytes[index + 2] == UInt8(ascii: " ") || bytes[index + 2] == UInt8(ascii: "\t")
+                    || bytes[index + 2] == UInt8(ascii: "\n") || bytes[index + 2] == UInt8(ascii: "\r")
+            else {
+                index += 1
+                continue
+            }
+            guard let tagEnd = bytes[index...].firstIndex(of: UInt8(ascii: ">")) else { return nil }
+            let href = attribute("href", in: bytes[(index + 2)..<tagEnd])
+            // Past the link's text to its `</a>`, so that what follows (nginx's size column) can be read.
+            var end = tagEnd + 1
+            while end + 3 < bytes.count {
+                if bytes[end] == UInt8(ascii: "<"), bytes[end + 1] == UInt8(ascii: "/"),
+                   bytes[end + 2] | 0x20 == UInt8(ascii: "a"), bytes[end + 3] == UInt8(ascii: ">") {
+                    end += 4
+                    break
+                }
+                if bytes[end] == UInt8(ascii: "<"), bytes[end + 1] | 0x20 == UInt8(ascii: "a"),
+                   bytes[end + 2] == UInt8(ascii: " ") { break }  // an unclosed link: the next one starts here
+                end += 1
+            }
+            return (href, min(end, bytes.count))
+        }
+        return nil
+    }
+
+    /// The value of attribute `name` in a tag's bytes: quoted with `"` or `'`, or bare.
+    private static func attribute(_ name: String, in tag: ArraySlice<UInt8>) -> String? {
+        let key = Array(name.utf8)
+        var index = tag.startIndex
+        while index + key.count < tag.endIndex {
+            let before = index == tag.startIndex ? UInt8(ascii: " ") : tag[index - 1]
+            let matches = zip(tag[index..<(index + key.count)], key).allSatisfy { $0 | 0x20 == $1 }
+            guard matches, before == UInt8(ascii: " ") || before == UInt8(ascii: "\t") || before == UInt8(ascii: "\n")
+                    || before == UInt8(ascii: "\r")
+            else {
+                index += 1
+                continue
+            }
+            var cursor = index + key.count
+            while cursor < tag.endIndex, tag[cursor] == UInt8(ascii: " ") { cursor += 1 }
+            guard cursor < tag.endIndex, tag[cursor] == UInt8(ascii: "=") else {
+                index += 1
+                continue
+            }
+            cursor += 1
+            while cursor < tag.endIndex, tag[cursor] == UInt8(ascii: " ") { cursor += 1 }
+            guard cursor < tag.endIndex else { return nil }
+            let quote = tag[cursor]
+            if quote == UInt8(ascii: "\"") || quote == UInt8(ascii: "'") {
+                let valueStart = cursor + 1
+                let valueEnd = tag[valueStart...].firstIndex(of: quote) ?? tag.endIndex
+                return String(decoding: tag[valueStart..<valueEnd], as: UTF8.self)
+            }
+            let valueEnd = tag[cursor...].firstIndex { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") } ?? tag.endIndex
+            return String(decoding: tag[cursor..<valueEnd], as: UTF8.self)
+        }
+        return nil
+    }
+
+    /// The size nginx's HTML autoindex writes after a file's link, when it is exact: the rest of the line is
+    /// `  23-Nov-2026 10:00    1048576`. Anything else (a rounded "1M", another server's columns) is no size.
+    private static func nginxExactSize(in bytes: [UInt8], after index: Int) -> UInt64? {
+        let lineEnd = bytes[index...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
+        let fields = String(decoding: bytes[index..<lineEnd], as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        guard fields.count == 3 else { return nil }
+        let date = fields[0].split(separator: "-"), clock = fields[1].split(separator: ":")
+        guard date.count == 3, Int(date[0]) != nil, date[1].count == 3, Int(date[2]) != nil,
+              clock.count == 2, clock.allSatisfy({ Int($0) != nil })
+        else { return nil }
+        return UInt64(fields[2])
+    }
+
+    /// Why `name`, from a listing, cannot name a file in the mount; nil if it can.
+    static func problem(withName name: String) -> String? {
+        if name.isEmpty { return "its name is empty" }
+        if name == "." || name == ".." { return "'\(name)' names a directory, not a child" }
+        if name.contains("/") { return "its name holds '/' (%2F)" }
+        if name.contains("\0") { return "its name holds a NUL byte" }
+        if name.utf8.count > EntryNaming.maximumLength {
+            return "its name is \(name.utf8.count) bytes, more than a file name can hold (255)"
+        }
+        return nil
+    }
+
+    /// `name` percent-encoded as one path segment.
+    static func encodeSegment(_ name: String) -> String {
+        let keep = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@".utf8)
+        var encoded = ""
+        for byte in name.utf8 {
+            if keep.contains(byte) {
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                encoded += String(format: "%%%02X", byte)
+            }
+        }
+        return encoded
+    }
+
+    /// `text` with the HTML character references a link may hold decoded: `&amp;` `&lt;` `&gt;` `&quot;` `&#39;`
+    /// `&apos;`, and numeric ones.
+    static func decodeEntities(_ text: String) -> String {
+        guard text.contains("&") else { return text }
+        var result = ""
+        var rest = Substring(text)
+        while let ampersand = rest.firstIndex(of: "&") {
+            result += rest[..<ampersand]
+            rest = rest[ampersand...]
+            guard let semicolon = rest.prefix(12).firstIndex(of: ";") else {
+                result.append("&")
+                rest = rest.dropFirst()
+                continue
+            }
+            let entity = rest[rest.index(after: rest.startIndex)..<semicolon]
+            let named = ["amp": "&", "lt": "<", "gt": ">", "quot": "\"", "apos": "'"]
+            var decoded: String?
+            if let value = named[String(entity)] {
+                decoded = value
+            } else if entity.hasPrefix("#x") || entity.hasPrefix("#X") {
+                decoded = UInt32(entity.dropFirst(2), radix: 16).flatMap(Unicode.Scalar.init).map { String($0) }
+            } else if entity.hasPrefix("#") {
+                decoded = UInt32(entity.dropFirst()).flatMap(Unicode.Scalar.init).map { String($0) }
+            }
+            if let decoded {
+                result += decoded
+                rest = rest[rest.index(after: semicolon)...]
+            } else {
+                result.append("&")
+                rest = rest.dropFirst()
+            }
+        }
+        return result + rest
+    }
+}
+
+/// A directory's URL split into what a child's link must match.
+struct DirectoryURL {
+    let scheme: String
+    /// Host and port, lowercased, with any credentials left out (they are not part of a link).
+    let authority: String
+    /// The port implied when the authority names none.
+    let defaultPort: String
+    /// The URL's own beginning up to the path, as given (credentials included), for children's URLs.
+    let prefix: String
+    /// The path, ending in `/`, percent-encoded as given.
+    let path: String
+
+    init?(_ url: String) {
+        guard let schemeEnd = url.range(of: "://") else { return nil }
+        scheme = url[..<schemeEnd.lowerBound].lowercased()
+        guard scheme == "http" || scheme == "https" else { return nil }
+        let rest = url[schemeEnd.upperBound...]
+        let pathStart = rest.firstIndex(of: "/") ?? rest.endIndex
+        let fullAuthority = rest[..<pathStart]
+        authority = String(fullAuthority.split(separator: "@").last ?? fullAuthority).lowercased()
+        defaultPort = scheme == "https" ? "443" : "80"
+        prefix = String(url[..<pathStart])
+        var path = String(rest[pathStart...])
+        if let query = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = String(path[..<query]) }
+        if path.isEmpty { path = "/" }
+        if !path.hasSuffix("/") { path += "/" }
+        self.path = path
+    }
+
+    func child(encodedSegment segment: String, isDirectory: Bool) -> String {
+        prefix + path + segment + (isDirectory ? "/" : "")
+    }
+
+    enum Child: Equatable {
+        /// A direct child: its segment as the link wrote it (percent-encoded), and whether it is a directory.
+        case child(segment: String, isDirectory: Bool)
+        /// Not a child: another page, the parent, a sort link, another host. Not worth a log line.
+        case notAChild
+        /// Looked like a child but cannot be one; the reason goes to the log.
+        case rejected(String)
+    }
+
+    /// Which child, if any, `link` (an href, entities decoded) points at.
+    func childSegment(of link: String) -> Child {
+        let href = link.trimmingCharacters(in: .whitespacesAndNewlines)
+        if href.isEmpty || href.hasPrefix("#") || href.contains("?") || href.contains("#") { return .notAChild }
+        let lowered = href.lowercased()
+        // Links to other kinds of places. Any other `word:` is a file name with a colon: some servers write
+        // `co:lon.bin` unescaped, and a directory page has no business linking to odd schemes.
+        for scheme in ["mailto:", "javascript:", "data:", "ftp:", "tel:", "file:", "about:", "irc:", "news:", "sms:"]
+        where lowered.hasPrefix(scheme) {
+            return .notAChild
+        }
+        var linkPath: String
+        if let schemeEnd = href.range(of: "://") {
+            guard href[..<schemeEnd.lowerBound].lowercased() == scheme else { return .notAChild }
+            let rest = href[schemeEnd.upperBound...]
+            let pathStart = rest.firstIndex(of: "/") ?? rest.endIndex
+            guard sameAuthority(String(rest[..<pathStart])) else { return .notAChild }
+            linkPath = String(rest[pathStart...])
+        } else if href.hasPrefix("//") {
+            let rest = href.dropFirst(2)
+            let pathStart = rest.firstIndex(of: "/") ?? rest.endIndex
+            guard sameAuthority(String(rest[..<pathStart])) else { return .notAChild }
+            linkPath = String(rest[pathStart...])
+        } else if href.hasPrefix("/") {
+            linkPath = href
+        } else {
+            linkPath = path + href
+        }
+        guard let normalized = Self.removeDotSegments(linkPath) else { return .notAChild }
+        guard normalized.hasPrefix(path), normalized.count > path.count else { return .notAChild }
+        var segment = String(normalized.dropFirst(path.count))
+        let isDirectory = segment.hasSuffix("/")
+        if isDirectory { segment.removeLast() }
+        if segment.isEmpty || segment.contains("/") { return .notAChild }  // the directory itself, or deeper
+        let decoded = PercentEncoding.bytes(segment)
+        if decoded == Array("..".utf8) || decoded == Array(".".utf8) { return .rejected("it names a directory, not a child") }
+        if decoded.contains(UInt8(ascii: "/")) { return .rejected("its name holds '/' (%2F)") }
+        return .child(segment: segment, isDirectory: isDirectory)
+    }
+
+    private func sameAuthority(_ other: String) -> Bool {
+        let bare = (other.split(separator: "@").last.map(String.init) ?? other).lowercased()
+        func withPort(_ text: String) -> String {
+            // "[::1]:8080", "host:8080", "host"
+            if let close = text.lastIndex(of: "]") {
+                return text[close...].contains(":") ? text : text + ":" + defaultPort
+            }
+            return text.contains(":") ? text : text + ":" + defaultPort
+        }
+        return withPort(bare) == withPort(authority)
+    }
+
+    /// `path` with `.` and `..` segments resolved (RFC 3986 §5.2.4); nil if it climbs above the root.
+    static func removeDotSegments(_ path: String) -> String? {
+        var output: [Substring] = []
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        for (index, segment) in segments.enumerated() {
+            let last = index == segments.count - 1
+            switch segment {
+            case ".":
+                if last { output.append("") }
+            case "..":
+                guard !output.isEmpty else { return nil }
+                output.removeLast()
+                if last { output.append("") }
+            default:
+                output.append(segment)
+            }
+        }
+        return "/" + output.joined(separator: "/")
+    }
+}
+
+/// RFC 3339 dates as Caddy writes them: `2026-11-23T10:00:00Z`, with optional fractions and offset.
+enum RFC3339 {
+    static func parse(_ text: String) -> Int64? {
+        let parts = text.split(separator: "T", maxSplits: 1)
+        guard parts.count == 2 else { return nil }
+        let date = parts[0].split(separator: "-").compactMap { Int($0) }
+        guard date.count == 3 else { return nil }
+        var time = Substring(parts[1])
+        var offset = 0
+        if time.hasSuffix("Z") || time.hasSuffix("z") {
+            time = time.dropLast()
+        } else if let sign = time.lastIndex(where: { $0 == "+" || $0 == "-" }) {
+            let zone = time[time.index(after: sign)...].split(separator: ":").compactMap { Int($0) }
+            guard zone.count == 2 else { return nil }
+            offset = (zone[0] * 3600 + zone[1] * 60) * (time[sign] == "+" ? 1 : -1)
+            time = time[..<sign]
+        }
+        if let dot = time.firstIndex(of: ".") { time = time[..<dot] }
+        let clock = time.split(separator: ":").compactMap { Int($0) }
+        guard clock.count == 3 else { return nil }
+        return HTTPDate.daysSinceEpoch(year: date[0], month: date[1], day: date[2]) * 86_400
+            + Int64(clock[0] * 3600 + clock[1] * 60 + clock[2] - offset)
+    }
+}
