@@ -180,7 +180,7 @@ private func rangefsRelease(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: Unsaf
 }
 
 private func rangefsOpendir(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
-    guard UInt64(inode) == Catalog.rootInode else {
+    guard context(req).fileSystem.isDirectory(UInt64(inode)) else {
         fuse_reply_err(req, ENOTDIR)
         return
     }
@@ -194,18 +194,26 @@ private func rangefsReleasedir(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: Un
 private func rangefsReaddir(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _ offset: off_t,
                             _ fi: UnsafeMutablePointer<fuse_file_info>?) {
     let context = context(req), request = FUSERequest(raw: req!)
-    let items: [CatalogItem]
-    switch context.fileSystem.listDirectory(UInt64(inode)) {
-    case .success(let list): items = list
+    let nodes: [CatalogNode]
+    switch context.fileSystem.directoryContents(UInt64(inode)) {
+    case .success(let list): nodes = list
     case .failure(let error): return request.fail(error)
     }
-    // Entry n of [".", "..", files...] carries offset n + 1, the offset the kernel passes back to continue.
-    let names: [(String, UInt64, Bool)] = [(".", Catalog.rootInode, true), ("..", Catalog.rootInode, true)]
-        + items.map { ($0.name, $0.inode, false) }
+    // Entry n of [".", "..", children...] carries offset n + 1, the offset the kernel passes back to continue.
+    func entry(_ index: Int) -> (String, UInt64, Bool) {
+        switch index {
+        case 0: return (".", UInt64(inode), true)
+        case 1: return ("..", context.fileSystem.parent(of: UInt64(inode)), true)
+        default:
+            let node = nodes[index - 2]
+            if case .directory = node { return (node.name, node.inode, true) }
+            return (node.name, node.inode, false)
+        }
+    }
     var buffer = [UInt8](repeating: 0, count: size)
     var used = 0
-    for index in max(0, Int(offset))..<names.count {
-        let (entryName, entryInode, isDirectory) = names[index]
+    for index in max(0, Int(offset))..<(nodes.count + 2) {
+        let (entryName, entryInode, isDirectory) = entry(index)
         var info = Glibc.stat()
         info.st_ino = ino_t(entryInode)
         info.st_mode = isDirectory ? S_IFDIR : S_IFREG

@@ -67,6 +67,7 @@ final class Transfer: @unchecked Sendable {
             rfs_easy_setopt_off(handle, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate))
         }
         headerList = curl_slist_append(headerList, "Accept-Encoding: identity")
+        if let accept = request?.accept { headerList = curl_slist_append(headerList, "Accept: \(accept)") }
         if let validator = request?.ifRange, request?.range != nil {
             headerList = curl_slist_append(headerList, "If-Range: \(validator)")
         }

@@ -138,7 +138,7 @@ final class RangeFSTests: XCTestCase {
 
     func testLookupAndListing() throws {
         XCTAssertEqual(fileSystem.lookup(parent: Catalog.rootInode, name: "missing"), .failure(.notFound))
-        XCTAssertEqual(try fileSystem.listDirectory(Catalog.rootInode).get().map(\.name), ["data.bin"])
+        XCTAssertEqual(try fileSystem.directoryContents(Catalog.rootInode).get().map(\.name), ["data.bin"])
         XCTAssertEqual(fileSystem.open(Catalog.rootInode), .failure(.isADirectory))
     }
 }

@@ -1,5 +1,11 @@
-// The mounted files: names, inode numbers and what each one points at. The root directory is inode 1; files get
-// inodes from 2 upward in the order they are added and keep them for the life of the mount.
+// The mounted files and directories: names, inode numbers and what each one points at. The root directory is
+// inode 1; files and directories get inodes from 2 upward in the order they are added and keep them for the life
+// of the mount. Names are unique within their directory.
+//
+// Most files are mounted one by one (URLs on the command line, in list files, or added at runtime) and live in
+// the root. A directory URL adds a directory whose children come from its listing, on its first lookup or
+// readdir: the files of a listing are `listed`, and until a probe has seen them (`validated`) their size and date
+// are the listing's.
 
 import Synchronization
 
@@ -8,63 +14,215 @@ public struct CatalogItem: Sendable, Equatable {
     public let inode: UInt64
     public let name: String
     public let metadata: RemoteMetadata
+    /// The directory that holds it.
+    public var parent: UInt64 = Catalog.rootInode
+    /// It came from a directory listing (it is not saved on its own).
+    public var listed = false
+    /// A probe has seen it (size, date and validators are the server's); false for a listed file until then.
+    public var validated = true
+    /// For a listed file: whether the listing stated its size and date exactly, so that `ls -l` needs no probe.
+    public var attributesExact = true
 }
 
-/// The set of mounted files, safe to use from any thread.
+/// One directory in the mount: the root, or a directory URL and its listed subdirectories.
+public struct CatalogDirectory: Sendable, Equatable {
+    public let inode: UInt64
+    public let name: String
+    public let parent: UInt64
+    /// The listing's URL (ending in `/`); nil for a root that only holds files mounted one by one.
+    public let url: String?
+    /// Whether its listing has been read into the catalog.
+    public var listed = false
+    /// Seconds since 1970 from the listing, if it stated them.
+    public var modificationTime: Int64?
+}
+
+/// A name in a directory.
+public enum CatalogNode: Sendable, Equatable {
+    case file(CatalogItem)
+    case directory(CatalogDirectory)
+
+    public var inode: UInt64 {
+        switch self {
+        case .file(let item): item.inode
+        case .directory(let directory): directory.inode
+        }
+    }
+
+    public var name: String {
+        switch self {
+        case .file(let item): item.name
+        case .directory(let directory): directory.name
+        }
+    }
+}
+
+/// The mounted tree, safe to use from any thread.
 public final class Catalog: Sendable {
     public static let rootInode: UInt64 = 1
 
     private struct State {
         var nextInode: UInt64 = 2
-        var byInode: [UInt64: CatalogItem] = [:]
-        var byName: [String: UInt64] = [:]
+        var files: [UInt64: CatalogItem] = [:]
+        var directories: [UInt64: CatalogDirectory] = [
+            Catalog.rootInode: CatalogDirectory(inode: Catalog.rootInode, name: "", parent: Catalog.rootInode, url: nil),
+        ]
+        /// Each directory's names and their inodes.
+        var names: [UInt64: [String: UInt64]] = [Catalog.rootInode: [:]]
+        /// Each directory's contents sorted by name, kept between changes: `readdir` of a large directory comes
+        /// in many calls.
+        var sortedChildren: [UInt64: [CatalogNode]] = [:]
+
+        mutating func uniqueName(_ preferred: String, in parent: UInt64) -> String {
+            EntryNaming.unique(preferred) { names[parent]?[$0] != nil }
+        }
     }
 
     private let state = Mutex(State())
 
     public init() {}
 
+    /// Makes the root directory the listing of `url` (a directory URL that is the mount's only source).
+    public func setRootURL(_ url: String) {
+        state.withLock { state in
+            state.directories[Self.rootInode] = CatalogDirectory(inode: Self.rootInode, name: "", parent: Self.rootInode,
+                                                                 url: url)
+        }
+    }
+
     /// Adds a file for `metadata` under a unique name derived from `explicitName` or the URL.
     @discardableResult
-    public func add(_ metadata: RemoteMetadata, explicitName: String? = nil) -> CatalogItem {
+    public func add(_ metadata: RemoteMetadata, explicitName: String? = nil, parent: UInt64 = Catalog.rootInode,
+                    listed: Bool = false, validated: Bool = true, attributesExact: Bool = true) -> CatalogItem {
         state.withLock { state in
             let preferred = EntryNaming.preferredName(explicit: explicitName, metadata: metadata)
-            let name = EntryNaming.unique(preferred) { state.byName[$0] != nil }
-            let item = CatalogItem(inode: state.nextInode, name: name, metadata: metadata)
+            let name = state.uniqueName(preferred, in: parent)
+            let item = CatalogItem(inode: state.nextInode, name: name, metadata: metadata, parent: parent,
+                                   listed: listed, validated: validated, attributesExact: attributesExact)
             state.nextInode += 1
-            state.byInode[item.inode] = item
-            state.byName[name] = item.inode
+            state.files[item.inode] = item
+            state.names[parent, default: [:]][name] = item.inode
+            state.sortedChildren[parent] = nil
             return item
         }
     }
 
-    /// Replaces the metadata of a file whose remote content changed; its name and inode stay.
-    public func update(inode: UInt64, metadata: RemoteMetadata) {
+    /// Adds a directory for the listing at `url`, named `explicitName` or after the URL's last segment.
+    @discardableResult
+    public func addDirectory(url: String, explicitName: String? = nil, parent: UInt64 = Catalog.rootInode,
+                             modificationTime: Int64? = nil) -> CatalogDirectory {
         state.withLock { state in
-            guard let item = state.byInode[inode] else { return }
-            state.byInode[inode] = CatalogItem(inode: inode, name: item.name, metadata: metadata)
+            let preferred = EntryNaming.preferredName(
+                explicit: explicitName,
+                metadata: RemoteMetadata(url: String(url.dropLast(url.hasSuffix("/") ? 1 : 0)), size: 0, etag: "",
+                                         lastModified: ""))
+            let name = state.uniqueName(preferred, in: parent)
+            var directory = CatalogDirectory(inode: state.nextInode, name: name, parent: parent, url: url)
+            directory.modificationTime = modificationTime
+            state.nextInode += 1
+            state.directories[directory.inode] = directory
+            state.names[directory.inode] = [:]
+            state.names[parent, default: [:]][name] = directory.inode
+            state.sortedChildren[parent] = nil
+            return directory
         }
     }
 
-    /// Removes the file called `name`; returns it, or nil if there is none.
+    /// Records that the listing of directory `inode` has been read.
+    public func markListed(_ inode: UInt64) {
+        state.withLock { $0.directories[inode]?.listed = true }
+    }
+
+    /// Replaces the metadata of a file whose remote content changed, or that a probe has now seen; its name and
+    /// inode stay.
+    public func update(inode: UInt64, metadata: RemoteMetadata) {
+        state.withLock { state in
+            guard var item = state.files[inode] else { return }
+            item = CatalogItem(inode: inode, name: item.name, metadata: metadata, parent: item.parent,
+                               listed: item.listed, validated: true, attributesExact: true)
+            state.files[inode] = item
+            state.sortedChildren[item.parent] = nil
+        }
+    }
+
+    /// Removes the file called `name` from the root; returns it, or nil if there is none.
     @discardableResult
     public func remove(named name: String) -> CatalogItem? {
         state.withLock { state in
-            guard let inode = state.byName.removeValue(forKey: name) else { return nil }
-            return state.byInode.removeValue(forKey: inode)
+            guard let inode = state.names[Self.rootInode]?[name], state.files[inode] != nil else { return nil }
+            state.names[Self.rootInode]?[name] = nil
+            state.sortedChildren[Self.rootInode] = nil
+            return state.files.removeValue(forKey: inode)
         }
     }
 
     public func item(inode: UInt64) -> CatalogItem? {
-        state.withLock { $0.byInode[inode] }
+        state.withLock { $0.files[inode] }
     }
 
+    public func directory(inode: UInt64) -> CatalogDirectory? {
+        state.withLock { $0.directories[inode] }
+    }
+
+    /// The file called `name` in the root, if any.
     public func item(named name: String) -> CatalogItem? {
-        state.withLock { state in state.byName[name].flatMap { state.byInode[$0] } }
+        state.withLock { state in state.names[Self.rootInode]?[name].flatMap { state.files[$0] } }
     }
 
-    /// Every file, sorted by name.
+    /// What `name` is in directory `parent`, if anything.
+    public func node(named name: String, in parent: UInt64) -> CatalogNode? {
+        state.withLock { state in
+            guard let inode = state.names[parent]?[name] else { return nil }
+            if let item = state.files[inode] { return .file(item) }
+            return state.directories[inode].map { .directory($0) }
+        }
+    }
+
+    /// The contents of directory `inode`, sorted by name.
+    public func children(of inode: UInt64) -> [CatalogNode] {
+        state.withLock { state in
+            if let sorted = state.sortedChildren[inode] { return sorted }
+            let sorted = (state.names[inode] ?? [:]).compactMap { name, child -> CatalogNode? in
+                if let item = state.files[child] { return .file(item) }
+                return state.directories[child].map { .directory($0) }
+            }.sorted { $0.name < $1.name }
+            state.sortedChildren[inode] = sorted
+            return sorted
+        }
+    }
+
+    /// The path of a file or directory from the mount's root (`movies/a.mp4`).
+    public func path(of inode: UInt64) -> String {
+        state.withLock { state in
+            var parts: [String] = []
+            var current = inode
+            while current != Self.rootInode {
+                if let item = state.files[current] {
+                    parts.append(item.name)
+                    current = item.parent
+                } else if let directory = state.directories[current] {
+                    parts.append(directory.name)
+                    current = directory.parent
+                } else {
+                    break
+                }
+            }
+            return parts.reversed().joined(separator: "/")
+        }
+    }
+
+    /// Every file, listed ones included, sorted by name.
     public var items: [CatalogItem] {
-        state.withLock { Array($0.byInode.values) }.sorted { $0.name < $1.name }
+        state.withLock { Array($0.files.values) }.sorted { $0.name < $1.name }
+    }
+
+    /// The directories that were mounted as directory URLs (not those found in listings), and the root if it is one.
+    public var directorySources: [CatalogDirectory] {
+        state.withLock { state in
+            state.directories.values.filter { directory in
+                directory.url != nil
+                    && (directory.inode == Self.rootInode || state.directories[directory.parent]?.url == nil)
+            }
+        }.sorted { $0.inode < $1.inode }
     }
 }

@@ -28,8 +28,11 @@ extension RangeFS {
     // MARK: Status
 
     func status() -> [FileStatus] {
-        let items = catalog.items
-        let entries = items.map { try? entry(for: $0) }
+        // Files of listings show once they are opened (a tree may hold thousands), named by their path.
+        let items = catalog.items.filter { !$0.listed || store.openEntry(for: $0.metadata.url) != nil }
+        let entries = items.map { item in
+            item.listed ? store.openEntry(for: item.metadata.url) : try? entry(for: item)
+        }
         var first = sampleSpeeds(entries)
         if first.contains(where: { $0 == nil }) {
             usleep(250_000)
@@ -44,7 +47,8 @@ extension RangeFS {
             let state = offlineReason != nil ? "offline" : stateName(entry, cached: cached, size: item.metadata.size)
             let eta: Double? = state == "downloading" && bytesPerSecond > 0
                 ? Double(item.metadata.size - cached) / bytesPerSecond : nil
-            return FileStatus(name: item.name, url: Redaction.redact(item.metadata.url), size: item.metadata.size,
+            return FileStatus(name: item.listed ? catalog.path(of: item.inode) : item.name,
+                              url: Redaction.redact(item.metadata.url), size: item.metadata.size,
                               cachedBytes: cached, state: state, bytesPerSecond: bytesPerSecond, etaSeconds: eta,
                               map: entry.map(Self.blockMap) ?? String(repeating: " ", count: Self.mapWidth),
                               lastError: offlineReason ?? entry?.lastError, pinned: entry?.isPinned ?? false)
@@ -113,6 +117,15 @@ extension RangeFS {
         }
         if let existing = catalog.items.first(where: { $0.metadata.url == url }) {
             return .failure("\(Redaction.redact(url)) is already mounted as \(existing.name)")
+        }
+        if url.hasSuffix("/") {
+            // A directory: listed on its first visit, like any other.
+            if let existing = catalog.directorySources.first(where: { $0.url == url }) {
+                return .failure("\(Redaction.redact(url)) is already mounted as \(existing.name)/")
+            }
+            let directory = catalog.addDirectory(url: url, explicitName: name)
+            saveCatalog()
+            return ControlResponse(ok: true, message: directory.name + "/")
         }
         switch scheduler.fetcher.probeAll([url])[0] {
         case .failure(let error):
@@ -224,11 +237,14 @@ extension RangeFS {
     public func saveCatalog() {
         catalogSaving.withLock { _ in
             do {
-                let items = catalog.items
+                // Files mounted one by one, and directory URLs (the root's with an empty name); not what listings
+                // found, which the next mount lists again.
+                let items = catalog.items.filter { !$0.listed }
                 let pinned = Set(items.filter { store.openEntry(for: $0.metadata.url)?.isPinned ?? false }.map(\.inode))
                 var files = items.map {
                     SavedFile(name: $0.name, url: $0.metadata.url, pinned: pinned.contains($0.inode) ? true : nil)
                 }
+                files += catalog.directorySources.map { SavedFile(name: $0.name, url: $0.url ?? "") }
                 let mounted = Set(files.map(\.url))
                 files += unmountedFiles.filter { !mounted.contains($0.url) }
                 try store.saveFiles(files)

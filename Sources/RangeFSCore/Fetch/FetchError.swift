@@ -23,6 +23,8 @@ public enum FetchError: Error, Sendable, Equatable {
     case shortBody
     case transport(String)
     case cancelled
+    /// A directory listing larger than the limit (bytes).
+    case listingTooLarge(Int)
 
     /// A one-line explanation for a person, naming the fix where there is one.
     public var userMessage: String {
@@ -42,6 +44,7 @@ public enum FetchError: Error, Sendable, Equatable {
         case .shortBody: "the server closed the connection before sending the whole range"
         case .transport(let message): message
         case .cancelled: "cancelled"
+        case .listingTooLarge(let limit): "the directory listing is larger than \(limit >> 20) MiB; it is not read"
         }
     }
 

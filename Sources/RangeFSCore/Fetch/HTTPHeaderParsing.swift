@@ -105,6 +105,27 @@ public enum HTTPDate {
             + Int64(clock[0] * 3600 + clock[1] * 60 + clock[2])
     }
 
+    /// `seconds` since 1970 as an IMF-fixdate: `Mon, 23 Nov 2026 10:00:00 GMT`.
+    public static func format(_ seconds: Int64) -> String {
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let clock = seconds - days * 86_400
+        // Civil date from days (Howard Hinnant's algorithm, inverted).
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
+        let weekday = weekdays[Int(((days % 7) + 7) % 7)]
+        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(weekday), \(two(day)) \(months[Int(month - 1)].capitalized) \(year) "
+            + "\(two(clock / 3600)):\(two(clock % 3600 / 60)):\(two(clock % 60)) GMT"
+    }
+
     /// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
     static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int64 {
         let shiftedYear = Int64(month <= 2 ? year - 1 : year)

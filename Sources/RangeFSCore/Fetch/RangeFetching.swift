@@ -13,6 +13,8 @@ public struct RangeRequest: Sendable, Equatable {
     public var ifRange: String?
     /// Receive-rate cap for this transfer, for background fill under a bandwidth limit.
     public var maxBytesPerSecond: Int?
+    /// Sent as `Accept` (a directory listing asks for JSON first).
+    public var accept: String?
 
     public init(url: String, range: Range<UInt64>?, ifRange: String?) {
         self.url = url
@@ -81,5 +83,53 @@ extension RangeFetching {
         }
         group.wait()
         return results.withLock { $0.map { $0! } }
+    }
+}
+
+extension RangeFetching {
+    /// GETs the whole of `url` (a directory listing), asking for JSON first, and returns its body; fails with
+    /// `.listingTooLarge` beyond `limit` bytes, or with the status of a response other than 200.
+    public func fetchListing(_ url: String, limit: Int) -> Result<[UInt8], FetchError> {
+        let sink = ListingSink(limit: limit)
+        var request = RangeRequest(url: url, range: nil, ifRange: nil)
+        request.accept = "application/json, text/html;q=0.9, */*;q=0.1"
+        start(request, sink: sink)
+        sink.done.wait()
+        return sink.result
+    }
+}
+
+/// Collects a listing's body, up to a limit.
+private final class ListingSink: RangeResponseSink, @unchecked Sendable {
+    // @unchecked Sendable: the fetcher calls in order from one thread; `result` is read after `done`.
+    let done = DispatchSemaphore(value: 0)
+    private let limit: Int
+    private var body: [UInt8] = []
+    private var failure: FetchError?
+
+    init(limit: Int) { self.limit = limit }
+
+    var result: Result<[UInt8], FetchError> { failure.map { .failure($0) } ?? .success(body) }
+
+    func receive(head: ResponseHead) -> Bool {
+        guard head.status == 200 else {
+            failure = .httpStatus(head.status)
+            return false
+        }
+        return true
+    }
+
+    func receive(body bytes: UnsafeRawBufferPointer) -> Bool {
+        guard body.count + bytes.count <= limit else {
+            failure = .listingTooLarge(limit)
+            return false
+        }
+        body.append(contentsOf: bytes)
+        return true
+    }
+
+    func complete(error: FetchError?) {
+        if failure == nil, let error { failure = error }
+        done.signal()
     }
 }

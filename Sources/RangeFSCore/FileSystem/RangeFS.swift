@@ -53,6 +53,9 @@ public final class RangeFS: Sendable {
     let catalogSaving = Mutex(())
     /// Probes the offline files now and then (`startOfflineChecks`).
     let offlineTimer = Mutex<RepeatingTimer?>(nil)
+    /// Serializes directory listings and the probes of listed files; holds when each directory's last listing
+    /// failed (monotonic seconds), by inode.
+    let directoryWork = Mutex<[UInt64: Double]>([:])
     let logger: Logger
 
     private struct OpenFile {
@@ -86,35 +89,44 @@ public final class RangeFS: Sendable {
     // MARK: Names and attributes
 
     public func lookup(parent: UInt64, name: String) -> Result<FileAttributes, FileSystemError> {
-        guard parent == Catalog.rootInode else { return .failure(.notADirectory) }
-        guard let item = catalog.item(named: name) else { return .failure(.notFound) }
-        return attributes(of: item.inode)
+        guard catalog.directory(inode: parent) != nil else { return .failure(.notADirectory) }
+        listIfNeeded(parent)
+        switch catalog.node(named: name, in: parent) {
+        case .file(let item): return attributes(of: withExactAttributes(item).inode)
+        case .directory(let directory): return attributes(of: directory.inode)
+        case nil: return .failure(.notFound)
+        }
     }
 
     public func attributes(of inode: UInt64) -> Result<FileAttributes, FileSystemError> {
-        if inode == Catalog.rootInode {
+        if let directory = catalog.directory(inode: inode) {
             return .success(FileAttributes(inode: inode, isDirectory: true, size: 0, cachedBytes: 0,
-                                           modificationTime: mountTime))
+                                           modificationTime: directory.modificationTime ?? mountTime))
         }
         guard let item = catalog.item(inode: inode) else { return .failure(.notFound) }
-        let cached = (try? entry(for: item).cachedBytes) ?? 0
         return .success(FileAttributes(inode: inode, isDirectory: false, size: item.metadata.size,
-                                       cachedBytes: cached,
+                                       cachedBytes: cachedBytes(of: item),
                                        modificationTime: item.metadata.modificationTime ?? mountTime))
     }
 
-    /// The root directory's files, sorted by name.
-    public func listDirectory(_ inode: UInt64) -> Result<[CatalogItem], FileSystemError> {
-        guard inode == Catalog.rootInode else { return .failure(.notADirectory) }
-        return .success(catalog.items)
+    /// How much of `item` is cached. A listed file's entry is not opened for this: `ls -l` of a large tree would
+    /// make an entry for every file (its cached bytes show once it is opened).
+    func cachedBytes(of item: CatalogItem) -> UInt64 {
+        if item.listed { return store.openEntry(for: item.metadata.url)?.cachedBytes ?? 0 }
+        return (try? entry(for: item).cachedBytes) ?? 0
     }
 
     // MARK: Open, read, release
 
     /// Opens a file for reading and returns its handle.
     public func open(_ inode: UInt64) -> Result<OpenedFile, FileSystemError> {
-        if inode == Catalog.rootInode { return .failure(.isADirectory) }
-        guard let item = catalog.item(inode: inode) else { return .failure(.notFound) }
+        if catalog.directory(inode: inode) != nil { return .failure(.isADirectory) }
+        guard let found = catalog.item(inode: inode) else { return .failure(.notFound) }
+        let item: CatalogItem
+        switch validated(found) {
+        case .success(let seen): item = seen
+        case .failure(let error): return .failure(error)
+        }
         let cacheEntry: CacheEntry
         do {
             cacheEntry = try entry(for: item)
@@ -246,16 +258,16 @@ public final class RangeFS: Sendable {
     ]
 
     public func extendedAttributeNames(of inode: UInt64) -> Result<[String], FileSystemError> {
-        if inode == Catalog.rootInode { return .success([]) }
+        if catalog.directory(inode: inode) != nil { return .success([]) }
         guard catalog.item(inode: inode) != nil else { return .failure(.notFound) }
         return .success(Self.attributeNames)
     }
 
     public func extendedAttribute(_ name: String, of inode: UInt64) -> Result<String, FileSystemError> {
         guard let item = catalog.item(inode: inode) else {
-            return .failure(inode == Catalog.rootInode ? .noSuchAttribute : .notFound)
+            return .failure(catalog.directory(inode: inode) != nil ? .noSuchAttribute : .notFound)
         }
-        let cached = (try? entry(for: item).cachedBytes) ?? 0
+        let cached = cachedBytes(of: item)
         let size = item.metadata.size
         switch name {
         case "user.rangefs.url": return .success(Redaction.redact(item.metadata.url))

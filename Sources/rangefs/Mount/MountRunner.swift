@@ -77,7 +77,7 @@ struct MountRunner {
         }
         let probed = probe(sources, with: engine, store: store, saved: Set(savedFiles.map(\.url)))
         let catalog = probed.catalog
-        if catalog.items.isEmpty { return fail("no URL could be mounted") }
+        if catalog.items.isEmpty && catalog.directorySources.isEmpty { return fail("no URL could be mounted") }
 
         let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine, store: store,
                                        policy: configuration.fetch, logger: logger)
@@ -149,7 +149,8 @@ struct MountRunner {
         do {
             let saved = try store.savedFiles()
             for file in saved where !sources.contains(where: { $0.url == file.url }) {
-                sources.append(MountSource(url: file.url, name: file.name))
+                // A directory mounted as the root is saved without a name.
+                sources.append(MountSource(url: file.url, name: file.name.isEmpty ? nil : file.name))
             }
             return saved
         } catch {
@@ -182,7 +183,16 @@ struct MountRunner {
     private func probe(_ sources: [MountSource], with fetcher: RangeFetching, store: CacheStore,
                        saved: Set<String>) -> Probed {
         var probed = Probed()
-        for (source, result) in zip(sources, fetcher.probeAll(sources.map(\.url))) {
+        // Directory URLs are listed on their first visit, not probed: the only one is the root, as with httpdirfs
+        // and rclone; among other sources, or named, each is a folder.
+        let directories = sources.filter { $0.url.hasSuffix("/") }
+        if sources.count == 1, let only = directories.first, only.name == nil {
+            probed.catalog.setRootURL(only.url)
+        } else {
+            for directory in directories { probed.catalog.addDirectory(url: directory.url, explicitName: directory.name) }
+        }
+        let files = sources.filter { !$0.url.hasSuffix("/") }
+        for (source, result) in zip(files, fetcher.probeAll(files.map(\.url))) {
             let shown = Redaction.redact(source.url)
             switch result {
             case .success(let metadata):

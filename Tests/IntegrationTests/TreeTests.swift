@@ -1,0 +1,165 @@
+import Foundation
+import Glibc
+import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Issue 16: a web directory mounts as a tree, listed lazily, with exact sizes and dates, and costs one request
+/// per directory where the listing states them (nginx JSON) and at most one probe per file where it does not.
+final class TreeTests: MountTestCase {
+    /// Awkward names at the top of the tree.
+    static let oddNames = ["with space.bin", "100%.bin", "hash#tag.bin", "what?.bin", "co:lon.bin", "[bracket].bin",
+                           "_under.bin", "été.mp4", String(repeating: "é", count: 127) + "x"]
+
+    /// Writes a tree of 3 levels under the origin's `listed/` folder (which nginx lists as HTML at `/listed/` and
+    /// as JSON at `/listed-json/`): `files` files in all, returned as relative path -> size.
+    func makeTree(files: Int) throws -> [String: Int] {
+        let root = origin.root + "/listed"
+        try? FileManager.default.removeItem(atPath: root)
+        var tree: [String: Int] = [:]
+        var paths = Self.oddNames
+        var index = 0
+        while paths.count < files {
+            let top = index % 3, middle = index / 3 % 3
+            paths.append(index % 4 == 0 ? "d\(top)/f\(index).bin" : "d\(top)/e\(middle)/f\(index).bin")
+            index += 1
+        }
+        for (number, path) in paths.enumerated() {
+            let full = root + "/" + path
+            try FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent,
+                                                    withIntermediateDirectories: true)
+            let size = 100 + number * 37 % 5000
+            try Data(repeating: UInt8(number % 251), count: size).write(to: URL(fileURLWithPath: full))
+            tree[path] = size
+        }
+        return tree
+    }
+
+    /// Relative path -> (size, modification time) of every file under `folder`.
+    func files(under folder: String) throws -> [String: (Int, Int)] {
+        var result: [String: (Int, Int)] = [:]
+        let found = try Shell.run("/usr/bin/find", [folder, "-type", "f", "-printf", "%P\\t%s\\t%T@\\n"])
+        XCTAssertEqual(found.status, 0, found.stderr)
+        for line in found.stdout.split(separator: "\n") {
+            let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
+            guard fields.count == 3, let size = Int(fields[1]), let time = Double(fields[2]) else { continue }
+            result[String(fields[0])] = (size, Int(time))
+        }
+        return result
+    }
+
+    func requests(under prefix: String) -> [AccessLogLine] {
+        origin.accessLog().filter { $0.path.hasPrefix(prefix) }
+    }
+
+    // 1. nginx JSON: `find` lists exactly the origin's files with exact sizes and dates; `ls -lR` costs one request
+    //    per directory and no probe, and a second one costs nothing.
+    func testAJSONListedTreeOfAThousandFilesCostsOneRequestPerDirectory() throws {
+        let tree = try makeTree(files: 1000)
+        try mount([origin.url("listed-json/")])
+        origin.clearAccessLog()
+        let mounted = try files(under: mountpoint)
+        let original = try files(under: origin.root + "/listed")
+        XCTAssertEqual(Set(mounted.keys), Set(tree.keys))
+        for (path, (size, time)) in original {
+            XCTAssertEqual(mounted[path]?.0, size, path)
+            XCTAssertEqual(mounted[path]?.1, time, path)
+        }
+        let listings = requests(under: "/listed-json/")
+        XCTAssertEqual(listings.count, 13, "one request per directory: the root, d0-d2 and their e0-e2")
+        XCTAssertTrue(listings.allSatisfy { $0.range != "bytes=0-0" }, "no probes")
+        origin.clearAccessLog()
+        XCTAssertEqual(try Shell.run("/bin/ls", ["-lR", mountpoint]).status, 0)
+        XCTAssertEqual(requests(under: "/listed-json/").count, 0, "a second ls -lR costs nothing")
+        // The odd names read right.
+        for name in Self.oddNames {
+            let bytes = try XCTUnwrap(FileManager.default.contents(atPath: mountpoint + "/" + name))
+            XCTAssertEqual(bytes, try Data(contentsOf: URL(fileURLWithPath: origin.root + "/listed/" + name)), name)
+        }
+    }
+
+    // 2. nginx HTML: sizes are exact but dates are to the minute, so `ls -l` probes each file once, and a second
+    //    `ls -lR` costs nothing. A listed file reads right.
+    func testAnHTMLListedTreeProbesEachFileAtMostOnce() throws {
+        let tree = try makeTree(files: 120)
+        try mount([origin.url("listed/")])
+        origin.clearAccessLog()
+        let mounted = try files(under: mountpoint)
+        let original = try files(under: origin.root + "/listed")
+        XCTAssertEqual(Set(mounted.keys), Set(tree.keys))
+        for (path, (size, time)) in original {
+            XCTAssertEqual(mounted[path]?.0, size, path)
+            XCTAssertEqual(mounted[path]?.1, time, path)
+        }
+        let log = requests(under: "/listed/")
+        XCTAssertEqual(log.filter { $0.path.hasSuffix("/") }.count, 13)
+        let probes = log.filter { $0.range == "bytes=0-0" }
+        XCTAssertLessThanOrEqual(probes.count, tree.count)
+        XCTAssertEqual(Set(probes.map(\.path)).count, probes.count, "no file probed twice")
+        origin.clearAccessLog()
+        XCTAssertEqual(try Shell.run("/bin/ls", ["-lR", mountpoint]).status, 0)
+        XCTAssertEqual(requests(under: "/listed/").count, 0, "a second ls -lR costs nothing")
+        let sample = "d1/e0/f1.bin"
+        XCTAssertNotNil(tree[sample])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + sample), try Shell.sha256(of: origin.root + "/listed/" + sample))
+    }
+
+    // 3. python http.server: no sizes at all; names come through, and files read right.
+    func testAPythonHTTPServerTreeReadsRight() throws {
+        let tree = try makeTree(files: 40)
+        let port = Int.random(in: 20000...60000)
+        let server = try BackgroundProcess("/usr/bin/python3", ["-m", "http.server", String(port), "--bind", "127.0.0.1",
+                                                                "--directory", origin.root + "/listed"])
+        defer { server.stop() }
+        var up = false
+        for _ in 0..<100 where !up {
+            up = (try? Shell.run("/usr/bin/curl", ["-sf", "-o", "/dev/null", "http://127.0.0.1:\(port)/"]).status) == 0
+            if !up { usleep(50_000) }
+        }
+        try mount(["http://127.0.0.1:\(port)/"])
+        let mounted = try files(under: mountpoint)
+        XCTAssertEqual(Set(mounted.keys), Set(tree.keys))
+        for name in Self.oddNames {
+            XCTAssertEqual(mounted[name]?.0, tree[name], name)
+            XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + name), try Shell.sha256(of: origin.root + "/listed/" + name))
+        }
+    }
+
+    // 3b. A hostile page: links out of the tree, to other hosts, with '/' in a name, a 4 KB name, 100,000 links.
+    func testAHostileListingStaysInsideTheTreeAndTheRestWorks() throws {
+        let folder = origin.root + "/hostile"
+        try? FileManager.default.removeItem(atPath: folder)
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try Data("secret\n".utf8).write(to: URL(fileURLWithPath: origin.root + "/outside.txt"))
+        let good = try origin.serveRandomFile("hostile/good.bin", size: 300_000)
+        var page = """
+        <a href="../outside.txt">up</a> <a href="..%2Foutside.txt">encoded</a> <a href="/outside.txt">rooted</a>
+        <a href="http://127.0.0.2:\(origin.port)/hostile/elsewhere.bin">other host</a> <a href="../">parent</a>
+        <a href="\(String(repeating: "n", count: 4096)).bin">long</a> <a href="good.bin">good</a>
+
+        """
+        for index in 0..<100_000 { page += "<a href=\"f\(index).bin\">f\(index)</a>\n" }
+        try page.write(toFile: folder + "/index.html", atomically: false, encoding: .utf8)
+        try mount([origin.url("hostile/")])
+        let names = try FileManager.default.contentsOfDirectory(atPath: mountpoint)
+        XCTAssertTrue(names.contains("good.bin"))
+        XCTAssertFalse(names.contains { $0.contains("outside") || $0.contains("elsewhere") || $0.hasPrefix("nnnn") })
+        XCTAssertEqual(names.count, DirectoryListing.maximumEntries, "100,000 links are cut at the limit")
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/good.bin"), good)
+    }
+
+    // 7. `rangefs add URL/` mounts a directory while mounted, and it is there after a remount.
+    func testAddingADirectoryWhileMountedSurvivesARemount() throws {
+        let tree = try makeTree(files: 30)
+        let single = try origin.serveRandomFile("single.bin", size: 4096)
+        try mount([origin.url("single.bin")])
+        let added = try driver.run(["add", origin.url("listed-json/"), "--name", "library", "--mount", mountpoint])
+        XCTAssertEqual(added.status, 0, added.stderr)
+        XCTAssertEqual(Set(try files(under: mountpoint + "/library").keys), Set(tree.keys))
+        try driver.unmount(mountpoint, cache: cache)
+        try mount([])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(), ["library", "single.bin"])
+        XCTAssertEqual(Set(try files(under: mountpoint + "/library").keys), Set(tree.keys))
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/single.bin"), single)
+    }
+}
