@@ -148,6 +148,31 @@ final class TreeTests: MountTestCase {
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/good.bin"), good)
     }
 
+    // 4. With the origin stopped after one `ls -lR` and one read, a remount with the same cache shows the same tree,
+    //    and the read data is served.
+    func testATreeStaysBrowsableAndReadWhileTheOriginIsDown() throws {
+        let tree = try makeTree(files: 60)
+        try mount([origin.url("listed-json/")])
+        XCTAssertEqual(try Shell.run("/bin/ls", ["-lR", mountpoint]).status, 0)
+        let read = "d2/e1/f5.bin"
+        XCTAssertNotNil(tree[read])
+        let digest = try Shell.sha256(of: origin.root + "/listed/" + read)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + read), digest)
+        let before = try files(under: mountpoint)
+        try driver.unmount(mountpoint, cache: cache)
+
+        origin.halt()
+        defer { try? origin.resume() }
+        try mount([])
+        let after = try files(under: mountpoint)
+        XCTAssertEqual(Set(after.keys), Set(before.keys))
+        for (path, attributes) in before {
+            XCTAssertEqual(after[path]?.0, attributes.0, path)
+            XCTAssertEqual(after[path]?.1, attributes.1, path)
+        }
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + read), digest, "the read file is served from the cache")
+    }
+
     // 7. `rangefs add URL/` mounts a directory while mounted, and it is there after a remount.
     func testAddingADirectoryWhileMountedSurvivesARemount() throws {
         let tree = try makeTree(files: 30)

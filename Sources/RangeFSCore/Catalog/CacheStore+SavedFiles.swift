@@ -47,6 +47,22 @@ extension CacheStore {
         return header.remoteMetadata
     }
 
+    /// Where the last listing of directory `url` is kept, so that a tree stays browsable while its server is down.
+    private func listingPath(for url: String) -> String {
+        root + "/listings/" + String(SHA256.hexDigest(url).prefix(32))
+    }
+
+    /// Keeps `body`, the listing of directory `url` just read (replacing the one before).
+    public func saveListing(_ body: [UInt8], for url: String) throws {
+        try FileSystemCalls.makeDirectories(root + "/listings")
+        try FileSystemCalls.replaceAtomically(listingPath(for: url), with: body)
+    }
+
+    /// The last listing kept for directory `url`, if any.
+    public func savedListing(for url: String) -> [UInt8]? {
+        (try? FileSystemCalls.readSmallFile(listingPath(for: url))) ?? nil
+    }
+
     /// Saves `files` as the mounted set.
     public func saveFiles(_ files: [SavedFile]) throws {
         let encoder = JSONEncoder()

@@ -6,6 +6,9 @@
 // request until it is opened; any other one is probed on its first lookup, with up to `probeBatch` of its
 // unprobed siblings at once, since `ls -l` looks them up one after another. `readdir` alone never probes. Opening
 // a listed file that no probe has seen probes it first, for its validators.
+//
+// Each listing read is kept in the cache (`listings/`), so that while the server cannot be reached the tree shows
+// as it was last seen, and files read before are served from their cache entries.
 
 import Foundation
 import Glibc
@@ -27,11 +30,22 @@ extension RangeFS {
             let now = Self.monotonicNow()
             if let failed = failures[inode], now - failed < Self.listingRetryAfter { return }
             switch scheduler.fetcher.fetchListing(url, limit: Self.listingLimit) {
+            case .failure(let error) where error.isOriginUnreachable:
+                // Offline: the listing kept from an earlier visit, if there is one.
+                guard let kept = store.savedListing(for: url) else { fallthrough }
+                logger.warning("cannot list \(Redaction.redact(url)) (\(error.userMessage)); showing the listing kept from an earlier visit")
+                add(DirectoryListing.parse(kept, base: url), to: inode, listedFrom: url)
+                catalog.markListed(inode)
             case .failure(let error):
                 failures[inode] = now
                 logger.error("cannot list \(Redaction.redact(url)): \(error.userMessage); the directory shows empty")
             case .success(let body):
                 failures[inode] = nil
+                do {
+                    try store.saveListing(body, for: url)
+                } catch {
+                    logger.warning("cannot keep the listing of \(Redaction.redact(url)) for offline use: \(error)")
+                }
                 add(DirectoryListing.parse(body, base: url), to: inode, listedFrom: url)
                 catalog.markListed(inode)
             }
@@ -76,7 +90,12 @@ extension RangeFS {
                 switch result {
                 case .success(let metadata): catalog.update(inode: file.inode, metadata: metadata)
                 case .failure(let error):
-                    logger.info("cannot probe \(Redaction.redact(file.metadata.url)): \(error.userMessage)")
+                    if error.isOriginUnreachable, let stored = store.storedMetadata(for: file.metadata.url) {
+                        catalog.update(inode: file.inode, metadata: stored)  // what its cache entry knows
+                        markOffline(file.metadata.url, reason: error.userMessage)
+                    } else {
+                        logger.info("cannot probe \(Redaction.redact(file.metadata.url)): \(error.userMessage)")
+                    }
                 }
             }
         }
@@ -91,6 +110,11 @@ extension RangeFS {
         case .success(let metadata):
             catalog.update(inode: item.inode, metadata: metadata)
             markValidated(metadata.url)
+            return .success(catalog.item(inode: item.inode) ?? item)
+        case .failure(let error) where error.isOriginUnreachable && store.storedMetadata(for: item.metadata.url) != nil:
+            // Offline: served from its cache entry, like a file mounted from the cache alone.
+            catalog.update(inode: item.inode, metadata: store.storedMetadata(for: item.metadata.url)!)
+            markOffline(item.metadata.url, reason: error.userMessage)
             return .success(catalog.item(inode: item.inode) ?? item)
         case .failure(let error):
             return .failure(.io(error.userMessage))
