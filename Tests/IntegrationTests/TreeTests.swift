@@ -173,6 +173,36 @@ final class TreeTests: MountTestCase {
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + read), digest, "the read file is served from the cache")
     }
 
+    // 5. A file added on the origin appears after the refresh interval without a remount, a removed one goes, and a
+    //    handle open on the removed file keeps reading the version it opened.
+    func testNewFilesAppearAndRemovedOnesGoAfterTheRefreshInterval() throws {
+        _ = try makeTree(files: 20)
+        let folder = origin.root + "/listed"
+        let leaving = try origin.serveRandomFile("listed/leaving.bin", size: 200_000)
+        try mount([origin.url("listed-json/")], extra: ["--dir-cache-time", "1"])
+        var names = try FileManager.default.contentsOfDirectory(atPath: mountpoint)
+        XCTAssertTrue(names.contains("leaving.bin"))
+        let handle = try XCTUnwrap(FileHandle(forReadingAtPath: mountpoint + "/leaving.bin"))
+        defer { try? handle.close() }
+        let firstHalf = try XCTUnwrap(try handle.read(upToCount: 100_000))
+
+        let arriving = try origin.serveRandomFile("listed/arriving.bin", size: 50_000)
+        try FileManager.default.removeItem(atPath: folder + "/leaving.bin")
+        let deadline = Date().addingTimeInterval(15)
+        repeat {
+            usleep(300_000)
+            names = try FileManager.default.contentsOfDirectory(atPath: mountpoint)
+        } while (names.contains("leaving.bin") || !names.contains("arriving.bin")) && Date() < deadline
+        XCTAssertTrue(names.contains("arriving.bin"), "\(names)")
+        XCTAssertFalse(names.contains("leaving.bin"), "\(names)")
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/arriving.bin"), arriving)
+        // The open handle still reads the version it opened (its blocks are cached: the origin no longer has it).
+        let secondHalf = try XCTUnwrap(try handle.read(upToCount: 100_000))
+        let copy = scratch.path + "/leaving.copy"
+        try (firstHalf + secondHalf).write(to: URL(fileURLWithPath: copy))
+        XCTAssertEqual(try Shell.sha256(of: copy), leaving)
+    }
+
     // 7. `rangefs add URL/` mounts a directory while mounted, and it is there after a remount.
     func testAddingADirectoryWhileMountedSurvivesARemount() throws {
         let tree = try makeTree(files: 30)

@@ -34,6 +34,7 @@ final class MountOptionsTests: XCTestCase {
         XCTAssertEqual(config.http.lowSpeedTime, 20)                                     // --timeout 20
         XCTAssertEqual(config.fetch.attempts, 4)                                         // --retries 4
         XCTAssertEqual(config.fileSystem.prefetch, .use)                                 // --prefetch use
+        XCTAssertEqual(config.fileSystem.directoryCacheTime, .seconds(60))               // --dir-cache-time 60
         XCTAssertNil(config.fetch.fillBytesPerSecond)                                    // --bwlimit none
         XCTAssertEqual(config.fetch.maxTransfers, 16)                                    // --connections 16
         XCTAssertEqual(config.fetch.connectionsPerFile, 8)                               // --connections-per-file 8

@@ -33,6 +33,10 @@ public struct CatalogDirectory: Sendable, Equatable {
     public let url: String?
     /// Whether its listing has been read into the catalog.
     public var listed = false
+    /// When its listing was last read (monotonic seconds), for refreshing it.
+    public var listedAt: Double?
+    /// It was found in its parent's listing (a refresh of the parent may remove it).
+    public var fromListing = false
     /// Seconds since 1970 from the listing, if it stated them.
     public var modificationTime: Int64?
 }
@@ -110,7 +114,7 @@ public final class Catalog: Sendable {
     /// Adds a directory for the listing at `url`, named `explicitName` or after the URL's last segment.
     @discardableResult
     public func addDirectory(url: String, explicitName: String? = nil, parent: UInt64 = Catalog.rootInode,
-                             modificationTime: Int64? = nil) -> CatalogDirectory {
+                             fromListing: Bool = false, modificationTime: Int64? = nil) -> CatalogDirectory {
         state.withLock { state in
             let preferred = EntryNaming.preferredName(
                 explicit: explicitName,
@@ -119,6 +123,7 @@ public final class Catalog: Sendable {
             let name = state.uniqueName(preferred, in: parent)
             var directory = CatalogDirectory(inode: state.nextInode, name: name, parent: parent, url: url)
             directory.modificationTime = modificationTime
+            directory.fromListing = fromListing
             state.nextInode += 1
             state.directories[directory.inode] = directory
             state.names[directory.inode] = [:]
@@ -128,9 +133,41 @@ public final class Catalog: Sendable {
         }
     }
 
-    /// Records that the listing of directory `inode` has been read.
-    public func markListed(_ inode: UInt64) {
-        state.withLock { $0.directories[inode]?.listed = true }
+    /// Records that the listing of directory `inode` has been read, at `time` (monotonic seconds).
+    public func markListed(_ inode: UInt64, at time: Double) {
+        state.withLock { state in
+            state.directories[inode]?.listed = true
+            state.directories[inode]?.listedAt = time
+        }
+    }
+
+    /// Gives a listed file the size and date a newer listing states; a probe sees it again before it is read.
+    public func updateListed(inode: UInt64, metadata: RemoteMetadata) {
+        state.withLock { state in
+            guard let item = state.files[inode] else { return }
+            state.files[inode] = CatalogItem(inode: inode, name: item.name, metadata: metadata, parent: item.parent,
+                                             listed: true, validated: false, attributesExact: true)
+            state.sortedChildren[item.parent] = nil
+        }
+    }
+
+    /// Removes a file or directory (with everything under it) from its parent: it left the server's listing.
+    public func removeNode(_ inode: UInt64) {
+        state.withLock { state in
+            func remove(_ inode: UInt64) {
+                if let item = state.files.removeValue(forKey: inode) {
+                    state.names[item.parent]?[item.name] = nil
+                    state.sortedChildren[item.parent] = nil
+                } else if let directory = state.directories.removeValue(forKey: inode) {
+                    for child in (state.names[inode] ?? [:]).values { remove(child) }
+                    state.names[inode] = nil
+                    state.sortedChildren[inode] = nil
+                    state.names[directory.parent]?[directory.name] = nil
+                    state.sortedChildren[directory.parent] = nil
+                }
+            }
+            remove(inode)
+        }
     }
 
     /// Replaces the metadata of a file whose remote content changed, or that a probe has now seen; its name and

@@ -64,6 +64,10 @@ public struct FileSystemSettings: Sendable, Equatable {
     public var fillAfterSequentialBytes: UInt64 = 16 << 20
     /// An open re-probes its URL in the background when the last check is older than this; nil never.
     public var revalidateAfter: Duration? = .seconds(60)
+    /// A directory visited again this long after its listing was read is listed again in the background: new files
+    /// appear and removed ones go. The same lag as `revalidateAfter`, so a tree and its files are as fresh as
+    /// each other; a directory nobody visits costs nothing.
+    public var directoryCacheTime: Duration = .seconds(60)
 
     public init() {}
 }

@@ -23,36 +23,73 @@ extension RangeFS {
 
     /// Lists directory `inode` if it has a URL and was not listed yet. Concurrent callers wait for the one
     /// listing. A listing that fails leaves the directory empty, with a log line, and is tried again 10 s later.
+    /// A directory listed longer than `directoryCacheTime` ago is listed again in the background; meanwhile it
+    /// shows what the last listing held.
     func listIfNeeded(_ inode: UInt64) {
-        guard let directory = catalog.directory(inode: inode), directory.url != nil, !directory.listed else { return }
+        guard let directory = catalog.directory(inode: inode), directory.url != nil else { return }
+        if directory.listed {
+            if let listedAt = directory.listedAt,
+               Self.monotonicNow() - listedAt > settings.directoryCacheTime.seconds {
+                refresh(inode)
+            }
+            return
+        }
         directoryWork.withLock { failures in
-            guard let current = catalog.directory(inode: inode), let url = current.url, !current.listed else { return }
-            let now = Self.monotonicNow()
-            if let failed = failures[inode], now - failed < Self.listingRetryAfter { return }
-            switch scheduler.fetcher.fetchListing(url, limit: Self.listingLimit) {
-            case .failure(let error) where error.isOriginUnreachable:
-                // Offline: the listing kept from an earlier visit, if there is one.
-                guard let kept = store.savedListing(for: url) else { fallthrough }
-                logger.warning("cannot list \(Redaction.redact(url)) (\(error.userMessage)); showing the listing kept from an earlier visit")
-                add(DirectoryListing.parse(kept, base: url), to: inode, listedFrom: url)
-                catalog.markListed(inode)
-            case .failure(let error):
-                failures[inode] = now
-                logger.error("cannot list \(Redaction.redact(url)): \(error.userMessage); the directory shows empty")
-            case .success(let body):
-                failures[inode] = nil
-                do {
-                    try store.saveListing(body, for: url)
-                } catch {
-                    logger.warning("cannot keep the listing of \(Redaction.redact(url)) for offline use: \(error)")
-                }
-                add(DirectoryListing.parse(body, base: url), to: inode, listedFrom: url)
-                catalog.markListed(inode)
+            guard let current = catalog.directory(inode: inode), !current.listed else { return }
+            list(current, failures: &failures)
+        }
+    }
+
+    /// Lists directory `inode` again in the background (once at a time), adding what is new and removing what
+    /// is gone.
+    private func refresh(_ inode: UInt64) {
+        guard refreshing.withLock({ $0.insert(inode).inserted }) else { return }
+        revalidationQueue.async { [self] in
+            defer { refreshing.withLock { _ = $0.remove(inode) } }
+            directoryWork.withLock { failures in
+                guard let current = catalog.directory(inode: inode) else { return }
+                list(current, failures: &failures)
             }
         }
     }
 
-    private func add(_ listing: ParsedListing, to inode: UInt64, listedFrom url: String) {
+    /// Reads the listing of `directory` into the catalog (under `directoryWork`).
+    private func list(_ directory: CatalogDirectory, failures: inout [UInt64: Double]) {
+        guard let url = directory.url else { return }
+        let inode = directory.inode
+        let now = Self.monotonicNow()
+        if let failed = failures[inode], now - failed < Self.listingRetryAfter { return }
+        let fetched = scheduler.fetcher.fetchListing(url, limit: Self.listingLimit)
+        if case .failure(let error) = fetched, error.isOriginUnreachable, !directory.listed,
+           let kept = store.savedListing(for: url) {
+            // Offline: the listing kept from an earlier visit.
+            logger.warning("cannot list \(Redaction.redact(url)) (\(error.userMessage)); showing the listing kept from an earlier visit")
+            apply(DirectoryListing.parse(kept, base: url), to: inode, listedFrom: url)
+            catalog.markListed(inode, at: now)
+            return
+        }
+        switch fetched {
+        case .failure(let error):
+            failures[inode] = now
+            let shows = directory.listed ? "it shows what was listed before" : "the directory shows empty"
+            logger.error("cannot list \(Redaction.redact(url)): \(error.userMessage); \(shows)")
+            if directory.listed { catalog.markListed(inode, at: now) }  // tried again after the cache time
+        case .success(let body):
+            failures[inode] = nil
+            do {
+                try store.saveListing(body, for: url)
+            } catch {
+                logger.warning("cannot keep the listing of \(Redaction.redact(url)) for offline use: \(error)")
+            }
+            apply(DirectoryListing.parse(body, base: url), to: inode, listedFrom: url)
+            catalog.markListed(inode, at: now)
+        }
+    }
+
+    /// Makes the children of directory `inode` what `listing` says: new entries are added, entries whose stated
+    /// size or date changed take the new ones (a probe sees them again before they are read), and entries the
+    /// listing no longer holds are removed (handles open on them keep reading what they opened).
+    private func apply(_ listing: ParsedListing, to inode: UInt64, listedFrom url: String) {
         let shown = Redaction.redact(url)
         for (link, reason) in listing.skipped {
             logger.warning("\(shown): skipped the link '\(link.prefix(80))': \(reason)")
@@ -60,16 +97,39 @@ extension RangeFS {
         if listing.truncated {
             logger.warning("\(shown) lists more than \(DirectoryListing.maximumEntries) entries; the rest are left out")
         }
-        for entry in listing.entries {
-            if entry.isDirectory {
-                catalog.addDirectory(url: entry.url, explicitName: entry.name, parent: inode,
-                                     modificationTime: entry.modificationTime)
-                continue
+        var existing: [String: CatalogNode] = [:]
+        for node in catalog.children(of: inode) {
+            switch node {
+            case .file(let item) where item.listed: existing[item.metadata.url] = node
+            case .directory(let directory) where directory.fromListing: existing[directory.url ?? ""] = node
+            default: break
             }
+        }
+        var seen = Set<String>()
+        for entry in listing.entries {
+            seen.insert(entry.url)
             let metadata = RemoteMetadata(url: entry.url, size: entry.size ?? 0, etag: "",
                                           lastModified: entry.modificationTime.map(HTTPDate.format) ?? "")
-            catalog.add(metadata, explicitName: entry.name, parent: inode, listed: true, validated: false,
-                        attributesExact: entry.size != nil && entry.modificationTime != nil)
+            switch existing[entry.url] {
+            case .file(let item):
+                let stated = entry.size != nil && entry.modificationTime != nil
+                if stated && (item.metadata.size != metadata.size
+                              || item.metadata.modificationTime != metadata.modificationTime) {
+                    catalog.updateListed(inode: item.inode, metadata: metadata)
+                }
+            case .directory:
+                break
+            case nil where entry.isDirectory:
+                catalog.addDirectory(url: entry.url, explicitName: entry.name, parent: inode, fromListing: true,
+                                     modificationTime: entry.modificationTime)
+            case nil:
+                catalog.add(metadata, explicitName: entry.name, parent: inode, listed: true, validated: false,
+                            attributesExact: entry.size != nil && entry.modificationTime != nil)
+            }
+        }
+        for (childURL, node) in existing where !seen.contains(childURL) {
+            logger.info("\(Redaction.redact(childURL)) is no longer listed by its server; it leaves the mount")
+            catalog.removeNode(node.inode)
         }
     }
 

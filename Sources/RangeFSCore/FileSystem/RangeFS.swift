@@ -56,6 +56,8 @@ public final class RangeFS: Sendable {
     /// Serializes directory listings and the probes of listed files; holds when each directory's last listing
     /// failed (monotonic seconds), by inode.
     let directoryWork = Mutex<[UInt64: Double]>([:])
+    /// Directories being listed again in the background.
+    let refreshing = Mutex<Set<UInt64>>([])
     let logger: Logger
 
     private struct OpenFile {
@@ -103,7 +105,15 @@ public final class RangeFS: Sendable {
             return .success(FileAttributes(inode: inode, isDirectory: true, size: 0, cachedBytes: 0,
                                            modificationTime: directory.modificationTime ?? mountTime))
         }
-        guard let item = catalog.item(inode: inode) else { return .failure(.notFound) }
+        guard let item = catalog.item(inode: inode) else {
+            // A file that left its server's listing but is still open: the version its handles read.
+            guard let entry = handles.withLock({ $0.open.values.first { $0.inode == inode }?.entry }) else {
+                return .failure(.notFound)
+            }
+            return .success(FileAttributes(inode: inode, isDirectory: false, size: entry.size,
+                                           cachedBytes: entry.cachedBytes,
+                                           modificationTime: entry.header.remoteMetadata.modificationTime ?? mountTime))
+        }
         return .success(FileAttributes(inode: inode, isDirectory: false, size: item.metadata.size,
                                        cachedBytes: cachedBytes(of: item),
                                        modificationTime: item.metadata.modificationTime ?? mountTime))

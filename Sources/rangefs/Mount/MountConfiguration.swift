@@ -53,6 +53,7 @@ struct MountConfiguration: Equatable {
         fileSystem.readaheadMaximum = options.readahead.bytes
         fileSystem.prefetch = options.prefetch
         fileSystem.revalidateAfter = .milliseconds(Int((options.revalidate * 1000).rounded()))
+        fileSystem.directoryCacheTime = .milliseconds(Int((options.dirCacheTime * 1000).rounded()))
 
         mount = MountSettings()
         mount.allowOther = options.allowOther

@@ -12,7 +12,8 @@ enum MountOptionList {
     static let valued: Set<String> = [
         "cache", "list", "block_size", "uid", "gid", "umask", "log_file", "commit_interval", "commit_bytes",
         "readahead", "prefetch", "bwlimit", "cache_max_size", "max_downloads", "connections", "connections_per_file",
-        "connections_per_host", "kernel_readahead", "revalidate", "connect_timeout", "timeout", "retries",
+        "connections_per_host", "kernel_readahead", "revalidate", "dir_cache_time", "connect_timeout", "timeout",
+        "retries",
     ]
     static let aliases = ["f": "foreground"]
     /// Always on: the kernel checks the mode bits.

@@ -88,6 +88,9 @@ struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "On open, check the server for a newer version when the last check is older than this many seconds (in the background); 0 checks at every open.")
     var revalidate = Defaults.fileSystem.revalidateAfter?.seconds ?? 0
 
+    @Option(name: .long, help: "A directory visited again this many seconds after its listing was read is listed again in the background (new files appear, removed ones go).")
+    var dirCacheTime = Defaults.fileSystem.directoryCacheTime.seconds
+
     @Option(name: .long, help: "Seconds to wait for a connection to the server.")
     var connectTimeout = Defaults.http.connectTimeout
 
@@ -107,6 +110,7 @@ struct MountOptions: ParsableArguments {
         }
         guard retries >= 1 && retries <= 100 else { throw ValidationError("--retries must be 1 to 100") }
         guard revalidate >= 0 else { throw ValidationError("--revalidate must be 0 or more seconds") }
+        guard dirCacheTime >= 0 else { throw ValidationError("--dir-cache-time must be 0 or more seconds") }
         guard kernelReadahead >= 0 else { throw ValidationError("--kernel-readahead must be 0 or more KiB") }
         let block = blockSize.bytes
         guard block >= 4096, block <= 64 << 20, block % 4096 == 0 else {
