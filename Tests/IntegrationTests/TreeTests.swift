@@ -48,6 +48,16 @@ final class TreeTests: MountTestCase {
         return result
     }
 
+    /// `find` in the mount lists exactly the files of `tree`, with the origin's sizes and modification times.
+    func assertMountShowsTheOrigin(_ tree: [String: Int], line: UInt = #line) throws {
+        let mounted = try files(under: mountpoint)
+        XCTAssertEqual(Set(mounted.keys), Set(tree.keys), line: line)
+        for (path, (size, time)) in try files(under: origin.root + "/listed") {
+            XCTAssertEqual(mounted[path]?.0, size, path, line: line)
+            XCTAssertEqual(mounted[path]?.1, time, path, line: line)
+        }
+    }
+
     func requests(under prefix: String) -> [AccessLogLine] {
         origin.accessLog().filter { $0.path.hasPrefix(prefix) }
     }
@@ -58,13 +68,7 @@ final class TreeTests: MountTestCase {
         let tree = try makeTree(files: 1000)
         try mount([origin.url("listed-json/")])
         origin.clearAccessLog()
-        let mounted = try files(under: mountpoint)
-        let original = try files(under: origin.root + "/listed")
-        XCTAssertEqual(Set(mounted.keys), Set(tree.keys))
-        for (path, (size, time)) in original {
-            XCTAssertEqual(mounted[path]?.0, size, path)
-            XCTAssertEqual(mounted[path]?.1, time, path)
-        }
+        try assertMountShowsTheOrigin(tree)
         let listings = requests(under: "/listed-json/")
         XCTAssertEqual(listings.count, 13, "one request per directory: the root, d0-d2 and their e0-e2")
         XCTAssertTrue(listings.allSatisfy { $0.range != "bytes=0-0" }, "no probes")
@@ -84,13 +88,7 @@ final class TreeTests: MountTestCase {
         let tree = try makeTree(files: 120)
         try mount([origin.url("listed/")])
         origin.clearAccessLog()
-        let mounted = try files(under: mountpoint)
-        let original = try files(under: origin.root + "/listed")
-        XCTAssertEqual(Set(mounted.keys), Set(tree.keys))
-        for (path, (size, time)) in original {
-            XCTAssertEqual(mounted[path]?.0, size, path)
-            XCTAssertEqual(mounted[path]?.1, time, path)
-        }
+        try assertMountShowsTheOrigin(tree)
         let log = requests(under: "/listed/")
         XCTAssertEqual(log.filter { $0.path.hasSuffix("/") }.count, 13)
         let probes = log.filter { $0.range == "bytes=0-0" }
