@@ -32,11 +32,14 @@ public struct ReadPlanner: Sendable {
     /// The current readahead window in bytes (0 for a reader not seen to be sequential).
     public var readaheadWindow: UInt64 { window.window }
 
-    /// How many bytes this handle has read in one sequential stream so far (what tells a use from a probe).
-    public var sequentialBytes: UInt64 { window.streamLength }
+    /// How many bytes this handle has been asked for so far, in all its READs: what tells a use from a probe.
+    /// (Not the length of one sequential stream: the kernel's READs reach the daemon's threads out of order, by
+    /// more than the readahead window tolerates when the machine is busy, and each such jump restarts a stream.)
+    public private(set) var bytesRead: UInt64 = 0
 
     /// Observes one READ of `count` bytes at `offset` in a file of `fileSize` bytes, and plans it.
     public mutating func plan(offset: UInt64, count: Int, fileSize: UInt64) -> Plan {
+        bytesRead += UInt64(count)
         let ahead = window.observe(offset: offset, count: count)
         let readEnd = min(fileSize, offset + UInt64(count))
         let windowEnd = min(fileSize, readEnd + ahead)

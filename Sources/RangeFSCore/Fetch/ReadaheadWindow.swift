@@ -10,13 +10,9 @@ public struct ReadaheadWindow: Sendable {
     public let tolerance: UInt64
     /// Where the stream got to: the furthest end of the reads that formed it.
     private var streamEnd: UInt64?
-    /// Where the stream began: the first read of the current run of sequential reads.
-    private var streamStart: UInt64 = 0
+
     private var sequentialReads = 0
     public private(set) var window: UInt64 = 0
-
-    /// How many bytes the current sequential stream has covered (the span of the reads that formed it).
-    public var streamLength: UInt64 { (streamEnd ?? streamStart) - streamStart }
 
     public init(minimum: UInt64 = 1 << 20, maximum: UInt64 = 32 << 20, tolerance: UInt64 = 256 << 10) {
         self.minimum = minimum
@@ -33,7 +29,6 @@ public struct ReadaheadWindow: Sendable {
         } else {
             sequentialReads = 0
             window = 0
-            streamStart = offset
             streamEnd = end
         }
         if sequentialReads >= 2 {

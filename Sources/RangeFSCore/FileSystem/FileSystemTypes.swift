@@ -39,10 +39,10 @@ public struct ReplySegment: Sendable, Equatable {
 public enum PrefetchPolicy: String, Sendable, CaseIterable {
     /// Only what readers ask for, plus readahead for sequential readers.
     case none
-    /// Every file that is being used: once one handle has read `FileSystemSettings.fillAfterSequentialBytes` in
-    /// one sequential stream (a copy, a player that plays on), or pinned. A probe (a header, an index at the end,
-    /// a few seeks: ffprobe, a thumbnailer, `file`) never starts a whole-file download, so a scan of many files
-    /// fetches only what it reads. The fill goes on after the file is closed, at low priority.
+    /// Every file that is being used: once one handle has read `FileSystemSettings.fillAfterBytes` of it (a
+    /// copy, a player that plays on), or pinned. A probe (a header, an index at the end, a few seeks: ffprobe, a
+    /// thumbnailer, `file`) never starts a whole-file download, so a scan of many files fetches only what it
+    /// reads. The fill goes on after the file is closed, at low priority.
     case use
     /// Every file once it has been opened; the fill goes on after it is closed, at low priority.
     case open
@@ -58,10 +58,9 @@ public struct FileSystemSettings: Sendable, Equatable {
     public var readaheadMaximum: UInt64 = 32 << 20
     /// Which files are completed in the background.
     public var prefetch = PrefetchPolicy.use
-    /// With `.use`, the sequential bytes one handle must read before its file is completed in the background:
-    /// more than a media prober reads at the start of a file (ffprobe's probe size is 5 MB), less than 30% of a
-    /// 100 MiB movie.
-    public var fillAfterSequentialBytes: UInt64 = 16 << 20
+    /// With `.use`, the bytes one handle must read before its file is completed in the background: more than a
+    /// media prober reads (ffprobe's probe size is 5 MB), less than 30% of a 100 MiB movie.
+    public var fillAfterBytes: UInt64 = 16 << 20
     /// An open re-probes its URL in the background when the last check is older than this; nil never.
     public var revalidateAfter: Duration? = .seconds(60)
     /// A directory visited again this long after its listing was read is listed again in the background: new files

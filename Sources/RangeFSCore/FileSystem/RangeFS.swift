@@ -178,13 +178,13 @@ public final class RangeFS: Sendable {
 
     /// Reads `count` bytes at `offset`; `reply` runs exactly once, now or when the blocks arrive.
     public func read(handle: UInt64, offset: UInt64, count: Int, reply: @escaping Reply) {
-        let fillAfter = settings.prefetch == .use ? settings.fillAfterSequentialBytes : nil
+        let fillAfter = settings.prefetch == .use ? settings.fillAfterBytes : nil
         let planned = handles.withLock { handles -> (OpenFile, ReadPlanner.Plan, Bool)? in
             guard let file = handles.open[handle] else { return nil }
             let plan = handles.open[handle]!.planner.plan(offset: offset, count: count, fileSize: file.entry.size)
-            // A use, not a probe: this handle read a long sequential stream.
+            // A use, not a probe: this handle has read more than a prober reads.
             var startFill = false
-            if let fillAfter, !file.askedForFill, handles.open[handle]!.planner.sequentialBytes >= fillAfter {
+            if let fillAfter, !file.askedForFill, handles.open[handle]!.planner.bytesRead >= fillAfter {
                 handles.open[handle]!.askedForFill = true
                 startFill = true
             }

@@ -61,7 +61,7 @@ struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "The largest readahead window of a sequential reader, e.g. 32M.")
     var readahead = ByteCount(Defaults.fileSystem.readaheadMaximum)
 
-    @Option(name: .long, help: "Complete files in the background: use (each file a reader uses: 16 MiB read in one sequential stream, not a probe), open (each file once opened), all, or none.")
+    @Option(name: .long, help: "Complete files in the background: use (each file a reader uses: 16 MiB read through one handle, more than a probe reads), open (each file once opened), all, or none.")
     var prefetch = Defaults.fileSystem.prefetch
 
     @Option(name: .long, help: "Cap background completion at this rate in bytes/s, e.g. 10M; readers are never capped.")
