@@ -490,6 +490,77 @@ class Bench:
         self.results["origin bytes per byte read (none)"] = (amplification, "", 0, "<=16")
         self.checks.append(("random reads correct", all(ok for label, ok in self.checks if "random read" in label)))
 
+    def make_movies(self):
+        """`args.movies` MP4 movies in www/movies/, each 10 s of encoded video looped `args.loops` + 1 times (about
+        14 MiB per loop; 8 loops give 112 MiB), with the index (moov) at the end, as a camera or ffmpeg writes it."""
+        folder = os.path.join(self.www, "movies")
+        os.makedirs(folder, exist_ok=True)
+        short = os.path.join(self.work, "short.mp4")
+        run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25", "-f", "lavfi",
+             "-i", "sine=frequency=440:sample_rate=44100", "-t", "10", "-c:v", "mpeg4", "-q:v", "2", "-c:a", "aac",
+             short])
+        names = []
+        for index in range(self.args.movies):
+            name = f"movies/m{index:02d}.mp4"
+            run(["ffmpeg", "-v", "error", "-y", "-stream_loop", str(self.args.loops), "-i", short, "-c", "copy",
+                 "-metadata", f"title=movie {index}", os.path.join(self.www, name)])
+            names.append(name)
+        return names
+
+    def scan(self):
+        """Scan safety: ffprobe of every movie in a mounted tree, bytes the origin sent per movie counted after the
+        fill had 10 s to run (httpdirfs and a baseline build beside it); then a cp of one movie and a 30% sequential
+        read of another must get completed."""
+        names = self.make_movies()
+        sizes = {name: os.path.getsize(os.path.join(self.www, name)) for name in names}
+        per_movie = {}
+
+        def probe_all(paths):
+            for path in paths:
+                probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "stream=codec_name", "-of",
+                                        "csv=p=0", path], capture_output=True, text=True)
+                self.checks.append((f"ffprobe of {os.path.basename(path)}", "mpeg4" in probe.stdout))
+            time.sleep(self.args.scan_wait)
+
+        # rangefs mounts the directory as a tree; a baseline that cannot do trees mounts the same URLs one by one.
+        for label, binary in self.builds():
+            cache = self.fresh_cache()
+            tree = label == "rangefs"
+            sources = [self.nginx.url("movies/")] if tree else [self.nginx.url(n) for n in names]
+            mount = Mount(binary, self.work, sources, cache)
+            self.nginx.clear_log()
+            probe_all([os.path.join(mount.point, os.path.basename(n)) for n in names])
+            per_movie[label] = [self.nginx.direct_bytes(n) / MiB for n in names]
+            if tree:
+                # A use: a cp completes its movie, and so does a 30% sequential read of another.
+                copied, played = names[0], names[1]
+                dest = os.path.join(self.work, "movie.out")
+                run(["cp", mount.path(os.path.basename(copied)), dest])
+                self.checks.append(("cp of a movie in the tree", sha256(dest) == sha256(os.path.join(self.www, copied))))
+                os.remove(dest)
+                path = mount.path(os.path.basename(played))
+                run(["dd", f"if={path}", "of=/dev/null", "bs=1M", f"count={sizes[played] * 3 // 10 // MiB}"],
+                    stderr=subprocess.DEVNULL)
+                started = time.time()
+                complete = mount.wait_complete(os.path.basename(played), timeout=120)
+                self.checks.append(("a 30% sequential read gets its movie completed", complete))
+                self.results["  30% read: seconds until completed"] = (time.time() - started, "", 0, None)
+            mount.close()
+            shutil.rmtree(cache)
+        peer_cache = self.fresh_cache()
+        peer = PeerMount(self.work, f"http://127.0.0.1:{self.nginx.direct}/", peer_cache)
+        self.nginx.clear_log()
+        probe_all([peer.path(n) for n in names])
+        per_movie["httpdirfs"] = [self.nginx.direct_bytes(n) / MiB for n in names]
+        peer.close()
+        shutil.rmtree(peer_cache, ignore_errors=True)
+        log(f"  {len(names)} movies of {min(sizes.values()) / MiB:.0f} MiB: MiB sent per movie, most: "
+            + ", ".join(f"{label} {max(values):.1f}" for label, values in per_movie.items()))
+        self.results["scan: ffprobe MiB sent per movie, most"] = (max(per_movie["rangefs"]), "", 0, "<=8")
+        for label in ("baseline", "httpdirfs"):
+            if label in per_movie:
+                self.results[f"  {label}: MiB sent per movie, most"] = (max(per_movie[label]), "", 0, None)
+
     def memory(self):
         """Goal 5: peak RSS of the daemon during one cold copy, and during 8 concurrent cold copies."""
         name = "big.bin"
@@ -521,7 +592,8 @@ class Bench:
         log("")
         log(f"{'scenario':38} {'rangefs':>12} {'reference':>28} {'ratio':>7}  goal")
         for label, (value, reference, ref_value, goal) in self.results.items():
-            unit_free = ("ms" in label, "RSS" in label, "bytes per" in label, "CPU s" in label, "refetched" in label)
+            unit_free = ("ms" in label, "RSS" in label, "bytes per" in label, "CPU s" in label, "refetched" in label,
+                         "MiB sent" in label, "seconds" in label)
             unit = "" if any(unit_free) else " MiB/s"
             shown = f"{value:.1f}{unit}" if unit else f"{value:.2f}"
             if "MiB/s" in unit:
@@ -567,14 +639,16 @@ def main():
     parser.add_argument("--baseline", default=None, metavar="BINARY",
                         help="another rangefs build (e.g. the previous main) measured in the same runs, alternating")
     parser.add_argument("--json", help="also write the medians here")
-    parser.add_argument("--only", choices=["fast", "kill", "capped", "random", "memory"], action="append")
+    parser.add_argument("--only", choices=["fast", "kill", "capped", "random", "memory", "scan"], action="append")
     parser.add_argument("--rangefs-option", action="append", default=[], metavar="OPTION",
                         help="pass this option to every rangefs mount (repeat it), to compare settings")
     args = parser.parse_args()
     Mount.extra_options = args.rangefs_option
     args.size, args.capped_size, args.multi_size, args.reads = 512 * MiB, 128 * MiB, 64 * MiB, 200
+    args.movies, args.loops, args.scan_wait = 20, 7, 10
     if args.smoke:
         args.runs, args.size, args.capped_size, args.multi_size, args.reads = 1, 24 * MiB, 8 * MiB, 2 * MiB, 50
+        args.movies, args.loops, args.scan_wait = 3, 4, 2  # 70 MiB movies: 30% of one is more than a probe reads
     if args.binary is None:
         log("building rangefs (release)...")
         run(["swift", "build", "-c", "release", "--product", "rangefs"], cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -586,9 +660,9 @@ def main():
         log(f"preparing files in {bench.work} (big {args.size // MiB} MiB, capped {args.capped_size // MiB} MiB, "
             f"8 x {args.multi_size // MiB} MiB), {args.runs} run(s) each")
         bench.prepare()
-        only = args.only or ["fast", "kill", "capped", "random", "memory"]
+        only = args.only or ["fast", "kill", "capped", "random", "memory", "scan"]
         for key, scenario in [("fast", bench.cold_fast), ("kill", bench.kill_resume), ("capped", bench.capped),
-                              ("random", bench.random_reads), ("memory", bench.memory)]:
+                              ("random", bench.random_reads), ("memory", bench.memory), ("scan", bench.scan)]:
             if key in only:
                 log(f"running: {scenario.__doc__.splitlines()[0]}")
                 scenario()
