@@ -201,6 +201,27 @@ final class TreeTests: MountTestCase {
         XCTAssertEqual(try Shell.sha256(of: copy), leaving)
     }
 
+    // A list file may place files in folders; they survive a remount, and `rm folder/name` removes one.
+    func testAListFilePlacesFilesInFolders() throws {
+        let first = try origin.serveRandomFile("one.bin", size: 70_000)
+        let second = try origin.serveRandomFile("two.bin", size: 80_000)
+        let list = scratch.path + "/files.list"
+        try """
+        movies/2026/first.bin=\(origin.url("one.bin"))
+        movies/second.bin=\(origin.url("two.bin"))
+        top.bin=\(origin.url("one.bin?top"))
+        """.write(toFile: list, atomically: false, encoding: .utf8)
+        try mount([], extra: ["--list", list])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(), ["movies", "top.bin"])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/movies/2026/first.bin"), first)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/movies/second.bin"), second)
+        XCTAssertEqual(try driver.run(["rm", "movies/2026/first.bin", "--mount", mountpoint]).status, 0)
+        try driver.unmount(mountpoint, cache: cache)
+        try mount([])
+        XCTAssertEqual(Set(try files(under: mountpoint).keys), ["movies/second.bin", "top.bin"])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/movies/second.bin"), second)
+    }
+
     // 7. `rangefs add URL/` mounts a directory while mounted, and it is there after a remount.
     func testAddingADirectoryWhileMountedSurvivesARemount() throws {
         let tree = try makeTree(files: 30)

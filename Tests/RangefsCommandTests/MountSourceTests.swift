@@ -20,10 +20,18 @@ final class MountSourceTests: XCTestCase {
                 XCTAssertFalse(message.contains("pw@"), "credentials stay hidden: \(message)")
             }
         }
-        XCTAssertThrowsError(try MountSource.parseList("http://h/a\n\nmovies/a.mp4=http://h/b\n", path: "list.txt")) { error in
+        XCTAssertThrowsError(try MountSource.parseList("http://h/a\n\nmovies/../a.mp4=http://h/b\n", path: "list.txt")) { error in
             let message = (error as? MountSourceError)?.message ?? ""
             XCTAssertTrue(message.hasPrefix("list.txt line 3: "), message)
+            XCTAssertTrue(message.contains("the name 'movies/../a.mp4' cannot name a file"), message)
         }
+        XCTAssertThrowsError(try MountSource.parseList("/abs/a.mp4=http://h/b\n")) { error in
+            XCTAssertTrue(((error as? MountSourceError)?.message ?? "").contains("empty part"))
+        }
+        // In a list file a name may place its file in folders; on the command line it may not.
+        XCTAssertEqual(try MountSource.parseList("movies/2026/a.mp4=http://h/b\n"),
+                       [MountSource(url: "http://h/b", name: "movies/2026/a.mp4")])
+        XCTAssertThrowsError(try MountSource(parsing: "movies/a.mp4=http://h/b"))
     }
 
     func testByteSizes() {

@@ -133,6 +133,30 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// The folder `path` (components, from the root), made where missing: folders that a list file names
+    /// (`movies/a.mp4=URL`), not directory URLs. A component already taken by a file gets a numbered name.
+    public func folder(_ path: [String]) -> UInt64 {
+        state.withLock { state in
+            var parent = Self.rootInode
+            for component in path {
+                if let existing = state.names[parent]?[component], state.directories[existing]?.url == nil,
+                   state.directories[existing] != nil {
+                    parent = existing
+                    continue
+                }
+                let name = state.uniqueName(EntryNaming.sanitize(component), in: parent)
+                let folder = CatalogDirectory(inode: state.nextInode, name: name, parent: parent, url: nil)
+                state.nextInode += 1
+                state.directories[folder.inode] = folder
+                state.names[folder.inode] = [:]
+                state.names[parent, default: [:]][name] = folder.inode
+                state.sortedChildren[parent] = nil
+                parent = folder.inode
+            }
+            return parent
+        }
+    }
+
     /// Records that the listing of directory `inode` has been read, at `time` (monotonic seconds).
     public func markListed(_ inode: UInt64, at time: Double) {
         state.withLock { state in
@@ -182,15 +206,27 @@ public final class Catalog: Sendable {
         }
     }
 
-    /// Removes the file called `name` from the root; returns it, or nil if there is none.
+    /// Removes the file at `path` (a name in the root, or `folder/name`); returns it, or nil if there is none.
     @discardableResult
-    public func remove(named name: String) -> CatalogItem? {
+    public func remove(named path: String) -> CatalogItem? {
         state.withLock { state in
-            guard let inode = state.names[Self.rootInode]?[name], state.files[inode] != nil else { return nil }
-            state.names[Self.rootInode]?[name] = nil
-            state.sortedChildren[Self.rootInode] = nil
-            return state.files.removeValue(forKey: inode)
+            guard let inode = Self.resolve(path, in: state), let item = state.files.removeValue(forKey: inode) else {
+                return nil
+            }
+            state.names[item.parent]?[item.name] = nil
+            state.sortedChildren[item.parent] = nil
+            return item
         }
+    }
+
+    /// The inode at `path` from the root (`a.mp4`, `movies/a.mp4`), if any.
+    private static func resolve(_ path: String, in state: State) -> UInt64? {
+        var current = rootInode
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            guard let next = state.names[current]?[String(component)] else { return nil }
+            current = next
+        }
+        return current == rootInode ? nil : current
     }
 
     public func item(inode: UInt64) -> CatalogItem? {
@@ -201,9 +237,9 @@ public final class Catalog: Sendable {
         state.withLock { $0.directories[inode] }
     }
 
-    /// The file called `name` in the root, if any.
-    public func item(named name: String) -> CatalogItem? {
-        state.withLock { state in state.names[Self.rootInode]?[name].flatMap { state.files[$0] } }
+    /// The file at `path` (a name in the root, or `folder/name`), if any.
+    public func item(named path: String) -> CatalogItem? {
+        state.withLock { state in Self.resolve(path, in: state).flatMap { state.files[$0] } }
     }
 
     /// What `name` is in directory `parent`, if anything.

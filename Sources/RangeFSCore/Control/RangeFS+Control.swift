@@ -47,7 +47,7 @@ extension RangeFS {
             let state = offlineReason != nil ? "offline" : stateName(entry, cached: cached, size: item.metadata.size)
             let eta: Double? = state == "downloading" && bytesPerSecond > 0
                 ? Double(item.metadata.size - cached) / bytesPerSecond : nil
-            return FileStatus(name: item.listed ? catalog.path(of: item.inode) : item.name,
+            return FileStatus(name: catalog.path(of: item.inode),
                               url: Redaction.redact(item.metadata.url), size: item.metadata.size,
                               cachedBytes: cached, state: state, bytesPerSecond: bytesPerSecond, etaSeconds: eta,
                               map: entry.map(Self.blockMap) ?? String(repeating: " ", count: Self.mapWidth),
@@ -157,7 +157,7 @@ extension RangeFS {
             return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
         }
         offline.withLock { _ = $0.removeValue(forKey: item.metadata.url) }
-        entryInvalidator.withLock { $0 }?(Catalog.rootInode, name)
+        entryInvalidator.withLock { $0 }?(item.parent, item.name)
         if let open = try? entry(for: item) { scheduler.stopFilling(open) }
         saveCatalog()
         do {
@@ -242,7 +242,8 @@ extension RangeFS {
                 let items = catalog.items.filter { !$0.listed }
                 let pinned = Set(items.filter { store.openEntry(for: $0.metadata.url)?.isPinned ?? false }.map(\.inode))
                 var files = items.map {
-                    SavedFile(name: $0.name, url: $0.metadata.url, pinned: pinned.contains($0.inode) ? true : nil)
+                    SavedFile(name: catalog.path(of: $0.inode), url: $0.metadata.url,
+                              pinned: pinned.contains($0.inode) ? true : nil)
                 }
                 files += catalog.directorySources.map { SavedFile(name: $0.name, url: $0.url ?? "") }
                 let mounted = Set(files.map(\.url))

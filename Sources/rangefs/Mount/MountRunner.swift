@@ -217,9 +217,13 @@ struct MountRunner {
         return probed
     }
 
-    /// Adds a file to `catalog`, with a warning if its name had to be cut to 255 bytes.
-    private func add(_ metadata: RemoteMetadata, as name: String?, to catalog: Catalog) {
-        let item = catalog.add(metadata, explicitName: name)
+    /// Adds a file to `catalog`, in the folders its name gives (`movies/a.mp4`, from a list file), with a warning
+    /// if its name had to be cut to 255 bytes.
+    private func add(_ metadata: RemoteMetadata, as path: String?, to catalog: Catalog) {
+        let parts = path?.split(separator: "/").map(String.init) ?? []
+        let name = parts.last ?? path
+        let folder = parts.count > 1 ? catalog.folder(Array(parts.dropLast())) : Catalog.rootInode
+        let item = catalog.add(metadata, explicitName: name, parent: folder)
         if let whole = EntryNaming.overlongName(explicit: name, metadata: metadata) {
             printError("rangefs: the name '\(whole.prefix(40))…' is \(whole.utf8.count) bytes, more than a file name "
                        + "can hold (255); it is shortened to '\(item.name.prefix(40))…' (\(item.name.utf8.count) bytes)")

@@ -18,13 +18,20 @@ struct MountSource: Equatable, Sendable {
     /// Parses `URL` or `NAME=URL`. The text is split at the first `=` when what precedes it is not itself the
     /// start of a URL (no `://`) and what follows it is one, so a URL with `=` in its query stays whole. A name
     /// that cannot name a file (`a/b`, `..`) is an error that says so.
-    init(parsing text: String) throws(MountSourceError) {
+    ///
+    /// In a list file (`inFolders`), a NAME may place the file in folders, `movies/a.mp4=URL`; each part of it
+    /// must be a plain name.
+    init(parsing text: String, inFolders: Bool = false) throws(MountSourceError) {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if let equals = trimmed.firstIndex(of: "=") {
             let name = String(trimmed[..<equals])
             let rest = String(trimmed[trimmed.index(after: equals)...])
             if !name.isEmpty, !name.contains("://"), rest.contains("://") {
-                if let problem = EntryNaming.problem(withExplicitName: name) {
+                let parts = inFolders ? name.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+                    : [name]
+                let problem = parts.contains(where: \.isEmpty) ? "it has an empty part; write folder/name"
+                    : parts.lazy.compactMap(EntryNaming.problem(withExplicitName:)).first
+                if let problem {
                     throw MountSourceError(
                         "'\(Redaction.redact(trimmed))': the name '\(name)' cannot name a file (\(problem)); give a "
                         + "plain file name before '=', or leave 'NAME=' out to name the file after its URL")
@@ -44,7 +51,7 @@ struct MountSource: Equatable, Sendable {
             let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             do {
-                sources.append(try MountSource(parsing: trimmed))
+                sources.append(try MountSource(parsing: trimmed, inFolders: true))
             } catch {
                 throw MountSourceError("\(path) line \(number + 1): \(error.message)")
             }
