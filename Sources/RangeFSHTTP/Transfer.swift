@@ -121,7 +121,10 @@ final class Transfer: @unchecked Sendable {
         headDelivered = true
         var status = 0
         rfs_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-        if !sink.receive(head: ResponseHead(status: status, headers: responseHeaders)) {
+        var effective: UnsafeMutablePointer<CChar>?
+        rfs_easy_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
+        let head = ResponseHead(status: status, headers: responseHeaders, effectiveURL: effective.map { String(cString: $0) })
+        if !sink.receive(head: head) {
             cancelledBySink = true
             return false
         }

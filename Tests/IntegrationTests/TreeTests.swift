@@ -222,6 +222,13 @@ final class TreeTests: MountTestCase {
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/movies/second.bin"), second)
     }
 
+    // A directory URL written without its `/` is a directory when the server redirects it to the URL with one.
+    func testADirectoryURLWithoutItsSlashIsADirectory() throws {
+        let tree = try makeTree(files: 15)
+        try mount([origin.url("listed")])
+        XCTAssertEqual(Set(try files(under: mountpoint).keys), Set(tree.keys))
+    }
+
     // 7. `rangefs add URL/` mounts a directory while mounted, and it is there after a remount.
     func testAddingADirectoryWhileMountedSurvivesARemount() throws {
         let tree = try makeTree(files: 30)

@@ -54,4 +54,14 @@ final class RemoteMetadataTests: XCTestCase {
         XCTAssertEqual(ContentDisposition.filename(from: "inline; filename=plain.bin"), "plain.bin")
         XCTAssertNil(ContentDisposition.filename(from: "inline"))
     }
+
+    func testARedirectToTheURLWithASlashMeansADirectory() {
+        let listing = ResponseHead(status: 200, headers: ["content-type": "text/html"], effectiveURL: "http://h/pub/")
+        XCTAssertThrowsError(try RemoteMetadata(url: "http://h/pub", probeResponse: listing)) { error in
+            XCTAssertEqual(error as? FetchError, .isDirectory("http://h/pub/"))
+        }
+        // A redirect elsewhere (a login page, a CDN) is not a directory.
+        let elsewhere = ResponseHead(status: 206, headers: ["content-range": "bytes 0-0/10"], effectiveURL: "http://cdn/x/")
+        XCTAssertEqual(try RemoteMetadata(url: "http://h/pub", probeResponse: elsewhere).size, 10)
+    }
 }

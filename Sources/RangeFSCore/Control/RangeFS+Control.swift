@@ -128,6 +128,10 @@ extension RangeFS {
             return ControlResponse(ok: true, message: directory.name + "/")
         }
         switch scheduler.fetcher.probeAll([url])[0] {
+        case .failure(.isDirectory(let directoryURL)):
+            let directory = catalog.addDirectory(url: directoryURL, explicitName: name)
+            saveCatalog()
+            return ControlResponse(ok: true, message: directory.name + "/")
         case .failure(let error):
             return .failure("\(Redaction.redact(url)): \(error.userMessage)")
         case .success(let metadata):

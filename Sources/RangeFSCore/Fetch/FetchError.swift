@@ -25,6 +25,8 @@ public enum FetchError: Error, Sendable, Equatable {
     case cancelled
     /// A directory listing larger than the limit (bytes).
     case listingTooLarge(Int)
+    /// The URL names a directory: the server redirected it to this URL, which ends in `/`.
+    case isDirectory(String)
 
     /// A one-line explanation for a person, naming the fix where there is one.
     public var userMessage: String {
@@ -45,6 +47,7 @@ public enum FetchError: Error, Sendable, Equatable {
         case .transport(let message): message
         case .cancelled: "cancelled"
         case .listingTooLarge(let limit): "the directory listing is larger than \(limit >> 20) MiB; it is not read"
+        case .isDirectory(let url): "it is a directory (the server answers at \(Redaction.redact(url)))"
         }
     }
 

@@ -27,10 +27,13 @@ public struct RangeRequest: Sendable, Equatable {
 public struct ResponseHead: Sendable, Equatable {
     public var status: Int
     public var headers: [String: String]
+    /// The URL that answered, after redirects; nil if the fetcher does not say.
+    public var effectiveURL: String?
 
-    public init(status: Int, headers: [String: String]) {
+    public init(status: Int, headers: [String: String], effectiveURL: String? = nil) {
         self.status = status
         self.headers = headers
+        self.effectiveURL = effectiveURL
     }
 
     public subscript(name: String) -> String? { headers[name.lowercased()] }

@@ -40,6 +40,10 @@ public struct RemoteMetadata: Sendable, Equatable {
 
     /// Interprets the answer to a probe (`GET` with `Range: bytes=0-0`).
     public init(url: String, probeResponse head: ResponseHead) throws(FetchError) {
+        // `http://host/pub` redirected to `http://host/pub/`: a directory, as web servers answer for one.
+        if let effective = head.effectiveURL, !url.hasSuffix("/"), effective == url + "/" {
+            throw .isDirectory(effective)
+        }
         let size: UInt64
         switch head.status {
         case 206:

@@ -185,16 +185,14 @@ struct MountRunner {
         var probed = Probed()
         // Directory URLs are listed on their first visit, not probed: the only one is the root, as with httpdirfs
         // and rclone; among other sources, or named, each is a folder.
-        let directories = sources.filter { $0.url.hasSuffix("/") }
-        if sources.count == 1, let only = directories.first, only.name == nil {
-            probed.catalog.setRootURL(only.url)
-        } else {
-            for directory in directories { probed.catalog.addDirectory(url: directory.url, explicitName: directory.name) }
-        }
+        // A URL without the `/` is a directory too when its server redirects it to the URL with one.
+        var directories = sources.filter { $0.url.hasSuffix("/") }
         let files = sources.filter { !$0.url.hasSuffix("/") }
         for (source, result) in zip(files, fetcher.probeAll(files.map(\.url))) {
             let shown = Redaction.redact(source.url)
             switch result {
+            case .failure(.isDirectory(let url)):
+                directories.append(MountSource(url: url, name: source.name))
             case .success(let metadata):
                 add(metadata, as: source.name, to: probed.catalog)
             case .failure(let error) where error.isOriginUnreachable && store.storedMetadata(for: source.url) != nil:
@@ -213,6 +211,11 @@ struct MountRunner {
                 printError("rangefs: \(shown): \(error.userMessage); not mounted this time, and kept in this cache's "
                            + "list (rangefs rm \(name) drops it)")
             }
+        }
+        if sources.count == 1, let only = directories.first, only.name == nil {
+            probed.catalog.setRootURL(only.url)
+        } else {
+            for directory in directories { probed.catalog.addDirectory(url: directory.url, explicitName: directory.name) }
         }
         return probed
     }
