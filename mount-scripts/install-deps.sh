@@ -2,11 +2,13 @@
 # Installs what rangefs needs to build, run and test, from Debian's packages; installs only what is missing.
 #   build:  libfuse3-dev libcurl4-openssl-dev pkg-config (and Swift 6 at /opt/swift or on PATH)
 #   run:    fuse3 (fusermount3, /dev/fuse)
-#   tests:  nginx-light (a real origin with Range and ETag), ffmpeg (ffprobe), attr (getfattr), curl
+#   tests:  nginx-light (a real origin with Range and ETag), apache2 and lighttpd (their directory listings),
+#           ffmpeg (ffprobe), attr (getfattr), curl
 #   bench:  aria2 (aria2c, the parallel downloader rangefs is compared with), httpdirfs (the nearest peer), python3
 set -euo pipefail
 
-packages=(fuse3 libfuse3-dev libcurl4-openssl-dev pkg-config nginx-light attr ffmpeg curl aria2 httpdirfs python3)
+packages=(fuse3 libfuse3-dev libcurl4-openssl-dev pkg-config nginx-light apache2 lighttpd attr ffmpeg curl aria2
+          httpdirfs python3)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -18,7 +20,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     export DEBIAN_FRONTEND=noninteractive
     $sudo apt-get update -qq
-    # policy-rc.d keeps the nginx package from starting a system-wide server; tests start their own.
+    # policy-rc.d keeps the server packages from starting system-wide servers; tests start their own.
     if [ ! -e /usr/sbin/policy-rc.d ]; then
         printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
         $sudo chmod +x /usr/sbin/policy-rc.d

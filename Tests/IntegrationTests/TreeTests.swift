@@ -123,6 +123,36 @@ final class TreeTests: MountTestCase {
         }
     }
 
+    // 1b. Apache 2 and lighttpd: HTML listings with rounded sizes, so each file is probed once on `ls -l`; their
+    //     access logs show one request per directory and no file probed twice, and a second `ls -lR` costs nothing.
+    func testApacheAndLighttpdTreesMountWithExactSizesAndDates() throws {
+        let tree = try makeTree(files: 80)
+        // Apache's workers run as www-data: the tree must be readable by others.
+        for path in [(origin.root as NSString).deletingLastPathComponent, origin.root] { chmod(path, 0o755) }
+        for kind in [ListingServer.Kind.apache, .lighttpd] {
+            let server = try ListingServer(kind, root: origin.root)
+            defer { server.stop() }
+            let ownCache = scratch.path + "/cache-" + kind.rawValue  // each its own saved set
+            let mounted = try driver.mount(mountpoint, urls: [server.url("listed/")], cache: ownCache)
+            XCTAssertEqual(mounted.status, 0, mounted.stderr)
+            server.clearAccessLog()
+            try assertMountShowsTheOrigin(tree)
+            let log = server.accessLog().filter { $0.path.hasPrefix("/listed/") }
+            XCTAssertEqual(log.filter { $0.path.hasSuffix("/") }.count, 13, "\(kind): one request per directory")
+            let probes = log.filter { $0.range == "bytes=0-0" }
+            XCTAssertEqual(Set(probes.map(\.path)).count, probes.count, "\(kind): no file probed twice")
+            XCTAssertLessThanOrEqual(probes.count, tree.count)
+            server.clearAccessLog()
+            XCTAssertEqual(try Shell.run("/bin/ls", ["-lR", mountpoint]).status, 0)
+            XCTAssertEqual(server.accessLog().count, 0, "\(kind): a second ls -lR costs nothing")
+            for name in Self.oddNames {
+                XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + name),
+                               try Shell.sha256(of: origin.root + "/listed/" + name), "\(kind): \(name)")
+            }
+            try driver.unmount(mountpoint, cache: ownCache)
+        }
+    }
+
     // 3b. A hostile page: links out of the tree, to other hosts, with '/' in a name, a 4 KB name, 100,000 links.
     func testAHostileListingStaysInsideTheTreeAndTheRestWorks() throws {
         let folder = origin.root + "/hostile"
