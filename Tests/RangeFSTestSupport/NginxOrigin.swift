@@ -154,6 +154,8 @@ public final class NginxOrigin: @unchecked Sendable {
                 location /slow/ { limit_rate 32k; }
                 location /listed/ { autoindex on; }
                 location /listed-json/ { alias \(prefix)/www/listed/; autoindex on; autoindex_format json; }
+                location /spiral/ { autoindex on; autoindex_format json; }
+                location = /loop/ { return 302 /loop/; }
             }
         }
         """

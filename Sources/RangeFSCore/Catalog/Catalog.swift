@@ -284,6 +284,17 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// How many directories lie between `inode` and the root (0 for the root and what it holds directly).
+    public func depth(of inode: UInt64) -> Int {
+        path(of: inode).split(separator: "/").count
+    }
+
+    /// The directories whose listing has not been read yet (each has a URL), sorted by inode.
+    public var unlistedDirectories: [CatalogDirectory] {
+        state.withLock { state in state.directories.values.filter { $0.url != nil && !$0.listed } }
+            .sorted { $0.inode < $1.inode }
+    }
+
     /// Every file, listed ones included, sorted by name.
     public var items: [CatalogItem] {
         state.withLock { Array($0.files.values) }.sorted { $0.name < $1.name }

@@ -34,7 +34,8 @@ public struct FileStatus: Codable, Sendable, Equatable {
     public var size: UInt64
     public var cachedBytes: UInt64
     /// complete, partial, downloading, queued, paused, error, offline (served from the cache alone; its server
-    /// cannot be reached) or unmounted (saved, but unreachable at mount with nothing cached).
+    /// cannot be reached), unmounted (saved, but unreachable at mount with nothing cached) or, for a directory
+    /// (its name ends in `/`), not listed (nobody has looked into it yet).
     public var state: String
     /// Bytes per second stored over the last few seconds.
     public var bytesPerSecond: Double

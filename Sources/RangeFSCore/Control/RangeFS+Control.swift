@@ -59,7 +59,13 @@ extension RangeFS {
                        bytesPerSecond: 0, etaSeconds: nil, map: String(repeating: " ", count: Self.mapWidth),
                        lastError: "not mounted: its server could not be reached at mount; kept in the saved set")
         }
-        return mounted + unmounted
+        // Directories whose listing nobody has asked for yet.
+        let unlisted = catalog.unlistedDirectories.map {
+            FileStatus(name: ($0.inode == Catalog.rootInode ? "" : catalog.path(of: $0.inode)) + "/",
+                       url: Redaction.redact($0.url ?? ""), size: 0, cachedBytes: 0, state: "not listed",
+                       bytesPerSecond: 0, etaSeconds: nil, map: String(repeating: " ", count: Self.mapWidth))
+        }
+        return mounted + unmounted + unlisted
     }
 
     private func stateName(_ entry: CacheEntry?, cached: UInt64, size: UInt64) -> String {

@@ -20,6 +20,9 @@ extension RangeFS {
     public static let probeBatch = 32
     /// How long a failed listing is not tried again, in seconds.
     static let listingRetryAfter = 10.0
+    /// The deepest a listed tree goes: subdirectories below this depth are left out, with a log line (a server
+    /// whose links make an endless tree, `a/a/a/...`, stops here).
+    public static let maximumDepth = 64
 
     /// Lists directory `inode` if it has a URL and was not listed yet. Concurrent callers wait for the one
     /// listing. A listing that fails leaves the directory empty, with a log line, and is tried again 10 s later.
@@ -120,6 +123,10 @@ extension RangeFS {
             case .directory:
                 break
             case nil where entry.isDirectory:
+                guard catalog.depth(of: inode) < Self.maximumDepth else {
+                    logger.warning("\(shown): the subdirectory '\(entry.name)' is \(Self.maximumDepth + 1) levels deep; deeper levels are left out")
+                    continue
+                }
                 catalog.addDirectory(url: entry.url, explicitName: entry.name, parent: inode, fromListing: true,
                                      modificationTime: entry.modificationTime)
             case nil:

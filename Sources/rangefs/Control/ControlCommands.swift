@@ -174,7 +174,7 @@ enum StatusTable {
                      + "  " + pad("SPEED", 11) + "  " + pad("ETA", 8) + "  MAP")
         for file in files {
             let share = file.size == 0 ? 100 : Double(file.cachedBytes) * 100 / Double(file.size)
-            let unmounted = file.state == "unmounted"  // saved, but its size is not known this run
+            let unmounted = file.state == "unmounted" || file.state == "not listed"  // no size to show
             lines.append(pad(String(file.name.prefix(nameWidth)), nameWidth) + "  "
                          + pad(unmounted ? "-" : bytes(file.size), 9) + "  "
                          + pad(unmounted ? "-" : String(format: "%.1f%%", share), 6) + "  " + pad(file.state, 11) + "  "
