@@ -14,11 +14,11 @@ public struct StoreSettings: Sendable, Equatable {
     public var maxBytes: Int?
     /// Bytes of blocks kept in memory per entry when they cannot be written (a full disk); oldest dropped first.
     public var memoryBlockLimit = 64 << 20
-    /// Received bytes of readahead and fill that may wait for the writer; receiving waits beyond this. 16 MiB:
-    /// 16 ms of a fast disk.
-    public var writeBudgetBytes = 16 << 20
+    /// Received bytes of readahead and fill that may wait for the writer; receiving waits beyond this. With the
+    /// demand budget and the commit backlog (twice `commitBytes`) it makes the crash bound: 8 + 8 + 16 = 32 MiB.
+    public var writeBudgetBytes = 8 << 20
     /// The same for the blocks readers wait for, which never wait behind readahead and fill.
-    public var demandBudgetBytes = 16 << 20
+    public var demandBudgetBytes = 8 << 20
     /// Free block memory kept for reuse.
     public var keptBufferBytes = 16 << 20
 
