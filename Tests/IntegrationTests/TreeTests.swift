@@ -102,23 +102,39 @@ final class TreeTests: MountTestCase {
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + sample), try Shell.sha256(of: origin.root + "/listed/" + sample))
     }
 
-    // 3. python http.server: no sizes at all; names come through, and files read right.
+    // 3. python http.server: no sizes or dates at all, so each file is probed once on `ls -l`; exact sizes and dates
+    //    from the probes, one request per directory, none on a second `ls -lR`; names come through and read right.
     func testAPythonHTTPServerTreeReadsRight() throws {
         let tree = try makeTree(files: 1000)
         let port = Int.random(in: 20000...60000)
+        let log = scratch.path + "/python.log"
         let server = try BackgroundProcess("/usr/bin/python3", ["-m", "http.server", String(port), "--bind", "127.0.0.1",
-                                                                "--directory", origin.root + "/listed"])
+                                                                "--directory", origin.root + "/listed"], logPath: log)
         defer { server.stop() }
+        /// The paths of the GETs python has logged so far (`"GET /d0/f1.bin HTTP/1.1" 200 -`).
+        func requests() -> [String] {
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
+                guard let start = line.range(of: "\"GET ") else { return nil }
+                return line[start.upperBound...].split(separator: " ").first.map(String.init)
+            }
+        }
         var up = false
         for _ in 0..<100 where !up {
             up = (try? Shell.run("/usr/bin/curl", ["-sf", "-o", "/dev/null", "http://127.0.0.1:\(port)/"]).status) == 0
             if !up { usleep(50_000) }
         }
         try mount(["http://127.0.0.1:\(port)/"])
-        let mounted = try files(under: mountpoint)
-        XCTAssertEqual(Set(mounted.keys), Set(tree.keys))
+        let before = requests().count
+        try assertMountShowsTheOrigin(tree)
+        let listing = Array(requests().dropFirst(before))
+        XCTAssertEqual(listing.filter { $0.hasSuffix("/") }.count, 13, "one request per directory")
+        let probes = listing.filter { !$0.hasSuffix("/") }
+        XCTAssertEqual(Set(probes).count, probes.count, "no file probed twice")
+        let afterFirst = requests().count
+        XCTAssertEqual(try Shell.run("/bin/ls", ["-lR", mountpoint]).status, 0)
+        usleep(200_000)
+        XCTAssertEqual(requests().count, afterFirst, "a second ls -lR costs nothing")
         for name in Self.oddNames {
-            XCTAssertEqual(mounted[name]?.0, tree[name], name)
             XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + name), try Shell.sha256(of: origin.root + "/listed/" + name))
         }
     }
