@@ -30,7 +30,7 @@ public final class ListingServer: @unchecked Sendable {
                 .write(toFile: configuration, atomically: false, encoding: .utf8)
             let arguments = kind == .apache ? ["-f", configuration, "-DFOREGROUND"] : ["-D", "-f", configuration]
             let started = try BackgroundProcess(executable, arguments, logPath: folder.path + "/server.out")
-            if Self.waitForPort(port) {
+            if started.waitForPort(port) {
                 self.port = port
                 process = started
                 return
@@ -109,24 +109,5 @@ public final class ListingServer: @unchecked Sendable {
 
             """
         }
-    }
-
-    private static func waitForPort(_ port: Int) -> Bool {
-        for _ in 0..<100 {
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            close(descriptor)
-            if connected == 0 { return true }
-            usleep(50_000)
-        }
-        return false
     }
 }

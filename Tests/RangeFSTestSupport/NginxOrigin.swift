@@ -37,7 +37,7 @@ public final class NginxOrigin: @unchecked Sendable {
                 throw TestSupportError("nginx is not installed; run mount-scripts/install-deps.sh")
             }
             let process = try BackgroundProcess("/usr/sbin/nginx", ["-c", prefix + "/nginx.conf", "-p", prefix])
-            if Self.waitForPort(port, process: process) {
+            if process.waitForPort(port) {
                 self.port = port
                 self.process = process
                 directory.keep()
@@ -60,7 +60,7 @@ public final class NginxOrigin: @unchecked Sendable {
     /// Starts the server again on the same port after `halt`.
     public func resume() throws {
         process = try BackgroundProcess("/usr/sbin/nginx", ["-c", prefix + "/nginx.conf", "-p", prefix])
-        guard Self.waitForPort(port, process: process) else { throw TestSupportError("nginx did not restart") }
+        guard process.waitForPort(port) else { throw TestSupportError("nginx did not restart") }
     }
 
     /// Whether the server runs (not halted).
@@ -159,25 +159,5 @@ public final class NginxOrigin: @unchecked Sendable {
             }
         }
         """
-    }
-
-    private static func waitForPort(_ port: Int, process: BackgroundProcess) -> Bool {
-        for _ in 0..<100 {
-            if !process.isRunning { return false }
-            let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            defer { close(socket) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            if connected == 0 { return true }
-            usleep(50_000)
-        }
-        return false
     }
 }

@@ -92,6 +92,27 @@ public final class BackgroundProcess: @unchecked Sendable {
         return waitForExit(timeout: 5)
     }
 
+    /// Waits up to 5 s until this server accepts connections on 127.0.0.1:`port`; false if it exits or does not.
+    public func waitForPort(_ port: Int) -> Bool {
+        for _ in 0..<100 {
+            if !isRunning { return false }
+            let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(socket) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            if connected == 0 { return true }
+            usleep(50_000)
+        }
+        return false
+    }
+
     /// Waits for the process to end by itself; nil if it is still running after `timeout`.
     public func waitForExit(timeout: Double) -> Int32? {
         let deadline = Date().addingTimeInterval(timeout)
