@@ -29,10 +29,12 @@ extension RangeFS {
 
     func status() -> [FileStatus] {
         // Files of listings show once they are opened (a tree may hold thousands), named by their path.
-        let items = catalog.items.filter { !$0.listed || store.openEntry(for: $0.metadata.url) != nil }
-        let entries = items.map { item in
-            item.listed ? store.openEntry(for: item.metadata.url) : try? entry(for: item)
+        let shown = catalog.items.compactMap { item -> (CatalogItem, CacheEntry?)? in
+            guard item.listed else { return (item, try? entry(for: item)) }
+            return store.openEntry(for: item.metadata.url).map { (item, $0) }
         }
+        let items = shown.map(\.0)
+        let entries = shown.map(\.1)
         var first = sampleSpeeds(entries)
         if first.contains(where: { $0 == nil }) {
             usleep(250_000)

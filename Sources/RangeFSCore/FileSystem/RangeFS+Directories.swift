@@ -178,13 +178,14 @@ extension RangeFS {
             catalog.update(inode: item.inode, metadata: metadata)
             markValidated(metadata.url)
             return .success(catalog.item(inode: item.inode) ?? item)
-        case .failure(let error) where error.isOriginUnreachable && store.storedMetadata(for: item.metadata.url) != nil:
+        case .failure(let error):
             // Offline: served from its cache entry, like a file mounted from the cache alone.
-            catalog.update(inode: item.inode, metadata: store.storedMetadata(for: item.metadata.url)!)
+            guard error.isOriginUnreachable, let stored = store.storedMetadata(for: item.metadata.url) else {
+                return .failure(.io(error.userMessage))
+            }
+            catalog.update(inode: item.inode, metadata: stored)
             markOffline(item.metadata.url, reason: error.userMessage)
             return .success(catalog.item(inode: item.inode) ?? item)
-        case .failure(let error):
-            return .failure(.io(error.userMessage))
         }
     }
 
