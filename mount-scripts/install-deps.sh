@@ -2,12 +2,13 @@
 # Installs what rangefs needs to build, run and test, from Debian's packages; installs only what is missing.
 #   build:  libfuse3-dev libcurl4-openssl-dev pkg-config (and Swift 6 at /opt/swift or on PATH)
 #   run:    fuse3 (fusermount3, /dev/fuse)
-#   tests:  nginx-light (a real origin with Range and ETag), apache2 and lighttpd (their directory listings),
+#   tests:  nginx-light (a real origin with Range and ETag; TLS, auth, a slice cache), apache2 and lighttpd (their
+#           directory listings), tinyproxy (a proxy), openssl (test CAs),
 #           ffmpeg (ffprobe), attr (getfattr), curl
 #   bench:  aria2 (aria2c, the parallel downloader rangefs is compared with), httpdirfs (the nearest peer), python3
 set -euo pipefail
 
-packages=(fuse3 libfuse3-dev libcurl4-openssl-dev pkg-config nginx-light apache2 lighttpd attr ffmpeg curl aria2
+packages=(fuse3 libfuse3-dev libcurl4-openssl-dev pkg-config nginx-light apache2 lighttpd tinyproxy openssl attr ffmpeg curl aria2
           httpdirfs python3)
 missing=()
 for package in "${packages[@]}"; do
