@@ -19,7 +19,7 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
     // documents as callable from any thread; everything else shared is inside `queue`'s Mutex.
 
     private let multi: UnsafeMutableRawPointer
-    private let options: HTTPOptions
+    private let session: HTTPSession
     private let logger: Logger
     private let queue = Mutex(Queue())
     private let stopped = DispatchSemaphore(value: 0)
@@ -30,10 +30,16 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
         var stopping = false
     }
 
-    public init(options: HTTPOptions = HTTPOptions(), logger: Logger) {
+    public convenience init(options: HTTPOptions = HTTPOptions(), logger: Logger) {
+        self.init(session: HTTPSession(options: options), logger: logger)
+    }
+
+    /// An engine of `session`, which it shares with the mount's other engines.
+    public init(session: HTTPSession, logger: Logger) {
         _ = curlGlobalInit
         multi = curl_multi_init()!
-        self.options = options
+        self.session = session
+        let options = session.options
         self.logger = logger
         rfs_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, options.maxHostConnections)
         rfs_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, options.maxTotalConnections)
@@ -54,7 +60,10 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
     }
 
     public func start(_ request: RangeRequest, sink: RangeResponseSink) {
-        enqueue(Transfer(request: request, url: request.url, sink: sink, options: options, pauseSignal: pauseSignal,
+        // Straight to where the URL redirected before, while that target is good.
+        let target = session.redirects.target(for: request.url)
+        enqueue(Transfer(request: request, url: target ?? request.url, originalURL: request.url,
+                         remembered: target != nil, sink: sink, session: session, pauseSignal: pauseSignal,
                          requestLog: requestLog))
     }
 
@@ -75,7 +84,9 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
         } catch {
             return completion(.failure(error))
         }
-        enqueue(Transfer(request: nil, url: url, sink: ProbeSink(url: url, completion: completion), options: options,
+        let target = session.redirects.target(for: url)
+        enqueue(Transfer(request: nil, url: target ?? url, originalURL: url, remembered: target != nil,
+                         sink: ProbeSink(url: url, completion: completion), session: session,
                          pauseSignal: pauseSignal, requestLog: requestLog))
     }
 
@@ -116,7 +127,10 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
                 let code = message.pointee.data.result
                 curl_multi_remove_handle(multi, handle)
                 if let reference = active.removeValue(forKey: handle) {
-                    reference.takeUnretainedValue().finish(code)
+                    if let next = reference.takeUnretainedValue().finish(code) {
+                        active[next.handle] = next.attach()
+                        curl_multi_add_handle(multi, next.handle)
+                    }
                     reference.release()
                 }
             }

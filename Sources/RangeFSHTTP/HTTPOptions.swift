@@ -11,5 +11,23 @@ public struct HTTPOptions: Sendable, Equatable {
     public var maxTotalConnections = 64
     public var userAgent = "rangefs/0.1"
 
+    /// TLS: CA certificates to trust instead of the system's (a file, a hashed directory), no verification at all,
+    /// and a client certificate and its key.
+    public var caCertificateFile: String?
+    public var caCertificateDirectory: String?
+    public var insecure = false
+    public var clientCertificate: String?
+    public var clientKey: String?
+
+    /// A proxy for every request (else libcurl reads http_proxy, https_proxy, all_proxy), and the hosts that skip
+    /// it (else no_proxy).
+    public var proxy: String?
+    public var noProxy: String?
+
+    /// Cookies in the Netscape format, sent to the hosts they name; and a .netrc to take logins from (nil: none;
+    /// an empty path: ~/.netrc).
+    public var cookieFile: String?
+    public var netrcFile: String?
+
     public init() {}
 }

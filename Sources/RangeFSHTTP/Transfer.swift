@@ -8,7 +8,8 @@ import Logging
 import RangeFSCore
 import Synchronization
 
-/// A request in progress: owns its easy handle and header list, and frees them in `deinit`.
+/// A request in progress: owns its easy handle and header list, and frees them in `deinit`. Redirects are followed
+/// by the engine, not by libcurl: each hop is a Transfer of its own, sent the credentials of its own origin only.
 final class Transfer: @unchecked Sendable {
     // @unchecked Sendable: created on any thread, then touched only by the engine's thread (callbacks, finish).
 
@@ -29,13 +30,37 @@ final class Transfer: @unchecked Sendable {
     private let requestLog: Logger?
     /// The request as that line shows it: method and range.
     private let requestLine: String
-    private let url: String
+    /// The URL this hop asks.
+    let url: String
+    /// The URL the mount asked for; `url` differs after a redirect, or when a remembered target is used.
+    let originalURL: String
+    let request: RangeRequest?
+    let session: HTTPSession
+    /// Redirects followed before this hop.
+    let hops: Int
+    /// Whether `url` is a target remembered from an earlier request of `originalURL`.
+    let remembered: Bool
+    /// What the engine does after this hop, instead of reporting it to the sink (set from the response head).
+    private(set) var followUp: FollowUp?
 
-    init(request: RangeRequest?, url: String, sink: RangeResponseSink, options: HTTPOptions,
-         pauseSignal: PauseSignal, requestLog: Logger? = nil) {
+    enum FollowUp: Equatable {
+        /// The server redirected: ask this URL next.
+        case redirect(String)
+        /// A remembered target refused (401, 403, 404, 410): ask the original URL again.
+        case resolveAgain
+    }
+
+    init(request: RangeRequest?, url: String, originalURL: String? = nil, hops: Int = 0, remembered: Bool = false,
+         sink: RangeResponseSink, session: HTTPSession, pauseSignal: PauseSignal, requestLog: Logger? = nil) {
+        let options = session.options
         self.pauseSignal = pauseSignal
         self.requestLog = requestLog
         self.url = url
+        self.originalURL = originalURL ?? url
+        self.request = request
+        self.session = session
+        self.hops = hops
+        self.remembered = remembered
         if let request {
             requestLine = request.range.map { "GET bytes=\($0.lowerBound)-\($0.upperBound - 1)" } ?? "GET"
         } else {
@@ -47,8 +72,7 @@ final class Transfer: @unchecked Sendable {
         errorBuffer.initialize(repeating: 0, count: Int(rfs_curl_error_size()))
         rfs_easy_setopt_string(handle, CURLOPT_URL, url)
         rfs_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
-        rfs_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
-        rfs_easy_setopt_long(handle, CURLOPT_MAXREDIRS, options.maxRedirects)
+        rfs_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
         rfs_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT, options.connectTimeout)
         rfs_easy_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, options.lowSpeedLimit)
         rfs_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, options.lowSpeedTime)
@@ -56,6 +80,14 @@ final class Transfer: @unchecked Sendable {
         rfs_easy_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
         rfs_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
         rfs_easy_setopt_string(handle, CURLOPT_USERAGENT, options.userAgent)
+        Self.configureTLS(handle, options)
+        if let proxy = options.proxy { rfs_easy_setopt_string(handle, CURLOPT_PROXY, proxy) }
+        if let noProxy = options.noProxy { rfs_easy_setopt_string(handle, CURLOPT_NOPROXY, noProxy) }
+        if let cookies = options.cookieFile { rfs_easy_setopt_string(handle, CURLOPT_COOKIEFILE, cookies) }
+        if let netrc = options.netrcFile {
+            rfs_easy_setopt_long(handle, CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue))
+            if !netrc.isEmpty { rfs_easy_setopt_string(handle, CURLOPT_NETRC_FILE, netrc) }
+        }
         if let request {
             if let range = request.range {
                 rfs_easy_setopt_string(handle, CURLOPT_RANGE, "\(range.lowerBound)-\(range.upperBound - 1)")
@@ -71,11 +103,51 @@ final class Transfer: @unchecked Sendable {
         if let validator = request?.ifRange, request?.range != nil {
             headerList = curl_slist_append(headerList, "If-Range: \(validator)")
         }
+        // This origin's credentials, and only this origin's: a hop to another host gets its own, or none.
+        if let credentials = session.credentials.credentials(for: url) {
+            if let user = credentials.user {
+                rfs_easy_setopt_string(handle, CURLOPT_USERNAME, user)
+                rfs_easy_setopt_string(handle, CURLOPT_PASSWORD, credentials.password ?? "")
+            }
+            // A URL's own user and password win over an Authorization given for all the mount's URLs.
+            for line in credentials.headers
+            where credentials.user == nil || !line.lowercased().hasPrefix("authorization:") {
+                headerList = curl_slist_append(headerList, line)
+            }
+        }
         rfs_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)
         // SAFETY: the buffer lives until deinit, after curl_easy_cleanup, so libcurl never writes to freed memory.
         rfs_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
         rfs_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, transferWriteCallback)
         rfs_easy_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, transferHeaderCallback)
+    }
+
+    /// `reference` (a Location header) made absolute against `base`; nil if it cannot be.
+    static func resolve(_ reference: String, against base: String) -> String? {
+        guard let parser = curl_url() else { return nil }
+        defer { curl_url_cleanup(parser) }
+        guard curl_url_set(parser, CURLUPART_URL, base, 0) == CURLUE_OK,
+              curl_url_set(parser, CURLUPART_URL, reference, 0) == CURLUE_OK
+        else { return nil }
+        var resolved: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(parser, CURLUPART_URL, &resolved, 0) == CURLUE_OK, let resolved else { return nil }
+        defer { curl_free(resolved) }
+        return String(cString: resolved)
+    }
+
+    private static func configureTLS(_ handle: UnsafeMutableRawPointer, _ options: HTTPOptions) {
+        if let file = options.caCertificateFile { rfs_easy_setopt_string(handle, CURLOPT_CAINFO, file) }
+        if let directory = options.caCertificateDirectory {
+            rfs_easy_setopt_string(handle, CURLOPT_CAPATH, directory)
+        }
+        if options.insecure {
+            rfs_easy_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 0)
+            rfs_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 0)
+        }
+        if let certificate = options.clientCertificate {
+            rfs_easy_setopt_string(handle, CURLOPT_SSLCERT, certificate)
+        }
+        if let key = options.clientKey { rfs_easy_setopt_string(handle, CURLOPT_SSLKEY, key) }
     }
 
     deinit {
@@ -123,7 +195,22 @@ final class Transfer: @unchecked Sendable {
         rfs_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
         var effective: UnsafeMutablePointer<CChar>?
         rfs_easy_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
-        let head = ResponseHead(status: status, headers: responseHeaders, effectiveURL: effective.map { String(cString: $0) })
+        let effectiveURL = effective.map { String(cString: $0) } ?? url
+        if [301, 302, 303, 307, 308].contains(status) {
+            // From the header: libcurl fills CURLINFO_REDIRECT_URL only once the transfer is over.
+            if let location = responseHeaders["location"].flatMap({ Self.resolve($0, against: url) }) {
+                followUp = .redirect(location)
+                return true  // the redirect's own body is read and dropped
+            }
+        }
+        if remembered && [401, 403, 404, 410].contains(status) {
+            followUp = .resolveAgain
+            return true
+        }
+        if (200..<300).contains(status) && effectiveURL != originalURL {
+            session.redirects.remember(effectiveURL, for: originalURL)
+        }
+        let head = ResponseHead(status: status, headers: responseHeaders, effectiveURL: effectiveURL)
         if !sink.receive(head: head) {
             cancelledBySink = true
             return false
@@ -140,6 +227,7 @@ final class Transfer: @unchecked Sendable {
             return .pause
         }
         guard deliverHeadIfNeeded() else { return .abort }
+        if followUp != nil { return .accepted }
         if !sink.receive(body: bytes) {
             cancelledBySink = true
             return .abort
@@ -147,11 +235,48 @@ final class Transfer: @unchecked Sendable {
         return .accepted
     }
 
-    /// Reports the outcome to the sink, exactly once (and logs the request, with `-v`).
-    func finish(_ code: CURLcode) {
+    /// Reports the outcome to the sink, exactly once (and logs the request, with `-v`); or, when the response
+    /// asks for another hop, returns it for the engine to start (the sink hears from the last hop).
+    func finish(_ code: CURLcode) -> Transfer? {
         if requestLog != nil { logRequest(code) }
+        if code == CURLE_OK, !cancelledBySink, deliverHeadIfNeeded(), let followUp {
+            return next(after: followUp)
+        }
+        report(code)
+        return nil
+    }
+
+    /// The hop that `followUp` asks for; nil (and the sink told why) when there is none to take.
+    private func next(after followUp: FollowUp) -> Transfer? {
+        switch followUp {
+        case .resolveAgain:
+            session.redirects.forget(originalURL)
+            return Transfer(request: request.map { var again = $0; again.url = originalURL; return again },
+                            url: originalURL, hops: hops + 1, sink: sink, session: session,
+                            pauseSignal: pauseSignal, requestLog: requestLog)
+        case .redirect(let target):
+            guard hops < session.options.maxRedirects else {
+                sink.complete(error: .transport("more than \(session.options.maxRedirects) redirects, the last to "
+                                                + Redaction.redact(target)))
+                return nil
+            }
+            do throws(FetchError) {
+                try URLValidation.validate(target)
+            } catch {
+                sink.complete(error: error)
+                return nil
+            }
+            return Transfer(request: request.map { var hop = $0; hop.url = target; return hop }, url: target,
+                            originalURL: originalURL, hops: hops + 1, sink: sink, session: session,
+                            pauseSignal: pauseSignal, requestLog: requestLog)
+        }
+    }
+
+    private func report(_ code: CURLcode) {
+        // A remembered target that fails is asked for afresh next time: the redirect may point elsewhere now.
+        if remembered && (code != CURLE_OK || cancelledBySink) { session.redirects.forget(originalURL) }
         if code == CURLE_OK {
-            sink.complete(error: deliverHeadIfNeeded() ? nil : .cancelled)
+            sink.complete(error: deliverHeadIfNeeded() && !cancelledBySink ? nil : .cancelled)
             return
         }
         if cancelledBySink {
@@ -166,7 +291,8 @@ final class Transfer: @unchecked Sendable {
         rfs_easy_getinfo_long(handle, CURLINFO_OS_ERRNO, &osErrno)
         let message = String(decoding: UnsafeRawBufferPointer(start: errorBuffer, count: strlen(errorBuffer)),
                              as: UTF8.self)
-        sink.complete(error: Self.fetchError(code, osErrno: Int32(osErrno), message: message))
+        sink.complete(error: Self.fetchError(code, osErrno: Int32(osErrno), message: message,
+                                             proxy: session.proxy(for: url)))
     }
 
     /// One line per request: method and range, status, bytes received, time, and the URL without credentials.
@@ -189,9 +315,19 @@ final class Transfer: @unchecked Sendable {
         requestLog?.debug("\(requestLine) \(outcome) in \(seconds) s \(Redaction.redact(url))")
     }
 
-    static func fetchError(_ code: CURLcode, osErrno: Int32, message: String) -> FetchError {
+    /// The error for libcurl's `code`; `proxy` is the proxy the request went through, if any, so that a failure to
+    /// reach it names it and not the origin.
+    static func fetchError(_ code: CURLcode, osErrno: Int32, message: String, proxy: String? = nil) -> FetchError {
         let detail = message.isEmpty ? String(cString: curl_easy_strerror(code)) : message
+        if let proxy, code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_PROXY
+            || code == CURLE_OPERATION_TIMEDOUT && detail.contains("onnect")
+            || detail.localizedCaseInsensitiveContains("proxy") {
+            return .proxy(proxy, osErrno == ECONNREFUSED ? "connection refused" : detail)
+        }
         switch code {
+        case CURLE_PEER_FAILED_VERIFICATION: return .certificate(detail)
+        case CURLE_SSL_CERTPROBLEM: return .clientCertificate(detail)
+        case CURLE_SSL_CACERT_BADFILE: return .caCertificates(detail)
         case CURLE_COULDNT_CONNECT:
             return osErrno == ECONNREFUSED ? .connectionRefused : .transport(detail)
         case CURLE_COULDNT_RESOLVE_HOST: return .hostNotFound

@@ -70,6 +70,40 @@ extension CacheStore {
         try FileSystemCalls.replaceAtomically(catalogPath, with: Array(try encoder.encode(files)))
     }
 
+    private var credentialsPath: String { root + "/credentials.json" }
+
+    /// The credentials saved for remounts (per origin), or none. Kept in `credentials.json`, mode 0600: the one
+    /// file of the cache that holds passwords and tokens.
+    public func savedCredentials() throws -> [String: OriginCredentials] {
+        guard let bytes = try FileSystemCalls.readSmallFile(credentialsPath) else { return [:] }
+        return try JSONDecoder().decode([String: OriginCredentials].self, from: Data(bytes))
+    }
+
+    /// Saves `credentials` for remounts; an empty table removes the file.
+    public func saveCredentials(_ credentials: [String: OriginCredentials]) throws {
+        guard !credentials.isEmpty else { return try FileSystemCalls.removeFile(credentialsPath) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        // Created afresh with mode 0600 (a leftover temporary file could have another mode).
+        unlink(credentialsPath + ".tmp")
+        try FileSystemCalls.replaceAtomically(credentialsPath, with: Array(try encoder.encode(credentials)))
+    }
+
+    /// Moves the entry an older rangefs kept under `oldURL` (a URL with `user:password@`) to `url`, the same URL
+    /// without them, so its cached data stays; rewrites its header without the credentials. Does nothing if there
+    /// is no such entry, or `url` has one already.
+    public func moveEntry(from oldURL: String, to url: String) throws {
+        let old = directory(for: oldURL)
+        let new = directory(for: url)
+        guard oldURL != url, access(new, F_OK) != 0,
+              let bytes = try FileSystemCalls.readSmallFile(old + "/header") else { return }
+        var header = try CacheHeader.decode(bytes)
+        header.url = url
+        try FileSystemCalls.replaceAtomically(old + "/header", with: header.encoded())
+        guard rename(old, new) == 0 else { throw SystemError(call: "rename", path: old, errno: errno) }
+        try FileSystemCalls.synchronizeDirectory(containing: new)
+    }
+
     /// Deletes the cached data of `url` (its whole entry folder). Handles still open keep reading the old files.
     public func removeEntry(for url: String) throws {
         let folder = directory(for: url)

@@ -65,6 +65,8 @@ public struct ControlResponse: Codable, Sendable, Equatable {
     public var mountpoint: String?
     /// For identify: the daemon's process ID.
     public var pid: Int32?
+    /// For status: what the mount runs with that weakens it (e.g. --insecure).
+    public var warnings: [String]?
 
     public init(ok: Bool, error: String? = nil, files: [FileStatus]? = nil, message: String? = nil,
                 mountpoint: String? = nil, pid: Int32? = nil) {

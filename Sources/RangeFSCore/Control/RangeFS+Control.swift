@@ -118,8 +118,17 @@ extension RangeFS {
 
     // MARK: Changing the set of files
 
-    private func add(url: String?, name: String?) -> ControlResponse {
-        guard let url, !url.isEmpty else { return .failure("add needs a URL") }
+    private func add(url given: String?, name: String?) -> ControlResponse {
+        guard let given, !given.isEmpty else { return .failure("add needs a URL") }
+        // The mount knows the URL without its user and password; those go to the credentials (and their file).
+        let (url, newCredentials) = credentials.adopt(given)
+        if newCredentials {
+            do {
+                try store.saveCredentials(credentials.snapshot)
+            } catch {
+                logger.error("cannot save the credentials for remounts: \(error)")
+            }
+        }
         if let name, let problem = EntryNaming.problem(withExplicitName: name) {
             return .failure("the name '\(name)' cannot name a file (\(problem)); give a plain file name")
         }

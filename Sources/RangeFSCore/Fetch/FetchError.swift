@@ -23,6 +23,14 @@ public enum FetchError: Error, Sendable, Equatable {
     case shortBody
     case transport(String)
     case cancelled
+    /// The server's certificate cannot be verified (libcurl's reason).
+    case certificate(String)
+    /// The client certificate or its key cannot be used.
+    case clientCertificate(String)
+    /// The CA certificates to verify with cannot be read.
+    case caCertificates(String)
+    /// The proxy (as configured, without credentials) cannot be reached, and why.
+    case proxy(String, String)
     /// A directory listing larger than the limit (bytes).
     case listingTooLarge(Int)
     /// The URL names a directory: the server redirected it to this URL, which ends in `/`.
@@ -46,6 +54,15 @@ public enum FetchError: Error, Sendable, Equatable {
         case .shortBody: "the server closed the connection before sending the whole range"
         case .transport(let message): message
         case .cancelled: "cancelled"
+        case .certificate(let reason):
+            "\(reason); if the server's certificate comes from a private CA, trust it with --cacert FILE (or "
+                + "--capath DIR, or SSL_CERT_FILE), or skip the check with --insecure"
+        case .clientCertificate(let reason): "the client certificate cannot be used (\(reason)); check --cert and --key"
+        case .caCertificates(let reason):
+            "the CA certificates cannot be read (\(reason)); check the file given with --cacert or SSL_CERT_FILE"
+        case .proxy(let proxy, let reason):
+            "cannot reach the proxy \(proxy) (\(reason)); is the proxy running? Check --proxy, or http_proxy and "
+                + "https_proxy in the environment (--noproxy lists hosts reached directly)"
         case .listingTooLarge(let limit): "the directory listing is larger than \(limit >> 20) MiB; it is not read"
         case .isDirectory(let url): "it is a directory (the server answers at \(Redaction.redact(url)))"
         }
@@ -54,7 +71,7 @@ public enum FetchError: Error, Sendable, Equatable {
     /// Whether trying the same request again may succeed.
     public var isTransient: Bool {
         switch self {
-        case .timedOut, .shortBody, .transport, .connectionRefused: true
+        case .timedOut, .shortBody, .transport, .connectionRefused, .proxy: true
         case .httpStatus(let status): status == 408 || status == 429 || status >= 500
         default: false
         }
@@ -65,7 +82,7 @@ public enum FetchError: Error, Sendable, Equatable {
     /// fails this way at mount is served from its cache entry, and stays in the saved set.
     public var isOriginUnreachable: Bool {
         switch self {
-        case .connectionRefused, .hostNotFound, .timedOut, .shortBody, .transport: true
+        case .connectionRefused, .hostNotFound, .timedOut, .shortBody, .transport, .proxy: true
         case .httpStatus(let status): status >= 500
         default: false
         }

@@ -75,8 +75,13 @@ public final class RangeFS: Sendable {
 
     public typealias Reply = @Sendable (Result<ReadReply, FileSystemError>) -> Void
 
+    /// The credentials per origin that the fetcher sends; `rangefs add` puts a URL's userinfo here.
+    let credentials: CredentialTable
+
     public init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler,
-                settings: FileSystemSettings = FileSystemSettings(), logger: Logger) {
+                settings: FileSystemSettings = FileSystemSettings(), credentials: CredentialTable = CredentialTable(),
+                logger: Logger) {
+        self.credentials = credentials
         self.catalog = catalog
         self.store = store
         self.scheduler = scheduler

@@ -1,0 +1,117 @@
+// Credentials live apart from URLs. A URL's `user:password@` is split off when the URL enters the mount, so the
+// catalog, cache headers, status and logs only ever hold the URL without it; the credentials are kept per origin
+// (scheme, host and port), sent only to that origin, and saved for remounts in one 0600 file of the cache.
+
+import Foundation
+import Synchronization
+
+/// What requests to one origin authenticate with: a user and password (from a URL's userinfo), and header lines
+/// (`--header`, `--cookie`).
+public struct OriginCredentials: Codable, Sendable, Equatable {
+    public var user: String?
+    public var password: String?
+    public var headers: [String]
+
+    public init(user: String? = nil, password: String? = nil, headers: [String] = []) {
+        self.user = user
+        self.password = password
+        self.headers = headers
+    }
+
+    public var isEmpty: Bool { user == nil && password == nil && headers.isEmpty }
+}
+
+/// The parts of an http(s) URL that credentials hang on.
+public enum URLOrigin {
+    /// `https://Host:443/x` gives `https://host:443`: scheme and host lowercased, the port always written. Nil for
+    /// what is not an http(s) URL with a host.
+    public static func of(_ url: String) -> String? {
+        guard let parts = split(url) else { return nil }
+        return parts.origin
+    }
+
+    /// `url` without its `user:password@`, and the user and password (percent-decoded), if it had them.
+    public static func removingUserinfo(_ url: String) -> (url: String, user: String?, password: String?) {
+        guard let parts = split(url), let userinfo = parts.userinfo else { return (url, nil, nil) }
+        let colon = userinfo.firstIndex(of: ":")
+        let user = String(userinfo[..<(colon ?? userinfo.endIndex)])
+        let password = colon.map { String(userinfo[userinfo.index(after: $0)...]) }
+        return (parts.withoutUserinfo, user.removingPercentEncoding ?? user,
+                password.map { $0.removingPercentEncoding ?? $0 })
+    }
+
+    private struct Parts {
+        var origin: String
+        var userinfo: Substring?
+        var withoutUserinfo: String
+    }
+
+    private static func split(_ url: String) -> Parts? {
+        guard let schemeEnd = url.range(of: "://") else { return nil }
+        let scheme = url[..<schemeEnd.lowerBound].lowercased()
+        guard scheme == "http" || scheme == "https" else { return nil }
+        let rest = url[schemeEnd.upperBound...]
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        let at = authority.lastIndex(of: "@")
+        let hostPort = at.map { authority[authority.index(after: $0)...] } ?? authority
+        var host = Substring(hostPort)
+        var port = scheme == "https" ? "443" : "80"
+        if let colon = hostPort.lastIndex(of: ":"), !hostPort[colon...].contains("]") {
+            host = hostPort[..<colon]
+            let given = hostPort[hostPort.index(after: colon)...]
+            if !given.isEmpty { port = String(given) }
+        }
+        guard !host.isEmpty else { return nil }
+        let origin = "\(scheme)://\(host.lowercased()):\(port)"
+        let withoutUserinfo = at.map { String(url[..<schemeEnd.upperBound]) + String(rest[rest.index(after: $0)...]) }
+        return Parts(origin: origin, userinfo: at.map { authority[..<$0] }, withoutUserinfo: withoutUserinfo ?? url)
+    }
+}
+
+/// The credentials of every origin of a mount, shared by the transfers (which read them per request) and the
+/// control commands (which add to them). Thread-safe.
+public final class CredentialTable: Sendable {
+    private let table: Mutex<[String: OriginCredentials]>
+
+    public init(_ initial: [String: OriginCredentials] = [:]) {
+        table = Mutex(initial.filter { !$0.value.isEmpty })
+    }
+
+    /// What requests to `url`'s origin send; nil if nothing.
+    public func credentials(for url: String) -> OriginCredentials? {
+        guard let origin = URLOrigin.of(url) else { return nil }
+        return table.withLock { $0[origin] }
+    }
+
+    /// Splits the userinfo off `url` and keeps it for the URL's origin (replacing the user and password kept
+    /// before); returns the URL without it, the URL the mount knows the file by. Returns whether that changed the
+    /// table, so the caller can save it.
+    @discardableResult
+    public func adopt(_ url: String) -> (url: String, changed: Bool) {
+        let split = URLOrigin.removingUserinfo(url)
+        guard split.user != nil, let origin = URLOrigin.of(url) else { return (split.url, false) }
+        let changed = table.withLock { table -> Bool in
+            var entry = table[origin] ?? OriginCredentials()
+            let before = entry
+            entry.user = split.user
+            entry.password = split.password
+            table[origin] = entry
+            return entry != before
+        }
+        return (split.url, changed)
+    }
+
+    /// Sends `headers` to `url`'s origin from now on, instead of the headers given for it before.
+    public func setHeaders(_ headers: [String], for url: String) {
+        guard let origin = URLOrigin.of(url) else { return }
+        table.withLock { table in
+            var entry = table[origin] ?? OriginCredentials()
+            entry.headers = headers
+            table[origin] = entry.isEmpty ? nil : entry
+        }
+    }
+
+    /// Every origin's credentials, for saving.
+    public var snapshot: [String: OriginCredentials] { table.withLock { $0 } }
+}

@@ -1,0 +1,94 @@
+import CCurl
+import Foundation
+import RangeFSCore
+@testable import RangeFSHTTP
+import XCTest
+
+/// Credentials split off URLs and kept per origin, redirect targets and their expiry, and which proxy a URL takes.
+final class HTTPSessionTests: XCTestCase {
+    func testUserinfoLeavesTheURLAndIsKeptForItsOrigin() {
+        let split = URLOrigin.removingUserinfo("https://al%40ice:p%3Ass:w@Example.COM/a/b.bin?x=1")
+        XCTAssertEqual(split.url, "https://Example.COM/a/b.bin?x=1")
+        XCTAssertEqual(split.user, "al@ice")
+        XCTAssertEqual(split.password, "p:ss:w")
+        XCTAssertEqual(URLOrigin.of("https://u:p@Example.COM/a"), "https://example.com:443")
+        XCTAssertEqual(URLOrigin.of("http://h:8080"), "http://h:8080")
+        XCTAssertEqual(URLOrigin.of("http://[::1]:81/x"), "http://[::1]:81")
+        XCTAssertEqual(URLOrigin.of("http://[::1]/x"), "http://[::1]:80")
+        XCTAssertNil(URLOrigin.of("ftp://h/x"))
+        XCTAssertEqual(URLOrigin.removingUserinfo("http://h/x@y").url, "http://h/x@y", "an @ in the path is no userinfo")
+
+        let table = CredentialTable()
+        let adopted = table.adopt("http://bob:pw@h:81/f")
+        XCTAssertEqual(adopted.url, "http://h:81/f")
+        XCTAssertTrue(adopted.changed)
+        XCTAssertFalse(table.adopt("http://bob:pw@h:81/g").changed, "the same login again changes nothing")
+        table.setHeaders(["Authorization: Bearer t"], for: "http://h:81/")
+        XCTAssertEqual(table.credentials(for: "http://h:81/other"),
+                       OriginCredentials(user: "bob", password: "pw", headers: ["Authorization: Bearer t"]))
+        XCTAssertNil(table.credentials(for: "http://h:82/f"), "another port is another origin")
+        XCTAssertNil(table.credentials(for: "https://h:81/f"), "another scheme is another origin")
+    }
+
+    func testSignedTargetsExpireAsTheirQuerySays() throws {
+        let amz = RedirectMemory.expiry(of: "https://b.s3/k?X-Amz-Date=20261124T010000Z&X-Amz-Expires=900&X-Amz-Signature=s")
+        XCTAssertEqual(amz?.timeIntervalSince1970, 1_795_482_000 + 900)
+        let goog = RedirectMemory.expiry(of: "https://g/k?x-goog-date=20261124T010000Z&x-goog-expires=60")
+        XCTAssertEqual(goog?.timeIntervalSince1970, 1_795_482_000 + 60)
+        XCTAssertEqual(RedirectMemory.expiry(of: "https://cdn/k?Expires=1795482000&Signature=x")?.timeIntervalSince1970,
+                       1_795_482_000)
+        XCTAssertNil(RedirectMemory.expiry(of: "https://cdn/k?e=1795482000"))
+        XCTAssertNil(RedirectMemory.expiry(of: "https://cdn/k"))
+
+        let memory = RedirectMemory()
+        let now = Date()
+        let soon = Int(now.timeIntervalSince1970) + 60
+        memory.remember("http://cdn/f?Expires=\(soon)", for: "http://h/f")
+        XCTAssertEqual(memory.target(for: "http://h/f", now: now), "http://cdn/f?Expires=\(soon)")
+        XCTAssertNil(memory.target(for: "http://h/f", now: now.addingTimeInterval(56)),
+                     "not used in the last seconds of its life")
+        XCTAssertNil(memory.target(for: "http://h/f", now: now), "and forgotten once expired")
+        memory.remember("http://cdn/g", for: "http://h/g")
+        memory.forget("http://h/g")
+        XCTAssertNil(memory.target(for: "http://h/g"))
+    }
+
+    func testTheProxyOfAURLComesFromTheOptionOrTheEnvironmentUnlessExcepted() {
+        var options = HTTPOptions()
+        let environment = ["http_proxy": "http://u:p@envproxy:3128", "https_proxy": "http://tls-proxy:3128",
+                           "no_proxy": "internal.example,.corp"]
+        let fromEnvironment = HTTPSession(options: options, environment: environment)
+        XCTAssertEqual(fromEnvironment.proxy(for: "http://h/f"), "http://***@envproxy:3128", "shown without its login")
+        XCTAssertEqual(fromEnvironment.proxy(for: "https://h/f"), "http://tls-proxy:3128")
+        XCTAssertNil(fromEnvironment.proxy(for: "http://internal.example/f"))
+        XCTAssertNil(fromEnvironment.proxy(for: "http://a.b.corp/f"))
+        XCTAssertEqual(fromEnvironment.proxy(for: "http://notcorp/f"), "http://***@envproxy:3128")
+        XCTAssertNil(HTTPSession(options: options, environment: [:]).proxy(for: "http://h/f"))
+        XCTAssertNil(HTTPSession(options: options, environment: ["HTTP_PROXY": "http://x:1"]).proxy(for: "http://h/f"),
+                     "like libcurl, no uppercase HTTP_PROXY")
+
+        options.proxy = "http://given:8080"
+        options.noProxy = "*"
+        XCTAssertNil(HTTPSession(options: options, environment: environment).proxy(for: "http://h/f"))
+        options.noProxy = "other"
+        XCTAssertEqual(HTTPSession(options: options, environment: environment).proxy(for: "http://h/f"),
+                       "http://given:8080")
+    }
+
+    func testRedirectLocationsResolveAgainstTheURLThatSentThem() {
+        XCTAssertEqual(Transfer.resolve("/b/c.bin", against: "http://h:81/a/x"), "http://h:81/b/c.bin")
+        XCTAssertEqual(Transfer.resolve("c.bin?s=1", against: "http://h/a/x"), "http://h/a/c.bin?s=1")
+        XCTAssertEqual(Transfer.resolve("https://cdn/k", against: "http://h/a"), "https://cdn/k")
+    }
+
+    func testCertificateAndProxyFailuresNameTheirFix() {
+        XCTAssertTrue(Transfer.fetchError(CURLE_PEER_FAILED_VERIFICATION, osErrno: 0,
+                                          message: "SSL certificate problem: self-signed certificate")
+            .userMessage.contains("--cacert"))
+        let proxy = Transfer.fetchError(CURLE_COULDNT_CONNECT, osErrno: ECONNREFUSED, message: "Failed to connect",
+                                        proxy: "http://127.0.0.1:3128")
+        XCTAssertEqual(proxy, .proxy("http://127.0.0.1:3128", "connection refused"))
+        XCTAssertTrue(proxy.userMessage.contains("proxy http://127.0.0.1:3128"))
+        XCTAssertEqual(Transfer.fetchError(CURLE_COULDNT_CONNECT, osErrno: ECONNREFUSED, message: ""), .connectionRefused)
+    }
+}
