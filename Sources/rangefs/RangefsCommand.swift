@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// `rangefs`: mount HTTP(S) URLs as files.
 @main
@@ -20,7 +21,10 @@ struct RangefsCommand: ParsableCommand {
     /// Runs the command `arguments` (without argv[0]) name, after rewriting `-o` lists into long options.
     static func main() {
         do {
-            var command = try parseCommandLine(Array(CommandLine.arguments.dropFirst()))
+            // A background child takes its arguments from its parent's pipe: its own argv has the secrets masked.
+            let isChild = ProcessInfo.processInfo.environment[daemonChildVariable] == "1"
+            let arguments = (isChild ? Daemon.receiveArguments() : nil) ?? Array(CommandLine.arguments.dropFirst())
+            var command = try parseCommandLine(arguments)
             try command.run()
         } catch {
             exit(withError: error)

@@ -95,5 +95,41 @@ final class MountOptionsTests: XCTestCase {
         XCTAssertTrue(parseError(["mount", "/mnt", "--readahead", "lots"]).contains("--readahead"))
         XCTAssertTrue(parseError(["mount", "/mnt", "--connections", "0"]).contains("--connections 0 is out of range"))
         XCTAssertTrue(parseError(["mount", "/mnt", "--umask", "999"]).contains("invalid umask '999'"))
+        let noColon = parseError(["mount", "/mnt", "--header", "Authorization Bearer tok-xyz"])
+        XCTAssertTrue(noColon.contains("invalid --header 'Auth…': no ':'"), noColon)
+        XCTAssertFalse(noColon.contains("tok-xyz"), "a header's value is never shown: it may be a token")
+        let badName = parseError(["mount", "/mnt", "--header", "Bad Name: tok-xyz"])
+        XCTAssertTrue(badName.contains("invalid --header 'Bad Name: …'"), badName)
+        XCTAssertFalse(badName.contains("tok-xyz"))
+        XCTAssertTrue(parseError(["mount", "/mnt", "--cacert", "/nonexistent/ca.pem"])
+            .contains("cannot read --cacert /nonexistent/ca.pem"))
+        XCTAssertTrue(parseError(["mount", "/mnt", "--key", "/etc/hostname"]).contains("--key needs --cert"))
+    }
+
+    func testTheBackgroundChildsCommandLineHidesPasswordsAndTokens() {
+        let masked = Daemon.maskingSecrets([
+            "rangefs", "mount", "/mnt", "https://alice:pw@h/f", "--header", "Authorization: Bearer t",
+            "--cookie=s=1", "--cookie", "a=b", "-o", "cache=/c,header=X: y", "-oheader=Z: 1", "--cache", "/c",
+        ])
+        XCTAssertEqual(masked, ["rangefs", "mount", "/mnt", "https://***@h/f", "--header", "***", "--cookie=***",
+                                "--cookie", "***", "-o", "***", "-o***", "--cache", "/c"])
+    }
+
+    func testTLSProxyAndCredentialOptionsReachTheHTTPLayer() throws {
+        let options = try MountOptions.parse([
+            "--cacert", "/etc/hostname", "--insecure", "--proxy", "http://p:3128", "--noproxy", "a,b",
+            "--header", "X-Key: 1", "--cookie", "s=2", "--netrc", "--user-agent", "agent/1",
+        ])
+        let configuration = MountConfiguration(options, environment: ["SSL_CERT_DIR": "/certs"])
+        XCTAssertEqual(configuration.http.caCertificateFile, "/etc/hostname")
+        XCTAssertEqual(configuration.http.caCertificateDirectory, "/certs", "SSL_CERT_DIR, as curl reads it")
+        XCTAssertTrue(configuration.http.insecure)
+        XCTAssertEqual(configuration.http.proxy, "http://p:3128")
+        XCTAssertEqual(configuration.http.noProxy, "a,b")
+        XCTAssertEqual(configuration.http.netrcFile, "", "--netrc: ~/.netrc")
+        XCTAssertEqual(configuration.http.userAgent, "agent/1")
+        XCTAssertEqual(configuration.headers, ["X-Key: 1", "Cookie: s=2"])
+        let fromEnvironment = MountConfiguration(try MountOptions.parse([]), environment: ["SSL_CERT_FILE": "/ca.pem"])
+        XCTAssertEqual(fromEnvironment.http.caCertificateFile, "/ca.pem")
     }
 }

@@ -52,10 +52,12 @@ struct StatusCommand: ParsableCommand {
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                     let totals = ["size": files.reduce(UInt64(0)) { $0 + $1.size },
                                   "cached_bytes": files.reduce(UInt64(0)) { $0 + $1.cachedBytes }]
-                    let document = StatusDocument(mountpoint: client.mountpoint, files: files, totals: totals)
+                    let document = StatusDocument(mountpoint: client.mountpoint, files: files, totals: totals,
+                                                  warnings: response.warnings ?? [])
                     print(String(decoding: try encoder.encode(document), as: UTF8.self))
                 } else {
                     if watch && terminal { print("\u{1B}[H\u{1B}[2J", terminator: "") }
+                    for warning in response.warnings ?? [] { print("warning: \(warning)") }
                     print(StatusTable.render(files, mountpoint: client.mountpoint))
                 }
                 fflush(nil)
@@ -69,6 +71,7 @@ struct StatusDocument: Encodable {
     var mountpoint: String
     var files: [FileStatus]
     var totals: [String: UInt64]
+    var warnings: [String]
 }
 
 /// `rangefs add URL [--name N]`

@@ -1,9 +1,13 @@
 import Foundation
 import Glibc
+import RangeFSCore
 import RangeFSProcess
 
 /// Going to the background the safe way for a threaded program: no fork, but a fresh copy of this program in
 /// the foreground, in its own session, whose stderr is a pipe the parent reads until the readiness line.
+///
+/// The child's command line shows the arguments with their secrets masked (for `ps`); the real ones come on its
+/// standard input, a pipe, so no password or token is ever in its argv or environment.
 enum Daemon {
     /// Starts the background child and waits until it is mounted or has failed; returns the exit status.
     static func spawnAndWait() -> Int32 {
@@ -13,10 +17,29 @@ enum Daemon {
         let readEnd: Int32
         do {
             let pipe = try Subprocess.pipe()
+            let arguments = try Subprocess.pipe()
             readEnd = pipe.read
             defer { close(pipe.write) }
-            pid = try Subprocess.spawn("/proc/self/exe", arguments: CommandLine.arguments, environment: environment,
-                                       output: .null, error: .descriptor(pipe.write), newSession: true)
+            do {
+                defer { close(arguments.read) }
+                pid = try Subprocess.spawn("/proc/self/exe", arguments: maskingSecrets(CommandLine.arguments),
+                                           environment: environment, input: .descriptor(arguments.read),
+                                           output: .null, error: .descriptor(pipe.write), newSession: true)
+            }
+            // NUL-terminated arguments; a child that died early makes this fail with EPIPE (SIGPIPE is ignored).
+            signal(SIGPIPE, SIG_IGN)
+            var bytes: [UInt8] = []
+            for argument in CommandLine.arguments.dropFirst() { bytes += Array(argument.utf8) + [0] }
+            bytes.withUnsafeBytes { raw in
+                var offset = 0
+                while offset < raw.count {
+                    let written = Glibc.write(arguments.write, raw.baseAddress! + offset, raw.count - offset)
+                    if written < 0 && errno == EINTR { continue }
+                    if written <= 0 { break }
+                    offset += written
+                }
+            }
+            close(arguments.write)
         } catch {
             printError("rangefs: cannot start the background process: \(error)")
             return MountRunner.Status.failed
@@ -40,6 +63,48 @@ enum Daemon {
         // The child exited before it was ready: its status says why.
         let status = Subprocess.wait(for: pid)
         return status < 128 ? max(status, MountRunner.Status.failed) : MountRunner.Status.failed
+    }
+
+    /// In the child: the arguments the parent sent on standard input (without argv[0]), then standard input is
+    /// /dev/null. Nil if there were none.
+    static func receiveArguments() -> [String]? {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            bytes += buffer[..<count]
+        }
+        let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        if null >= 0 {
+            dup2(null, 0)
+            close(null)
+        }
+        guard bytes.last == 0 else { return nil }
+        return bytes.dropLast().split(separator: 0, omittingEmptySubsequences: false).map {
+            String(decoding: $0, as: UTF8.self)
+        }
+    }
+
+    /// `arguments` as `ps` may show them: URLs without their `user:password@`, and the values of --header,
+    /// --cookie and -o lists that hold either replaced by `***`.
+    static func maskingSecrets(_ arguments: [String]) -> [String] {
+        var masked: [String] = []
+        var hideNext = false
+        for argument in arguments {
+            defer { hideNext = ["--header", "--cookie"].contains(argument) }
+            if hideNext {
+                masked.append("***")
+            } else if argument.hasPrefix("--header=") || argument.hasPrefix("--cookie=") {
+                masked.append(argument.prefix { $0 != "=" } + "=***")
+            } else if argument.contains("header=") || argument.contains("cookie=") {
+                masked.append(argument.hasPrefix("-o") && argument.count > 2 ? "-o***" : "***")
+            } else {
+                masked.append(argument.contains("://") ? Redaction.redact(argument) : argument)
+            }
+        }
+        return masked
     }
 
     /// In the child: tell the parent the mount is ready with `status`, then point stderr at the log file (or

@@ -20,6 +20,8 @@ struct MountConfiguration: Equatable {
     var foreground: Bool
     var verbose: Bool
     var logFile: String?
+    /// Header lines for the origins of the given URLs (`--header`, `--cookie`).
+    var headers: [String] = []
 
     /// The configuration `options` describe (already validated by parsing).
     init(_ options: MountOptions, environment: [String: String] = ProcessInfo.processInfo.environment) {
@@ -45,6 +47,18 @@ struct MountConfiguration: Equatable {
         http.connectTimeout = options.connectTimeout
         http.lowSpeedTime = options.timeout
         http.maxHostConnections = options.connectionsPerHost
+        http.userAgent = options.userAgent
+        // As the curl tool does: SSL_CERT_FILE (or CURL_CA_BUNDLE) and SSL_CERT_DIR, unless given as options.
+        http.caCertificateFile = options.cacert ?? environment["SSL_CERT_FILE"] ?? environment["CURL_CA_BUNDLE"]
+        http.caCertificateDirectory = options.capath ?? environment["SSL_CERT_DIR"]
+        http.insecure = options.insecure
+        http.clientCertificate = options.cert
+        http.clientKey = options.key
+        http.proxy = options.proxy
+        http.noProxy = options.noproxy
+        http.cookieFile = options.cookieFile
+        http.netrcFile = options.netrcFile ?? (options.netrc ? "" : nil)
+        headers = options.header + (options.cookie.map { ["Cookie: \($0)"] } ?? [])
         // Room for every transfer of both engines' pools, and never fewer than the default.
         http.maxTotalConnections = max(HTTPOptions().maxTotalConnections, options.connections * 2)
 

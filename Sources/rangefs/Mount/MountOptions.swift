@@ -3,12 +3,35 @@
 // shown in --help from there. `MountConfiguration` turns the parsed options into those settings, once.
 
 import ArgumentParser
+import Foundation
 import Glibc
 import RangeFSCore
 import RangeFSFUSE
 import RangeFSHTTP
 
 extension PrefetchPolicy: ExpressibleByArgument {}
+
+/// A `--header` value: `Name: value`, one line.
+enum HeaderLine {
+    /// What is wrong with `line`, or nil.
+    static func problem(_ line: String) -> String? {
+        guard let colon = line.firstIndex(of: ":") else { return "no ':' between name and value" }
+        let name = line[..<colon]
+        if name.isEmpty { return "no header name before ':'" }
+        let token = "!#$%&'*+-.^_`|~"
+        if !name.unicodeScalars.allSatisfy({ ($0.isASCII && CharacterSet.alphanumerics.contains($0)) || token.unicodeScalars.contains($0) }) {
+            return "the name '\(name)' holds a character a header name cannot"
+        }
+        if line.contains(where: { $0 == "\r" || $0 == "\n" }) { return "it holds a line break" }
+        return nil
+    }
+
+    /// The line as an error may show it: the name only, never the value (it may be a token).
+    static func shown(_ line: String) -> String {
+        guard let colon = line.firstIndex(of: ":") else { return String(line.prefix(4)) + "…" }
+        return line[...colon] + " …"
+    }
+}
 
 /// The defaults of every layer, in one place for the options below.
 enum Defaults {
@@ -100,8 +123,62 @@ struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "Attempts per request when the network fails (each resumes where the last broke).")
     var retries = Defaults.fetch.attempts
 
+    @Option(name: .long, help: "Trust the CA certificates in this PEM file (default: the system's, or $SSL_CERT_FILE).")
+    var cacert: String?
+
+    @Option(name: .long, help: "Trust the CA certificates in this hashed directory (default: $SSL_CERT_DIR).")
+    var capath: String?
+
+    @Flag(name: .long, help: "Do not verify the servers' TLS certificates (anyone on the path can change the data).")
+    var insecure = false
+
+    @Option(name: .long, help: "A client certificate (PEM) for servers that ask for one.")
+    var cert: String?
+
+    @Option(name: .long, help: "The key of --cert (PEM), if it is not in the same file.")
+    var key: String?
+
+    @Option(name: .long, help: "Send this header, 'Name: value', to the servers of the given URLs (repeatable); kept for remounts in the cache's credentials.json (0600).")
+    var header: [String] = []
+
+    @Option(name: .long, help: "Send these cookies, 'name=value; name2=value2', to the servers of the given URLs (kept like --header).")
+    var cookie: String?
+
+    @Option(name: .long, help: "Send the cookies of this file (Netscape format, as curl and browsers export) to the hosts it names.")
+    var cookieFile: String?
+
+    @Flag(name: .long, help: "Take logins from ~/.netrc.")
+    var netrc = false
+
+    @Option(name: .long, help: "Take logins from this .netrc file.")
+    var netrcFile: String?
+
+    @Option(name: .long, help: "The User-Agent header.")
+    var userAgent = Defaults.http.userAgent
+
+    @Option(name: .long, help: "Reach every server through this proxy, e.g. http://proxy:3128 (default: $http_proxy, $https_proxy).")
+    var proxy: String?
+
+    @Option(name: .long, help: "Hosts reached without the proxy, comma-separated; * for all (default: $no_proxy).")
+    var noproxy: String?
+
     /// Checks ranges; each error names the option and a valid value.
     func validate() throws {
+        for line in header {
+            if let problem = HeaderLine.problem(line) {
+                throw ValidationError("invalid --header '\(HeaderLine.shown(line))': \(problem); write it as 'Name: value', e.g. --header 'Authorization: Bearer TOKEN'")
+            }
+        }
+        if let cookie, cookie.contains(where: { $0 == "\r" || $0 == "\n" }) || !cookie.contains("=") {
+            throw ValidationError("invalid --cookie: write it as 'name=value', several separated by '; '")
+        }
+        for (option, path) in [("--cacert", cacert), ("--capath", capath), ("--cert", cert), ("--key", key),
+                               ("--cookie-file", cookieFile), ("--netrc-file", netrcFile)] {
+            if let path, access(path, R_OK) != 0 {
+                throw ValidationError("cannot read \(option) \(path) (\(String(cString: strerror(errno)))); check the path")
+            }
+        }
+        if key != nil && cert == nil { throw ValidationError("--key needs --cert (the client certificate it belongs to)") }
         guard commitInterval >= 0.01 && commitInterval <= 60 else {
             throw ValidationError("--commit-interval \(commitInterval) is out of range; use 0.01 to 60 seconds, e.g. 0.5")
         }

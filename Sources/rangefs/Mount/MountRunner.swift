@@ -66,11 +66,23 @@ struct MountRunner {
         } catch {
             return fail("\(error)")
         }
-        let savedFiles = addSavedFiles(of: store, to: &sources)
+        let credentials: CredentialTable
+        do {
+            credentials = try loadCredentials(for: &sources, store: store)
+        } catch let failure as Failure {
+            return fail(failure.message)
+        } catch {
+            return fail("\(error)")
+        }
+        let savedFiles = addSavedFiles(of: store, to: &sources, credentials: credentials)
         if sources.isEmpty { return fail("nothing to mount: give URLs or --list FILE (this cache has no saved files)") }
+        if configuration.http.insecure {
+            logger.warning("--insecure: TLS certificates are not verified; anyone on the network path can change the data")
+        }
 
-        let engine = CurlEngine(options: configuration.http, logger: logger)
-        let demandEngine = CurlEngine(options: configuration.http, logger: logger)
+        let session = HTTPSession(options: configuration.http, credentials: credentials)
+        let engine = CurlEngine(session: session, logger: logger)
+        let demandEngine = CurlEngine(session: session, logger: logger)
         defer {
             engine.shutdown()
             demandEngine.shutdown()
@@ -82,7 +94,7 @@ struct MountRunner {
         let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine, store: store,
                                        policy: configuration.fetch, logger: logger)
         let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler,
-                                 settings: configuration.fileSystem, logger: logger)
+                                 settings: configuration.fileSystem, credentials: credentials, logger: logger)
         for item in catalog.items where probed.offline[item.metadata.url] == nil {
             fileSystem.markValidated(item.metadata.url)
         }
@@ -103,7 +115,8 @@ struct MountRunner {
         fileSystem.saveCatalog()
         fileSystem.startOfflineChecks()
         if configuration.fileSystem.prefetch == .all { fileSystem.fillAll() }
-        let control = startControl(for: fileSystem, mountpoint: target, logger: logger)
+        let warnings = configuration.http.insecure ? ["--insecure: TLS certificates are not verified"] : []
+        let control = startControl(for: fileSystem, mountpoint: target, warnings: warnings, logger: logger)
         let status = probed.failures > 0 ? Status.someFailed : Status.mounted
         if !probed.offline.isEmpty {
             printError("rangefs: \(probed.offline.count) file(s) mounted from the cache alone; they are checked again "
@@ -143,11 +156,62 @@ struct MountRunner {
         }
     }
 
-    /// Adds the files saved with the cache (added at runtime, or mounted before) that `sources` lacks; returns
-    /// what was saved. A damaged list is moved aside, never overwritten.
-    private func addSavedFiles(of store: CacheStore, to sources: inout [MountSource]) -> [SavedFile] {
+    /// The credentials of this mount: those saved with the cache, the user and password of each given URL
+    /// (which leave the URL), and the given headers for the origins of the given URLs. Saved again if changed.
+    private func loadCredentials(for sources: inout [MountSource], store: CacheStore) throws -> CredentialTable {
+        let saved: [String: OriginCredentials]
         do {
-            let saved = try store.savedFiles()
+            saved = try store.savedCredentials()
+        } catch {
+            throw Failure("\(store.root)/credentials.json is damaged (\(error)); remove it and mount with the "
+                          + "credentials again")
+        }
+        let credentials = CredentialTable(saved)
+        for index in sources.indices {
+            let full = sources[index].url
+            sources[index].url = credentials.adopt(full).url
+            moveOlderEntry(store: store, from: full, to: sources[index].url)
+        }
+        if !configuration.headers.isEmpty {
+            for source in sources { credentials.setHeaders(configuration.headers, for: source.url) }
+        }
+        if credentials.snapshot != saved { try store.saveCredentials(credentials.snapshot) }
+        return credentials
+    }
+
+    /// Keeps the cached data of a URL an older rangefs stored with its `user:password@`.
+    private func moveOlderEntry(store: CacheStore, from full: String, to url: String) {
+        guard full != url else { return }
+        do {
+            try store.moveEntry(from: full, to: url)
+        } catch {
+            printError("rangefs: cannot move the cache entry of \(Redaction.redact(full)) to its URL without the "
+                       + "credentials (\(error)); its data is fetched again")
+        }
+    }
+
+    /// Adds the files saved with the cache (added at runtime, or mounted before) that `sources` lacks; returns
+    /// what was saved. A damaged list is moved aside, never overwritten. A saved URL with `user:password@` (saved
+    /// by an older rangefs) gives them to `credentials`, and is saved again without them.
+    private func addSavedFiles(of store: CacheStore, to sources: inout [MountSource],
+                               credentials: CredentialTable) -> [SavedFile] {
+        do {
+            var saved = try store.savedFiles()
+            var adopted = false
+            for index in saved.indices where URLOrigin.removingUserinfo(saved[index].url).user != nil {
+                let full = saved[index].url
+                saved[index].url = credentials.adopt(full).url
+                moveOlderEntry(store: store, from: full, to: saved[index].url)
+                adopted = true
+            }
+            if adopted {
+                do {
+                    try store.saveCredentials(credentials.snapshot)
+                    try store.saveFiles(saved)
+                } catch {
+                    printError("rangefs: cannot save the credentials apart from the URLs in \(store.root): \(error)")
+                }
+            }
             for file in saved where !sources.contains(where: { $0.url == file.url }) {
                 // A directory mounted as the root is saved without a name.
                 sources.append(MountSource(url: file.url, name: file.name.isEmpty ? nil : file.name))
@@ -234,7 +298,8 @@ struct MountRunner {
     }
 
     /// Serves `rangefs status` and friends on the mount's control socket; nil (and a warning) if it cannot.
-    private func startControl(for fileSystem: RangeFS, mountpoint: String, logger: Logger) -> ControlServer? {
+    private func startControl(for fileSystem: RangeFS, mountpoint: String, warnings: [String],
+                              logger: Logger) -> ControlServer? {
         let socketPath = ControlSocket.path(
             forMountpoint: mountpoint,
             in: ControlSocket.directory(environment: ProcessInfo.processInfo.environment, uid: getuid()))
@@ -242,6 +307,7 @@ struct MountRunner {
             return try ControlServer(path: socketPath, logger: logger) { request in
                 var response = fileSystem.handle(request)
                 response.mountpoint = mountpoint
+                if request.command == .status { response.warnings = warnings }
                 return response
             }
         } catch {
