@@ -15,7 +15,8 @@ public final class ListingServer: @unchecked Sendable {
     private var logPath: String { folder.path + "/access.log" }
 
     /// Serves `root` (its files must be readable by others: Apache's workers run as www-data).
-    public init(_ kind: Kind, root: String) throws {
+    /// With `basicAuth` (Apache only), `/private/` asks for that user and password (HTTP basic authentication).
+    public init(_ kind: Kind, root: String, basicAuth: (user: String, password: String)? = nil) throws {
         let executable = kind == .apache ? "/usr/sbin/apache2" : "/usr/sbin/lighttpd"
         guard FileManager.default.isExecutableFile(atPath: executable) else {
             throw TestSupportError("\(executable) is not installed; run mount-scripts/install-deps.sh")
@@ -23,10 +24,26 @@ public final class ListingServer: @unchecked Sendable {
         self.kind = kind
         folder = try TemporaryDirectory(prefix: kind.rawValue)
         var lastError: Error = TestSupportError("\(kind) did not start")
+        var extra = ""
+        if let basicAuth, kind == .apache {
+            let hash = try Shell.run("/usr/bin/openssl", ["passwd", "-apr1", basicAuth.password]).stdout
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            try "\(basicAuth.user):\(hash)\n".write(toFile: folder.path + "/htpasswd", atomically: false, encoding: .utf8)
+            chmod(folder.path, 0o755)
+            chmod(folder.path + "/htpasswd", 0o644)
+            extra = """
+            <Location "/private/">
+                AuthType Basic
+                AuthName "rangefs test"
+                AuthUserFile \(folder.path)/htpasswd
+                Require valid-user
+            </Location>
+            """
+        }
         for _ in 0..<5 {
             let port = Int.random(in: 20000...60000)
             let configuration = folder.path + "/server.conf"
-            try Self.configuration(kind, root: root, port: port, folder: folder.path)
+            try (Self.configuration(kind, root: root, port: port, folder: folder.path) + extra)
                 .write(toFile: configuration, atomically: false, encoding: .utf8)
             let arguments = kind == .apache ? ["-f", configuration, "-DFOREGROUND"] : ["-D", "-f", configuration]
             let started = try BackgroundProcess(executable, arguments, logPath: folder.path + "/server.out")
@@ -73,7 +90,8 @@ public final class ListingServer: @unchecked Sendable {
     private static func configuration(_ kind: Kind, root: String, port: Int, folder: String) -> String {
         switch kind {
         case .apache:
-            let modules = ["mpm_event", "authz_core", "autoindex", "dir", "mime"].map {
+            let modules = ["mpm_event", "authz_core", "autoindex", "dir", "mime", "auth_basic", "authn_core",
+                           "authn_file", "authz_user"].map {
                 "LoadModule \($0)_module /usr/lib/apache2/modules/mod_\($0).so"
             }.joined(separator: "\n")
             return """

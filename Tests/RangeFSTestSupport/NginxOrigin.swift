@@ -22,7 +22,19 @@ public final class NginxOrigin: @unchecked Sendable {
     private let prefix: String
     private var process: BackgroundProcess
 
-    public init() throws {
+    /// What a test adds to the configuration, given the port and the prefix: locations in the server, and
+    /// directives in `http` (more servers, cache paths). `tls` serves HTTPS (HTTP/2 too) with that certificate.
+    public struct Extras: Sendable {
+        public var locations: @Sendable (_ port: Int, _ prefix: String) -> String = { _, _ in "" }
+        public var http: @Sendable (_ port: Int, _ prefix: String) -> String = { _, _ in "" }
+        public var tls: TestCertificates.Server?
+        public init() {}
+    }
+
+    public let scheme: String
+
+    public init(_ extras: Extras = Extras()) throws {
+        scheme = extras.tls == nil ? "http" : "https"
         let directory = try TemporaryDirectory(prefix: "nginx")
         prefix = directory.path
         root = prefix + "/www"
@@ -31,7 +43,7 @@ public final class NginxOrigin: @unchecked Sendable {
         var lastError: Error?
         for _ in 0..<5 {
             let port = Int.random(in: 20000...60000)
-            let config = Self.configuration(prefix: prefix, port: port)
+            let config = Self.configuration(prefix: prefix, port: port, extras: extras)
             try config.write(toFile: prefix + "/nginx.conf", atomically: false, encoding: .utf8)
             guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/nginx") else {
                 throw TestSupportError("nginx is not installed; run mount-scripts/install-deps.sh")
@@ -95,7 +107,14 @@ public final class NginxOrigin: @unchecked Sendable {
         try? FileManager.default.removeItem(atPath: prefix)
     }
 
-    public func url(_ name: String) -> String { "http://127.0.0.1:\(port)/\(name)" }
+    public func url(_ name: String) -> String { "\(scheme)://127.0.0.1:\(port)/\(name)" }
+
+    /// Each request's path, Authorization and Cookie headers, as `path|authorization|cookie` (`-` for none): to
+    /// check which credentials reached this server.
+    public func credentialLog() -> [String] {
+        let text = (try? String(contentsOfFile: prefix + "/logs/credentials.log", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").map(String.init)
+    }
     public func path(_ name: String) -> String { root + "/" + name }
 
     /// Writes `bytes` as `name` under the document root.
@@ -131,8 +150,15 @@ public final class NginxOrigin: @unchecked Sendable {
         truncate(prefix + "/logs/access.log", 0)
     }
 
-    private static func configuration(prefix: String, port: Int) -> String {
-        """
+    private static func configuration(prefix: String, port: Int, extras: Extras) -> String {
+        let listen = extras.tls.map { tls in
+            """
+            listen 127.0.0.1:\(port) ssl http2;
+                    ssl_certificate \(tls.certificate);
+                    ssl_certificate_key \(tls.key);
+            """ + (tls.clientCA.map { "\n        ssl_client_certificate \($0);\n        ssl_verify_client on;" } ?? "")
+        } ?? "listen 127.0.0.1:\(port);"
+        return """
         daemon off;
         master_process on;
         worker_processes 1;
@@ -143,14 +169,18 @@ public final class NginxOrigin: @unchecked Sendable {
         http {
             log_format counted '$status|$body_bytes_sent|$http_range|$uri';
             access_log \(prefix)/logs/access.log counted;
+            log_format credentials '$uri|$http_authorization|$http_cookie';
+            access_log \(prefix)/logs/credentials.log credentials;
             client_body_temp_path \(prefix)/logs;
             proxy_temp_path \(prefix)/logs;
             fastcgi_temp_path \(prefix)/logs;
             uwsgi_temp_path \(prefix)/logs;
             scgi_temp_path \(prefix)/logs;
+            \(extras.http(port, prefix))
             server {
-                listen 127.0.0.1:\(port);
+                \(listen)
                 root \(prefix)/www;
+                \(extras.locations(port, prefix))
                 location /slow/ { limit_rate 32k; }
                 location /listed/ { autoindex on; }
                 location /listed-json/ { alias \(prefix)/www/listed/; autoindex on; autoindex_format json; }
