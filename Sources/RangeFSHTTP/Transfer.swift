@@ -222,6 +222,11 @@ final class Transfer: @unchecked Sendable {
     fileprivate enum BodyOutcome { case accepted, abort, pause }
 
     fileprivate func receiveBody(_ bytes: UnsafeRawBufferPointer) -> BodyOutcome {
+        // A sink that refused the head never gets body bytes. This matters after a pause: libcurl 7.88 hands the
+        // held-back bytes to this callback inside curl_easy_pause, and when the callback refuses them there, the
+        // transfer is not aborted but goes on: without this check the rest of a refused response (a 200 to a
+        // Range request, another version of the file) reached the sink.
+        if cancelledBySink { return .abort }
         if sink.isPaused || (sink.isBackground && pauseSignal.isPaused) {
             pausedInCallback = true
             return .pause

@@ -245,7 +245,9 @@ public final class CacheEntry: Sendable {
     /// Returns false when one is.
     func beginStream() -> Bool {
         state.withLock { state in
-            guard !state.streaming, !state.stale else { return false }
+            // A complete entry needs no stream: a Range request answered with the whole file after another
+            // stream completed it must not start the file over.
+            guard !state.streaming, !state.stale, !state.blocks.present.isFull else { return false }
             state.streaming = true
             state.blocks.claimAllAbsent()
             return true

@@ -42,6 +42,10 @@ struct MountRunner {
     }
 
     private func mountAndServe(reportReadiness: Bool) -> Int32 {
+        // A write to a closed pipe or socket fails with EPIPE instead of killing the mount: the parent's stderr
+        // pipe closes as soon as it reads the readiness line (a log line of another thread may still be on its
+        // way there), and a control client may hang up before its answer.
+        signal(SIGPIPE, SIG_IGN)
         let signals = SignalWatcher()
         defer { signals.cancel() }
         let destination = LogDestination()
