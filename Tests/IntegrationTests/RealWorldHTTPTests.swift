@@ -92,6 +92,12 @@ final class RealWorldHTTPTests: MountTestCase {
         let apacheRoot: TemporaryDirectory
         let nginx: NginxOrigin
         let elsewhere: NginxOrigin
+
+        func stop() {
+            apache.stop()
+            nginx.stop()
+            elsewhere.stop()
+        }
     }
 
     func makeAuthOrigins() throws -> AuthOrigins {
@@ -126,11 +132,7 @@ final class RealWorldHTTPTests: MountTestCase {
 
     func testBasicAuthNetrcBearerCookieFileAndNoCredentialsOnARedirectToAnotherHost() throws {
         let origins = try makeAuthOrigins()
-        defer {
-            origins.apache.stop()
-            origins.nginx.stop()
-            origins.elsewhere.stop()
-        }
+        defer { origins.stop() }
         let basic = try serveApache(origins, "basic.bin", size: 2 << 20)
         let bearer = try origins.nginx.serveRandomFile("token/t.bin", size: 2 << 20)
         let cookie = try origins.nginx.serveRandomFile("cookie/c.bin", size: 1 << 20)
@@ -175,11 +177,7 @@ final class RealWorldHTTPTests: MountTestCase {
 
     func testPasswordsAndTokensStayOutOfArgvEnvironmentCatalogHeadersLogStatusAndXattrs() throws {
         let origins = try makeAuthOrigins()
-        defer {
-            origins.apache.stop()
-            origins.nginx.stop()
-            origins.elsewhere.stop()
-        }
+        defer { origins.stop() }
         let basic = try serveApache(origins, "basic.bin", size: 2 << 20)
         let bearer = try origins.nginx.serveRandomFile("token/t.bin", size: 2 << 20)
         let log = scratch.path + "/rangefs.log"
@@ -313,8 +311,8 @@ final class RealWorldHTTPTests: MountTestCase {
         }
         let target = try NginxOrigin(extras)
         defer { target.stop() }
-        let signed = try target.serveRandomFile("signed.bin", size: 64 << 20)
-        let opaque = try target.serveRandomFile("opaque.bin", size: 64 << 20)
+        try target.serveRandomFile("signed.bin", size: 64 << 20)
+        try target.serveRandomFile("opaque.bin", size: 64 << 20)
         let folder = try TemporaryDirectory(prefix: "redirector")
         let script = folder.path + "/redirector.py"
         try """
@@ -367,8 +365,6 @@ final class RealWorldHTTPTests: MountTestCase {
         XCTAssertTrue(target.accessLog().contains { $0.path == "/opaque.bin" && $0.status == 410 })
         XCTAssertFalse(target.accessLog().contains { $0.path == "/signed.bin" && $0.status == 410 },
                        "a target whose expiry rangefs reads is never used after it")
-        _ = signed
-        _ = opaque
     }
 
     // MARK: 7. A server without Range

@@ -80,9 +80,10 @@ struct MountRunner {
         }
         let savedFiles = addSavedFiles(of: store, to: &sources, credentials: credentials)
         if sources.isEmpty { return fail("nothing to mount: give URLs or --list FILE (this cache has no saved files)") }
-        if configuration.http.insecure {
-            logger.warning("--insecure: TLS certificates are not verified; anyone on the network path can change the data")
-        }
+        // What weakens this mount: logged once now, and shown by every `status`.
+        let warnings = configuration.http.insecure
+            ? ["--insecure: TLS certificates are not verified; anyone on the network path can change the data"] : []
+        for warning in warnings { logger.warning("\(warning)") }
 
         let session = HTTPSession(options: configuration.http, credentials: credentials)
         let engine = CurlEngine(session: session, logger: logger)
@@ -119,7 +120,6 @@ struct MountRunner {
         fileSystem.saveCatalog()
         fileSystem.startOfflineChecks()
         if configuration.fileSystem.prefetch == .all { fileSystem.fillAll() }
-        let warnings = configuration.http.insecure ? ["--insecure: TLS certificates are not verified"] : []
         let control = startControl(for: fileSystem, mountpoint: target, warnings: warnings, logger: logger)
         let status = probed.failures > 0 ? Status.someFailed : Status.mounted
         if !probed.offline.isEmpty {
@@ -172,9 +172,7 @@ struct MountRunner {
         }
         let credentials = CredentialTable(saved)
         for index in sources.indices {
-            let full = sources[index].url
-            sources[index].url = credentials.adopt(full).url
-            moveOlderEntry(store: store, from: full, to: sources[index].url)
+            sources[index].url = adopt(sources[index].url, into: credentials, store: store)
         }
         if !configuration.headers.isEmpty {
             for source in sources { credentials.setHeaders(configuration.headers, for: source.url) }
@@ -183,15 +181,18 @@ struct MountRunner {
         return credentials
     }
 
-    /// Keeps the cached data of a URL an older rangefs stored with its `user:password@`.
-    private func moveOlderEntry(store: CacheStore, from full: String, to url: String) {
-        guard full != url else { return }
+    /// `full` without its `user:password@`, which go to `credentials`; the cached data an older rangefs stored
+    /// under the URL with them moves to the URL without.
+    private func adopt(_ full: String, into credentials: CredentialTable, store: CacheStore) -> String {
+        let url = credentials.adopt(full).url
+        guard full != url else { return url }
         do {
             try store.moveEntry(from: full, to: url)
         } catch {
             printError("rangefs: cannot move the cache entry of \(Redaction.redact(full)) to its URL without the "
                        + "credentials (\(error)); its data is fetched again")
         }
+        return url
     }
 
     /// Adds the files saved with the cache (added at runtime, or mounted before) that `sources` lacks; returns
@@ -203,9 +204,7 @@ struct MountRunner {
             var saved = try store.savedFiles()
             var adopted = false
             for index in saved.indices where URLOrigin.removingUserinfo(saved[index].url).user != nil {
-                let full = saved[index].url
-                saved[index].url = credentials.adopt(full).url
-                moveOlderEntry(store: store, from: full, to: saved[index].url)
+                saved[index].url = adopt(saved[index].url, into: credentials, store: store)
                 adopted = true
             }
             if adopted {
