@@ -133,6 +133,8 @@ private func rangefsOpen(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMu
         // Remote content is immutable for a given ETag, so pages the kernel cached stay valid across opens,
         // until the remote file changes.
         rfs_fi_set_keep_cache(fi, opened.keepCache ? 1 : 0)
+        // A file of unknown size: the kernel would stop reading at the size it was told (see `OpenedFile`).
+        rfs_fi_set_direct_io(fi, opened.directIO ? 1 : 0)
         rfs_fi_set_noflush(fi, 1)
         fuse_reply_open(req, fi)
     case .failure(let error): request.fail(error)

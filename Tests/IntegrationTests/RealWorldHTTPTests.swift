@@ -237,21 +237,21 @@ final class RealWorldHTTPTests: MountTestCase {
         let expected = try origin.serveRandomFile("proxied.bin", size: 8 << 20)
         origin.clearAccessLog()
         let folder = try TemporaryDirectory(prefix: "tinyproxy")
-        let port = Int.random(in: 20000...60000)
-        try """
-        Port \(port)
-        Listen 127.0.0.1
-        Timeout 60
-        MaxClients 64
-        LogFile "\(folder.path)/tinyproxy.log"
-        LogLevel Info
-        Allow 127.0.0.1
-        PidFile "\(folder.path)/tinyproxy.pid"
-        """.write(toFile: folder.path + "/tinyproxy.conf", atomically: false, encoding: .utf8)
-        let proxy = try BackgroundProcess("/usr/bin/tinyproxy", ["-d", "-c", folder.path + "/tinyproxy.conf"],
-                                          logPath: folder.path + "/out.log")
+        let (proxy, port) = try BackgroundProcess.listening { port in
+            try """
+            Port \(port)
+            Listen 127.0.0.1
+            Timeout 60
+            MaxClients 64
+            LogFile "\(folder.path)/tinyproxy.log"
+            LogLevel Info
+            Allow 127.0.0.1
+            PidFile "\(folder.path)/tinyproxy.pid"
+            """.write(toFile: folder.path + "/tinyproxy.conf", atomically: false, encoding: .utf8)
+            return try BackgroundProcess("/usr/bin/tinyproxy", ["-d", "-c", folder.path + "/tinyproxy.conf"],
+                                         logPath: folder.path + "/out.log")
+        }
         defer { _ = proxy.stop(signal: SIGTERM) }
-        XCTAssertTrue(proxy.waitForPort(port), "tinyproxy started")
 
         try mount([origin.url("proxied.bin")], extra: ["--proxy", "http://127.0.0.1:\(port)"])
         XCTAssertEqual(try sha256(mountpoint + "/proxied.bin"), expected)
@@ -336,12 +336,12 @@ final class RealWorldHTTPTests: MountTestCase {
                 pass
         http.server.ThreadingHTTPServer(("127.0.0.1", port), Redirector).serve_forever()
         """.write(toFile: script, atomically: false, encoding: .utf8)
-        let port = Int.random(in: 20000...60000)
         let hits = folder.path + "/hits.log"
-        let redirector = try BackgroundProcess("/usr/bin/python3", [script, String(port), "http://127.0.0.1:\(target.port)", hits],
-                                               logPath: folder.path + "/out.log")
+        let (redirector, port) = try BackgroundProcess.listening { port in
+            try BackgroundProcess("/usr/bin/python3", [script, String(port), "http://127.0.0.1:\(target.port)", hits],
+                                  logPath: folder.path + "/out.log")
+        }
         defer { _ = redirector.stop(signal: SIGTERM) }
-        XCTAssertTrue(redirector.waitForPort(port))
         func hitCount(_ prefix: String) -> Int {
             ((try? String(contentsOfFile: hits, encoding: .utf8)) ?? "").split(separator: "\n")
                 .filter { $0.hasPrefix(prefix) }.count
@@ -365,6 +365,131 @@ final class RealWorldHTTPTests: MountTestCase {
         XCTAssertTrue(target.accessLog().contains { $0.path == "/opaque.bin" && $0.status == 410 })
         XCTAssertFalse(target.accessLog().contains { $0.path == "/signed.bin" && $0.status == 410 },
                        "a target whose expiry rangefs reads is never used after it")
+    }
+
+    // MARK: 6. A file without a length
+
+    /// A server that sends every file chunked, with no Content-Length, ignoring Range, pausing `pause` seconds
+    /// after each 256 KiB; it logs the path and the body bytes it wrote for each request.
+    func startChunkedServer(root: String, log: String, pause: Double = 0) throws -> (BackgroundProcess, Int) {
+        let script = root + "/../chunked.py"
+        try """
+        import email.utils, http.server, os, sys, time
+        port, root, log, pause = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+        class Chunked(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            def do_GET(self):
+                path = os.path.join(root, self.path.lstrip("/"))
+                if not os.path.isfile(path):
+                    return self.send_error(404)
+                self.send_response(200)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("Last-Modified", email.utils.formatdate(os.path.getmtime(path), usegmt=True))
+                self.end_headers()
+                sent = 0
+                try:
+                    with open(path, "rb") as source:
+                        while chunk := source.read(256 * 1024):
+                            self.wfile.write(b"%x\\r\\n" % len(chunk) + chunk + b"\\r\\n")
+                            sent += len(chunk)
+                            time.sleep(pause)
+                        self.wfile.write(b"0\\r\\n\\r\\n")
+                finally:
+                    with open(log, "a") as file:
+                        file.write(f"{self.path} {sent}\\n")
+            def log_message(self, *arguments):
+                pass
+        http.server.ThreadingHTTPServer(("127.0.0.1", port), Chunked).serve_forever()
+        """.write(toFile: script, atomically: false, encoding: .utf8)
+        return try BackgroundProcess.listening { port in
+            try BackgroundProcess("/usr/bin/python3", [script, String(port), root, log, String(pause)],
+                                  logPath: root + "/../server.out")
+        }
+    }
+
+    /// The body bytes the chunked server logged, one number per request.
+    func chunkedRequests(_ log: String) -> [Int] {
+        ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n")
+            .compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
+    }
+
+    func testAFileWithoutALengthStreamsOnceThenKeepsItsSizeAndRemountsFromTheCache() throws {
+        let folder = try TemporaryDirectory(prefix: "chunked")
+        let root = folder.path + "/root"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let size = 64 << 20
+        try Shell.run("/usr/bin/head", ["-c", String(size), "/dev/urandom"], stdoutFile: root + "/big.bin")
+        let expected = try sha256(root + "/big.bin")
+        let log = folder.path + "/sent.log"
+        let (server, port) = try startChunkedServer(root: root, log: log)
+        defer { _ = server.stop() }
+        let url = "http://127.0.0.1:\(port)/big.bin"
+
+        try mount([url], extra: ["--cache", cache])
+        let file = mountpoint + "/big.bin"
+        XCTAssertEqual(try statFile(file).st_size, 0, "nothing is known of the size before the stream")
+        // Two copies at once: both right, from one stream.
+        let copies = [scratch.path + "/a", scratch.path + "/b"]
+        let group = DispatchGroup()
+        let failures = LockedBox<[String]>([])
+        for copy in copies {
+            DispatchQueue.global().async(group: group) {
+                do { try Shell.run("/bin/cp", [file, copy]) } catch { failures.withLock { $0.append("\(error)") } }
+            }
+        }
+        group.wait()
+        XCTAssertEqual(failures.withLock { $0 }, [])
+        for copy in copies { XCTAssertEqual(try sha256(copy), expected) }
+        XCTAssertEqual(chunkedRequests(log).filter { $0 == size }.count, 1, "one whole stream: \(chunkedRequests(log))")
+        XCTAssertEqual(try statFile(file).st_size, off_t(size), "the size is known once the stream ended")
+        XCTAssertEqual(try statFile(file).st_blocks, blkcnt_t(size / 512))
+        XCTAssertEqual(try driver.run(["status", mountpoint]).stdout.contains("complete"), true)
+        try driver.unmount(mountpoint, cache: cache)
+
+        // A remount with no URLs: the size is the cached one, and reading makes no request.
+        try mount([], extra: ["--cache", cache])
+        XCTAssertEqual(try statFile(file).st_size, off_t(size))
+        let afterMount = chunkedRequests(log).count
+        try Shell.run("/bin/cp", [file, scratch.path + "/c"])
+        XCTAssertEqual(try sha256(scratch.path + "/c"), expected)
+        XCTAssertEqual(chunkedRequests(log).count, afterMount, "served from the cache")
+        try driver.unmount(mountpoint, cache: cache)
+    }
+
+    func testAFileWithoutALengthKeepsWhatItStreamedThroughAKill() throws {
+        let folder = try TemporaryDirectory(prefix: "chunked-kill")
+        let root = folder.path + "/root"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let size = 64 << 20
+        try Shell.run("/usr/bin/head", ["-c", String(size), "/dev/urandom"], stdoutFile: root + "/big.bin")
+        let expected = try sha256(root + "/big.bin")
+        // About 25 MB/s, so that the kill lands mid-stream.
+        let (server, port) = try startChunkedServer(root: root, log: folder.path + "/sent.log", pause: 0.01)
+        defer { _ = server.stop() }
+
+        try mount(["http://127.0.0.1:\(port)/big.bin"], extra: ["--cache", cache])
+        let file = mountpoint + "/big.bin"
+        let reader = try BackgroundProcess("/bin/cp", [file, scratch.path + "/partial"],
+                                           logPath: scratch.path + "/cp.out")
+        let deadline = Date() + 30
+        while (try? statFile(file).st_size) ?? 0 < 24 << 20 && Date() < deadline { usleep(50_000) }
+        let streamed = try statFile(file).st_size
+        XCTAssertGreaterThanOrEqual(streamed, 24 << 20)
+        XCTAssertLessThan(streamed, off_t(size), "the kill must land mid-stream")
+        kill(try daemonPID(of: mountpoint), SIGKILL)
+        _ = reader.waitForExit(timeout: 10)
+        _ = try? Shell.run("/bin/fusermount3", ["-uz", mountpoint])
+        try driver.waitForUnlock(cache)
+
+        try mount([], extra: ["--cache", cache])
+        let kept = try statFile(file).st_size
+        XCTAssertGreaterThanOrEqual(kept, streamed - (16 << 20), "at most the commit bound is lost (\(streamed) -> \(kept))")
+        XCTAssertEqual(try pread(file, offset: Int(kept) - 4096, count: 4096),
+                       try fileBytes(root + "/big.bin", offset: Int(kept) - 4096, count: 4096), "the kept bytes are right")
+        try Shell.run("/bin/cp", [file, scratch.path + "/copy"])
+        XCTAssertEqual(try sha256(scratch.path + "/copy"), expected)
+        XCTAssertEqual(try statFile(file).st_size, off_t(size))
+        try driver.unmount(mountpoint, cache: cache)
     }
 
     // MARK: 7. A server without Range
@@ -395,12 +520,12 @@ final class RealWorldHTTPTests: MountTestCase {
         handler = functools.partial(Counting, directory=root)
         http.server.ThreadingHTTPServer(("127.0.0.1", port), handler).serve_forever()
         """.write(toFile: script, atomically: false, encoding: .utf8)
-        let port = Int.random(in: 20000...60000)
         let sentLog = folder.path + "/sent.log"
-        let server = try BackgroundProcess("/usr/bin/python3", [script, String(port), folder.path, sentLog],
-                                           logPath: folder.path + "/out.log")
+        let (server, port) = try BackgroundProcess.listening { port in
+            try BackgroundProcess("/usr/bin/python3", [script, String(port), folder.path, sentLog],
+                                  logPath: folder.path + "/out.log")
+        }
         defer { _ = server.stop(signal: SIGTERM) }
-        XCTAssertTrue(server.waitForPort(port))
         func sent() -> Int {
             ((try? String(contentsOfFile: sentLog, encoding: .utf8)) ?? "").split(separator: "\n")
                 .compactMap { Int($0) }.reduce(0, +)

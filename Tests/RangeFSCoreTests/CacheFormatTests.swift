@@ -34,6 +34,16 @@ final class CacheFormatTests: XCTestCase {
         }
     }
 
+    func testStreamRecordRoundTripsAndRejectsDamage() throws {
+        let record = StreamRecord(length: 5_000_000_000, url: "http://h/s", etag: "", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")
+        let encoded = record.encoded()
+        XCTAssertEqual(Array(encoded.prefix(8)), Array("RFSSTRM1".utf8))
+        XCTAssertEqual(try StreamRecord.decode(encoded), record)
+        var damaged = encoded
+        damaged[14] ^= 1
+        XCTAssertThrowsError(try StreamRecord.decode(damaged))
+    }
+
     func testBitmapRecordRoundTrip() throws {
         var present = BlockBitmap(blockCount: 16)
         [0, 5, 15].forEach { present.insert($0) }

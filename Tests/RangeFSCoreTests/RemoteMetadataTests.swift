@@ -30,11 +30,24 @@ final class RemoteMetadataTests: XCTestCase {
         XCTAssertThrowsError(try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 404, headers: [:]))) {
             XCTAssertEqual($0 as? FetchError, .httpStatus(404))
         }
-        XCTAssertThrowsError(try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 200, headers: [:]))) {
-            XCTAssertEqual($0 as? FetchError, .unknownSize)
-        }
+        XCTAssertTrue(plain.sizeKnown)
+        let chunked = try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 200, headers: ["etag": "\"c\""]))
+        XCTAssertEqual(chunked, .unsized(url: "u", etag: "\"c\"", lastModified: ""), "no length: a stream-only file")
+        let unknownTotal = try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 206, headers: ["content-range": "bytes 0-0/*"]))
+        XCTAssertFalse(unknownTotal.sizeKnown)
         let empty = try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 416, headers: ["content-range": "bytes */0"]))
         XCTAssertEqual(empty.size, 0)
+    }
+
+    func testWithoutASizeOnlyTheValidatorsTellVersionsApart() {
+        let known = RemoteMetadata(url: "u", size: 10, etag: "\"a\"", lastModified: "")
+        XCTAssertTrue(RemoteMetadata.unsized(url: "u", etag: "\"a\"", lastModified: "").describesSameContent(as: known))
+        XCTAssertFalse(RemoteMetadata.unsized(url: "u", etag: "\"b\"", lastModified: "").describesSameContent(as: known))
+        let dated = RemoteMetadata(url: "u", size: 10, etag: "", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")
+        XCTAssertTrue(dated.describesSameContent(as: .unsized(url: "u", etag: "", lastModified: dated.lastModified)))
+        XCTAssertFalse(dated.describesSameContent(as: .unsized(url: "u", etag: "", lastModified: "Mon, 07 Nov 1994 08:49:37 GMT")))
+        XCTAssertFalse(known.describesSameContent(as: RemoteMetadata(url: "u", size: 11, etag: "\"a\"", lastModified: "")),
+                       "two known sizes still must agree")
     }
 
     func testWeakETagIsNotUsedForIfRange() {

@@ -17,12 +17,18 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     public var latency: Double = 0
     /// Body bytes per write callback.
     public var chunkSize = 16 << 10
+    /// Seconds to wait before each body write callback, for a slow link.
+    public var chunkDelay: Double = 0
     /// Refuse every connection, like a stopped server.
     public var isDown = false
     /// How requests fail while `isDown`: refused, or `.timedOut` for a server that accepts but never answers.
     public var downError: FetchError = .connectionRefused
     /// Answer every request with the whole file as 200, like a server that does not do Range.
     public var ignoresRange = false
+    /// Send no length and no ETag, and ignore Range, like a server that streams a generated body in chunks.
+    public var sendsNoLength = false
+    /// The Last-Modified of every file.
+    public var lastModified = "Sun, 06 Nov 1994 08:49:37 GMT"
     /// Fail every probe with a 503, like a server that answers transfers but not a new request for the file.
     public var probesFail = false
     private var probesAnswered = 0
@@ -81,7 +87,9 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
         lock.lock()
         log.append(request)
         let file = files[request.url]
-        let (ignoresRange, shift, isDown, downError) = (self.ignoresRange, contentRangeShift, self.isDown, self.downError)
+        let (ignoresRange, shift, isDown, downError) = (self.ignoresRange || sendsNoLength, contentRangeShift, self.isDown,
+                                                        self.downError)
+        let (noLength, lastModified) = (sendsNoLength, self.lastModified)
         let dropAfter: Int? = dropsLeft > 0 ? dropAfterBytes : nil
         if dropsLeft > 0 { dropsLeft -= 1 }
         lock.unlock()
@@ -95,14 +103,15 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             self.lock.unlock()
             sink.complete(error: error)
         }
-        queue.asyncAfter(deadline: .now() + latency) { [chunkSize] in
+        queue.asyncAfter(deadline: .now() + latency) { [chunkSize, chunkDelay] in
             if isDown { return finish(downError) }
             guard let file else {
                 _ = sink.receive(head: ResponseHead(status: 404, headers: [:]))
                 return finish(nil)
             }
             var body = file.bytes[...]
-            var headers = ["etag": file.etag, "content-length": String(file.bytes.count)]
+            var headers = noLength ? ["last-modified": lastModified]
+                : ["etag": file.etag, "content-length": String(file.bytes.count)]
             var status = 200
             if let asked = request.range, !ignoresRange, request.ifRange == nil || request.ifRange == file.etag {
                 let range = (asked.lowerBound + shift)..<(asked.upperBound + shift)
@@ -119,6 +128,7 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             while !body.isEmpty {
                 while sink.isPaused || (sink.isBackground && self.isBackgroundPaused) { usleep(1000) }
                 if let dropAfter, sent >= dropAfter { return finish(.transport("connection reset")) }
+                if chunkDelay > 0 { usleep(useconds_t(chunkDelay * 1e6)) }
                 let piece = Array(body.prefix(min(chunkSize, (dropAfter ?? Int.max) - sent)))
                 body = body.dropFirst(piece.count)
                 sent += piece.count
@@ -150,13 +160,15 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     public func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
         lock.lock()
         let (file, isDown, probesFail) = (files[url], self.isDown, self.probesFail)
+        let (noLength, lastModified) = (sendsNoLength, self.lastModified)
         probesAnswered += 1
         lock.unlock()
         if isDown { return completion(.failure(.connectionRefused)) }
         if probesFail { return completion(.failure(.httpStatus(503))) }
         guard let file else { return completion(.failure(.httpStatus(404))) }
+        if noLength { return completion(.success(.unsized(url: url, etag: "", lastModified: lastModified))) }
         completion(.success(RemoteMetadata(url: url, size: UInt64(file.bytes.count), etag: file.etag,
-                                           lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")))
+                                           lastModified: lastModified)))
     }
 }
 

@@ -92,6 +92,18 @@ public final class BackgroundProcess: @unchecked Sendable {
         return waitForExit(timeout: 5)
     }
 
+    /// Starts a server with `start(port)` on a random port, and another port if it does not listen there (taken,
+    /// say, by one of the many client sockets the tests leave in TIME_WAIT), up to 5 times; returns it and its port.
+    public static func listening(_ start: (Int) throws -> BackgroundProcess) throws -> (BackgroundProcess, Int) {
+        for _ in 0..<5 {
+            let port = Int.random(in: 20000...60000)
+            let process = try start(port)
+            if process.waitForPort(port) { return (process, port) }
+            process.stop()
+        }
+        throw TestSupportError("the server did not listen on any of 5 ports")
+    }
+
     /// Waits up to 5 s until this server accepts connections on 127.0.0.1:`port`; false if it exits or does not.
     public func waitForPort(_ port: Int) -> Bool {
         for _ in 0..<100 {

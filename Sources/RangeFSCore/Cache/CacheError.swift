@@ -3,12 +3,16 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
     case system(SystemError)
     /// Another process holds the cache directory's lock.
     case locked(path: String, holder: String)
+    /// The file's server sends no length: it has no block entry until a stream has read it to its end.
+    case sizeUnknown(url: String)
 
     public var description: String {
         switch self {
         case .system(let error): error.description
         case .locked(let path, let holder):
             "cache directory \(path) is in use by another rangefs (\(holder)); unmount it first or pass another --cache DIR"
+        case .sizeUnknown(let url):
+            "\(Redaction.redact(url)) has no known size yet (its server sends no length); read it to its end once"
         }
     }
 }

@@ -10,6 +10,15 @@
 //   bitmap   magic "RFSBMAP1" | u32 version=1 | u32 blockSize | u64 blockCount | u64 generation
 //            | ceil(blockCount/8) bytes of bits | u32 crc32c of everything before it
 //
+// A file whose server sends no length is first streamed into two other files of its folder (UnsizedDownload):
+//
+//   stream        the bytes received so far, from byte 0, in order
+//   stream-state  magic "RFSSTRM1" | u32 version=1 | u64 length | str url | str etag | str lastModified | u32 crc32c
+//
+// `length` bytes of `stream` were fdatasynced before the record naming them replaced the last one; bytes past it are
+// dropped when the download is loaded again. When the stream reaches its end, `stream` is linked as `data` beside
+// a crc32c file and a full bitmap, and the header written last makes it an ordinary entry of the size now known.
+//
 // All integers are little-endian; `str` is a u32 byte length followed by UTF-8. `generation` is a random number
 // chosen whenever an entry is (re)created: a bitmap whose generation differs from its header's belongs to an
 // older version of the remote file and is ignored. header and bitmap are only ever replaced whole (temp file,
@@ -104,6 +113,39 @@ public struct BitmapRecord: Equatable, Sendable {
             blockSize: blockSize, generation: generation,
             present: BlockBitmap(blockCount: Int(blockCount), packedBytes: packed)
         )
+    }
+}
+
+/// How much of a stream-only file (one without a known size) is durable in its `stream` file.
+public struct StreamRecord: Equatable, Sendable {
+    public static let magic = Array("RFSSTRM1".utf8)
+    public static let version: UInt32 = 1
+
+    public var length: UInt64
+    public var url: String
+    public var etag: String
+    public var lastModified: String
+
+    public init(length: UInt64, url: String, etag: String, lastModified: String) {
+        self.length = length
+        self.url = url
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+
+    public func encoded() -> [UInt8] {
+        var writer = beginRecord(magic: Self.magic, version: Self.version)
+        writer.write(length)
+        writer.write(string: url)
+        writer.write(string: etag)
+        writer.write(string: lastModified)
+        return sealRecord(writer)
+    }
+
+    public static func decode(_ bytes: [UInt8]) throws(FormatError) -> StreamRecord {
+        var reader = try openRecord(bytes, magic: magic, version: version)
+        return StreamRecord(length: try reader.readUInt64(), url: try reader.readString(), etag: try reader.readString(),
+                            lastModified: try reader.readString())
     }
 }
 

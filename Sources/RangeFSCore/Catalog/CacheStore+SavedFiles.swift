@@ -47,6 +47,16 @@ extension CacheStore {
         return header.remoteMetadata
     }
 
+    /// `metadata` as a probe found it, with the size of the complete entry of the same content when the server
+    /// sent no length: a stream-only file that was read to its end once is an ordinary file from then on.
+    public func settled(_ metadata: RemoteMetadata) -> RemoteMetadata {
+        guard !metadata.sizeKnown, let stored = storedMetadata(for: metadata.url),
+              stored.describesSameContent(as: metadata) else { return metadata }
+        var known = stored
+        known.suggestedName = metadata.suggestedName
+        return known
+    }
+
     /// Where the last listing of directory `url` is kept, so that a tree stays browsable while its server is down.
     private func listingPath(for url: String) -> String {
         root + "/listings/" + String(SHA256.hexDigest(url).prefix(32))
@@ -108,7 +118,9 @@ extension CacheStore {
     public func removeEntry(for url: String) throws {
         let folder = directory(for: url)
         close(url, committing: false)
-        for file in ["bitmap", "data", "crc32c", "header"] { try FileSystemCalls.removeFile(folder + "/" + file) }
+        for file in ["bitmap", "data", "crc32c", "header", "stream", "stream-state"] {
+            try FileSystemCalls.removeFile(folder + "/" + file)
+        }
         _ = rmdir(folder)
     }
 }

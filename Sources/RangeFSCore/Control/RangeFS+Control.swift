@@ -43,6 +43,7 @@ extension RangeFS {
         let offline = offline.withLock { $0 }
         let mounted = zip(items, zip(entries, first)).map { item, pair in
             let (entry, speed) = pair
+            if !item.metadata.sizeKnown { return streamStatus(item) }
             let cached = entry?.cachedBytes ?? 0
             let bytesPerSecond = speed ?? 0
             let offlineReason = offline[item.metadata.url]
@@ -68,6 +69,17 @@ extension RangeFS {
                        bytesPerSecond: 0, etaSeconds: nil, map: String(repeating: " ", count: Self.mapWidth))
         }
         return mounted + unmounted + unlisted
+    }
+
+    /// A file whose server sends no length: its size is what the stream has brought so far.
+    private func streamStatus(_ item: CatalogItem) -> FileStatus {
+        let download = (try? download(for: item)) ?? nil
+        let cached = download?.cachedBytes ?? 0
+        let state = download == nil ? "error" : download!.isStreaming ? "streaming" : "unsized"
+        return FileStatus(name: catalog.path(of: item.inode), url: Redaction.redact(item.metadata.url), size: cached,
+                          cachedBytes: cached, state: state, bytesPerSecond: 0, etaSeconds: nil,
+                          map: String(repeating: cached > 0 ? ":" : " ", count: Self.mapWidth),
+                          lastError: download?.lastError)
     }
 
     private func stateName(_ entry: CacheEntry?, cached: UInt64, size: UInt64) -> String {
@@ -144,7 +156,7 @@ extension RangeFS {
             saveCatalog()
             return ControlResponse(ok: true, message: directory.name + "/")
         }
-        switch scheduler.fetcher.probeAll([url])[0] {
+        switch probe([url])[0] {
         case .failure(.isDirectory(let directoryURL)):
             let directory = catalog.addDirectory(url: directoryURL, explicitName: name)
             saveCatalog()
@@ -160,6 +172,7 @@ extension RangeFS {
             markValidated(url)
             saveCatalog()
             if prefetch == .all, let entry = try? entry(for: item) { scheduler.fill(entry, url: url) }
+            if prefetch == .all, !metadata.sizeKnown { (try? download(for: item))??.fill() }
             return ControlResponse(ok: true, message: item.name)
         }
     }
@@ -180,6 +193,7 @@ extension RangeFS {
         offline.withLock { _ = $0.removeValue(forKey: item.metadata.url) }
         entryInvalidator.withLock { $0 }?(item.parent, item.name)
         if let open = try? entry(for: item) { scheduler.stopFilling(open) }
+        _ = unsized.withLock { $0.removeValue(forKey: item.metadata.url) }
         saveCatalog()
         do {
             if keepData { store.forget(item.metadata.url) } else { try store.removeEntry(for: item.metadata.url) }
@@ -206,8 +220,11 @@ extension RangeFS {
     }
 
     private func pin(name: String?) -> ControlResponse {
-        guard let name, let item = catalog.item(named: name), let entry = try? entry(for: item) else {
+        guard let name, let item = catalog.item(named: name) else {
             return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
+        }
+        guard let entry = try? entry(for: item) else {
+            return .failure("\(name) has no known size yet (its server sends no length); read it to its end once, then pin it")
         }
         entry.setPinned(true)
         entry.setPaused(false)
@@ -225,6 +242,10 @@ extension RangeFS {
             if open.isPinned { return .failure("\(name) is pinned; it is never evicted") }
             scheduler.stopFilling(open)
         }
+        if unsized.withLock({ $0[item.metadata.url]?.isStreaming ?? false }) {
+            return .failure("\(name) is being streamed; wait for its end before evicting its data")
+        }
+        _ = unsized.withLock { $0.removeValue(forKey: item.metadata.url) }
         do {
             try store.removeEntry(for: item.metadata.url)
         } catch {

@@ -17,8 +17,6 @@ public enum FetchError: Error, Sendable, Equatable {
     case rangeIgnored
     /// 200 to a ranged request with another validator or size: the remote file changed.
     case remoteChanged
-    /// Neither Content-Range nor Content-Length says how big the file is.
-    case unknownSize
     /// The body ended before the requested range did.
     case shortBody
     case transport(String)
@@ -50,7 +48,6 @@ public enum FetchError: Error, Sendable, Equatable {
         case .badContentRange(let value): "the server sent a wrong Content-Range (\(value))"
         case .rangeIgnored: "the server ignores Range requests"
         case .remoteChanged: "the remote file changed"
-        case .unknownSize: "the server does not say how big the file is (no Content-Length or Content-Range)"
         case .shortBody: "the server closed the connection before sending the whole range"
         case .transport(let message): message
         case .cancelled: "cancelled"

@@ -5,7 +5,11 @@ import Foundation
 /// A remote file's identity: size, validators and the name its server suggests.
 public struct RemoteMetadata: Sendable, Equatable {
     public var url: String
+    /// The size in bytes; 0 while `sizeKnown` is false.
     public var size: UInt64
+    /// Whether the server said how big the file is. A response without Content-Length (chunked, or ended by
+    /// closing the connection) gives a stream-only file, read from start to end (see `UnsizedDownload`).
+    public var sizeKnown = true
     /// The strong or weak ETag as sent, quotes included; empty if none.
     public var etag: String
     /// The Last-Modified header as sent; empty if none.
@@ -31,11 +35,21 @@ public struct RemoteMetadata: Sendable, Equatable {
         return lastModified.isEmpty ? nil : lastModified
     }
 
-    /// Whether a cache built for `self` still holds the bytes of `other`.
+    /// Whether a cache built for `self` still holds the bytes of `other`. Without a size on one side, only the
+    /// validators can tell; a stream without any validator is taken to be the one cached.
     public func describesSameContent(as other: RemoteMetadata) -> Bool {
-        guard size == other.size else { return false }
+        guard size == other.size || !sizeKnown || !other.sizeKnown else { return false }
         if !etag.isEmpty || !other.etag.isEmpty { return etag == other.etag }
         return lastModified == other.lastModified
+    }
+
+    /// A file of unknown size, as a probe without a length finds it.
+    public static func unsized(url: String, etag: String, lastModified: String,
+                               suggestedName: String? = nil) -> RemoteMetadata {
+        var metadata = RemoteMetadata(url: url, size: 0, etag: etag, lastModified: lastModified,
+                                      suggestedName: suggestedName)
+        metadata.sizeKnown = false
+        return metadata
     }
 
     /// Interprets the answer to a probe (`GET` with `Range: bytes=0-0`).
@@ -44,16 +58,15 @@ public struct RemoteMetadata: Sendable, Equatable {
         if let effective = head.effectiveURL, !url.hasSuffix("/"), effective == url + "/" {
             throw .isDirectory(effective)
         }
-        let size: UInt64
+        let size: UInt64?
         switch head.status {
         case 206:
-            guard let value = head["content-range"], let range = ContentRange(parsing: value),
-                  let total = range.completeLength
+            guard let value = head["content-range"], let range = ContentRange(parsing: value)
             else { throw .badContentRange(head["content-range"] ?? "(missing)") }
-            size = total
+            size = range.completeLength  // `bytes 0-0/*`: the server does not know the length either
         case 200:
-            guard let value = head["content-length"], let length = UInt64(value) else { throw .unknownSize }
-            size = length
+            // No Content-Length: a chunked or close-delimited body, whose size shows only at its end.
+            size = head["content-length"].flatMap { UInt64($0) }
         case 416:
             // An empty file cannot satisfy bytes=0-0; servers say so with `Content-Range: bytes */0`.
             guard let value = head["content-range"], let range = ContentRange(parsing: value),
@@ -64,8 +77,9 @@ public struct RemoteMetadata: Sendable, Equatable {
             throw .httpStatus(head.status)
         }
         self.init(
-            url: url, size: size, etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "",
+            url: url, size: size ?? 0, etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "",
             suggestedName: head["content-disposition"].flatMap(ContentDisposition.filename(from:))
         )
+        sizeKnown = size != nil
     }
 }

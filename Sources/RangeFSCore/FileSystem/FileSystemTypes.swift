@@ -77,4 +77,7 @@ public struct OpenedFile: Sendable, Equatable {
     /// Whether pages the kernel cached for this inode are still valid. False after the remote file changed, so
     /// the kernel drops the old version's pages.
     public var keepCache: Bool
+    /// Whether every read must come to the file system, past the size the kernel knows: a file whose size shows
+    /// only at the end of its stream.
+    public var directIO = false
 }

@@ -153,7 +153,7 @@ extension RangeFS {
                 return sibling
             }
             let batch = [current] + following.prefix(Self.probeBatch - 1)
-            for (file, result) in zip(batch, scheduler.fetcher.probeAll(batch.map(\.metadata.url))) {
+            for (file, result) in zip(batch, probe(batch.map(\.metadata.url))) {
                 switch result {
                 case .success(let metadata): catalog.update(inode: file.inode, metadata: metadata)
                 case .failure(let error):
@@ -173,7 +173,7 @@ extension RangeFS {
     /// it now if needed (on open). Fails if the probe fails.
     func validated(_ item: CatalogItem) -> Result<CatalogItem, FileSystemError> {
         guard item.listed, !item.validated else { return .success(item) }
-        switch scheduler.fetcher.probeAll([item.metadata.url])[0] {
+        switch probe([item.metadata.url])[0] {
         case .success(let metadata):
             catalog.update(inode: item.inode, metadata: metadata)
             markValidated(metadata.url)

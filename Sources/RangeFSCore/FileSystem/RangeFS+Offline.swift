@@ -58,7 +58,7 @@ extension RangeFS {
         let items = urls.compactMap { url in catalog.items.first { $0.metadata.url == url } }
         let entries = items.compactMap { try? entry(for: $0) }
         guard !entries.isEmpty else { return }
-        for (entry, result) in zip(entries, scheduler.fetcher.probeAll(entries.map(\.header.url))) {
+        for (entry, result) in zip(entries, probe(entries.map(\.header.url))) {
             apply(result, to: entry, knownChanged: false)
         }
     }

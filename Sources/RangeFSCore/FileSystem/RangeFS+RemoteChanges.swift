@@ -37,6 +37,11 @@ extension RangeFS {
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
+    /// Probes `urls` at once; a file without a length whose complete copy is cached gets that copy's size.
+    func probe(_ urls: [String]) -> [Result<RemoteMetadata, FetchError>] {
+        scheduler.fetcher.probeAll(urls).map { $0.map(store.settled) }
+    }
+
     /// Re-probes the URL of `entry` in the background; see `revalidateNow`.
     func revalidate(_ entry: CacheEntry, knownChanged: Bool) {
         revalidationQueue.async { self.revalidateNow(entry, knownChanged: knownChanged) }
@@ -48,7 +53,7 @@ extension RangeFS {
     private func revalidateNow(_ entry: CacheEntry, knownChanged: Bool) {
         // A change already handled (or a file removed): the entry went stale once, and nothing is left to check.
         if knownChanged && entry.isStale { return }
-        apply(scheduler.fetcher.probeAll([entry.header.url])[0], to: entry, knownChanged: knownChanged)
+        apply(probe([entry.header.url])[0], to: entry, knownChanged: knownChanged)
     }
 
     /// Acts on a fresh probe of the URL of `entry` (see `revalidateNow`). Any answer from the server ends the
@@ -82,6 +87,8 @@ extension RangeFS {
             logger.notice("\(Redaction.redact(url)) changed on the server; open handles of the old version get ESTALE")
             catalog.update(inode: item.inode, metadata: fresh)
             markStale()
+            // Without a length, the new version is streamed when it is read.
+            guard fresh.sizeKnown else { return scheduler.stopFilling(entry) }
             do {
                 let replacement = try store.entry(for: fresh, blockSize: settings.blockSize)
                 scheduler.stopFilling(entry)

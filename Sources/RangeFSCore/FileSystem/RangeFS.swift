@@ -68,10 +68,24 @@ public final class RangeFS: Sendable {
         var askedForFill = false
     }
 
+    /// A handle on a file of unknown size, read from its stream.
+    private struct StreamFile {
+        let inode: UInt64
+        let download: UnsizedDownload
+        /// The version it was opened on (see `UnsizedDownload.generation`).
+        let generation: Int
+        var bytesRead: UInt64 = 0
+        var askedForFill = false
+    }
+
     private struct Handles {
         var next: UInt64 = 1
         var open: [UInt64: OpenFile] = [:]
+        var streams: [UInt64: StreamFile] = [:]
     }
+
+    /// The downloads of files whose server sends no length, by URL, until they complete.
+    let unsized = Mutex<[String: UnsizedDownload]>([:])
 
     public typealias Reply = @Sendable (Result<ReadReply, FileSystemError>) -> Void
 
@@ -119,14 +133,22 @@ public final class RangeFS: Sendable {
                                            cachedBytes: entry.cachedBytes,
                                            modificationTime: entry.header.remoteMetadata.modificationTime ?? mountTime))
         }
-        return .success(FileAttributes(inode: inode, isDirectory: false, size: item.metadata.size,
-                                       cachedBytes: cachedBytes(of: item),
+        let cached = cachedBytes(of: item)
+        // Without a length, the size is what the stream has brought so far; reads go past it (direct I/O).
+        return .success(FileAttributes(inode: inode, isDirectory: false,
+                                       size: item.metadata.sizeKnown ? item.metadata.size : cached, cachedBytes: cached,
                                        modificationTime: item.metadata.modificationTime ?? mountTime))
     }
 
     /// How much of `item` is cached. A listed file's entry is not opened for this: `ls -l` of a large tree would
     /// make an entry for every file (its cached bytes show once it is opened).
     func cachedBytes(of item: CatalogItem) -> UInt64 {
+        if !item.metadata.sizeKnown {
+            if let stream = (try? download(for: item)) ?? nil { return stream.cachedBytes }
+            // Completed since `item` was read from the catalog.
+            guard let known = catalog.item(inode: item.inode), known.metadata.sizeKnown else { return 0 }
+            return cachedBytes(of: known)
+        }
         if item.listed { return store.openEntry(for: item.metadata.url)?.cachedBytes ?? 0 }
         return (try? entry(for: item).cachedBytes) ?? 0
     }
@@ -142,9 +164,11 @@ public final class RangeFS: Sendable {
         case .success(let seen): item = seen
         case .failure(let error): return .failure(error)
         }
+        if !item.metadata.sizeKnown, let opened = openStream(item) { return opened }
         let cacheEntry: CacheEntry
         do {
-            cacheEntry = try entry(for: item)
+            // A stream that completed since the catalog was read: the entry it became.
+            cacheEntry = try entry(for: catalog.item(inode: inode) ?? item)
         } catch {
             logger.error("cannot open the cache for \(item.name): \(error)")
             return .failure(.io(error.description))
@@ -167,6 +191,29 @@ public final class RangeFS: Sendable {
         return .success(OpenedFile(handle: handle, keepCache: keepCache))
     }
 
+    /// Opens a file whose server sends no length: it is read from its stream, with direct I/O. Nil if the stream
+    /// completed the file meanwhile.
+    private func openStream(_ item: CatalogItem) -> Result<OpenedFile, FileSystemError>? {
+        let download: UnsizedDownload
+        do {
+            guard let found = try self.download(for: item) else { return nil }
+            download = found
+        } catch {
+            logger.error("cannot open the cache for \(item.name): \(error)")
+            return .failure(.io(error.description))
+        }
+        download.opened()
+        let handle = handles.withLock { handles in
+            let handle = handles.next
+            handles.next += 1
+            handles.streams[handle] = StreamFile(inode: item.inode, download: download,
+                                                 generation: download.generation)
+            return handle
+        }
+        if settings.prefetch == .open || settings.prefetch == .all { download.fill() }
+        return .success(OpenedFile(handle: handle, keepCache: false, directIO: true))
+    }
+
     /// The readahead window of `handle` in bytes (0 for a reader not seen to be sequential); nil if not open.
     public func readaheadWindow(of handle: UInt64) -> UInt64? {
         handles.withLock { $0.open[handle]?.planner.readaheadWindow }
@@ -174,16 +221,23 @@ public final class RangeFS: Sendable {
 
     /// Whether any handle is open on `inode`.
     public func isOpen(_ inode: UInt64) -> Bool {
-        handles.withLock { $0.open.values.contains { $0.inode == inode } }
+        handles.withLock { handles in
+            handles.open.values.contains { $0.inode == inode } || handles.streams.values.contains { $0.inode == inode }
+        }
     }
 
     public func release(_ handle: UInt64) {
-        _ = handles.withLock { $0.open.removeValue(forKey: handle) }
+        let stream = handles.withLock { handles in
+            handles.open.removeValue(forKey: handle)
+            return handles.streams.removeValue(forKey: handle)
+        }
+        stream?.download.closed()
     }
 
     /// Reads `count` bytes at `offset`; `reply` runs exactly once, now or when the blocks arrive.
     public func read(handle: UInt64, offset: UInt64, count: Int, reply: @escaping Reply) {
         let fillAfter = settings.prefetch == .use ? settings.fillAfterBytes : nil
+        if readStream(handle: handle, offset: offset, count: count, fillAfter: fillAfter, reply: reply) { return }
         let planned = handles.withLock { handles -> (OpenFile, ReadPlanner.Plan, Bool)? in
             guard let file = handles.open[handle] else { return nil }
             let plan = handles.open[handle]!.planner.plan(offset: offset, count: count, fileSize: file.entry.size)
@@ -208,6 +262,28 @@ public final class RangeFS: Sendable {
             let runs = entry.claim(blocks: entry.blocks(covering: networkAhead))
             if !runs.isEmpty { scheduler.fetch(entry, url: entry.header.url, runs: runs, priority: .readahead) }
         }
+    }
+
+    /// Reads from the stream of a file of unknown size, if `handle` is one; false if it is not.
+    private func readStream(handle: UInt64, offset: UInt64, count: Int, fillAfter: UInt64?,
+                            reply: @escaping Reply) -> Bool {
+        let found = handles.withLock { handles -> (UnsizedDownload, Int, Bool)? in
+            guard var file = handles.streams[handle] else { return nil }
+            file.bytesRead += UInt64(count)
+            var startFill = false
+            if let fillAfter, !file.askedForFill, file.bytesRead >= fillAfter {
+                file.askedForFill = true
+                startFill = true
+            }
+            handles.streams[handle] = file
+            return (file.download, file.generation, startFill)
+        }
+        guard let (download, generation, startFill) = found else { return false }
+        if startFill { download.fill() }
+        download.read(offset: offset, count: count, generation: generation) { result in
+            reply(result.mapError(Self.fileSystemError(for:)))
+        }
+        return true
     }
 
     /// Answers a read of `range` once its blocks are readable, fetching those nobody fetches yet at demand
@@ -256,6 +332,10 @@ public final class RangeFS: Sendable {
     /// Starts completing every mounted file in the background (`--prefetch=all`).
     public func fillAll() {
         for item in catalog.items {
+            if !item.metadata.sizeKnown {
+                (try? download(for: item))??.fill()
+                continue
+            }
             do {
                 let cacheEntry = try entry(for: item)
                 if !cacheEntry.isComplete { scheduler.fill(cacheEntry, url: item.metadata.url) }
@@ -288,9 +368,10 @@ public final class RangeFS: Sendable {
         case "user.rangefs.url": return .success(Redaction.redact(item.metadata.url))
         case "user.rangefs.etag": return .success(item.metadata.etag)
         case "user.rangefs.cached_bytes": return .success(String(cached))
+        case "user.rangefs.progress" where !item.metadata.sizeKnown: return .success("size unknown")
         case "user.rangefs.progress": return .success(Self.percent(cached, of: size))
         case "user.rangefs.state":
-            return .success(cached == size ? "complete" : cached == 0 ? "empty" : "partial")
+            return .success(cached == size && item.metadata.sizeKnown ? "complete" : cached == 0 ? "empty" : "partial")
         default: return .failure(.noSuchAttribute)
         }
     }
@@ -306,6 +387,41 @@ public final class RangeFS: Sendable {
 
     /// The cache entry of `item`, opened on first use so that mounting does no work per cached file.
     public func entry(for item: CatalogItem) throws(CacheError) -> CacheEntry {
-        try store.entry(for: item.metadata, blockSize: settings.blockSize)
+        guard item.metadata.sizeKnown else { throw .sizeUnknown(url: item.metadata.url) }
+        return try store.entry(for: item.metadata, blockSize: settings.blockSize)
+    }
+
+    /// The download of `item`, a file whose server sends no length, made on first use from what an earlier stream
+    /// left in the cache; nil once the file's stream completed it (it is an ordinary file now).
+    public func download(for item: CatalogItem) throws(CacheError) -> UnsizedDownload? {
+        let url = item.metadata.url
+        do {
+            // Made under the lock: a second download of the same files would cut the first one's stream short.
+            return try unsized.withLock { downloads throws(SystemError) -> UnsizedDownload? in
+                if let existing = downloads[url] { return existing }
+                // Completed meanwhile (the catalog learns the size before the download leaves this table).
+                if catalog.item(inode: item.inode)?.metadata.sizeKnown ?? false { return nil }
+                let made = try UnsizedDownload(
+                    metadata: item.metadata, store: store, fetcher: scheduler.demandFetcher, policy: scheduler.policy,
+                    blockSize: settings.blockSize, logger: logger
+                ) { [weak self] metadata in self?.streamCompleted(metadata) }
+                downloads[url] = made
+                return made
+            }
+        } catch {
+            throw .system(error)
+        }
+    }
+
+    /// A stream reached the end of its file: the catalog takes the size, and the file is an ordinary one from now on
+    /// (handles open on the stream keep reading it).
+    private func streamCompleted(_ metadata: RemoteMetadata) {
+        for item in catalog.items where item.metadata.url == metadata.url {
+            var known = metadata
+            known.suggestedName = item.metadata.suggestedName
+            catalog.update(inode: item.inode, metadata: known)
+        }
+        markValidated(metadata.url)
+        _ = unsized.withLock { $0.removeValue(forKey: metadata.url) }
     }
 }

@@ -255,7 +255,7 @@ struct MountRunner {
         // A URL without the `/` is a directory too when its server redirects it to the URL with one.
         var directories = sources.filter { $0.url.hasSuffix("/") }
         let files = sources.filter { !$0.url.hasSuffix("/") }
-        for (source, result) in zip(files, fetcher.probeAll(files.map(\.url))) {
+        for (source, result) in zip(files, fetcher.probeAll(files.map(\.url)).map { $0.map(store.settled) }) {
             let shown = Redaction.redact(source.url)
             switch result {
             case .failure(.isDirectory(let url)):

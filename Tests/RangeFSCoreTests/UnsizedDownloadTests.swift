@@ -1,0 +1,146 @@
+import Glibc
+import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Files whose server sends no length, without FUSE: streamed from byte 0, served as the stream passes, made an
+/// ordinary entry at the end, and kept across restarts.
+final class UnsizedDownloadTests: XCTestCase {
+    let url = "http://origin/stream.bin"
+    let bytes = pseudoRandomBytes(count: 3_000_000)
+    var directory: TemporaryDirectory!
+    var origin: MemoryOrigin!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory(prefix: "unsized")
+        origin = MemoryOrigin()
+        origin.sendsNoLength = true
+        origin.serve(url, bytes: bytes)
+    }
+
+    override func tearDown() {
+        origin = nil
+        directory = nil
+        super.tearDown()
+    }
+
+    func makeFileSystem(prefetch: PrefetchPolicy = .none, attempts: Int = 4) throws -> RangeFS {
+        var policy = FetchPolicy()
+        policy.attempts = attempts
+        policy.retryDelay = .milliseconds(10)
+        return try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path, policy: policy,
+                                      prefetch: prefetch)
+    }
+
+    /// Reads the whole file as `cp` does through direct I/O: 128 KiB at a time until an empty read.
+    func readToEnd(_ fileSystem: RangeFS, handle: UInt64) throws -> [UInt8] {
+        var copy: [UInt8] = []
+        while true {
+            let piece = try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: UInt64(copy.count),
+                                                                   count: 128 << 10)).get()
+            if piece.isEmpty { return copy }
+            copy += piece
+        }
+    }
+
+    func testAStreamIsReadToItsEndAndThenIsAnOrdinaryFileOfKnownSize() throws {
+        let fileSystem = try makeFileSystem()
+        let item = try XCTUnwrap(fileSystem.catalog.items.first)
+        XCTAssertFalse(item.metadata.sizeKnown)
+        XCTAssertEqual(try fileSystem.attributes(of: item.inode).get().size, 0, "nothing streamed yet")
+
+        let opened = try fileSystem.open(item.inode).get()
+        XCTAssertTrue(opened.directIO, "the kernel must ask past the size it knows")
+        let second = try fileSystem.open(item.inode).get()
+        XCTAssertEqual(try readToEnd(fileSystem, handle: opened.handle), bytes)
+        XCTAssertEqual(try readToEnd(fileSystem, handle: second.handle), bytes, "a second reader shares the stream")
+        XCTAssertEqual(origin.requests.count, 1, "one stream for both readers")
+        fileSystem.release(opened.handle)
+        fileSystem.release(second.handle)
+
+        let known = try XCTUnwrap(fileSystem.catalog.item(inode: item.inode))
+        XCTAssertTrue(known.metadata.sizeKnown)
+        XCTAssertEqual(try fileSystem.attributes(of: item.inode).get().size, UInt64(bytes.count))
+        XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.state", of: item.inode).get(), "complete")
+        let reopened = try fileSystem.open(item.inode).get()
+        XCTAssertFalse(reopened.directIO)
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: reopened.handle, offset: 1_000_000, count: 4096)?.get(),
+                       Array(bytes[1_000_000..<1_004_096]))
+        XCTAssertEqual(origin.requests.count, 1, "served from the cache entry")
+        XCTAssertEqual(fileSystem.store.settled(.unsized(url: url, etag: "", lastModified: origin.lastModified)).size,
+                       UInt64(bytes.count), "a later probe without a length gets the cached size")
+        let entryFiles = try FileManager.default.contentsOfDirectory(atPath: fileSystem.store.directory(for: url))
+        XCTAssertEqual(Set(entryFiles), ["bitmap", "crc32c", "data", "header"], "the stream files are gone")
+    }
+
+    func testAStoppedStreamKeepsWhatItStoredAndTheNextStreamChecksIt() throws {
+        origin.dropAfterBytes = 1_000_000
+        origin.dropsLeft = 1
+        do {
+            let fileSystem = try makeFileSystem(attempts: 1)
+            let item = try XCTUnwrap(fileSystem.catalog.items.first)
+            let handle = try fileSystem.open(item.inode).get().handle
+            XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 65536)?.get(),
+                           Array(bytes[..<65536]))
+            guard case .failure = try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: 2_000_000, count: 4096))
+            else { return XCTFail("the stream broke at 1,000,000 bytes") }
+            fileSystem.release(handle)
+        }
+        // A restart: the stored bytes are there before any request.
+        let before = origin.requests.count
+        let fileSystem = try makeFileSystem()
+        let item = try XCTUnwrap(fileSystem.catalog.items.first)
+        XCTAssertEqual(try fileSystem.attributes(of: item.inode).get().size, 1_000_000)
+        let handle = try fileSystem.open(item.inode).get().handle
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 500_000, count: 4096)?.get(),
+                       Array(bytes[500_000..<504_096]))
+        XCTAssertEqual(origin.requests.count, before, "cached bytes need no stream")
+        XCTAssertEqual(try readToEnd(fileSystem, handle: handle), bytes)
+    }
+
+    func testOtherBytesThanThoseCachedReplaceThemFromTheFirstDifference() throws {
+        origin.dropAfterBytes = 1_000_000
+        origin.dropsLeft = 1
+        do {
+            let fileSystem = try makeFileSystem(attempts: 1)
+            let item = try XCTUnwrap(fileSystem.catalog.items.first)
+            let handle = try fileSystem.open(item.inode).get().handle
+            _ = fileSystem.readSynchronously(handle: handle, offset: 2_000_000, count: 4096)
+            fileSystem.release(handle)
+        }
+        // Same date, no ETag: only the bytes tell that the file changed at 600,000.
+        var changed = bytes
+        for index in 600_000..<700_000 { changed[index] ^= 0xFF }
+        origin.serve(url, bytes: changed)
+        let fileSystem = try makeFileSystem()
+        let item = try XCTUnwrap(fileSystem.catalog.items.first)
+        let old = try fileSystem.open(item.inode).get().handle
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: old, offset: 0, count: 4096)?.get(), Array(bytes[..<4096]))
+        // Reading on makes the stream meet the difference; the handle that read the old bytes gets ESTALE.
+        XCTAssertEqual(fileSystem.readSynchronously(handle: old, offset: 2_000_000, count: 4096), .failure(.stale))
+        fileSystem.release(old)
+        let fresh = try fileSystem.open(item.inode).get().handle
+        XCTAssertEqual(try readToEnd(fileSystem, handle: fresh), changed)
+    }
+
+    func testFillPolicyCompletesAStreamNobodyReads() throws {
+        let fileSystem = try makeFileSystem(prefetch: .all)
+        fileSystem.fillAll()
+        let inode = try XCTUnwrap(fileSystem.catalog.items.first).inode
+        let deadline = Date() + 10
+        while fileSystem.catalog.item(inode: inode)?.metadata.sizeKnown != true && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(try fileSystem.attributes(of: inode).get().size, UInt64(bytes.count))
+    }
+
+    func testWithoutFillAStreamNobodyReadsStops() throws {
+        origin.chunkDelay = 0.001  // about 16 MB/s: the 3 MB take 190 ms
+        let fileSystem = try makeFileSystem()
+        let item = try XCTUnwrap(fileSystem.catalog.items.first)
+        let handle = try fileSystem.open(item.inode).get().handle
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 4096)?.get(), Array(bytes[..<4096]))
+        fileSystem.release(handle)
+        usleep(300_000)
+        XCTAssertLessThan(origin.bodyBytesDelivered, UInt64(bytes.count / 2), "the stream stopped once the file was closed")
+        XCTAssertFalse(try XCTUnwrap(fileSystem.catalog.items.first).metadata.sizeKnown)
+    }
+}
