@@ -237,53 +237,51 @@ public final class RangeFS: Sendable {
     /// Reads `count` bytes at `offset`; `reply` runs exactly once, now or when the blocks arrive.
     public func read(handle: UInt64, offset: UInt64, count: Int, reply: @escaping Reply) {
         let fillAfter = settings.prefetch == .use ? settings.fillAfterBytes : nil
-        if readStream(handle: handle, offset: offset, count: count, fillAfter: fillAfter, reply: reply) { return }
-        let planned = handles.withLock { handles -> (OpenFile, ReadPlanner.Plan, Bool)? in
-            guard let file = handles.open[handle] else { return nil }
-            let plan = handles.open[handle]!.planner.plan(offset: offset, count: count, fileSize: file.entry.size)
-            // A use, not a probe: this handle has read more than a prober reads.
-            var startFill = false
-            if let fillAfter, !file.askedForFill, handles.open[handle]!.planner.bytesRead >= fillAfter {
-                handles.open[handle]!.askedForFill = true
-                startFill = true
+        enum Found {
+            case blocks(OpenFile, ReadPlanner.Plan, startFill: Bool)
+            case stream(UnsizedDownload, generation: Int, startFill: Bool)
+        }
+        let found = handles.withLock { handles -> Found? in
+            if let file = handles.open[handle] {
+                // In place: a copy of the planner would be copied again on write.
+                let plan = handles.open[handle]!.planner.plan(offset: offset, count: count, fileSize: file.entry.size)
+                // A use, not a probe: this handle has read more than a prober reads.
+                var startFill = false
+                if let fillAfter, !file.askedForFill, handles.open[handle]!.planner.bytesRead >= fillAfter {
+                    handles.open[handle]!.askedForFill = true
+                    startFill = true
+                }
+                return .blocks(file, plan, startFill: startFill)
             }
-            return (file, plan, startFill)
+            guard var stream = handles.streams[handle] else { return nil }
+            stream.bytesRead += UInt64(count)
+            let startFill = fillAfter.map { !stream.askedForFill && stream.bytesRead >= $0 } ?? false
+            if startFill { stream.askedForFill = true }
+            handles.streams[handle] = stream
+            return .stream(stream.download, generation: stream.generation, startFill: startFill)
         }
-        guard let (file, plan, startFill) = planned else { return reply(.failure(.badHandle)) }
-        let entry = file.entry
-        if startFill && !entry.isComplete { scheduler.fill(entry, url: entry.header.url) }
-        if let diskAhead = plan.diskAhead { entry.prefetchFromDisk(diskAhead) }
-        if plan.range.isEmpty {
-            reply(.success(.bytes([])))
-        } else {
-            serve(plan.range, of: entry, inode: file.inode, reply: reply)
-        }
-        if let networkAhead = plan.networkAhead, !networkAhead.isEmpty {
-            let runs = entry.claim(blocks: entry.blocks(covering: networkAhead))
-            if !runs.isEmpty { scheduler.fetch(entry, url: entry.header.url, runs: runs, priority: .readahead) }
-        }
-    }
-
-    /// Reads from the stream of a file of unknown size, if `handle` is one; false if it is not.
-    private func readStream(handle: UInt64, offset: UInt64, count: Int, fillAfter: UInt64?,
-                            reply: @escaping Reply) -> Bool {
-        let found = handles.withLock { handles -> (UnsizedDownload, Int, Bool)? in
-            guard var file = handles.streams[handle] else { return nil }
-            file.bytesRead += UInt64(count)
-            var startFill = false
-            if let fillAfter, !file.askedForFill, file.bytesRead >= fillAfter {
-                file.askedForFill = true
-                startFill = true
+        switch found {
+        case nil:
+            reply(.failure(.badHandle))
+        case .stream(let download, let generation, let startFill):
+            if startFill { download.fill() }
+            download.read(offset: offset, count: count, generation: generation) { result in
+                reply(result.mapError(Self.fileSystemError(for:)))
             }
-            handles.streams[handle] = file
-            return (file.download, file.generation, startFill)
+        case .blocks(let file, let plan, let startFill):
+            let entry = file.entry
+            if startFill && !entry.isComplete { scheduler.fill(entry, url: entry.header.url) }
+            if let diskAhead = plan.diskAhead { entry.prefetchFromDisk(diskAhead) }
+            if plan.range.isEmpty {
+                reply(.success(.bytes([])))
+            } else {
+                serve(plan.range, of: entry, inode: file.inode, reply: reply)
+            }
+            if let networkAhead = plan.networkAhead, !networkAhead.isEmpty {
+                let runs = entry.claim(blocks: entry.blocks(covering: networkAhead))
+                if !runs.isEmpty { scheduler.fetch(entry, url: entry.header.url, runs: runs, priority: .readahead) }
+            }
         }
-        guard let (download, generation, startFill) = found else { return false }
-        if startFill { download.fill() }
-        download.read(offset: offset, count: count, generation: generation) { result in
-            reply(result.mapError(Self.fileSystemError(for:)))
-        }
-        return true
     }
 
     /// Answers a read of `range` once its blocks are readable, fetching those nobody fetches yet at demand

@@ -294,6 +294,10 @@ struct MountRunner {
         let name = parts.last ?? path
         let folder = parts.count > 1 ? catalog.folder(Array(parts.dropLast())) : Catalog.rootInode
         let item = catalog.add(metadata, explicitName: name, parent: folder)
+        if !metadata.sizeKnown {
+            printError("rangefs: \(Redaction.redact(metadata.url)): the server sends no length; \(item.name) reads from "
+                       + "start to end and shows its real size once it has been read to its end")
+        }
         if let whole = EntryNaming.overlongName(explicit: name, metadata: metadata) {
             printError("rangefs: the name '\(whole.prefix(40))…' is \(whole.utf8.count) bytes, more than a file name "
                        + "can hold (255); it is shortened to '\(item.name.prefix(40))…' (\(item.name.utf8.count) bytes)")
