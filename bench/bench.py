@@ -61,9 +61,18 @@ class Nginx:
 
     def __init__(self, work, www):
         self.work, self.direct, self.capped = work, free_port(), free_port()
+        # The same files over TLS, HTTP/2 offered.
+        self.tls = free_port()
         logs = os.path.join(work, "logs")
         os.makedirs(logs, exist_ok=True)
         self.access_log = os.path.join(logs, "access.log")
+        self.tls_log = os.path.join(logs, "tls.log")
+        self.certificate, key = os.path.join(work, "tls.pem"), os.path.join(work, "tls.key")
+        run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+             "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", self.certificate],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        tls = f"ssl_certificate {self.certificate}; ssl_certificate_key {key}; root {www}; keepalive_requests 100000;"
+        tls += f" access_log {self.tls_log} protocols;"
         conf = os.path.join(work, "nginx.conf")
         temp = " ".join(f"{t}_temp_path {logs};" for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
         with open(conf, "w") as f:
@@ -77,13 +86,15 @@ http {{
   # 206 without it ("does not support HTTP range requests"), and stock nginx leaves it out of 206 responses.
   server {{ listen 127.0.0.1:{self.direct}; root {www}; keepalive_requests 100000; autoindex on;
            add_header Accept-Ranges bytes; }}
+  log_format protocols '$server_port|$server_protocol|$body_bytes_sent';
+  server {{ listen 127.0.0.1:{self.tls} ssl http2; {tls} }}
 }}
 """)
         self.process = subprocess.Popen(["/usr/sbin/nginx", "-c", conf, "-p", work],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.proxy = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "capproxy.py"), str(self.capped),
                                        str(self.direct), str(8 * MiB)])
-        for port in (self.direct, self.capped):
+        for port in (self.direct, self.capped, self.tls):
             for _ in range(100):
                 try:
                     socket.create_connection(("127.0.0.1", port), 0.1).close()
@@ -93,6 +104,18 @@ http {{
 
     def url(self, name, capped=False):
         return f"http://127.0.0.1:{self.capped if capped else self.direct}/{name}"
+
+    def tls_url(self, name):
+        return f"https://127.0.0.1:{self.tls}/{name}"
+
+    def tls_protocols(self):
+        """Requests per protocol in the TLS log since it was last cleared, e.g. {'HTTP/2.0': 260}."""
+        counts = {}
+        with open(self.tls_log) as f:
+            for line in f:
+                protocol = line.split("|")[1]
+                counts[protocol] = counts.get(protocol, 0) + 1
+        return counts
 
     def clear_log(self):
         open(self.access_log, "w").close()
@@ -379,6 +402,49 @@ class Bench:
         self.compare_with_baseline("cat after dropping the cache", dropped["rangefs"], dropped.get("baseline"))
         self.compare_with_baseline("cp after a remount", remount["rangefs"], remount.get("baseline"))
 
+    def tls(self):
+        """Over TLS, from a server that offers HTTP/2: the default (parallel HTTP/1.1 connections) against --http2 (one
+        connection, transfers multiplexed), for a cold cp and for the background fill of a file nobody reads
+        (--prefetch all); curl for scale."""
+        name, size, dest = "big.bin", self.sizes["big.bin"], os.path.join(self.work, "tls.out")
+        url, ca = self.nginx.tls_url(name), ["--cacert", self.nginx.certificate]
+        curl, cold, fill, protocols = [], {True: [], False: []}, {True: [], False: []}, {True: {}, False: {}}
+        for _ in range(self.args.runs):
+            drop_caches()
+            curl.append(size / timed(["curl", "-s", *ca, "-o", dest, url]))
+            os.remove(dest)
+            for http2 in (False, True):
+                options = ca + (["--http2"] if http2 else [])
+                open(self.nginx.tls_log, "w").close()
+                cache = self.fresh_cache()
+                mount = Mount(self.binary, self.work, [url], cache, options)
+                drop_caches()
+                cold[http2].append(size / timed(["cp", mount.path(name), dest]))
+                self.check_copy(dest, name)
+                os.remove(dest)
+                mount.close()
+                shutil.rmtree(cache)
+                cache = self.fresh_cache()
+                start = time.perf_counter()
+                mount = Mount(self.binary, self.work, [url], cache, options + ["--prefetch", "all"])
+                complete = mount.wait_complete(name)
+                fill[http2].append(size / (time.perf_counter() - start))
+                self.checks.append((f"fill over {'HTTP/2' if http2 else 'HTTP/1.1'} completed", complete))
+                mount.close()
+                shutil.rmtree(cache)
+                protocols[http2] = self.nginx.tls_protocols()
+            log(f"  run {len(curl)}: curl {curl[-1] / MiB:.0f}; cold cp h1 {cold[False][-1] / MiB:.0f}, "
+                f"h2 {cold[True][-1] / MiB:.0f}; fill h1 {fill[False][-1] / MiB:.0f}, h2 {fill[True][-1] / MiB:.0f} "
+                f"MiB/s; requests {protocols[False]} / {protocols[True]}")
+        self.checks.append(("HTTP/1.1 by default", set(protocols[False]) == {"HTTP/1.1"}))
+        self.checks.append(("HTTP/2 with --http2", set(protocols[True]) == {"HTTP/2.0"}))
+        median = statistics.median
+        self.results["cold cp, TLS"] = (median(cold[False]), "curl TLS", median(curl), 1.0)
+        self.results["  cold cp, TLS: --http2 vs default"] = (median(cold[True]), "HTTP/1.1", median(cold[False]),
+                                                             None)
+        self.results["fill, TLS (--prefetch all)"] = (median(fill[False]), "", 0, None)
+        self.results["  fill, TLS: --http2 vs default"] = (median(fill[True]), "HTTP/1.1", median(fill[False]), None)
+
     def kill_resume(self):
         """Resuming where it broke, default options: kill -9 at about 40% of a fast cold cp, remount, copy again;
         the origin's log counts what the second pass fetched against what the first had not copied."""
@@ -639,7 +705,8 @@ def main():
     parser.add_argument("--baseline", default=None, metavar="BINARY",
                         help="another rangefs build (e.g. the previous main) measured in the same runs, alternating")
     parser.add_argument("--json", help="also write the medians here")
-    parser.add_argument("--only", choices=["fast", "kill", "capped", "random", "memory", "scan"], action="append")
+    parser.add_argument("--only", choices=["fast", "kill", "capped", "random", "memory", "scan", "tls"],
+                        action="append")
     parser.add_argument("--rangefs-option", action="append", default=[], metavar="OPTION",
                         help="pass this option to every rangefs mount (repeat it), to compare settings")
     args = parser.parse_args()
@@ -660,9 +727,10 @@ def main():
         log(f"preparing files in {bench.work} (big {args.size // MiB} MiB, capped {args.capped_size // MiB} MiB, "
             f"8 x {args.multi_size // MiB} MiB), {args.runs} run(s) each")
         bench.prepare()
-        only = args.only or ["fast", "kill", "capped", "random", "memory", "scan"]
+        only = args.only or ["fast", "kill", "capped", "random", "memory", "scan", "tls"]
         for key, scenario in [("fast", bench.cold_fast), ("kill", bench.kill_resume), ("capped", bench.capped),
-                              ("random", bench.random_reads), ("memory", bench.memory), ("scan", bench.scan)]:
+                              ("random", bench.random_reads), ("memory", bench.memory), ("scan", bench.scan),
+                              ("tls", bench.tls)]:
             if key in only:
                 log(f"running: {scenario.__doc__.splitlines()[0]}")
                 scenario()

@@ -1,6 +1,6 @@
 // The libcurl engine: one thread owns the multi handle and runs curl_multi_poll; other threads hand it transfers
 // through a queue and wake it with curl_multi_wakeup (DESIGN.md §2). Connections are pooled by the multi handle,
-// so consecutive Range requests to one host reuse keep-alive connections (or one HTTP/2 connection).
+// so consecutive Range requests to one host reuse keep-alive connections (or one HTTP/2 connection, with --http2).
 
 import CCurl
 import Foundation

@@ -77,8 +77,13 @@ final class Transfer: @unchecked Sendable {
         rfs_easy_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, options.lowSpeedLimit)
         rfs_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, options.lowSpeedTime)
         rfs_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 256 << 10)
-        rfs_easy_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
-        rfs_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
+        if options.http2 {
+            // Wait for the connection's ALPN answer, so that transfers share one HTTP/2 connection.
+            rfs_easy_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
+            rfs_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
+        } else {
+            rfs_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
+        }
         rfs_easy_setopt_string(handle, CURLOPT_USERAGENT, options.userAgent)
         Self.configureTLS(handle, options)
         if let proxy = options.proxy { rfs_easy_setopt_string(handle, CURLOPT_PROXY, proxy) }

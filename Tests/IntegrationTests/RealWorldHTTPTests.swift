@@ -50,6 +50,12 @@ final class RealWorldHTTPTests: MountTestCase {
         try mount([secure.url("tls.bin")], extra: ["--cacert", ca.caCertificate])
         XCTAssertEqual(try sha256(file), expected)
         try driver.unmount(mountpoint, cache: cache)
+        // The server offers HTTP/2; parallel HTTP/1.1 connections are the default (see HTTPOptions.http2).
+        XCTAssertEqual(Set(secure.protocolLog()), ["HTTP/1.1"])
+        try mount([secure.url("tls.bin")], extra: ["--cacert", ca.caCertificate, "--http2", "--cache", cache + "h2"])
+        XCTAssertEqual(try sha256(file), expected)
+        try driver.unmount(mountpoint, cache: cache + "h2")
+        XCTAssertEqual(secure.protocolLog().last, "HTTP/2.0", "--http2 asks for HTTP/2")
 
         // SSL_CERT_FILE, as curl honours it; a fresh cache so the bytes come over TLS again.
         let viaEnvironment = try runWithEnvironment(["SSL_CERT_FILE": ca.caCertificate],

@@ -115,6 +115,12 @@ public final class NginxOrigin: @unchecked Sendable {
         let text = (try? String(contentsOfFile: prefix + "/logs/credentials.log", encoding: .utf8)) ?? ""
         return text.split(separator: "\n").map(String.init)
     }
+    /// The protocol of each request (`HTTP/1.1`, `HTTP/2.0`).
+    public func protocolLog() -> [String] {
+        let text = (try? String(contentsOfFile: prefix + "/logs/protocols.log", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").map(String.init)
+    }
+
     public func path(_ name: String) -> String { root + "/" + name }
 
     /// Writes `bytes` as `name` under the document root.
@@ -171,6 +177,8 @@ public final class NginxOrigin: @unchecked Sendable {
             access_log \(prefix)/logs/access.log counted;
             log_format credentials '$uri|$http_authorization|$http_cookie';
             access_log \(prefix)/logs/credentials.log credentials;
+            log_format protocols '$server_protocol';
+            access_log \(prefix)/logs/protocols.log protocols;
             client_body_temp_path \(prefix)/logs;
             proxy_temp_path \(prefix)/logs;
             fastcgi_temp_path \(prefix)/logs;

@@ -118,7 +118,7 @@ final class MountOptionsTests: XCTestCase {
     func testTLSProxyAndCredentialOptionsReachTheHTTPLayer() throws {
         let options = try MountOptions.parse([
             "--cacert", "/etc/hostname", "--insecure", "--proxy", "http://p:3128", "--noproxy", "a,b",
-            "--header", "X-Key: 1", "--cookie", "s=2", "--netrc", "--user-agent", "agent/1",
+            "--header", "X-Key: 1", "--cookie", "s=2", "--netrc", "--user-agent", "agent/1", "--http2",
         ])
         let configuration = MountConfiguration(options, environment: ["SSL_CERT_DIR": "/certs"])
         XCTAssertEqual(configuration.http.caCertificateFile, "/etc/hostname")
@@ -128,8 +128,10 @@ final class MountOptionsTests: XCTestCase {
         XCTAssertEqual(configuration.http.noProxy, "a,b")
         XCTAssertEqual(configuration.http.netrcFile, "", "--netrc: ~/.netrc")
         XCTAssertEqual(configuration.http.userAgent, "agent/1")
+        XCTAssertTrue(configuration.http.http2)
         XCTAssertEqual(configuration.headers, ["X-Key: 1", "Cookie: s=2"])
         let fromEnvironment = MountConfiguration(try MountOptions.parse([]), environment: ["SSL_CERT_FILE": "/ca.pem"])
         XCTAssertEqual(fromEnvironment.http.caCertificateFile, "/ca.pem")
+        XCTAssertFalse(fromEnvironment.http.http2, "parallel HTTP/1.1 connections by default")
     }
 }

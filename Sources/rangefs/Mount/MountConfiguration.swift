@@ -52,6 +52,7 @@ struct MountConfiguration: Equatable {
         http.caCertificateFile = options.cacert ?? environment["SSL_CERT_FILE"] ?? environment["CURL_CA_BUNDLE"]
         http.caCertificateDirectory = options.capath ?? environment["SSL_CERT_DIR"]
         http.insecure = options.insecure
+        http.http2 = options.http2
         http.clientCertificate = options.cert
         http.clientKey = options.key
         http.proxy = options.proxy

@@ -7,7 +7,7 @@ import ArgumentParser
 
 enum MountOptionList {
     /// Options that take no value.
-    static let flags: Set<String> = ["foreground", "allow_other", "verbose", "insecure", "netrc"]
+    static let flags: Set<String> = ["foreground", "allow_other", "verbose", "insecure", "netrc", "http2"]
     /// Options that take a value: every other long option of `MountOptions`.
     static let valued: Set<String> = [
         "cache", "list", "block_size", "uid", "gid", "umask", "log_file", "commit_interval", "commit_bytes",

@@ -132,6 +132,9 @@ struct MountOptions: ParsableArguments {
     @Flag(name: .long, help: "Do not verify the servers' TLS certificates (anyone on the path can change the data).")
     var insecure = false
 
+    @Flag(name: .long, help: "Use HTTP/2 where a TLS server offers it: one connection per host instead of several HTTP/1.1 ones.")
+    var http2 = false
+
     @Option(name: .long, help: "A client certificate (PEM) for servers that ask for one.")
     var cert: String?
 
