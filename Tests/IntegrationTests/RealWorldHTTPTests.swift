@@ -376,9 +376,33 @@ final class RealWorldHTTPTests: MountTestCase {
     // MARK: 6. A file without a length
 
     /// A server that sends every file chunked, with no Content-Length, ignoring Range, pausing `pause` seconds
-    /// after each 256 KiB; it logs the path and the body bytes it wrote for each request.
-    func startChunkedServer(root: String, log: String, pause: Double = 0) throws -> (BackgroundProcess, Int) {
-        let script = root + "/../chunked.py"
+    /// after each 256 KiB, and serves a 64 MiB random `big.bin`; it logs the path and the body bytes it wrote for
+    /// each request.
+    struct ChunkedOrigin {
+        static let size = 64 << 20
+        let folder: TemporaryDirectory
+        let server: BackgroundProcess
+        let url: String
+        /// The served file, its SHA-256, and the server's log.
+        let original: String
+        let expected: String
+        let log: String
+
+        /// The body bytes the server logged, one number per request.
+        var requests: [Int] {
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n")
+                .compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
+        }
+    }
+
+    func startChunkedOrigin(pause: Double = 0) throws -> ChunkedOrigin {
+        let folder = try TemporaryDirectory(prefix: "chunked")
+        let root = folder.path + "/root"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let original = root + "/big.bin"
+        try Shell.run("/usr/bin/head", ["-c", String(ChunkedOrigin.size), "/dev/urandom"], stdoutFile: original)
+        let log = folder.path + "/sent.log"
+        let script = folder.path + "/chunked.py"
         try """
         import email.utils, http.server, os, sys, time
         port, root, log, pause = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
@@ -407,31 +431,20 @@ final class RealWorldHTTPTests: MountTestCase {
                 pass
         http.server.ThreadingHTTPServer(("127.0.0.1", port), Chunked).serve_forever()
         """.write(toFile: script, atomically: false, encoding: .utf8)
-        return try BackgroundProcess.listening { port in
+        let (server, port) = try BackgroundProcess.listening { port in
             try BackgroundProcess("/usr/bin/python3", [script, String(port), root, log, String(pause)],
-                                  logPath: root + "/../server.out")
+                                  logPath: folder.path + "/server.out")
         }
-    }
-
-    /// The body bytes the chunked server logged, one number per request.
-    func chunkedRequests(_ log: String) -> [Int] {
-        ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n")
-            .compactMap { $0.split(separator: " ").last.flatMap { Int($0) } }
+        return ChunkedOrigin(folder: folder, server: server, url: "http://127.0.0.1:\(port)/big.bin",
+                             original: original, expected: try sha256(original), log: log)
     }
 
     func testAFileWithoutALengthStreamsOnceThenKeepsItsSizeAndRemountsFromTheCache() throws {
-        let folder = try TemporaryDirectory(prefix: "chunked")
-        let root = folder.path + "/root"
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let size = 64 << 20
-        try Shell.run("/usr/bin/head", ["-c", String(size), "/dev/urandom"], stdoutFile: root + "/big.bin")
-        let expected = try sha256(root + "/big.bin")
-        let log = folder.path + "/sent.log"
-        let (server, port) = try startChunkedServer(root: root, log: log)
-        defer { _ = server.stop() }
-        let url = "http://127.0.0.1:\(port)/big.bin"
+        let origin = try startChunkedOrigin()
+        defer { _ = origin.server.stop() }
+        let (size, expected) = (ChunkedOrigin.size, origin.expected)
 
-        try mount([url], extra: ["--cache", cache])
+        try mount([origin.url])
         let file = mountpoint + "/big.bin"
         XCTAssertEqual(try statFile(file).st_size, 0, "nothing is known of the size before the stream")
         // Two copies at once: both right, from one stream.
@@ -446,34 +459,29 @@ final class RealWorldHTTPTests: MountTestCase {
         group.wait()
         XCTAssertEqual(failures.withLock { $0 }, [])
         for copy in copies { XCTAssertEqual(try sha256(copy), expected) }
-        XCTAssertEqual(chunkedRequests(log).filter { $0 == size }.count, 1, "one whole stream: \(chunkedRequests(log))")
+        XCTAssertEqual(origin.requests.filter { $0 == size }.count, 1, "one whole stream: \(origin.requests)")
         XCTAssertEqual(try statFile(file).st_size, off_t(size), "the size is known once the stream ended")
         XCTAssertEqual(try statFile(file).st_blocks, blkcnt_t(size / 512))
         XCTAssertEqual(try driver.run(["status", mountpoint]).stdout.contains("complete"), true)
         try driver.unmount(mountpoint, cache: cache)
 
         // A remount with no URLs: the size is the cached one, and reading makes no request.
-        try mount([], extra: ["--cache", cache])
+        try mount([])
         XCTAssertEqual(try statFile(file).st_size, off_t(size))
-        let afterMount = chunkedRequests(log).count
+        let afterMount = origin.requests.count
         try Shell.run("/bin/cp", [file, scratch.path + "/c"])
         XCTAssertEqual(try sha256(scratch.path + "/c"), expected)
-        XCTAssertEqual(chunkedRequests(log).count, afterMount, "served from the cache")
+        XCTAssertEqual(origin.requests.count, afterMount, "served from the cache")
         try driver.unmount(mountpoint, cache: cache)
     }
 
     func testAFileWithoutALengthKeepsWhatItStreamedThroughAKill() throws {
-        let folder = try TemporaryDirectory(prefix: "chunked-kill")
-        let root = folder.path + "/root"
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let size = 64 << 20
-        try Shell.run("/usr/bin/head", ["-c", String(size), "/dev/urandom"], stdoutFile: root + "/big.bin")
-        let expected = try sha256(root + "/big.bin")
         // About 25 MB/s, so that the kill lands mid-stream.
-        let (server, port) = try startChunkedServer(root: root, log: folder.path + "/sent.log", pause: 0.01)
-        defer { _ = server.stop() }
+        let origin = try startChunkedOrigin(pause: 0.01)
+        defer { _ = origin.server.stop() }
+        let size = ChunkedOrigin.size
 
-        try mount(["http://127.0.0.1:\(port)/big.bin"], extra: ["--cache", cache])
+        try mount([origin.url])
         let file = mountpoint + "/big.bin"
         let reader = try BackgroundProcess("/bin/cp", [file, scratch.path + "/partial"],
                                            logPath: scratch.path + "/cp.out")
@@ -487,13 +495,13 @@ final class RealWorldHTTPTests: MountTestCase {
         _ = try? Shell.run("/bin/fusermount3", ["-uz", mountpoint])
         try driver.waitForUnlock(cache)
 
-        try mount([], extra: ["--cache", cache])
+        try mount([])
         let kept = try statFile(file).st_size
         XCTAssertGreaterThanOrEqual(kept, streamed - (16 << 20), "at most the commit bound is lost (\(streamed) -> \(kept))")
         XCTAssertEqual(try pread(file, offset: Int(kept) - 4096, count: 4096),
-                       try fileBytes(root + "/big.bin", offset: Int(kept) - 4096, count: 4096), "the kept bytes are right")
+                       try fileBytes(origin.original, offset: Int(kept) - 4096, count: 4096), "the kept bytes are right")
         try Shell.run("/bin/cp", [file, scratch.path + "/copy"])
-        XCTAssertEqual(try sha256(scratch.path + "/copy"), expected)
+        XCTAssertEqual(try sha256(scratch.path + "/copy"), origin.expected)
         XCTAssertEqual(try statFile(file).st_size, off_t(size))
         try driver.unmount(mountpoint, cache: cache)
     }

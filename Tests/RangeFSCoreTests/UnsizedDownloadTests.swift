@@ -73,19 +73,23 @@ final class UnsizedDownloadTests: XCTestCase {
         XCTAssertEqual(Set(entryFiles), ["bitmap", "crc32c", "data", "header"], "the stream files are gone")
     }
 
-    func testAStoppedStreamKeepsWhatItStoredAndTheNextStreamChecksIt() throws {
+    /// Streams the file in a RangeFS of its own, whose connection drops at 1,000,000 bytes; returns when that
+    /// RangeFS is gone, as a restart finds the cache.
+    func streamUntilTheConnectionDrops() throws {
         origin.dropAfterBytes = 1_000_000
         origin.dropsLeft = 1
-        do {
-            let fileSystem = try makeFileSystem(attempts: 1)
-            let item = try XCTUnwrap(fileSystem.catalog.items.first)
-            let handle = try fileSystem.open(item.inode).get().handle
-            XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 65536)?.get(),
-                           Array(bytes[..<65536]))
-            guard case .failure = try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: 2_000_000, count: 4096))
-            else { return XCTFail("the stream broke at 1,000,000 bytes") }
-            fileSystem.release(handle)
-        }
+        let fileSystem = try makeFileSystem(attempts: 1)
+        let item = try XCTUnwrap(fileSystem.catalog.items.first)
+        let handle = try fileSystem.open(item.inode).get().handle
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 65536)?.get(),
+                       Array(bytes[..<65536]))
+        guard case .failure = try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: 2_000_000, count: 4096))
+        else { return XCTFail("the stream broke at 1,000,000 bytes") }
+        fileSystem.release(handle)
+    }
+
+    func testAStoppedStreamKeepsWhatItStoredAndTheNextStreamChecksIt() throws {
+        try streamUntilTheConnectionDrops()
         // A restart: the stored bytes are there before any request.
         let before = origin.requests.count
         let fileSystem = try makeFileSystem()
@@ -99,15 +103,7 @@ final class UnsizedDownloadTests: XCTestCase {
     }
 
     func testOtherBytesThanThoseCachedReplaceThemFromTheFirstDifference() throws {
-        origin.dropAfterBytes = 1_000_000
-        origin.dropsLeft = 1
-        do {
-            let fileSystem = try makeFileSystem(attempts: 1)
-            let item = try XCTUnwrap(fileSystem.catalog.items.first)
-            let handle = try fileSystem.open(item.inode).get().handle
-            _ = fileSystem.readSynchronously(handle: handle, offset: 2_000_000, count: 4096)
-            fileSystem.release(handle)
-        }
+        try streamUntilTheConnectionDrops()
         // Same date, no ETag: only the bytes tell that the file changed at 600,000.
         var changed = bytes
         for index in 600_000..<700_000 { changed[index] ^= 0xFF }

@@ -285,13 +285,25 @@ public final class UnsizedDownload: Sendable {
             return
         }
         logger.warning("streaming \(Redaction.redact(url)) failed at byte \(cachedBytes): \(error.userMessage)")
-        let failed = state.withLock { state -> [Waiter] in
+        end(with: .failure(error))
+    }
+
+    /// The stream is over: every waiting reader gets `result` (a success once the size is known), and the next
+    /// read starts another stream.
+    private func end(with result: Result<UInt64, FetchError>) {
+        let waiters = state.withLock { state -> [Waiter] in
             state.running = false
-            state.lastError = error.userMessage
+            switch result {
+            case .success(let size):
+                state.size = size
+                state.lastError = nil
+            case .failure(let error):
+                state.lastError = error.userMessage
+            }
             defer { state.waiters.removeAll() }
             return state.waiters.map(\.resume)
         }
-        resume(failed, with: .failure(error))
+        resume(waiters, with: result.map { _ in () })
     }
 
     /// A reader that came while the stream was stopping starts it again.
@@ -317,24 +329,11 @@ public final class UnsizedDownload: Sendable {
             }
             try store.installStream(file, of: metadata, blockSize: blockSize)
             logger.info("\(Redaction.redact(url)) is complete: \(size) bytes; its size is known from now on")
-            let woken = state.withLock { state -> [Waiter] in
-                state.size = size
-                state.running = false
-                state.lastError = nil
-                defer { state.waiters.removeAll() }
-                return state.waiters.map(\.resume)
-            }
             completed(metadata)
-            resume(woken, with: .success(()))
+            end(with: .success(size))
         } catch {
             logger.error("cannot keep the complete stream of \(Redaction.redact(url)): \(error)")
-            let failed = state.withLock { state -> [Waiter] in
-                state.running = false
-                state.lastError = error.description
-                defer { state.waiters.removeAll() }
-                return state.waiters.map(\.resume)
-            }
-            resume(failed, with: .failure(.transport("cannot write the cache: \(error)")))
+            end(with: .failure(.transport("cannot write the cache: \(error)")))
         }
     }
 
