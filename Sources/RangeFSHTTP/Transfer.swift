@@ -215,7 +215,8 @@ final class Transfer: @unchecked Sendable {
         if (200..<300).contains(status) && effectiveURL != originalURL {
             session.redirects.remember(effectiveURL, for: originalURL)
         }
-        let head = ResponseHead(status: status, headers: responseHeaders, effectiveURL: effectiveURL)
+        let head = ResponseHead(status: status, headers: responseHeaders, effectiveURL: effectiveURL,
+                                proxy: status >= 500 ? session.proxy(for: url) : nil)
         if !sink.receive(head: head) {
             cancelledBySink = true
             return false

@@ -268,6 +268,13 @@ final class RealWorldHTTPTests: MountTestCase {
         XCTAssertFalse(served.isEmpty)
         XCTAssertEqual(proxied.count, served.count, "every request to the origin went through the proxy:\n\(proxyLog)")
 
+        // The proxy up but the server down: tinyproxy answers 500 "Unable to connect" itself; the error names it.
+        let unreachable = try driver.mount(mountpoint, urls: ["http://127.0.0.1:9/nothing.bin"], cache: cache + "3",
+                                           extra: ["--proxy", "http://127.0.0.1:\(port)"])
+        XCTAssertEqual(unreachable.status, 1)
+        XCTAssertTrue(unreachable.stderr.contains("HTTP 500 Internal Server Error through the proxy http://127.0.0.1:\(port)"),
+                      unreachable.stderr)
+
         // The proxy down: the error names the proxy, not the origin.
         _ = proxy.stop(signal: SIGTERM)
         let failed = try driver.mount(mountpoint, urls: [origin.url("proxied.bin")], cache: cache + "2",

@@ -50,6 +50,19 @@ final class RemoteMetadataTests: XCTestCase {
                        "two known sizes still must agree")
     }
 
+    func testAServerErrorThroughAProxyNamesTheProxy() {
+        let proxied = ResponseHead(status: 500, headers: [:], proxy: "http://p:3128")
+        XCTAssertEqual(proxied.statusError, .proxyStatus(500, "http://p:3128"))
+        XCTAssertTrue(proxied.statusError.userMessage.contains("through the proxy http://p:3128"))
+        XCTAssertTrue(proxied.statusError.isTransient && proxied.statusError.isOriginUnreachable)
+        XCTAssertThrowsError(try RemoteMetadata(url: "u", probeResponse: proxied)) {
+            XCTAssertEqual($0 as? FetchError, .proxyStatus(500, "http://p:3128"))
+        }
+        XCTAssertEqual(ResponseHead(status: 404, headers: [:], proxy: "http://p:3128").statusError, .httpStatus(404),
+                       "an answer about the file is the server's")
+        XCTAssertEqual(ResponseHead(status: 502, headers: [:]).statusError, .httpStatus(502))
+    }
+
     func testWeakETagIsNotUsedForIfRange() {
         let weak = RemoteMetadata(url: "u", size: 1, etag: "W/\"x\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")
         XCTAssertEqual(weak.ifRangeValidator, "Sun, 06 Nov 1994 08:49:37 GMT")

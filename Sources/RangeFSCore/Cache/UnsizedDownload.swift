@@ -359,7 +359,7 @@ final class UnsizedStreamSink: RangeResponseSink, @unchecked Sendable {
 
     func receive(head: ResponseHead) -> Bool {
         guard head.status == 200 else {
-            failure = head.status == 206 ? .badContentRange("206 to a request without Range") : .httpStatus(head.status)
+            failure = head.status == 206 ? .badContentRange("206 to a request without Range") : head.statusError
             return false
         }
         accepted = download.begin(head)

@@ -141,7 +141,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             failure = .rangeIgnored
             return false
         default:
-            failure = head.status == 206 ? .badContentRange("206 to a request without Range") : .httpStatus(head.status)
+            failure = head.status == 206 ? .badContentRange("206 to a request without Range") : head.statusError
             return false
         }
     }

@@ -29,6 +29,8 @@ public enum FetchError: Error, Sendable, Equatable {
     case caCertificates(String)
     /// The proxy (as configured, without credentials) cannot be reached, and why.
     case proxy(String, String)
+    /// A server error (5xx) that came through this proxy: the proxy's own answer, or the server's.
+    case proxyStatus(Int, String)
     /// A directory listing larger than the limit (bytes).
     case listingTooLarge(Int)
     /// The URL names a directory: the server redirected it to this URL, which ends in `/`.
@@ -60,6 +62,9 @@ public enum FetchError: Error, Sendable, Equatable {
         case .proxy(let proxy, let reason):
             "cannot reach the proxy \(proxy) (\(reason)); is the proxy running? Check --proxy, or http_proxy and "
                 + "https_proxy in the environment (--noproxy lists hosts reached directly)"
+        case .proxyStatus(let status, let proxy):
+            "HTTP \(status) \(Self.reasonPhrase(status)) through the proxy \(proxy); the proxy may be unable to reach "
+                + "the server (see its log), or the server failed. Check --proxy, or pass --noproxy HOST to go direct"
         case .listingTooLarge(let limit): "the directory listing is larger than \(limit >> 20) MiB; it is not read"
         case .isDirectory(let url): "it is a directory (the server answers at \(Redaction.redact(url)))"
         }
@@ -70,6 +75,7 @@ public enum FetchError: Error, Sendable, Equatable {
         switch self {
         case .timedOut, .shortBody, .transport, .connectionRefused, .proxy: true
         case .httpStatus(let status): status == 408 || status == 429 || status >= 500
+        case .proxyStatus: true
         default: false
         }
     }
@@ -79,7 +85,7 @@ public enum FetchError: Error, Sendable, Equatable {
     /// fails this way at mount is served from its cache entry, and stays in the saved set.
     public var isOriginUnreachable: Bool {
         switch self {
-        case .connectionRefused, .hostNotFound, .timedOut, .shortBody, .transport, .proxy: true
+        case .connectionRefused, .hostNotFound, .timedOut, .shortBody, .transport, .proxy, .proxyStatus: true
         case .httpStatus(let status): status >= 500
         default: false
         }

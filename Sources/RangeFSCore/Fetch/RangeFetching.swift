@@ -29,14 +29,24 @@ public struct ResponseHead: Sendable, Equatable {
     public var headers: [String: String]
     /// The URL that answered, after redirects; nil if the fetcher does not say.
     public var effectiveURL: String?
+    /// The proxy the response came through (without credentials), if any.
+    public var proxy: String?
 
-    public init(status: Int, headers: [String: String], effectiveURL: String? = nil) {
+    public init(status: Int, headers: [String: String], effectiveURL: String? = nil, proxy: String? = nil) {
         self.status = status
         self.headers = headers
         self.effectiveURL = effectiveURL
+        self.proxy = proxy
     }
 
     public subscript(name: String) -> String? { headers[name.lowercased()] }
+
+    /// The error for a status that is not the answer wanted. A server error through a proxy names the proxy: it
+    /// may be the proxy's own answer (tinyproxy says 500 "Unable to connect", squid 503, others 502 or 504).
+    public var statusError: FetchError {
+        if let proxy, status >= 500 { return .proxyStatus(status, proxy) }
+        return .httpStatus(status)
+    }
 }
 
 /// Receives one transfer's response. Calls come from the fetcher's thread, in order: `receive(head:)` once,
@@ -116,7 +126,7 @@ private final class ListingSink: RangeResponseSink, @unchecked Sendable {
 
     func receive(head: ResponseHead) -> Bool {
         guard head.status == 200 else {
-            failure = .httpStatus(head.status)
+            failure = head.statusError
             return false
         }
         return true

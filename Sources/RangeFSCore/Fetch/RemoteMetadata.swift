@@ -74,7 +74,7 @@ public struct RemoteMetadata: Sendable, Equatable {
             else { throw .httpStatus(416) }
             size = 0
         default:
-            throw .httpStatus(head.status)
+            throw head.statusError
         }
         self.init(
             url: url, size: size ?? 0, etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "",
