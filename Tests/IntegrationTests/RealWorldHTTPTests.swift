@@ -504,6 +504,9 @@ final class RealWorldHTTPTests: MountTestCase {
 
         try mount([])
         let kept = try statFile(file).st_size
+        let line = try driver.run(["status", mountpoint]).stdout.split(separator: "\n").first { $0.hasPrefix("big.bin") }
+        XCTAssertTrue(line?.contains(" unsized ") == true && line?.contains("%") == false,
+                      "no share of an unknown whole: \(line ?? "(no line)")")
         XCTAssertGreaterThanOrEqual(kept, streamed - (16 << 20), "at most the commit bound is lost (\(streamed) -> \(kept))")
         XCTAssertEqual(try pread(file, offset: Int(kept) - 4096, count: 4096),
                        try fileBytes(origin.original, offset: Int(kept) - 4096, count: 4096), "the kept bytes are right")

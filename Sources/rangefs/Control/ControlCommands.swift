@@ -178,9 +178,12 @@ enum StatusTable {
         for file in files {
             let share = file.size == 0 ? 100 : Double(file.cachedBytes) * 100 / Double(file.size)
             let unmounted = file.state == "unmounted" || file.state == "not listed"  // no size to show
+            // A file whose server sends no length: the size is what has come so far, and no share of a whole.
+            let unsized = file.state == "streaming" || file.state == "unsized"
             lines.append(pad(String(file.name.prefix(nameWidth)), nameWidth) + "  "
                          + pad(unmounted ? "-" : bytes(file.size), 9) + "  "
-                         + pad(unmounted ? "-" : String(format: "%.1f%%", share), 6) + "  " + pad(file.state, 11) + "  "
+                         + pad(unmounted || unsized ? "-" : String(format: "%.1f%%", share), 6) + "  "
+                         + pad(file.state, 11) + "  "
                          + pad(file.bytesPerSecond > 0 ? bytes(UInt64(file.bytesPerSecond)) + "/s" : "-", 11) + "  "
                          + pad(file.etaSeconds.map(duration) ?? "-", 8) + "  [" + file.map + "]" + (file.pinned ? " pinned" : ""))
             if let error = file.lastError, ["error", "offline", "unmounted"].contains(file.state) {
