@@ -284,6 +284,19 @@ class Bench:
     def fresh_cache(self):
         return tempfile.mkdtemp(dir=self.work, prefix="cache-")
 
+    def cold_copy(self, binary, url, name, dest, options=()):
+        """Bytes per second of a `cp` of `name` from a fresh mount of `url` (fresh cache, page cache dropped); the
+        copy is checked, then removed with the mount and its cache."""
+        cache = self.fresh_cache()
+        mount = Mount(binary, self.work, [url], cache, options)
+        drop_caches()
+        speed = self.sizes[name] / timed(["cp", mount.path(name), dest])
+        self.check_copy(dest, name)
+        os.remove(dest)
+        mount.close()
+        shutil.rmtree(cache)
+        return speed
+
     def check_copy(self, copy, name):
         ok = sha256(copy) == self.digests[name]
         self.checks.append((f"{name} copied correctly", ok))
@@ -416,14 +429,7 @@ class Bench:
             for http2 in (False, True):
                 options = ca + (["--http2"] if http2 else [])
                 open(self.nginx.tls_log, "w").close()
-                cache = self.fresh_cache()
-                mount = Mount(self.binary, self.work, [url], cache, options)
-                drop_caches()
-                cold[http2].append(size / timed(["cp", mount.path(name), dest]))
-                self.check_copy(dest, name)
-                os.remove(dest)
-                mount.close()
-                shutil.rmtree(cache)
+                cold[http2].append(self.cold_copy(self.binary, url, name, dest, options))
                 cache = self.fresh_cache()
                 start = time.perf_counter()
                 mount = Mount(self.binary, self.work, [url], cache, options + ["--prefetch", "all"])
@@ -493,14 +499,7 @@ class Bench:
             self.check_copy(dest, name)
             os.remove(dest)
             for label, binary in self.builds():
-                cache = self.fresh_cache()
-                mount = Mount(binary, self.work, [self.nginx.url(name, capped=True)], cache)
-                drop_caches()
-                ours[label].append(size / timed(["cp", mount.path(name), dest]))
-                self.check_copy(dest, name)
-                os.remove(dest)
-                mount.close()
-                shutil.rmtree(cache)
+                ours[label].append(self.cold_copy(binary, self.nginx.url(name, capped=True), name, dest))
         curl = size / timed(["curl", "-s", "-o", dest, self.nginx.url(name, capped=True)])
         os.remove(dest)
         self.results["cold cp, 8 MiB/s per connection"] = (statistics.median(ours["rangefs"]), "aria2c -x8 -s8",

@@ -53,7 +53,7 @@ public final class UnsizedDownload: Sendable {
         /// Bumped when another version replaced the cached bytes: handles of an older generation get ESTALE.
         var generation = 0
         /// Readers waiting for the stream to pass `end`.
-        var waiters: [(end: UInt64, generation: Int, resume: Waiter)] = []
+        var waiters: [(end: UInt64, resume: Waiter)] = []
         /// Handles open on the file, and whether the prefetch policy asked for it to be completed.
         var openHandles = 0
         var fillWanted = false
@@ -92,8 +92,6 @@ public final class UnsizedDownload: Sendable {
 
     /// Bytes cached so far (the whole file once `size` is known).
     public var cachedBytes: UInt64 { state.withLock { $0.received } }
-    /// The size, once the stream reached the end.
-    public var size: UInt64? { state.withLock { $0.size } }
     public var isStreaming: Bool { state.withLock { $0.running } }
     public var lastError: String? { state.withLock { $0.lastError } }
     public var generation: Int { state.withLock { $0.generation } }
@@ -109,7 +107,7 @@ public final class UnsizedDownload: Sendable {
         let next = state.withLock { state -> Next in
             guard state.generation == generation else { return .stale }
             if state.received >= end || state.size != nil { return .answer }
-            state.waiters.append((end, generation, { [weak self] result in
+            state.waiters.append((end, { [weak self] result in
                 guard let self else { return reply(.failure(.cancelled)) }
                 switch result {
                 case .success: reply(answer(offset: offset, count: count, generation: generation))
@@ -277,7 +275,7 @@ public final class UnsizedDownload: Sendable {
         }
         commit()
         if error.isTransient && attempt < policy.attempts {
-            let delay = policy.retryDelay * (1 << max(0, attempt - 1))
+            let delay = policy.delay(after: attempt)
             logger.info("streaming \(Redaction.redact(url)) again in \(delay): \(error.userMessage)")
             DispatchQueue.global().asyncAfter(deadline: .now() + delay.dispatchInterval) {
                 self.startStream(attempt: attempt + 1)

@@ -75,7 +75,7 @@ extension RangeFS {
     private func streamStatus(_ item: CatalogItem) -> FileStatus {
         let download = (try? download(for: item)) ?? nil
         let cached = download?.cachedBytes ?? 0
-        let state = download == nil ? "error" : download!.isStreaming ? "streaming" : "unsized"
+        let state = download.map { $0.isStreaming ? "streaming" : "unsized" } ?? "error"
         return FileStatus(name: catalog.path(of: item.inode), url: Redaction.redact(item.metadata.url), size: cached,
                           cachedBytes: cached, state: state, bytesPerSecond: 0, etaSeconds: nil,
                           map: String(repeating: cached > 0 ? ":" : " ", count: Self.mapWidth),
@@ -94,9 +94,7 @@ extension RangeFS {
 
     /// Speeds from the previous sample of each entry if it is between 0.2 and 5 s old, else nil (and a new sample).
     private func sampleSpeeds(_ entries: [CacheEntry?]) -> [Double?] {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let time = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+        let time = Self.monotonicSeconds()
         return speedSamples.withLock { samples in
             entries.map { entry -> Double? in
                 guard let entry else { return 0 }

@@ -45,8 +45,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private let currentPriority: Mutex<FetchPriority>
     private let maxBytesPerSecond: Int?
     private let store: CacheStore
-    private let attempts: Int
-    private let retryDelay: Duration
+    private let policy: FetchPolicy
     private let logger: Logger
     // Strong: a transfer may finish after everything else let go of its owner. The owner keeps running fill sinks
     // only until `finished`, so the cycle ends with the transfer.
@@ -71,8 +70,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         self.currentPriority = Mutex(priority)
         self.maxBytesPerSecond = maxBytesPerSecond
         self.store = store
-        attempts = policy.attempts
-        retryDelay = policy.retryDelay
+        self.policy = policy
         self.logger = logger
         self.owner = owner
         self.nextBlock = blocks.lowerBound
@@ -196,8 +194,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             entry.releaseClaims(nextBlock..<blocks.upperBound)
             return finish(.rangeIgnored)
         }
-        if outcome.isTransient && attempt < attempts {
-            let delay = retryDelay * (1 << max(0, attempt - 1))
+        if outcome.isTransient && attempt < policy.attempts {
+            let delay = policy.delay(after: attempt)
             logger.info("retrying \(Redaction.redact(url)) from byte \(resumeOffset) in \(delay): \(outcome.userMessage)")
             owner.retry(self, after: delay)
             return

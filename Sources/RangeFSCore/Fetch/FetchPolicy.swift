@@ -31,4 +31,9 @@ public struct FetchPolicy: Sendable, Equatable {
     public var fillResumeDelay: Duration = .milliseconds(100)
 
     public init() {}
+
+    /// How long to wait before the attempt after `attempt` (1 for the first): `retryDelay`, doubled each time.
+    public func delay(after attempt: Int) -> Duration {
+        retryDelay * (1 << max(0, attempt - 1))
+    }
 }

@@ -29,7 +29,7 @@ public struct ResponseHead: Sendable, Equatable {
     public var headers: [String: String]
     /// The URL that answered, after redirects; nil if the fetcher does not say.
     public var effectiveURL: String?
-    /// The proxy the response came through (without credentials), if any.
+    /// For a server error (5xx): the proxy it came through (without credentials), if any.
     public var proxy: String?
 
     public init(status: Int, headers: [String: String], effectiveURL: String? = nil, proxy: String? = nil) {
@@ -100,6 +100,12 @@ extension RangeFetching {
 }
 
 extension RangeFetching {
+    /// Probes `urls` at once, as `probeAll`; a file whose server sends no length and whose complete copy `store`
+    /// holds gets that copy's size (see `CacheStore.settled`).
+    public func probeAll(_ urls: [String], settledIn store: CacheStore) -> [Result<RemoteMetadata, FetchError>] {
+        probeAll(urls).map { $0.map(store.settled) }
+    }
+
     /// GETs the whole of `url` (a directory listing), asking for JSON first, and returns its body; fails with
     /// `.listingTooLarge` beyond `limit` bytes, or with the status of a response other than 200.
     public func fetchListing(_ url: String, limit: Int) -> Result<[UInt8], FetchError> {

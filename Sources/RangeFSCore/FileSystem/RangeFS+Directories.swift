@@ -32,7 +32,7 @@ extension RangeFS {
         guard let directory = catalog.directory(inode: inode), directory.url != nil else { return }
         if directory.listed {
             if let listedAt = directory.listedAt,
-               Self.monotonicNow() - listedAt > settings.directoryCacheTime.seconds {
+               Self.monotonicSeconds() - listedAt > settings.directoryCacheTime.seconds {
                 refresh(inode)
             }
             return
@@ -60,7 +60,7 @@ extension RangeFS {
     private func list(_ directory: CatalogDirectory, failures: inout [UInt64: Double]) {
         guard let url = directory.url else { return }
         let inode = directory.inode
-        let now = Self.monotonicNow()
+        let now = Self.monotonicSeconds()
         if let failed = failures[inode], now - failed < Self.listingRetryAfter { return }
         let fetched = scheduler.fetcher.fetchListing(url, limit: Self.listingLimit)
         if case .failure(let error) = fetched, error.isOriginUnreachable, !directory.listed,
@@ -206,11 +206,5 @@ extension RangeFS {
     /// The parent directory of directory `inode` (the root's is itself).
     public func parent(of inode: UInt64) -> UInt64 {
         catalog.directory(inode: inode)?.parent ?? Catalog.rootInode
-    }
-
-    static func monotonicNow() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 }

@@ -31,7 +31,8 @@ extension RangeFS {
         lastValidated.withLock { $0[url] = Self.monotonicSeconds() }
     }
 
-    private static func monotonicSeconds() -> Double {
+    /// Seconds on the monotonic clock, for ages of checks, listings and speed samples.
+    static func monotonicSeconds() -> Double {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
@@ -39,7 +40,7 @@ extension RangeFS {
 
     /// Probes `urls` at once; a file without a length whose complete copy is cached gets that copy's size.
     func probe(_ urls: [String]) -> [Result<RemoteMetadata, FetchError>] {
-        scheduler.fetcher.probeAll(urls).map { $0.map(store.settled) }
+        scheduler.fetcher.probeAll(urls, settledIn: store)
     }
 
     /// Re-probes the URL of `entry` in the background; see `revalidateNow`.

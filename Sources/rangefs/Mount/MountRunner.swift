@@ -255,18 +255,20 @@ struct MountRunner {
         // A URL without the `/` is a directory too when its server redirects it to the URL with one.
         var directories = sources.filter { $0.url.hasSuffix("/") }
         let files = sources.filter { !$0.url.hasSuffix("/") }
-        for (source, result) in zip(files, fetcher.probeAll(files.map(\.url)).map { $0.map(store.settled) }) {
+        for (source, result) in zip(files, fetcher.probeAll(files.map(\.url), settledIn: store)) {
             let shown = Redaction.redact(source.url)
             switch result {
             case .failure(.isDirectory(let url)):
                 directories.append(MountSource(url: url, name: source.name))
             case .success(let metadata):
                 add(metadata, as: source.name, to: probed.catalog)
-            case .failure(let error) where error.isOriginUnreachable && store.storedMetadata(for: source.url) != nil:
-                add(store.storedMetadata(for: source.url)!, as: source.name, to: probed.catalog)
-                probed.offline[source.url] = error.userMessage
-                printError("rangefs: \(shown): \(error.userMessage); serving what is cached until it answers")
             case .failure(let error):
+                if error.isOriginUnreachable, let stored = store.storedMetadata(for: source.url) {
+                    add(stored, as: source.name, to: probed.catalog)
+                    probed.offline[source.url] = error.userMessage
+                    printError("rangefs: \(shown): \(error.userMessage); serving what is cached until it answers")
+                    continue
+                }
                 probed.failures += 1
                 guard error.isOriginUnreachable || (saved.contains(source.url) && !error.isGone) else {
                     printError("rangefs: \(shown): \(error.userMessage)")
