@@ -154,8 +154,8 @@ private func rangefsRead(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _
         switch result {
         case .success(.mapped(let address, let count)):
             request.replyMapped(address: address, count: count)
-        case .success(.file(let descriptor, let offset, let count)):
-            request.replyFromFile(descriptor: descriptor, offset: offset, count: count)
+        case .success(.file(let lease, let offset, let count)):
+            request.replyFromFile(descriptor: lease.descriptor, offset: offset, count: count)
         case .success(.segments(let segments)):
             request.replySegments(segments)
         case .success(.bytes(let bytes)):

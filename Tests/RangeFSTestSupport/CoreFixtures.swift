@@ -48,9 +48,9 @@ extension ReadReply {
         case .bytes(let bytes): return bytes
         case .mapped(let address, let count): return read(address, count)
         case .segments(let segments): return segments.flatMap { read($0.address, $0.count) }
-        case .file(let descriptor, let offset, let count):
+        case .file(let lease, let offset, let count):
             var buffer = [UInt8](repeating: 0, count: count)
-            let got = pread(descriptor, &buffer, count, off_t(offset))
+            let got = pread(lease.descriptor, &buffer, count, off_t(offset))
             return Array(buffer.prefix(max(0, got)))
         }
     }

@@ -31,7 +31,9 @@ extension CacheEntry {
             if let mapping {
                 return .mapped(address: mapping.address + UInt(range.lowerBound), count: Int(range.count))
             }
-            return .file(descriptor: dataFile.descriptor, offset: range.lowerBound, count: Int(range.count))
+            if let lease = try? dataFile.lease() {
+                return .file(lease, offset: range.lowerBound, count: Int(range.count))
+            }
         }
         // Each block's part of `range`, with where it starts inside the block.
         let parts = blocks.map { index -> (Int, Range<UInt64>, Int) in

@@ -90,6 +90,7 @@ extension CacheEntry {
             return (true, state.blocks.received(index), !state.writeScheduled)
         }
         guard accepted else { return false }
+        noteActivity()
         // The writer is scheduled before readers are answered, so a reader that then waits for the writes finds
         // this block among them.
         if startWriter { pipeline.writerQueue.async { self.writeUnwritten() } }
@@ -202,7 +203,7 @@ extension CacheEntry {
     /// the page size (falling back to the page cache for good if the file system refuses), else through the page
     /// cache. Returns whether the write was direct.
     private func writeData(_ buffers: [BlockBuffer], at offset: UInt64, direct: Bool) throws(SystemError) -> Bool {
-        if direct, let directFile, directWrites.load(ordering: .relaxed),
+        if direct, directWrites.load(ordering: .relaxed),
            buffers.allSatisfy({ $0.count % BlockBuffer.alignment == 0 }) {
             do {
                 try directFile.write(buffers.map(\.bytes), at: offset)

@@ -28,11 +28,13 @@ public final class CacheEntry: Sendable {
     public let header: CacheHeader
     public let directory: String
     public let geometry: BlockGeometry
-    let dataFile: SystemFile
-    let crcFile: SystemFile
-    /// The data file opened with O_DIRECT, for whole blocks; nil where the file system refuses it.
-    let directFile: SystemFile?
-    /// Cleared when a direct write fails, after which every block is written through the page cache.
+    // The files hold no descriptor while idle: each call borrows one from the store's pool.
+    let dataFile: PooledFile
+    let crcFile: PooledFile
+    /// The data file opened with O_DIRECT, for whole blocks.
+    let directFile: PooledFile
+    /// Cleared when a direct write fails (or the file system refuses O_DIRECT), after which every block is written
+    /// through the page cache.
     let directWrites: Atomic<Bool>
     /// The data file mapped read-only, so replies are copied by the kernel straight from the page cache.
     let mapping: FileMapping?
@@ -40,6 +42,10 @@ public final class CacheEntry: Sendable {
     let state: Mutex<State>
     /// Serialises commits so that an older snapshot never replaces a newer one. Taken before `state`.
     let commitLock = Mutex(())
+    /// Open handles on this entry (`beginUse`); the store never releases an entry in use.
+    let users = Atomic(0)
+    /// When the entry was last asked for, used or stored a block, in milliseconds of `CacheEntry.clock`.
+    let lastActivity = Atomic(CacheEntry.milliseconds())
     let logger: Logger
 
     /// What `request` found.
@@ -79,7 +85,7 @@ public final class CacheEntry: Sendable {
         var storedBytes: UInt64 = 0
     }
 
-    init(header: CacheHeader, directory: String, dataFile: SystemFile, crcFile: SystemFile,
+    init(header: CacheHeader, directory: String, dataFile: PooledFile, crcFile: PooledFile,
          durable: BlockBitmap, crcs: [UInt32], pipeline: BlockPipeline, logger: Logger) {
         self.header = header
         self.directory = directory
@@ -87,17 +93,46 @@ public final class CacheEntry: Sendable {
         self.dataFile = dataFile
         self.crcFile = crcFile
         mapping = FileMapping(file: dataFile, count: Int(header.size))
-        do {
-            directFile = try SystemFile(path: dataFile.path, flags: O_WRONLY | rfs_o_direct())
-        } catch {
-            logger.debug("\(directory): no direct writes (\(error)); fill goes through the page cache")
-            directFile = nil
-        }
-        directWrites = Atomic(directFile != nil)
+        directFile = dataFile.pool.file(path: dataFile.path, flags: O_WRONLY | rfs_o_direct())
+        directWrites = Atomic(true)
         self.pipeline = pipeline
         self.logger = logger
         state = Mutex(State(blocks: BlockTable(durable: durable), crcs: crcs,
                             eviction: EvictionMarks(blockCount: header.blockCount)))
+    }
+
+    // MARK: Use
+
+    /// The clock of `lastActivity`: milliseconds since the process first asked.
+    private static let clockStart = ContinuousClock.now
+    static func milliseconds() -> Int {
+        let elapsed = ContinuousClock.now - clockStart
+        return Int(elapsed.components.seconds) * 1000 + Int(elapsed.components.attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// Records activity now: the store keeps an entry open while it is active (see `CacheStore.releaseIdleEntries`).
+    func noteActivity() { lastActivity.store(Self.milliseconds(), ordering: .relaxed) }
+
+    /// A handle opened on this entry; the store keeps it open until the matching `endUse`.
+    public func beginUse() {
+        users.add(1, ordering: .relaxed)
+        noteActivity()
+    }
+
+    /// A handle on this entry closed.
+    public func endUse() {
+        users.subtract(1, ordering: .relaxed)
+        noteActivity()
+    }
+
+    /// Whether the entry could be dropped and loaded again from its files without losing anything: nobody holds
+    /// it, nothing is awaited, in flight, unwritten or uncommitted, and it is not pinned, paused or streaming.
+    var isIdle: Bool {
+        guard users.load(ordering: .relaxed) == 0 else { return false }
+        return state.withLock { state in
+            state.blocks.isQuiet && state.unwritten.isEmpty && !state.writeScheduled && !state.changedSinceCommit
+                && !state.streaming && !state.paused && !state.eviction.pinned && !state.stale
+        }
     }
 
     // MARK: Geometry

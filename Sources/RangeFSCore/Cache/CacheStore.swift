@@ -12,6 +12,7 @@
 //   4. CacheEntry.commitLock    one commit at a time per entry; takes 5 briefly, and fdatasyncs between.
 //   5. CacheEntry.state         the block table; innermost. Under it run only the table's decisions and, for
 //                               eviction, one fallocate. Waiters are resumed after it is released.
+// CacheStore.opening is taken before CacheStore.entries, with no other lock held: one entry open at a time.
 // CacheStore.entries, Catalog.state and the small boxes (LockedBox, RangeFS's maps) are leaves: nothing is taken
 // under them. No lock is held across a network call, a reply to the kernel, or a wait for the writer.
 
@@ -29,7 +30,16 @@ public final class CacheStore: Sendable {
     let pipeline: BlockPipeline
     let eviction = Mutex(EvictionQueue())
     private let lockFile: SystemFile
+    /// The descriptors of every entry's files: bounded, whatever the number of entries.
+    public let descriptors: DescriptorPool
     let entries = Mutex<[String: CacheEntry]>([:])
+    /// Held while an entry is opened from its files or started, so that one file never gets two entries.
+    let opening = Mutex(())
+    /// What is cached of entries that are not open (CacheStore+Summaries.swift).
+    let summaries = Mutex<[String: EntrySummary]>([:])
+    /// Whether the owner still has work for an entry nobody holds (a fill queued or running); set by the file
+    /// system, consulted before an idle entry is released.
+    public let hasWork = LockedBox<(@Sendable (CacheEntry) -> Bool)?>(nil)
     // The group commit (CacheStore+Commit.swift).
     let commitQueue = DispatchQueue(label: "rangefs.commit")
     let committing = Mutex(false)
@@ -54,6 +64,7 @@ public final class CacheStore: Sendable {
         pipeline = BlockPipeline(settings: settings)
         backlog = CommitBacklog(limit: 2 * settings.commitBytes)
         self.logger = logger
+        descriptors = DescriptorPool(capacity: settings.openFiles ?? DescriptorPool.capacityForThisProcess())
         do {
             try FileSystemCalls.makeDirectories(root + "/entries")
             chmod(root, 0o700)
@@ -142,6 +153,7 @@ public final class CacheStore: Sendable {
     /// Closes the open entry of `url`, if any: it goes stale. With `committing`, what it stored is made durable
     /// first; without, the caller is about to delete its files.
     func close(_ url: String, committing: Bool) {
+        forgetSummary(of: url)
         guard let entry = entries.withLock({ $0.removeValue(forKey: url) }) else { return }
         account(-Int(entry.cachedBytes))
         if committing {
@@ -156,11 +168,48 @@ public final class CacheStore: Sendable {
         entries.withLock { $0[url] }
     }
 
+    /// Opens the entry for `metadata` (see `entry(for:blockSize:)`) for a handle: it stays open until `endUse`.
+    public func entryInUse(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
+        while true {
+            let entry = try entry(for: metadata, blockSize: blockSize)
+            // Counted under the table's lock, so that an idle release cannot take it in between.
+            let counted = entries.withLock { table -> Bool in
+                guard table[metadata.url] === entry else { return false }
+                entry.beginUse()
+                return true
+            }
+            if counted { return entry }
+        }
+    }
+
     /// Opens the entry for `metadata`, reusing what is cached if it describes the same remote content, else
     /// starting it empty. `blockSize` applies only to new entries; an existing entry keeps its own.
     public func entry(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
+        if let open = openMatching(metadata) { return open }
+        // Two opens of a file that has no open entry must not both make one: the second would rename a header
+        // over the first's and write the same files through another block table.
+        return try opening.withLock { _ throws(CacheError) -> CacheEntry in
+            try openEntryFiles(for: metadata, blockSize: blockSize)
+        }
+    }
+
+    /// The open entry of `metadata`'s version, touched under the table's lock: an idle release either sees this
+    /// activity or has already removed it.
+    private func openMatching(_ metadata: RemoteMetadata) -> CacheEntry? {
+        let previous = entries.withLock { table in
+            table[metadata.url].map { entry in
+                entry.noteActivity()
+                return entry
+            }
+        }
+        guard let previous, previous.matches(metadata), !previous.isStale else { return nil }
+        return previous
+    }
+
+    /// Opens the entry of `metadata` from its files, or starts it (under `opening`).
+    private func openEntryFiles(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
+        if let open = openMatching(metadata) { return open }
         let previous = entries.withLock { $0[metadata.url] }
-        if let previous, previous.matches(metadata), !previous.isStale { return previous }
         if let previous {
             account(-Int(previous.cachedBytes))
             previous.markStale()
@@ -178,6 +227,7 @@ public final class CacheStore: Sendable {
             throw .system(error)
         }
         entries.withLock { $0[metadata.url] = entry }
+        forgetSummary(of: metadata.url)
         account(Int(entry.cachedBytes))
         if maxBytes != nil {
             // What an earlier run cached counts as least recently used, in file order.
@@ -208,8 +258,8 @@ public final class CacheStore: Sendable {
             logger.info("\(Redaction.redact(metadata.url)) changed on the server; dropping its cached data")
             return nil
         }
-        let dataFile = try SystemFile(path: folder + "/data", flags: O_RDWR | O_CREAT)
-        let crcFile = try SystemFile(path: folder + "/crc32c", flags: O_RDWR | O_CREAT)
+        let dataFile = descriptors.file(path: folder + "/data", flags: O_RDWR | O_CREAT)
+        let crcFile = descriptors.file(path: folder + "/crc32c", flags: O_RDWR | O_CREAT)
         var durable = BlockBitmap(blockCount: header.blockCount)
         var crcs = [UInt32](repeating: 0, count: header.blockCount)
         if try dataFile.status().size != header.size {
@@ -232,7 +282,11 @@ public final class CacheStore: Sendable {
                           durable: durable, crcs: crcs, pipeline: pipeline, logger: logger)
     }
 
-    private func loadBitmap(folder: String, header: CacheHeader) -> BlockBitmap? {
+    /// The present blocks the bitmap file of `folder` records for `header`'s version; nil (with a log line unless
+    /// `quietly`) if it is missing, damaged or of another version.
+    func loadBitmap(folder: String, header: CacheHeader, quietly: Bool = false) -> BlockBitmap? {
+        var logger = logger
+        if quietly { logger.logLevel = .error }
         let bytes: [UInt8]
         do {
             guard let read = try FileSystemCalls.readSmallFile(folder + "/bitmap") else { return nil }
@@ -267,10 +321,10 @@ public final class CacheStore: Sendable {
             blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),
             url: metadata.url, etag: metadata.etag, lastModified: metadata.lastModified
         )
-        let dataFile = try SystemFile(path: folder + "/data", flags: O_RDWR | O_CREAT)
+        let dataFile = descriptors.file(path: folder + "/data", flags: O_RDWR | O_CREAT)
         try dataFile.truncate(to: 0)
         try dataFile.truncate(to: header.size)
-        let crcFile = try SystemFile(path: folder + "/crc32c", flags: O_RDWR | O_CREAT)
+        let crcFile = descriptors.file(path: folder + "/crc32c", flags: O_RDWR | O_CREAT)
         try crcFile.truncate(to: 0)
         try crcFile.truncate(to: UInt64(header.blockCount) * 4)
         try FileSystemCalls.replaceAtomically(folder + "/header", with: header.encoded())

@@ -21,6 +21,12 @@ public struct StoreSettings: Sendable, Equatable {
     public var demandBudgetBytes = 8 << 20
     /// Free block memory kept for reuse.
     public var keptBufferBytes = 16 << 20
+    /// An entry nobody has used for this long is released from memory once it is quiet (it opens again from its
+    /// files on the next use), so that memory follows the files in use, not the files mounted.
+    public var idleEntryTime: Duration = .seconds(30)
+    /// Descriptors the cache's files may hold open at once; nil takes the process's limit on open files (raised to
+    /// its hard limit) less a reserve for sockets and FUSE (`DescriptorPool.capacityForThisProcess`).
+    public var openFiles: Int?
 
     public init() {}
 }

@@ -31,7 +31,7 @@ public final class UnsizedDownload: Sendable {
     let policy: FetchPolicy
     let logger: Logger
     /// The `stream` file; replaced when another version of the file starts over.
-    let file: SystemFile
+    let file: PooledFile
     let state: Mutex<State>
     /// Serialises commits, so that an older length never replaces a newer one.
     private let commitLock = Mutex(())
@@ -81,7 +81,7 @@ public final class UnsizedDownload: Sendable {
             .describesSameContent(as: metadata) {
             kept = record.length
         }
-        file = try SystemFile(path: folder + "/stream", flags: O_RDWR | O_CREAT)
+        file = store.descriptors.file(path: folder + "/stream", flags: O_RDWR | O_CREAT)
         if try file.status().size < kept { kept = 0 }  // a record that outlived its data: start over
         try file.truncate(to: kept)  // bytes past the durable length may be anything
         if kept == 0 { try FileSystemCalls.removeFile(folder + "/stream-state") }
@@ -132,8 +132,12 @@ public final class UnsizedDownload: Sendable {
         }
         guard let available else { return .failure(.remoteChanged) }
         guard offset < available else { return .success(.bytes([])) }
-        return .success(.file(descriptor: file.descriptor, offset: offset,
-                              count: Int(min(UInt64(count), available - offset))))
+        let count = Int(min(UInt64(count), available - offset))
+        do {
+            return .success(.file(try file.lease(), offset: offset, count: count))
+        } catch {
+            return .failure(.transport("cannot read the cached stream: \(error)"))
+        }
     }
 
     /// Counts a handle open on the file (it keeps the stream going), or one closed.
@@ -390,7 +394,7 @@ extension CacheStore {
     /// Makes the complete stream `file` (in the entry folder of `metadata.url`) an ordinary entry of
     /// `metadata.size` bytes, every block present. The header is written last: a crash before it leaves the
     /// stream and its record as they were, to be completed again.
-    func installStream(_ file: SystemFile, of metadata: RemoteMetadata, blockSize: Int) throws(SystemError) {
+    func installStream(_ file: PooledFile, of metadata: RemoteMetadata, blockSize: Int) throws(SystemError) {
         let folder = directory(for: metadata.url)
         let header = CacheHeader(blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),
                                  url: metadata.url, etag: metadata.etag, lastModified: metadata.lastModified)
@@ -413,6 +417,7 @@ extension CacheStore {
             folder + "/bitmap",
             with: BitmapRecord(blockSize: blockSize, generation: header.generation, present: present).encoded())
         try FileSystemCalls.replaceAtomically(folder + "/header", with: header.encoded())
+        forgetSummary(of: metadata.url)
         for name in ["stream", "stream-state"] { try FileSystemCalls.removeFile(folder + "/" + name) }
         try FileSystemCalls.synchronizeDirectory(containing: folder + "/stream")
     }

@@ -17,9 +17,9 @@ public enum ReadReply: Sendable, Equatable {
     /// into its reply (one copy, no buffer). The address is valid only while the reply callback runs, and only the
     /// kernel may read it (see `FileMapping`).
     case mapped(address: UInt, count: Int)
-    /// `count` bytes at `offset` of the file behind `descriptor`, all present: reply straight from it (spliced
-    /// where libfuse can); used when the file could not be mapped.
-    case file(descriptor: Int32, offset: UInt64, count: Int)
+    /// `count` bytes at `offset` of the file whose descriptor `lease` holds open until the reply is sent, all
+    /// present: reply straight from it (spliced where libfuse can); used when the file could not be mapped.
+    case file(FileLease, offset: UInt64, count: Int)
     /// Pieces that follow each other in the file: some in the mapping (as in `mapped`), some in the buffers of
     /// blocks still in memory (just received, or unwritable because the cache disk is full).
     case segments([ReplySegment])

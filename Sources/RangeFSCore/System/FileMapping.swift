@@ -11,9 +11,12 @@ public final class FileMapping: @unchecked Sendable {
     public let count: Int
 
     /// Maps `count` bytes of `file`; nil if the file is empty or cannot be mapped (then replies splice instead).
-    public init?(file: SystemFile, count: Int) {
+    public init?(file: some FileOperations, count: Int) {
         guard count > 0 else { return nil }
-        let pointer = mmap(nil, count, PROT_READ, MAP_SHARED, file.descriptor, 0)
+        // The mapping keeps the file open; the descriptor goes back to its pool.
+        let pointer = try? file.withDescriptor { descriptor throws(SystemError) in
+            mmap(nil, count, PROT_READ, MAP_SHARED, descriptor, 0)
+        }
         guard let pointer, pointer != MAP_FAILED else { return nil }
         address = UInt(bitPattern: pointer)
         self.count = count

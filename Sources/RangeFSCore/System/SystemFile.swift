@@ -30,12 +30,21 @@ func retryingEINTR<T: BinaryInteger>(_ call: String, _ path: String, _ body: () 
     }
 }
 
+/// The file operations the cache needs, on whatever holds the descriptor: a `SystemFile` owns one for its whole
+/// life, a `PooledFile` borrows one from a `DescriptorPool` for the length of each call. Each method names the C
+/// call it wraps.
+public protocol FileOperations: Sendable {
+    var path: String { get }
+    /// Runs `body` with an open descriptor of the file, valid only while it runs.
+    func withDescriptor<Result>(_ body: (Int32) throws(SystemError) -> Result) throws(SystemError) -> Result
+}
+
 /// An open file descriptor that closes itself when released.
-public final class SystemFile: @unchecked Sendable {
+public final class SystemFile: FileOperations, @unchecked Sendable {
     // @unchecked Sendable: the descriptor is immutable after init, and pread/pwrite/fdatasync on one
     // descriptor from several threads at once are safe (they take explicit offsets).
 
-    /// The raw descriptor, for replies that splice straight from the file.
+    /// The raw descriptor, for locks and fsync of metadata files.
     public let descriptor: Int32
     public let path: String
 
@@ -47,6 +56,12 @@ public final class SystemFile: @unchecked Sendable {
 
     deinit { close(descriptor) }
 
+    public func withDescriptor<Result>(_ body: (Int32) throws(SystemError) -> Result) throws(SystemError) -> Result {
+        try body(descriptor)
+    }
+}
+
+extension FileOperations {
     /// Reads up to `count` bytes at `offset` with `pread(2)`, looping over short reads until end of file.
     public func read(at offset: UInt64, count: Int) throws(SystemError) -> [UInt8] {
         var failure: SystemError?
@@ -65,15 +80,17 @@ public final class SystemFile: @unchecked Sendable {
 
     /// Fills `buffer` from `offset` with `pread(2)`; returns how many bytes were read (less only at end of file).
     public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(SystemError) -> Int {
-        var done = 0
-        while done < buffer.count {
-            let got = try retryingEINTR("pread", path) {
-                pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+        try withDescriptor { descriptor throws(SystemError) in
+            var done = 0
+            while done < buffer.count {
+                let got = try retryingEINTR("pread", path) {
+                    pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+                }
+                if got == 0 { break }
+                done += got
             }
-            if got == 0 { break }
-            done += got
+            return done
         }
-        return done
     }
 
     /// Writes all of `bytes` at `offset`; a short write is retried, never ignored.
@@ -87,22 +104,26 @@ public final class SystemFile: @unchecked Sendable {
         var vectors = pieces.filter { !$0.isEmpty }.map {
             iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
         }
-        var position = off_t(offset)
-        var first = 0
-        while first < vectors.count {
-            let wrote = try vectors[first...].withUnsafeBufferPointer { remaining throws(SystemError) in
-                try retryingEINTR("pwritev", path) { pwritev(descriptor, remaining.baseAddress, Int32(remaining.count), position) }
-            }
-            if wrote == 0 { throw SystemError(call: "pwritev", path: path, errno: EIO) }
-            position += off_t(wrote)
-            var left = wrote
-            while left > 0 && left >= vectors[first].iov_len {
-                left -= vectors[first].iov_len
-                first += 1
-            }
-            if left > 0 {
-                vectors[first].iov_base += left
-                vectors[first].iov_len -= left
+        try withDescriptor { descriptor throws(SystemError) in
+            var position = off_t(offset)
+            var first = 0
+            while first < vectors.count {
+                let wrote = try vectors[first...].withUnsafeBufferPointer { remaining throws(SystemError) in
+                    try retryingEINTR("pwritev", path) {
+                        pwritev(descriptor, remaining.baseAddress, Int32(remaining.count), position)
+                    }
+                }
+                if wrote == 0 { throw SystemError(call: "pwritev", path: path, errno: EIO) }
+                position += off_t(wrote)
+                var left = wrote
+                while left > 0 && left >= vectors[first].iov_len {
+                    left -= vectors[first].iov_len
+                    first += 1
+                }
+                if left > 0 {
+                    vectors[first].iov_base += left
+                    vectors[first].iov_len -= left
+                }
             }
         }
     }
@@ -114,7 +135,9 @@ public final class SystemFile: @unchecked Sendable {
 
     /// Flushes the file's data (not all its metadata) to stable storage with `fdatasync(2)`.
     public func synchronizeData() throws(SystemError) {
-        try retryingEINTR("fdatasync", path) { fdatasync(descriptor) }
+        try withDescriptor { descriptor throws(SystemError) in
+            try retryingEINTR("fdatasync", path) { fdatasync(descriptor) }
+        }
     }
 
     /// Asks the kernel to start reading `range` into the page cache, with `posix_fadvise(WILLNEED)`; a hint, so
@@ -122,32 +145,44 @@ public final class SystemFile: @unchecked Sendable {
     /// largest request if bigger) per call and silently drops the rest, so a long range is asked for in steps.
     public func adviseWillNeed(_ range: Range<UInt64>) {
         let step: UInt64 = 2 << 20
-        for start in stride(from: range.lowerBound, to: range.upperBound, by: Int(step)) {
-            let count = min(step, range.upperBound - start)
-            _ = posix_fadvise(descriptor, off_t(start), off_t(count), POSIX_FADV_WILLNEED)
+        _ = try? withDescriptor { descriptor throws(SystemError) in
+            for start in stride(from: range.lowerBound, to: range.upperBound, by: Int(step)) {
+                let count = min(step, range.upperBound - start)
+                _ = posix_fadvise(descriptor, off_t(start), off_t(count), POSIX_FADV_WILLNEED)
+            }
         }
     }
 
     /// Starts writing `range` back to disk without waiting (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so that a
     /// later fdatasync has little left to do and does not stall other writers. A hint: failure is ignored.
     public func startWriteback(_ range: Range<UInt64>) {
-        _ = rfs_start_writeback(descriptor, off_t(range.lowerBound), off_t(range.count))
+        _ = try? withDescriptor { descriptor throws(SystemError) in
+            rfs_start_writeback(descriptor, off_t(range.lowerBound), off_t(range.count))
+        }
     }
 
     /// Frees the disk space of `range`, which then reads as zeros (`fallocate(PUNCH_HOLE|KEEP_SIZE)`).
     public func punchHole(_ range: Range<UInt64>) throws(SystemError) {
-        try retryingEINTR("fallocate", path) { rfs_punch_hole(descriptor, off_t(range.lowerBound), off_t(range.count)) }
+        try withDescriptor { descriptor throws(SystemError) in
+            try retryingEINTR("fallocate", path) {
+                rfs_punch_hole(descriptor, off_t(range.lowerBound), off_t(range.count))
+            }
+        }
     }
 
     /// Sets the file's length with `ftruncate(2)`; growing it leaves a hole.
     public func truncate(to size: UInt64) throws(SystemError) {
-        try retryingEINTR("ftruncate", path) { ftruncate(descriptor, off_t(size)) }
+        try withDescriptor { descriptor throws(SystemError) in
+            try retryingEINTR("ftruncate", path) { ftruncate(descriptor, off_t(size)) }
+        }
     }
 
     /// The file's length and allocated 512-byte blocks, from `fstat(2)`.
     public func status() throws(SystemError) -> (size: UInt64, allocatedBlocks: UInt64) {
         var info = stat()
-        try retryingEINTR("fstat", path) { fstat(descriptor, &info) }
+        try withDescriptor { descriptor throws(SystemError) in
+            try retryingEINTR("fstat", path) { fstat(descriptor, &info) }
+        }
         return (UInt64(info.st_size), UInt64(info.st_blocks))
     }
 }

@@ -1,0 +1,88 @@
+// Entries cost memory only while they are used. A library of 10,000 files must not keep 10,000 entries open
+// (each a block table, a mapping and pooled files): an entry nobody has used for `idleEntryTime` is released
+// once it is quiet (nothing awaited, in flight, unwritten or uncommitted) and its owner has no work queued for it
+// (`hasWork`); the next use opens it again from its files. Under a size cap (`maxBytes`) entries stay open: the cap
+// counts and evicts the blocks of open entries.
+//
+// What is cached of a file whose entry is not open is answered without opening it, for `ls -l`, `du` and
+// `status`: the entry's header and bitmap on disk are read once, and the count is remembered until the entry
+// opens again (entries change only while open, and only this process writes them). A released entry leaves its
+// count here.
+//
+// Races: an entry is counted as used (`entryInUse`) and touched by `entry(for:)` under the entries lock, and the
+// release re-checks both under that lock before it removes the entry; so an entry is never released while a
+// handle holds it or right after someone asked for it.
+
+import Synchronization
+
+/// The cached bytes of an entry that is not open, and which version of the file they belong to.
+struct EntrySummary {
+    let metadata: RemoteMetadata
+    let cachedBytes: UInt64
+}
+
+extension CacheStore {
+    /// How many bytes of `metadata`'s version of its file are cached, without opening an entry. With
+    /// `matchingSizeOnly`, any cached version of the same size counts: a listed file that no probe has seen yet
+    /// has no validators to compare (its open probes it before anything is read).
+    public func cachedBytes(of metadata: RemoteMetadata, matchingSizeOnly: Bool = false) -> UInt64 {
+        func describes(_ cached: RemoteMetadata) -> Bool {
+            matchingSizeOnly ? cached.size == metadata.size : cached.describesSameContent(as: metadata)
+        }
+        if let entry = openEntry(for: metadata.url), !entry.isStale {
+            return describes(entry.header.remoteMetadata) ? entry.cachedBytes : 0
+        }
+        let summary = summaries.withLock { $0[metadata.url] } ?? readSummary(of: metadata.url)
+        guard let summary, describes(summary.metadata) else { return 0 }
+        return summary.cachedBytes
+    }
+
+    /// Reads the header and bitmap of `url`'s entry on disk and remembers what they say; nil if there is no
+    /// usable entry.
+    private func readSummary(of url: String) -> EntrySummary? {
+        let folder = directory(for: url)
+        guard let headerBytes = try? FileSystemCalls.readSmallFile(folder + "/header"),
+              let header = try? CacheHeader.decode(headerBytes), header.url == url
+        else { return nil }
+        let present = loadBitmap(folder: folder, header: header, quietly: true) ?? BlockBitmap(blockCount: header.blockCount)
+        let geometry = BlockGeometry(blockSize: header.blockSize, size: header.size)
+        let summary = EntrySummary(metadata: header.remoteMetadata, cachedBytes: geometry.bytes(in: present))
+        summaries.withLock { $0[url] = summary }
+        return summary
+    }
+
+    /// Releases the entries that have been idle for `idleEntryTime` (see the top of this file). Runs with the group
+    /// commit.
+    func releaseIdleEntries() {
+        guard maxBytes == nil else { return }
+        let idleSince = CacheEntry.milliseconds() - Int(settings.idleEntryTime.seconds * 1000)
+        func untouched(_ entry: CacheEntry) -> Bool {
+            entry.users.load(ordering: .relaxed) == 0 && entry.lastActivity.load(ordering: .relaxed) <= idleSince
+        }
+        let candidates = entries.withLock { $0.values.filter(untouched) }
+        guard !candidates.isEmpty else { return }
+        let hasWork = self.hasWork.withLock { $0 }
+        var released = 0
+        for entry in candidates where entry.isIdle && !(hasWork?(entry) ?? false) {
+            let url = entry.header.url
+            let removed = entries.withLock { table -> Bool in
+                guard table[url] === entry, untouched(entry) else { return false }
+                table[url] = nil
+                return true
+            }
+            guard removed else { continue }
+            summaries.withLock {
+                $0[url] = EntrySummary(metadata: entry.header.remoteMetadata, cachedBytes: entry.cachedBytes)
+            }
+            // Anything that still holds it (a status being computed) reads it; nothing fetches into it again.
+            entry.markStale()
+            released += 1
+        }
+        if released > 0 { logger.debug("released \(released) idle cache entries") }
+    }
+
+    /// Forgets what was remembered of `url`'s entry (it opens, or its files are deleted).
+    func forgetSummary(of url: String) {
+        _ = summaries.withLock { $0.removeValue(forKey: url) }
+    }
+}
