@@ -76,7 +76,8 @@ final class Transfer: @unchecked Sendable {
         rfs_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT, options.connectTimeout)
         rfs_easy_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, options.lowSpeedLimit)
         rfs_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, options.lowSpeedTime)
-        rfs_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 256 << 10)
+        // Large receive buffers for bodies; a probe reads one byte, and a mount probes thousands of URLs.
+        if request != nil { rfs_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 256 << 10) }
         if options.http2 {
             // Wait for the connection's ALPN answer, so that transfers share one HTTP/2 connection.
             rfs_easy_setopt_long(handle, CURLOPT_PIPEWAIT, 1)

@@ -198,4 +198,22 @@ final class CacheStoreTests: XCTestCase {
         let tag = try XCTUnwrap(FileSystemCalls.readSmallFile(directory.path + "/c/CACHEDIR.TAG"))
         XCTAssertTrue(String(decoding: tag, as: UTF8.self).hasPrefix("Signature: 8a477f597d28d172789f06886806bc55"))
     }
+
+    /// Opens of a file that has no entry yet, at the same moment, get one entry (a second would rename its header
+    /// over the first's and write the same files through another block table).
+    func testConcurrentOpensOfOneFileShareOneEntry() throws {
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let found = LockedBox<[ObjectIdentifier]>([])
+        let failures = LockedBox<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            do {
+                let entry = try store.entry(for: metadata, blockSize: 65536)
+                found.withLock { $0.append(ObjectIdentifier(entry)) }
+            } catch {
+                failures.withLock { $0.append("\(error)") }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }, [])
+        XCTAssertEqual(Set(found.withLock { $0 }).count, 1)
+    }
 }

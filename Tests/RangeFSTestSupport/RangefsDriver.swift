@@ -31,14 +31,19 @@ public final class RangefsDriver: @unchecked Sendable {
         try Shell.run(binary, arguments, timeout: timeout)
     }
 
-    /// `rangefs mount MOUNTPOINT URL... --cache CACHE extra...` in the background mode; records the mount.
+    /// `rangefs mount MOUNTPOINT URL... --cache CACHE extra...` in the background mode; records the mount. With
+    /// `openFileLimit`, the daemon runs under that limit on open files, soft and hard (`prlimit --nofile`).
     @discardableResult
-    public func mount(_ mountpoint: String, urls: [String], cache: String, extra: [String] = []) throws -> ProcessResult {
+    public func mount(_ mountpoint: String, urls: [String], cache: String, extra: [String] = [],
+                      openFileLimit: Int? = nil) throws -> ProcessResult {
         // mkdir, not FileManager: a dead mount fails stat, and FileManager then takes it for a file.
         if mkdir(mountpoint, 0o755) != 0 && errno != EEXIST {
             throw TestSupportError("mkdir \(mountpoint): \(String(cString: strerror(errno)))")
         }
-        let result = try run(["mount", mountpoint] + urls + ["--cache", cache] + extra)
+        let arguments = ["mount", mountpoint] + urls + ["--cache", cache] + extra
+        let result = try openFileLimit.map { limit in
+            try Shell.run("/usr/bin/prlimit", ["--nofile=\(limit):\(limit)", binary] + arguments, timeout: 120)
+        } ?? run(arguments)
         if isMounted(mountpoint) { record(mountpoint) }
         return result
     }
@@ -47,6 +52,12 @@ public final class RangefsDriver: @unchecked Sendable {
         lock.lock()
         mounted.append(mountpoint)
         lock.unlock()
+    }
+
+    /// The PID of the daemon that holds the cache's lock (it writes `pid N` into it), if any.
+    public func daemonPID(cache: String) -> pid_t? {
+        let text = (try? String(contentsOfFile: cache + "/lock", encoding: .utf8)) ?? ""
+        return text.split(separator: " ").dropFirst().first.flatMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }
 
     /// Unmounts with `rangefs unmount` and waits until the daemon released the cache lock (it has exited).

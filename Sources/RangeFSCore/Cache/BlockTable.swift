@@ -56,6 +56,9 @@ public struct BlockTable: Sendable {
         writtenDirectly = empty
     }
 
+    /// Nothing is awaited, in flight or held in memory: the table could be dropped and loaded again from disk.
+    public var isQuiet: Bool { waiters.isEmpty && inFlight.setCount == 0 && inMemory.setCount == 0 }
+
     public func isReadable(_ index: Int) -> Bool { present.contains(index) || inMemory.contains(index) }
 
     /// Whether some reader waits for block `index`.

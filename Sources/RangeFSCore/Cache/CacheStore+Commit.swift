@@ -95,6 +95,7 @@ extension CacheStore {
             }
         }
         backlog.committed(bytes)
+        releaseIdleEntries()
         if committed > 0 {
             logger.debug("committed \(committed) entries (\(bytes >> 10) KiB stored since the last commit) in \(ContinuousClock.now - start)")
         }

@@ -83,14 +83,19 @@ public protocol RangeFetching: Sendable {
 }
 
 extension RangeFetching {
-    /// Probes several URLs at once and returns the results in the same order.
-    public func probeAll(_ urls: [String]) -> [Result<RemoteMetadata, FetchError>] {
+    /// Probes several URLs, up to `window` at a time, and returns the results in the same order. The window keeps
+    /// a list of 10,000 URLs from making 10,000 transfers (and their buffers) at once: the connection cap would
+    /// run them a few at a time anyway.
+    public func probeAll(_ urls: [String], window: Int = 64) -> [Result<RemoteMetadata, FetchError>] {
         let results = LockedBox([Result<RemoteMetadata, FetchError>?](repeating: nil, count: urls.count))
         let group = DispatchGroup()
+        let slots = DispatchSemaphore(value: max(1, window))
         for (index, url) in urls.enumerated() {
+            slots.wait()
             group.enter()
             probe(url: url) { result in
                 results.withLock { $0[index] = result }
+                slots.signal()
                 group.leave()
             }
         }

@@ -103,6 +103,13 @@ public final class RangeFS: Sendable {
         self.logger = logger
         mountTime = Int64(time(nil))
         scheduler.observeRemoteChanges { [weak self] entry in self?.revalidate(entry, knownChanged: true) }
+        // An entry with a fill queued or running stays open while nobody reads it.
+        store.hasWork.withLock { hasWork in
+            hasWork = { [weak scheduler] entry in
+                guard let scheduler else { return false }
+                return scheduler.isFilling(entry) || scheduler.isTransferring(entry)
+            }
+        }
     }
 
     public var prefetch: PrefetchPolicy { settings.prefetch }
@@ -140,8 +147,8 @@ public final class RangeFS: Sendable {
                                        modificationTime: item.metadata.modificationTime ?? mountTime))
     }
 
-    /// How much of `item` is cached. A listed file's entry is not opened for this: `ls -l` of a large tree would
-    /// make an entry for every file (its cached bytes show once it is opened).
+    /// How much of `item` is cached. No entry is opened for this: `ls -l` of a library would make one for every
+    /// file. A listed file that no probe has seen counts a cached copy of the size its listing states.
     func cachedBytes(of item: CatalogItem) -> UInt64 {
         if !item.metadata.sizeKnown {
             if let stream = (try? download(for: item)) ?? nil { return stream.cachedBytes }
@@ -149,8 +156,7 @@ public final class RangeFS: Sendable {
             guard let known = catalog.item(inode: item.inode), known.metadata.sizeKnown else { return 0 }
             return cachedBytes(of: known)
         }
-        if item.listed { return store.openEntry(for: item.metadata.url)?.cachedBytes ?? 0 }
-        return (try? entry(for: item).cachedBytes) ?? 0
+        return store.cachedBytes(of: item.metadata, matchingSizeOnly: !item.validated)
     }
 
     // MARK: Open, read, release
@@ -168,7 +174,7 @@ public final class RangeFS: Sendable {
         let cacheEntry: CacheEntry
         do {
             // A stream that completed since the catalog was read: the entry it became.
-            cacheEntry = try entry(for: catalog.item(inode: inode) ?? item)
+            cacheEntry = try entry(for: catalog.item(inode: inode) ?? item, inUse: true)
         } catch {
             logger.error("cannot open the cache for \(item.name): \(error)")
             return .failure(.io(error.description))
@@ -227,10 +233,10 @@ public final class RangeFS: Sendable {
     }
 
     public func release(_ handle: UInt64) {
-        let stream = handles.withLock { handles in
-            handles.open.removeValue(forKey: handle)
-            return handles.streams.removeValue(forKey: handle)
+        let (file, stream) = handles.withLock { handles in
+            (handles.open.removeValue(forKey: handle), handles.streams.removeValue(forKey: handle))
         }
+        file?.entry.endUse()
         stream?.download.closed()
     }
 
@@ -384,8 +390,10 @@ public final class RangeFS: Sendable {
     // MARK: Cache entries
 
     /// The cache entry of `item`, opened on first use so that mounting does no work per cached file.
-    public func entry(for item: CatalogItem) throws(CacheError) -> CacheEntry {
+    /// With `inUse`, the entry is counted as held by a handle until `endUse`, so that it is not released while idle.
+    public func entry(for item: CatalogItem, inUse: Bool = false) throws(CacheError) -> CacheEntry {
         guard item.metadata.sizeKnown else { throw .sizeUnknown(url: item.metadata.url) }
+        if inUse { return try store.entryInUse(for: item.metadata, blockSize: settings.blockSize) }
         return try store.entry(for: item.metadata, blockSize: settings.blockSize)
     }
 
