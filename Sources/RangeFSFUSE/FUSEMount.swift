@@ -135,6 +135,10 @@ public final class FUSEMount: @unchecked Sendable {
                 _ = fuse_lowlevel_notify_inval_inode(handle.pointer, fuse_ino_t(inode), off_t(range.lowerBound), length)
             }
         }
+        context.takeUnretainedValue().fileSystem.attributeInvalidator.withLock { invalidator in
+            // An offset of -1 drops the attributes only, not the pages.
+            invalidator = { inode in _ = fuse_lowlevel_notify_inval_inode(handle.pointer, fuse_ino_t(inode), -1, 0) }
+        }
     }
 
     /// Raises the mount's readahead through sysfs; without permission (not root) the default stays.
@@ -170,6 +174,7 @@ public final class FUSEMount: @unchecked Sendable {
     public func finish() {
         context.takeUnretainedValue().fileSystem.entryInvalidator.withLock { $0 = nil }
         context.takeUnretainedValue().fileSystem.pageInvalidator.withLock { $0 = nil }
+        context.takeUnretainedValue().fileSystem.attributeInvalidator.withLock { $0 = nil }
         fuse_session_unmount(session)
         fuse_session_destroy(session)
         context.release()

@@ -74,6 +74,7 @@ func makeOperations() -> fuse_lowlevel_ops {
     ops.release = rangefsRelease
     ops.opendir = rangefsOpendir
     ops.readdir = rangefsReaddir
+    ops.readdirplus = rangefsReaddirplus
     ops.releasedir = rangefsReleasedir
     ops.getxattr = rangefsGetxattr
     ops.listxattr = rangefsListxattr
@@ -104,11 +105,12 @@ private func rangefsInit(_ userdata: UnsafeMutableRawPointer?, _ conn: UnsafeMut
 
 private func rangefsLookup(_ req: fuse_req_t?, _ parent: fuse_ino_t, _ namePointer: UnsafePointer<CChar>?) {
     let context = context(req), request = FUSERequest(raw: req!)
-    switch context.fileSystem.lookup(parent: UInt64(parent), name: name(namePointer)) {
-    case .success(let attributes):
-        request.replyEntry(attributes, owner: context.owner, entryTimeout: context.entryTimeout,
-                           attributeTimeout: context.attributeTimeout)
-    case .failure(let error): request.fail(error)
+    // Answered now, or from the completion of the listing or probe it needs.
+    context.fileSystem.lookup(parent: UInt64(parent), name: name(namePointer)) { result in
+        switch result {
+        case .success(let attributes): request.replyEntry(attributes, context: context)
+        case .failure(let error): request.fail(error)
+        }
     }
 }
 
@@ -118,7 +120,8 @@ private func rangefsGetattr(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: Unsaf
     case .success(let attributes):
         // No attribute caching, not even for the root: the kernel answers stat from its cache even after the
         // daemon died, which would hide a dead mount (and st_blocks must show progress as it happens).
-        request.replyAttributes(attributes, owner: context.owner, timeout: context.attributeTimeout)
+        request.replyAttributes(attributes, owner: context.owner,
+                                timeout: max(context.attributeTimeout, attributes.kernelCacheSeconds))
     case .failure(let error): request.fail(error)
     }
 }
@@ -127,18 +130,30 @@ private func rangefsOpen(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMu
     let context = context(req), request = FUSERequest(raw: req!)
     guard let fi else { return request.fail(errno: EINVAL) }
     if fi.pointee.flags & O_ACCMODE != O_RDONLY { return request.fail(errno: EROFS) }
-    switch context.fileSystem.open(UInt64(inode)) {
-    case .success(let opened):
-        fi.pointee.fh = opened.handle
-        // Remote content is immutable for a given ETag, so pages the kernel cached stay valid across opens,
-        // until the remote file changes.
-        rfs_fi_set_keep_cache(fi, opened.keepCache ? 1 : 0)
-        // A file of unknown size: the kernel would stop reading at the size it was told (see `OpenedFile`).
-        rfs_fi_set_direct_io(fi, opened.directIO ? 1 : 0)
-        rfs_fi_set_noflush(fi, 1)
-        fuse_reply_open(req, fi)
-    case .failure(let error): request.fail(error)
+    // The kernel's fuse_file_info lives only during this call; the reply (maybe after a probe) fills a copy.
+    let info = FileInfo(fi.pointee)
+    context.fileSystem.open(UInt64(inode)) { result in
+        switch result {
+        case .success(let opened):
+            var reply = info.value
+            reply.fh = opened.handle
+            // Remote content is immutable for a given ETag, so pages the kernel cached stay valid across opens,
+            // until the remote file changes.
+            rfs_fi_set_keep_cache(&reply, opened.keepCache ? 1 : 0)
+            // A file of unknown size: the kernel would stop reading at the size it was told (see `OpenedFile`).
+            rfs_fi_set_direct_io(&reply, opened.directIO ? 1 : 0)
+            rfs_fi_set_noflush(&reply, 1)
+            fuse_reply_open(request.raw, &reply)
+        case .failure(let error): request.fail(error)
+        }
     }
+}
+
+/// A copy of the kernel's `fuse_file_info`, to answer an open from another thread.
+private struct FileInfo: @unchecked Sendable {
+    // @unchecked Sendable: a plain C struct copied by value; its pointer fields are unused by open replies.
+    let value: fuse_file_info
+    init(_ value: fuse_file_info) { self.value = value }
 }
 
 private func rangefsRead(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _ offset: off_t,
@@ -182,51 +197,83 @@ private func rangefsRelease(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: Unsaf
 }
 
 private func rangefsOpendir(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
-    guard context(req).fileSystem.isDirectory(UInt64(inode)) else {
-        fuse_reply_err(req, ENOTDIR)
-        return
+    let context = context(req), request = FUSERequest(raw: req!)
+    guard let fi else { return request.fail(errno: EINVAL) }
+    switch context.fileSystem.openDirectory(UInt64(inode)) {
+    case .success(let handle):
+        fi.pointee.fh = handle
+        fuse_reply_open(req, fi)
+    case .failure(let error): request.fail(error)
     }
-    fuse_reply_open(req, fi)
 }
 
 private func rangefsReleasedir(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+    if let fi { context(req).fileSystem.releaseDirectory(fi.pointee.fh) }
     fuse_reply_err(req, 0)
 }
 
 private func rangefsReaddir(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _ offset: off_t,
                             _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+    readDirectory(req, inode, handle: fi?.pointee.fh ?? 0, size: size, offset: offset, plus: false)
+}
+
+/// READDIRPLUS: the names with their attributes, so that `ls -l` needs no LOOKUP per file (see
+/// `RangeFS.readDirectory`).
+private func rangefsReaddirplus(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _ offset: off_t,
+                                _ fi: UnsafeMutablePointer<fuse_file_info>?) {
+    readDirectory(req, inode, handle: fi?.pointee.fh ?? 0, size: size, offset: offset, plus: true)
+}
+
+/// Answers READDIR(PLUS) at `offset` once the directory is listed: entry n of [".", "..", children...] carries
+/// offset n + 1, the offset the kernel passes back to continue.
+private func readDirectory(_ req: fuse_req_t?, _ inode: fuse_ino_t, handle: UInt64, size: Int, offset: off_t,
+                          plus: Bool) {
     let context = context(req), request = FUSERequest(raw: req!)
-    let nodes: [CatalogNode]
-    switch context.fileSystem.directoryContents(UInt64(inode)) {
-    case .success(let list): nodes = list
-    case .failure(let error): return request.fail(error)
-    }
-    // Entry n of [".", "..", children...] carries offset n + 1, the offset the kernel passes back to continue.
-    func entry(_ index: Int) -> (String, UInt64, Bool) {
-        switch index {
-        case 0: return (".", UInt64(inode), true)
-        case 1: return ("..", context.fileSystem.parent(of: UInt64(inode)), true)
-        default:
-            let node = nodes[index - 2]
-            if case .directory = node { return (node.name, node.inode, true) }
-            return (node.name, node.inode, false)
+    let directory = UInt64(inode)
+    let first = max(0, Int(offset))
+    // Names that can fit: a plain entry takes at least 24 bytes, one with attributes about 152.
+    let fitting = size / (plus ? 152 : 24) + 1
+    context.fileSystem.readDirectory(directory, handle: handle, from: max(0, first - 2), count: fitting,
+                                     attributes: plus) { result in
+        let children: [RangeFS.DirectoryEntry]
+        switch result {
+        case .success(let entries): children = entries
+        case .failure(let error): return request.fail(error)
         }
-    }
-    var buffer = [UInt8](repeating: 0, count: size)
-    var used = 0
-    for index in max(0, Int(offset))..<(nodes.count + 2) {
-        let (entryName, entryInode, isDirectory) = entry(index)
-        var info = Glibc.stat()
-        info.st_ino = ino_t(entryInode)
-        info.st_mode = isDirectory ? S_IFDIR : S_IFREG
-        let needed = buffer.withUnsafeMutableBytes { raw in
-            fuse_add_direntry(req, raw.baseAddress!.assumingMemoryBound(to: CChar.self) + used, size - used,
-                              entryName, &info, off_t(index + 1))
+        let fileSystem = context.fileSystem
+        var rows: [(offset: Int, name: String, inode: UInt64, isDirectory: Bool, attributes: FileAttributes?)] = []
+        if first == 0 { rows.append((1, ".", directory, true, nil)) }
+        if first <= 1 { rows.append((2, "..", fileSystem.parent(of: directory), true, nil)) }
+        for child in children {
+            var isDirectory = false
+            if case .directory = child.node { isDirectory = true }
+            rows.append((child.position + 3, child.node.name, child.node.inode, isDirectory, child.attributes))
         }
-        if used + needed > size { break }
-        used += needed
+        var buffer = [UInt8](repeating: 0, count: size)
+        var used = 0
+        for row in rows {
+            let needed = buffer.withUnsafeMutableBytes { raw -> Int in
+                let place = raw.baseAddress!.assumingMemoryBound(to: CChar.self) + used
+                if plus {
+                    var entry = fuse_entry_param()
+                    if let attributes = row.attributes {
+                        entry = FUSERequest.entryParameter(attributes, context: context)
+                    } else {
+                        entry.attr.st_ino = ino_t(row.inode)  // node ID 0: no attributes, the kernel looks it up
+                        entry.attr.st_mode = row.isDirectory ? S_IFDIR : S_IFREG
+                    }
+                    return fuse_add_direntry_plus(request.raw, place, size - used, row.name, &entry, off_t(row.offset))
+                }
+                var info = Glibc.stat()
+                info.st_ino = ino_t(row.inode)
+                info.st_mode = row.isDirectory ? S_IFDIR : S_IFREG
+                return fuse_add_direntry(request.raw, place, size - used, row.name, &info, off_t(row.offset))
+            }
+            if used + needed > size { break }
+            used += needed
+        }
+        request.replyBytes(Array(buffer[..<used]))
     }
-    request.replyBytes(Array(buffer[..<used]))
 }
 
 private func rangefsGetxattr(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ namePointer: UnsafePointer<CChar>?,

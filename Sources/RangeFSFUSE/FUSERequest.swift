@@ -11,14 +11,21 @@ struct FUSERequest: @unchecked Sendable {
     func fail(_ error: FileSystemError) { fuse_reply_err(raw, error.errno) }
     func fail(errno: Int32) { fuse_reply_err(raw, errno) }
 
-    func replyEntry(_ attributes: FileAttributes, owner: Owner, entryTimeout: Double, attributeTimeout: Double) {
+    func replyEntry(_ attributes: FileAttributes, context: FUSEContext) {
+        var entry = Self.entryParameter(attributes, context: context)
+        fuse_reply_entry(raw, &entry)
+    }
+
+    /// A name's attributes as LOOKUP and READDIRPLUS hand them over: kept by the kernel for the mount's timeouts,
+    /// or longer where the file system says they cannot change (`kernelCacheSeconds`).
+    static func entryParameter(_ attributes: FileAttributes, context: FUSEContext) -> fuse_entry_param {
         var entry = fuse_entry_param()
         entry.ino = fuse_ino_t(attributes.inode)
         entry.generation = 1
-        entry.attr = attributes.stat(owner: owner)
-        entry.attr_timeout = attributeTimeout
-        entry.entry_timeout = entryTimeout
-        fuse_reply_entry(raw, &entry)
+        entry.attr = attributes.stat(owner: context.owner)
+        entry.attr_timeout = max(context.attributeTimeout, attributes.kernelCacheSeconds)
+        entry.entry_timeout = max(context.entryTimeout, attributes.kernelCacheSeconds)
+        return entry
     }
 
     func replyAttributes(_ attributes: FileAttributes, owner: Owner, timeout: Double) {

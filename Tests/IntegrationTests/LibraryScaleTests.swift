@@ -88,4 +88,149 @@ final class LibraryScaleTests: MountTestCase {
         XCTAssertTrue(result.stdout.contains("2000 open, 0 wrong"), result.stdout + result.stderr)
         XCTAssertLessThan(try daemonUsage(pid).descriptors, 1024)
     }
+
+    /// Writes an HTML page of links as `folder/index.html` under the origin (nginx serves it as the folder's
+    /// listing): `live` files that exist, of 100 + n bytes, and `dead` links that answer 404.
+    func makePage(_ folder: String, live: Int, dead: Int) throws {
+        let path = origin.root + "/" + folder
+        try? FileManager.default.removeItem(atPath: path)
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        var page = "<html><body><h1>Index</h1>\n"
+        for index in 0..<max(live, dead) {
+            if index < live {
+                try Data(repeating: UInt8(index % 251), count: 100 + index).write(to: URL(fileURLWithPath: path + "/live\(index).bin"))
+                page += "<a href=\"live\(index).bin\">live \(index)</a>\n"
+            }
+            if index < dead { page += "<a href=\"dead\(index).bin\">dead \(index)</a>\n" }
+        }
+        try (page + "</body></html>\n").write(toFile: path + "/index.html", atomically: false, encoding: .utf8)
+    }
+
+    // 3. A page of 100 files and 2,000 dead links: `ls -l` costs at most one request per link, the dead links leave
+    //    the directory, and a second `ls -l` costs nothing. A hostile page of 20,014 links costs at most one
+    //    request per link for `ls -lR`.
+    func testDeadLinksAreProbedOnceAndLeaveTheDirectory() throws {
+        try makePage("dead", live: 100, dead: 2000)
+        try mount([origin.url("dead/")])
+        origin.clearAccessLog()
+        let first = try Shell.run("/bin/ls", ["-l", mountpoint])
+        XCTAssertEqual(first.status, 0, first.stderr)
+        let log = origin.accessLog().filter { $0.path.hasPrefix("/dead/") }
+        XCTAssertLessThanOrEqual(log.count, 1 + 2100, "at most one request per link, and the listing")
+        XCTAssertEqual(Set(log.map(\.path)).count, log.count, "no link asked for twice")
+        let names = try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted()
+        XCTAssertEqual(names, (0..<100).map { "live\($0).bin" }.sorted(), "the dead links left the directory")
+        for index in [0, 57, 99] {
+            XCTAssertEqual(try statFile(mountpoint + "/live\(index).bin").st_size, off_t(100 + index))
+        }
+        origin.clearAccessLog()
+        XCTAssertEqual(try Shell.run("/bin/ls", ["-l", mountpoint]).status, 0)
+        XCTAssertEqual(origin.accessLog().filter { $0.path.hasPrefix("/dead/") }.count, 0, "a second ls -l costs nothing")
+    }
+
+    func testAHostilePageOfTwentyThousandLinksCostsOneRequestPerLink() throws {
+        try makePage("hostile20k", live: 14, dead: 20_000)
+        try mount([origin.url("hostile20k/")])
+        origin.clearAccessLog()
+        let listed = try Shell.run("/bin/ls", ["-lR", mountpoint], timeout: 300)
+        XCTAssertEqual(listed.status, 0, listed.stderr)
+        let log = origin.accessLog().filter { $0.path.hasPrefix("/hostile20k/") }
+        XCTAssertLessThanOrEqual(log.count, 20_015, "at most one request per link, and the listing")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).count, 14)
+    }
+
+    // 4. While one directory's listing stalls for 20 s, another directory lists, a file elsewhere stats and a
+    //    cached file reads, each within a second.
+    func testAStalledListingDelaysNothingElse() throws {
+        let server = """
+        import http.server, sys, time
+        class Slow(http.server.BaseHTTPRequestHandler):
+            protocol_version = 'HTTP/1.1'
+            def do_GET(self):
+                time.sleep(20)
+                body = b'<a href="late.bin">late.bin</a>\\n'
+                self.send_response(200)
+                self.send_header('Content-Type', 'text/html')
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            def log_message(self, *args):
+                pass
+        http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), Slow).serve_forever()
+        """
+        let (slow, port) = try BackgroundProcess.listening { port in
+            try BackgroundProcess("/usr/bin/python3", ["-c", server, String(port)])
+        }
+        defer { slow.stop() }
+        let tree = origin.root + "/fast"
+        try FileManager.default.createDirectory(atPath: tree + "/sub", withIntermediateDirectories: true)
+        for index in 0..<50 { try Data(count: 1000 + index).write(to: URL(fileURLWithPath: tree + "/sub/f\(index).bin")) }
+        let cached = try origin.serveRandomFile("cached.bin", size: 1 << 20)
+        try mount(["http://127.0.0.1:\(port)/stalled/", origin.url("fast/"), origin.url("cached.bin")])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/cached.bin"), cached)
+
+        let stalled = try BackgroundProcess("/bin/ls", ["-l", mountpoint + "/stalled"])
+        defer { _ = stalled.stop(signal: SIGKILL) }
+        usleep(500_000)  // the stalled listing is under way
+        func timed(_ what: String, _ body: () throws -> Void) rethrows {
+            let started = Date()
+            try body()
+            XCTAssertLessThan(Date().timeIntervalSince(started), 1, "\(what) waited for the stalled directory")
+        }
+        try timed("ls -l of another directory") {
+            let listed = try Shell.run("/bin/ls", ["-l", mountpoint + "/fast/sub"], timeout: 30)
+            XCTAssertEqual(listed.status, 0, listed.stderr)
+            XCTAssertEqual(listed.stdout.split(separator: "\n").count, 51)
+        }
+        try timed("stat of a file elsewhere") {
+            XCTAssertEqual(try statFile(mountpoint + "/fast/sub/f7.bin").st_size, 1007)
+        }
+        try timed("cat of a cached file") {
+            XCTAssertEqual(try Shell.sha256(of: mountpoint + "/cached.bin"), cached)
+        }
+        XCTAssertTrue(stalled.isRunning, "the stalled listing was still under way")
+    }
+
+    // 5. A directory of 100,000 files, as nginx's JSON and as its HTML: `ls -l` shows all of them with the origin's
+    //    sizes and sends one request for the directory. The HTML's dates are to the minute, and a file's date stays
+    //    what the listing said after an open probed it (a second `rsync -a` copies nothing).
+    func testAHundredThousandFilesListWholeWithOneRequestEach() throws {
+        let folder = origin.root + "/big"
+        let made = try Shell.run("/usr/bin/python3", ["-c", """
+            import os, sys
+            folder = sys.argv[1]
+            os.makedirs(folder, exist_ok=True)
+            for index in range(100000):
+                with open(os.path.join(folder, 'f%06d.bin' % index), 'wb') as f:
+                    f.write(b'x' * (index % 4000))
+            """, folder], timeout: 300)
+        XCTAssertEqual(made.status, 0, made.stderr)
+        try mount([origin.url("big-json/"), origin.url("big/")])
+        for directory in ["big-json", "big"] {
+            origin.clearAccessLog()
+            let listed = try Shell.run("/bin/ls", ["-l", mountpoint + "/" + directory], timeout: 300)
+            XCTAssertEqual(listed.status, 0, listed.stderr)
+            var sizes: [String: Int] = [:]
+            for line in listed.stdout.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                guard fields.count >= 9, let size = Int(fields[4]) else { continue }
+                sizes[String(fields[8])] = size
+            }
+            XCTAssertEqual(sizes.count, 100_000, "\(directory): every file shown")
+            let wrong = (0..<100_000).filter { sizes[String(format: "f%06d.bin", $0)] != $0 % 4000 }
+            XCTAssertEqual(wrong.count, 0, "\(directory): sizes of \(wrong.prefix(5))")
+            let requests = origin.accessLog().filter { $0.path.hasPrefix("/\(directory)/") }
+            XCTAssertEqual(requests.count, 1, "\(directory): one request for the directory, no probe")
+        }
+        // Dates: exact from JSON, to the minute from HTML, and stable through the probe of an open.
+        var info = stat()
+        XCTAssertEqual(stat(folder + "/f000123.bin", &info), 0)
+        let modified = Int(info.st_mtim.tv_sec)
+        XCTAssertEqual(Int(try statFile(mountpoint + "/big-json/f000123.bin").st_mtim.tv_sec), modified)
+        let shown = Int(try statFile(mountpoint + "/big/f000123.bin").st_mtim.tv_sec)
+        XCTAssertEqual(shown, modified / 60 * 60)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: mountpoint + "/big/f000123.bin")).count, 123)
+        XCTAssertEqual(Int(try statFile(mountpoint + "/big/f000123.bin").st_mtim.tv_sec), shown,
+                       "the date stays the listing's after the open's probe")
+    }
 }

@@ -13,7 +13,7 @@ final class DirectoryListingTests: XCTestCase {
 
     func names(_ listing: ParsedListing) -> [String] { listing.entries.map(\.name) }
 
-    func testNginxHTMLGivesExactSizesOfFilesAndNoDates() {
+    func testNginxHTMLGivesExactSizesOfFilesAndDatesToTheMinute() {
         let page = """
         <html>
         <head><title>Index of /pub/</title></head>
@@ -26,10 +26,14 @@ final class DirectoryListingTests: XCTestCase {
         </html>
         """
         let listing = parse(page)
+        // nginx writes its HTML dates in GMT, to the minute.
+        let date = HTTPDate.parse("Mon, 23 Nov 2026 10:00:00 GMT")
+        XCTAssertNotNil(date)
         XCTAssertEqual(listing.entries, [
             ListedEntry(name: "sub", url: base + "sub/", isDirectory: true),
-            ListedEntry(name: "a b.bin", url: base + "a%20b.bin", isDirectory: false, size: 1_048_576),
-            ListedEntry(name: "%.bin", url: base + "%25.bin", isDirectory: false, size: 12),
+            ListedEntry(name: "a b.bin", url: base + "a%20b.bin", isDirectory: false, size: 1_048_576,
+                        modificationTime: date),
+            ListedEntry(name: "%.bin", url: base + "%25.bin", isDirectory: false, size: 12, modificationTime: date),
         ])
     }
 
@@ -148,12 +152,16 @@ final class DirectoryListingTests: XCTestCase {
         XCTAssertTrue(listing.skipped.contains { $0.reason.contains("UTF-8") })
     }
 
-    func testAHugePageIsCutAtTheEntryLimit() {
+    func testAHundredThousandEntriesAreKeptWholeAndAPageIsCutOnlyAtItsLimit() {
         var page = "<ul>\n"
         for index in 0..<100_000 { page += "<li><a href=\"f\(index).bin\">f\(index).bin</a></li>\n" }
-        let listing = parse(page)
-        XCTAssertEqual(listing.entries.count, DirectoryListing.maximumEntries)
-        XCTAssertTrue(listing.truncated)
+        XCTAssertGreaterThanOrEqual(DirectoryListing.maximumEntries, 1_000_000, "no cap below a million entries")
+        let whole = parse(page)
+        XCTAssertEqual(whole.entries.count, 100_000)
+        XCTAssertFalse(whole.truncated)
+        let cut = DirectoryListing.parse(Array(page.utf8), base: base, limit: 1000)
+        XCTAssertEqual(cut.entries.count, 1000)
+        XCTAssertTrue(cut.truncated)
     }
 
     func testTheDirectoryURLMayHoldCredentialsAndNoTrailingSlash() {

@@ -37,6 +37,37 @@ extension RangeFS {
     }
 }
 
+extension RangeFS {
+    /// Waits for `body`'s reply, as the FUSE adapter would receive it; `.io` if none came within `timeout` seconds.
+    private static func waitForReply<Value: Sendable>(
+        timeout: Double = 30, _ body: (@escaping @Sendable (Result<Value, FileSystemError>) -> Void) -> Void
+    ) -> Result<Value, FileSystemError> {
+        let done = DispatchSemaphore(value: 0)
+        let box = LockedBox<Result<Value, FileSystemError>?>(nil)
+        body { result in
+            box.withLock { $0 = result }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + timeout) == .success else { return .failure(.io("no reply in time")) }
+        return box.withLock { $0! }
+    }
+
+    /// `lookup(parent:name:reply:)`, waited for.
+    public func lookup(parent: UInt64, name: String) -> Result<FileAttributes, FileSystemError> {
+        Self.waitForReply { lookup(parent: parent, name: name, reply: $0) }
+    }
+
+    /// `open(_:reply:)`, waited for.
+    public func open(_ inode: UInt64) -> Result<OpenedFile, FileSystemError> {
+        Self.waitForReply { open(inode, reply: $0) }
+    }
+
+    /// The children of directory `inode` once it is listed, as readdir sees them.
+    public func directoryContents(_ inode: UInt64) -> Result<[CatalogNode], FileSystemError> {
+        Self.waitForReply { whenListed(inode, reply: $0) }.map { count in children(of: inode, from: 0, count: count) }
+    }
+}
+
 extension ReadReply {
     /// The bytes a reply sends. Tests read the cache file's mapping directly; the daemon never does (see
     /// FileMapping).

@@ -193,6 +193,9 @@ public final class NginxOrigin: @unchecked Sendable {
                 location /listed/ { autoindex on; }
                 location /listed-json/ { alias \(prefix)/www/listed/; autoindex on; autoindex_format json; }
                 location /spiral/ { autoindex on; autoindex_format json; }
+                location /fast/ { autoindex on; autoindex_format json; }
+                location /big/ { autoindex on; }
+                location /big-json/ { alias \(prefix)/www/big/; autoindex on; autoindex_format json; }
                 location = /loop/ { return 302 /loop/; }
             }
         }

@@ -20,8 +20,21 @@ public struct CatalogItem: Sendable, Equatable {
     public var listed = false
     /// A probe has seen it (size, date and validators are the server's); false for a listed file until then.
     public var validated = true
-    /// For a listed file: whether the listing stated its size and date exactly, so that `ls -l` needs no probe.
+    /// For a listed file: whether the listing stated its size exactly and its date (to the minute at least), so
+    /// that `ls -l` needs no probe.
     public var attributesExact = true
+    /// For a listed file: the date its listing states (seconds since 1970). It is the date shown while a probe's
+    /// date falls within the same minute, so that the date never changes because a probe brought the seconds
+    /// (`rsync -a` would copy the file again).
+    public var listedTime: Int64?
+
+    /// The modification time to show: the listing's, unless a probe found the file changed since.
+    public var shownModificationTime: Int64? {
+        let probed = metadata.modificationTime
+        guard let listedTime else { return probed }
+        guard let probed else { return listedTime }
+        return probed >= listedTime && probed - listedTime < 60 ? listedTime : probed
+    }
 }
 
 /// One directory in the mount: the root, or a directory URL and its listed subdirectories.
@@ -73,9 +86,26 @@ public final class Catalog: Sendable {
         ]
         /// Each directory's names and their inodes.
         var names: [UInt64: [String: UInt64]] = [Catalog.rootInode: [:]]
-        /// Each directory's contents sorted by name, kept between changes: `readdir` of a large directory comes
-        /// in many calls.
-        var sortedChildren: [UInt64: [CatalogNode]] = [:]
+        /// Each directory's inodes sorted by name, kept until a name is added or removed: `readdir` of a large
+        /// directory comes in many calls, and a lookup finds its place among its siblings by binary search.
+        var sortedChildren: [UInt64: [UInt64]] = [:]
+
+        func node(_ inode: UInt64) -> CatalogNode? {
+            if let item = files[inode] { return .file(item) }
+            return directories[inode].map { .directory($0) }
+        }
+
+        func name(of inode: UInt64) -> String {
+            files[inode]?.name ?? directories[inode]?.name ?? ""
+        }
+
+        /// The inodes of `parent`'s children sorted by name, sorted now if a change made that necessary.
+        mutating func sorted(_ parent: UInt64) -> [UInt64] {
+            if let sorted = sortedChildren[parent] { return sorted }
+            let sorted = (names[parent] ?? [:]).sorted { $0.key < $1.key }.map(\.value)
+            sortedChildren[parent] = sorted
+            return sorted
+        }
 
         mutating func uniqueName(_ preferred: String, in parent: UInt64) -> String {
             EntryNaming.unique(preferred) { names[parent]?[$0] != nil }
@@ -97,12 +127,14 @@ public final class Catalog: Sendable {
     /// Adds a file for `metadata` under a unique name derived from `explicitName` or the URL.
     @discardableResult
     public func add(_ metadata: RemoteMetadata, explicitName: String? = nil, parent: UInt64 = Catalog.rootInode,
-                    listed: Bool = false, validated: Bool = true, attributesExact: Bool = true) -> CatalogItem {
+                    listed: Bool = false, validated: Bool = true, attributesExact: Bool = true,
+                    listedTime: Int64? = nil) -> CatalogItem {
         state.withLock { state in
             let preferred = EntryNaming.preferredName(explicit: explicitName, metadata: metadata)
             let name = state.uniqueName(preferred, in: parent)
-            let item = CatalogItem(inode: state.nextInode, name: name, metadata: metadata, parent: parent,
+            var item = CatalogItem(inode: state.nextInode, name: name, metadata: metadata, parent: parent,
                                    listed: listed, validated: validated, attributesExact: attributesExact)
+            item.listedTime = listedTime
             state.nextInode += 1
             state.files[item.inode] = item
             state.names[parent, default: [:]][name] = item.inode
@@ -166,12 +198,13 @@ public final class Catalog: Sendable {
     }
 
     /// Gives a listed file the size and date a newer listing states; a probe sees it again before it is read.
-    public func updateListed(inode: UInt64, metadata: RemoteMetadata) {
+    public func updateListed(inode: UInt64, metadata: RemoteMetadata, listedTime: Int64?) {
         state.withLock { state in
             guard let item = state.files[inode] else { return }
-            state.files[inode] = CatalogItem(inode: inode, name: item.name, metadata: metadata, parent: item.parent,
-                                             listed: true, validated: false, attributesExact: true)
-            state.sortedChildren[item.parent] = nil
+            var updated = CatalogItem(inode: inode, name: item.name, metadata: metadata, parent: item.parent,
+                                      listed: true, validated: false, attributesExact: true)
+            updated.listedTime = listedTime
+            state.files[inode] = updated
         }
     }
 
@@ -199,10 +232,11 @@ public final class Catalog: Sendable {
     public func update(inode: UInt64, metadata: RemoteMetadata) {
         state.withLock { state in
             guard var item = state.files[inode] else { return }
+            let listedTime = item.listedTime
             item = CatalogItem(inode: inode, name: item.name, metadata: metadata, parent: item.parent,
                                listed: item.listed, validated: true, attributesExact: true)
+            item.listedTime = listedTime
             state.files[inode] = item
-            state.sortedChildren[item.parent] = nil
         }
     }
 
@@ -244,24 +278,58 @@ public final class Catalog: Sendable {
 
     /// What `name` is in directory `parent`, if anything.
     public func node(named name: String, in parent: UInt64) -> CatalogNode? {
-        state.withLock { state in
-            guard let inode = state.names[parent]?[name] else { return nil }
-            if let item = state.files[inode] { return .file(item) }
-            return state.directories[inode].map { .directory($0) }
-        }
+        state.withLock { state in state.names[parent]?[name].flatMap(state.node) }
     }
 
     /// The contents of directory `inode`, sorted by name.
     public func children(of inode: UInt64) -> [CatalogNode] {
+        state.withLock { state in state.sorted(inode).compactMap(state.node) }
+    }
+
+    /// At most `count` children of directory `inode` from position `start` in name order, and how many it has:
+    /// one `readdir` call's worth, without copying the whole directory.
+    public func children(of inode: UInt64, from start: Int, count: Int) -> (nodes: [CatalogNode], total: Int) {
         state.withLock { state in
-            if let sorted = state.sortedChildren[inode] { return sorted }
-            let sorted = (state.names[inode] ?? [:]).compactMap { name, child -> CatalogNode? in
-                if let item = state.files[child] { return .file(item) }
-                return state.directories[child].map { .directory($0) }
-            }.sorted { $0.name < $1.name }
-            state.sortedChildren[inode] = sorted
-            return sorted
+            let sorted = state.sorted(inode)
+            guard start < sorted.count else { return ([], sorted.count) }
+            return (sorted[start..<min(sorted.count, start + count)].compactMap(state.node), sorted.count)
         }
+    }
+
+    /// Up to `limit` files that follow `item` in its directory's name order and pass `wanted`, looking at most
+    /// `scan` names past it: found by binary search, so a lookup costs O(log n), never a walk of the directory.
+    public func siblings(after item: CatalogItem, limit: Int, scan: Int,
+                         where wanted: (CatalogItem) -> Bool) -> [CatalogItem] {
+        state.withLock { state in
+            let sorted = state.sorted(item.parent)
+            var low = 0, high = sorted.count
+            while low < high {
+                let middle = (low + high) / 2
+                if state.name(of: sorted[middle]) <= item.name { low = middle + 1 } else { high = middle }
+            }
+            var found: [CatalogItem] = []
+            for inode in sorted[low..<min(sorted.count, low + scan)] {
+                guard let sibling = state.files[inode], wanted(sibling) else { continue }
+                found.append(sibling)
+                if found.count == limit { break }
+            }
+            return found
+        }
+    }
+
+    /// The inodes of directory `inode`'s children in name order.
+    public func childInodes(of inode: UInt64) -> [UInt64] {
+        state.withLock { $0.sorted(inode) }
+    }
+
+    /// The file or directory `inode`, if it is in the tree.
+    public func node(inode: UInt64) -> CatalogNode? {
+        state.withLock { $0.node(inode) }
+    }
+
+    /// How many names directory `inode` holds.
+    public func childCount(of inode: UInt64) -> Int {
+        state.withLock { $0.names[inode]?.count ?? 0 }
     }
 
     /// The path of a file or directory from the mount's root (`movies/a.mp4`).

@@ -5,8 +5,9 @@
 // `Accept: application/json`); both state exact sizes and dates. HTML listings (nginx autoindex, Apache
 // mod_autoindex, lighttpd mod_dirlisting, python's http.server, or any page of links) are read for their
 // `<a href>` links. Of an HTML listing only nginx's states exact sizes (`autoindex_exact_size`, its default);
-// rounded sizes ("1.2M", "4.0K") are never taken. Dates in HTML listings are at best to the minute and in the
-// server's time zone, so they are not taken either: a file without an exact size and date is probed on lookup.
+// rounded sizes ("1.2M", "4.0K") are never taken. nginx's HTML dates are to the minute, in GMT (its default,
+// `autoindex_localtime off`): with the exact size that is enough for `ls -l`, and the probe at open brings the
+// validators. A file without an exact size and a date is probed on lookup.
 //
 // Only links that resolve to a direct child of the directory count: same scheme, host and port, and the
 // directory's path plus one segment (a trailing `/` marks a subdirectory). Sort links (`?C=N;O=D`), fragments,
@@ -25,7 +26,7 @@ public struct ListedEntry: Sendable, Equatable {
     public var isDirectory: Bool
     /// The size in bytes, if the listing states it exactly.
     public var size: UInt64?
-    /// Seconds since 1970, if the listing states the date exactly.
+    /// Seconds since 1970, if the listing states the date (exactly, or to the minute in nginx's HTML).
     public var modificationTime: Int64?
 
     public init(name: String, url: String, isDirectory: Bool, size: UInt64? = nil, modificationTime: Int64? = nil) {
@@ -41,7 +42,8 @@ public struct ListedEntry: Sendable, Equatable {
 public struct ParsedListing: Sendable, Equatable {
     public var entries: [ListedEntry] = []
     public var skipped: [(link: String, reason: String)] = []
-    /// Set when the listing had more children than `DirectoryListing.maximumEntries`: the rest were dropped.
+    /// Set when the listing had more children than its limit (`DirectoryListing.maximumEntries`): the rest were
+    /// dropped.
     public var truncated = false
 
     public static func == (lhs: ParsedListing, rhs: ParsedListing) -> Bool {
@@ -51,23 +53,23 @@ public struct ParsedListing: Sendable, Equatable {
 }
 
 public enum DirectoryListing {
-    /// The most children one directory may have; the rest are dropped with a log line.
-    public static let maximumEntries = 50_000
+    /// The most children one directory may have; the rest are dropped, with a log line and a line in `status`.
+    public static let maximumEntries = 1_000_000
 
-    /// Reads the listing `body` of the directory `base` (an http(s) URL ending in `/`). JSON when the body is a
-    /// JSON array (whatever the server called it), else HTML.
-    public static func parse(_ body: [UInt8], base: String) -> ParsedListing {
+    /// Reads the listing `body` of the directory `base` (an http(s) URL ending in `/`), keeping at most `limit`
+    /// children. JSON when the body is a JSON array (whatever the server called it), else HTML.
+    public static func parse(_ body: [UInt8], base: String, limit: Int = maximumEntries) -> ParsedListing {
         guard let directory = DirectoryURL(base) else { return ParsedListing() }
         let text = String(decoding: body, as: UTF8.self)
-        if text.drop(while: \.isWhitespace).first == "[", let listing = parseJSON(body, in: directory) {
+        if text.drop(while: \.isWhitespace).first == "[", let listing = parseJSON(body, in: directory, limit: limit) {
             return listing
         }
-        return parseHTML(text, in: directory)
+        return parseHTML(text, in: directory, limit: limit)
     }
 
     // MARK: JSON (nginx, Caddy)
 
-    private static func parseJSON(_ body: [UInt8], in directory: DirectoryURL) -> ParsedListing? {
+    private static func parseJSON(_ body: [UInt8], in directory: DirectoryURL, limit: Int) -> ParsedListing? {
         guard let items = (try? JSONSerialization.jsonObject(with: Data(body))) as? [[String: Any]] else { return nil }
         var listing = ParsedListing()
         var seen = Set<String>()
@@ -80,7 +82,7 @@ public enum DirectoryListing {
                 continue
             }
             guard seen.insert(name).inserted else { continue }
-            guard listing.entries.count < maximumEntries else {
+            guard listing.entries.count < limit else {
                 listing.truncated = true
                 break
             }
@@ -101,7 +103,7 @@ public enum DirectoryListing {
 
     // MARK: HTML (nginx, Apache, lighttpd, python http.server, any page of links)
 
-    private static func parseHTML(_ text: String, in directory: DirectoryURL) -> ParsedListing {
+    private static func parseHTML(_ text: String, in directory: DirectoryURL, limit: Int) -> ParsedListing {
         var listing = ParsedListing()
         var seenURLs = Set<String>()
         let bytes = Array(text.utf8)
@@ -129,12 +131,15 @@ public enum DirectoryListing {
                 listing.skipped.append((link, problem))
                 continue
             }
-            guard listing.entries.count < maximumEntries else {
+            guard listing.entries.count < limit else {
                 listing.truncated = true
                 break
             }
             var entry = ListedEntry(name: name, url: url, isDirectory: child.isDirectory)
-            if !child.isDirectory { entry.size = nginxExactSize(in: bytes, after: anchor.end) }
+            if !child.isDirectory, let (size, date) = nginxSizeAndDate(in: bytes, after: anchor.end) {
+                entry.size = size
+                entry.modificationTime = date
+            }
             listing.entries.append(entry)
         }
         return listing
@@ -204,17 +209,22 @@ public enum DirectoryListing {
         return nil
     }
 
-    /// The size nginx's HTML autoindex writes after a file's link, when it is exact: the rest of the line is
-    /// `  23-Nov-2026 10:00    1048576`. Anything else (a rounded "1M", another server's columns) is no size.
-    private static func nginxExactSize(in bytes: [UInt8], after index: Int) -> UInt64? {
+    /// The size and date nginx's HTML autoindex writes after a file's link, when the size is exact: the rest of
+    /// the line is `  23-Nov-2026 10:00    1048576` (the date in GMT, to the minute). Anything else (a rounded
+    /// "1M", another server's columns) gives nothing.
+    private static func nginxSizeAndDate(in bytes: [UInt8], after index: Int) -> (UInt64, Int64)? {
         let lineEnd = bytes[index...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
         let fields = String(decoding: bytes[index..<lineEnd], as: UTF8.self).split(whereSeparator: \.isWhitespace)
         guard fields.count == 3 else { return nil }
-        let date = fields[0].split(separator: "-"), clock = fields[1].split(separator: ":")
-        guard date.count == 3, Int(date[0]) != nil, date[1].count == 3, Int(date[2]) != nil,
-              clock.count == 2, clock.allSatisfy({ Int($0) != nil })
+        let date = fields[0].split(separator: "-"), clock = fields[1].split(separator: ":").compactMap { Int($0) }
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard date.count == 3, let day = Int(date[0]), let month = months.firstIndex(of: String(date[1])),
+              let year = Int(date[2]), clock.count == 2, (0..<24).contains(clock[0]), (0..<60).contains(clock[1]),
+              (1...31).contains(day), let size = UInt64(fields[2])
         else { return nil }
-        return UInt64(fields[2])
+        let time = HTTPDate.daysSinceEpoch(year: year, month: month + 1, day: day) * 86_400
+            + Int64(clock[0] * 3600 + clock[1] * 60)
+        return (size, time)
     }
 
     /// Why `name`, from a listing, cannot name a file in the mount; nil if it can.

@@ -111,29 +111,29 @@ extension RangeFetching {
         probeAll(urls).map { $0.map(store.settled) }
     }
 
-    /// GETs the whole of `url` (a directory listing), asking for JSON first, and returns its body; fails with
-    /// `.listingTooLarge` beyond `limit` bytes, or with the status of a response other than 200.
-    public func fetchListing(_ url: String, limit: Int) -> Result<[UInt8], FetchError> {
-        let sink = ListingSink(limit: limit)
+    /// GETs the whole of `url` (a directory listing), asking for JSON first, and hands its body to `completion`
+    /// (on the fetcher's thread: hand heavy work on); fails with `.listingTooLarge` beyond `limit` bytes, or with
+    /// the status of a response other than 200.
+    public func fetchListing(_ url: String, limit: Int,
+                             completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
         var request = RangeRequest(url: url, range: nil, ifRange: nil)
         request.accept = "application/json, text/html;q=0.9, */*;q=0.1"
-        start(request, sink: sink)
-        sink.done.wait()
-        return sink.result
+        start(request, sink: ListingSink(limit: limit, completion: completion))
     }
 }
 
 /// Collects a listing's body, up to a limit.
 private final class ListingSink: RangeResponseSink, @unchecked Sendable {
-    // @unchecked Sendable: the fetcher calls in order from one thread; `result` is read after `done`.
-    let done = DispatchSemaphore(value: 0)
+    // @unchecked Sendable: the fetcher calls in order from one thread, and `completion` runs once, last.
     private let limit: Int
+    private let completion: @Sendable (Result<[UInt8], FetchError>) -> Void
     private var body: [UInt8] = []
     private var failure: FetchError?
 
-    init(limit: Int) { self.limit = limit }
-
-    var result: Result<[UInt8], FetchError> { failure.map { .failure($0) } ?? .success(body) }
+    init(limit: Int, completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
+        self.limit = limit
+        self.completion = completion
+    }
 
     func receive(head: ResponseHead) -> Bool {
         guard head.status == 200 else {
@@ -154,6 +154,7 @@ private final class ListingSink: RangeResponseSink, @unchecked Sendable {
 
     func complete(error: FetchError?) {
         if failure == nil, let error { failure = error }
-        done.signal()
+        completion(failure.map { .failure($0) } ?? .success(body))
+        body = []
     }
 }

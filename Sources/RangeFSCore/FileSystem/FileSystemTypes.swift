@@ -9,6 +9,8 @@ public struct FileAttributes: Sendable, Equatable {
     public var cachedBytes: UInt64
     /// Seconds since 1970.
     public var modificationTime: Int64
+    /// How long the kernel may keep these attributes and the name that led to them (0: ask every time).
+    public var kernelCacheSeconds: Double = 0
 }
 
 /// What a successful read hands back to the adapter.

@@ -1,201 +1,137 @@
-// Directory URLs as trees (DESIGN.md §7).
-//
-// A directory is listed on its first lookup or readdir, never at mount: one GET that asks for JSON first. Its
-// subdirectories become directories of the mount (listed in turn when they are first visited), its files become
-// listed files. A listed file whose size and date the listing states exactly (nginx and Caddy JSON) needs no
-// request until it is opened; any other one is probed on its first lookup, with up to `probeBatch` of its
-// unprobed siblings at once, since `ls -l` looks them up one after another. `readdir` alone never probes. Opening
-// a listed file that no probe has seen probes it first, for its validators.
-//
-// Each listing read is kept in the cache (`listings/`), so that while the server cannot be reached the tree shows
-// as it was last seen, and files read before are served from their cache entries.
+// Names and directories, answered later when they need the network (see DirectoryService): a lookup, readdir or
+// open of a web directory's file never holds a FUSE thread while a listing or probe runs, and a directory that
+// stalls delays no other directory, file or read.
 
-import Foundation
-import Glibc
+import Dispatch
+import Logging
+import Synchronization
 
 extension RangeFS {
-    /// The largest listing read, in bytes.
-    public static let listingLimit = 16 << 20
-    /// Files probed at once when a lookup needs a probe.
-    public static let probeBatch = 32
-    /// How long a failed listing is not tried again, in seconds.
-    static let listingRetryAfter = 10.0
-    /// The deepest a listed tree goes: subdirectories below this depth are left out, with a log line (a server
-    /// whose links make an endless tree, `a/a/a/...`, stops here).
-    public static let maximumDepth = 64
+    /// The deepest a listed tree goes (see `DirectoryService.maximumDepth`).
+    public static var maximumDepth: Int { DirectoryService.maximumDepth }
 
-    /// Lists directory `inode` if it has a URL and was not listed yet. Concurrent callers wait for the one
-    /// listing. A listing that fails leaves the directory empty, with a log line, and is tried again 10 s later.
-    /// A directory listed longer than `directoryCacheTime` ago is listed again in the background; meanwhile it
-    /// shows what the last listing held.
-    func listIfNeeded(_ inode: UInt64) {
-        guard let directory = catalog.directory(inode: inode), directory.url != nil else { return }
-        if directory.listed {
-            if let listedAt = directory.listedAt,
-               Self.monotonicSeconds() - listedAt > settings.directoryCacheTime.seconds {
-                refresh(inode)
-            }
-            return
-        }
-        directoryWork.withLock { failures in
-            guard let current = catalog.directory(inode: inode), !current.listed else { return }
-            list(current, failures: &failures)
-        }
-    }
+    /// Replies `reply` once, now or from a listing's or probe's completion.
+    public typealias AttributesReply = @Sendable (Result<FileAttributes, FileSystemError>) -> Void
 
-    /// Lists directory `inode` again in the background (once at a time), adding what is new and removing what
-    /// is gone.
-    private func refresh(_ inode: UInt64) {
-        guard refreshing.withLock({ $0.insert(inode).inserted }) else { return }
-        revalidationQueue.async { [self] in
-            defer { refreshing.withLock { _ = $0.remove(inode) } }
-            directoryWork.withLock { failures in
-                guard let current = catalog.directory(inode: inode) else { return }
-                list(current, failures: &failures)
-            }
-        }
-    }
-
-    /// Reads the listing of `directory` into the catalog (under `directoryWork`).
-    private func list(_ directory: CatalogDirectory, failures: inout [UInt64: Double]) {
-        guard let url = directory.url else { return }
-        let inode = directory.inode
-        let now = Self.monotonicSeconds()
-        if let failed = failures[inode], now - failed < Self.listingRetryAfter { return }
-        let fetched = scheduler.fetcher.fetchListing(url, limit: Self.listingLimit)
-        if case .failure(let error) = fetched, error.isOriginUnreachable, !directory.listed,
-           let kept = store.savedListing(for: url) {
-            // Offline: the listing kept from an earlier visit.
-            logger.warning("cannot list \(Redaction.redact(url)) (\(error.userMessage)); showing the listing kept from an earlier visit")
-            apply(DirectoryListing.parse(kept, base: url), to: inode, listedFrom: url)
-            catalog.markListed(inode, at: now)
-            return
-        }
-        switch fetched {
-        case .failure(let error):
-            failures[inode] = now
-            let shows = directory.listed ? "it shows what was listed before" : "the directory shows empty"
-            logger.error("cannot list \(Redaction.redact(url)): \(error.userMessage); \(shows)")
-            if directory.listed { catalog.markListed(inode, at: now) }  // tried again after the cache time
-        case .success(let body):
-            failures[inode] = nil
-            do {
-                try store.saveListing(body, for: url)
-            } catch {
-                logger.warning("cannot keep the listing of \(Redaction.redact(url)) for offline use: \(error)")
-            }
-            apply(DirectoryListing.parse(body, base: url), to: inode, listedFrom: url)
-            catalog.markListed(inode, at: now)
-        }
-    }
-
-    /// Makes the children of directory `inode` what `listing` says: new entries are added, entries whose stated
-    /// size or date changed take the new ones (a probe sees them again before they are read), and entries the
-    /// listing no longer holds are removed (handles open on them keep reading what they opened).
-    private func apply(_ listing: ParsedListing, to inode: UInt64, listedFrom url: String) {
-        let shown = Redaction.redact(url)
-        for (link, reason) in listing.skipped {
-            logger.warning("\(shown): skipped the link '\(link.prefix(80))': \(reason)")
-        }
-        if listing.truncated {
-            logger.warning("\(shown) lists more than \(DirectoryListing.maximumEntries) entries; the rest are left out")
-        }
-        var existing: [String: CatalogNode] = [:]
-        for node in catalog.children(of: inode) {
-            switch node {
-            case .file(let item) where item.listed: existing[item.metadata.url] = node
-            case .directory(let directory) where directory.fromListing: existing[directory.url ?? ""] = node
-            default: break
-            }
-        }
-        var seen = Set<String>()
-        for entry in listing.entries {
-            seen.insert(entry.url)
-            let metadata = RemoteMetadata(url: entry.url, size: entry.size ?? 0, etag: "",
-                                          lastModified: entry.modificationTime.map(HTTPDate.format) ?? "")
-            switch existing[entry.url] {
+    /// The files a listing states exactly (nginx JSON and HTML, Caddy) keep their attributes in the kernel as
+    /// long as the listing is fresh, so a second `ls -l` of 100,000 files costs no request to the daemon.
+    /// A file whose cache entry is open shows progress as it happens instead (see `kernelCacheSeconds`).
+    public func lookup(parent: UInt64, name: String, reply: @escaping AttributesReply) {
+        guard catalog.directory(inode: parent) != nil else { return reply(.failure(.notADirectory)) }
+        directories.whenListed(parent) { [self] in
+            switch catalog.node(named: name, in: parent) {
             case .file(let item):
-                let stated = entry.size != nil && entry.modificationTime != nil
-                if stated && (item.metadata.size != metadata.size
-                              || item.metadata.modificationTime != metadata.modificationTime) {
-                    catalog.updateListed(inode: item.inode, metadata: metadata)
+                directories.whenAttributesKnown(item) { [self] in
+                    // A dead link found by its probe has left the directory.
+                    reply(catalog.item(inode: item.inode) == nil ? .failure(.notFound) : attributes(of: item.inode))
                 }
-            case .directory:
-                break
-            case nil where entry.isDirectory:
-                guard catalog.depth(of: inode) < Self.maximumDepth else {
-                    logger.warning("\(shown): the subdirectory '\(entry.name)' is \(Self.maximumDepth + 1) levels deep; deeper levels are left out")
-                    continue
-                }
-                catalog.addDirectory(url: entry.url, explicitName: entry.name, parent: inode, fromListing: true,
-                                     modificationTime: entry.modificationTime)
-            case nil:
-                catalog.add(metadata, explicitName: entry.name, parent: inode, listed: true, validated: false,
-                            attributesExact: entry.size != nil && entry.modificationTime != nil)
+            case .directory(let directory): reply(attributes(of: directory.inode))
+            case nil: reply(.failure(.notFound))
             }
-        }
-        for (childURL, node) in existing where !seen.contains(childURL) {
-            logger.info("\(Redaction.redact(childURL)) is no longer listed by its server; it leaves the mount")
-            catalog.removeNode(node.inode)
         }
     }
 
-    /// A listed file with its size and date known: probes it first if the listing did not state them exactly
-    /// (with up to `probeBatch` of the siblings that follow it, at once).
-    func withExactAttributes(_ item: CatalogItem) -> CatalogItem {
-        guard item.listed, !item.validated, !item.attributesExact else { return item }
-        directoryWork.withLock { _ in
-            guard let current = catalog.item(inode: item.inode), !current.validated else { return }
-            let following = catalog.children(of: item.parent).compactMap { node -> CatalogItem? in
-                guard case .file(let sibling) = node, sibling.name > item.name, sibling.listed, !sibling.validated,
-                      !sibling.attributesExact
-                else { return nil }
-                return sibling
-            }
-            let batch = [current] + following.prefix(Self.probeBatch - 1)
-            for (file, result) in zip(batch, probe(batch.map(\.metadata.url))) {
-                switch result {
-                case .success(let metadata): catalog.update(inode: file.inode, metadata: metadata)
-                case .failure(let error):
-                    if error.isOriginUnreachable, let stored = store.storedMetadata(for: file.metadata.url) {
-                        catalog.update(inode: file.inode, metadata: stored)  // what its cache entry knows
-                        markOffline(file.metadata.url, reason: error.userMessage)
-                    } else {
-                        logger.info("cannot probe \(Redaction.redact(file.metadata.url)): \(error.userMessage)")
-                    }
-                }
-            }
+    /// Calls `reply` once directory `inode` has been listed, with its size in names.
+    public func whenListed(_ inode: UInt64, reply: @escaping @Sendable (Result<Int, FileSystemError>) -> Void) {
+        guard catalog.directory(inode: inode) != nil else {
+            return reply(.failure(catalog.item(inode: inode) == nil ? .notFound : .notADirectory))
         }
-        return catalog.item(inode: item.inode) ?? item
+        directories.whenListed(inode) { [self] in reply(.success(catalog.childCount(of: inode))) }
     }
 
-    /// A listed file that a probe has seen, so that its cache entry is made for the server's validators; probes
-    /// it now if needed (on open). Fails if the probe fails.
-    func validated(_ item: CatalogItem) -> Result<CatalogItem, FileSystemError> {
-        guard item.listed, !item.validated else { return .success(item) }
-        switch probe([item.metadata.url])[0] {
-        case .success(let metadata):
-            catalog.update(inode: item.inode, metadata: metadata)
-            markValidated(metadata.url)
-            return .success(catalog.item(inode: item.inode) ?? item)
-        case .failure(let error):
-            // Offline: served from its cache entry, like a file mounted from the cache alone.
-            guard error.isOriginUnreachable, let stored = store.storedMetadata(for: item.metadata.url) else {
-                return .failure(.io(error.userMessage))
-            }
-            catalog.update(inode: item.inode, metadata: stored)
-            markOffline(item.metadata.url, reason: error.userMessage)
-            return .success(catalog.item(inode: item.inode) ?? item)
-        }
+    /// At most `count` children of directory `inode` from position `start` in name order.
+    public func children(of inode: UInt64, from start: Int, count: Int) -> [CatalogNode] {
+        catalog.children(of: inode, from: start, count: count).nodes
     }
 
-    /// The contents of directory `inode`, listing it first if needed.
-    public func directoryContents(_ inode: UInt64) -> Result<[CatalogNode], FileSystemError> {
+    /// One name of a directory read (`readDirectory`), at `position` in the directory's order, with its
+    /// attributes when they were asked for and are known.
+    public struct DirectoryEntry: Sendable {
+        public let position: Int
+        public let node: CatalogNode
+        public let attributes: FileAttributes?
+    }
+
+    /// Opens directory `inode` for reading: its names are taken once, at the first read, so that offsets stay
+    /// stable while lookups remove dead links or a refresh changes the directory.
+    public func openDirectory(_ inode: UInt64) -> Result<UInt64, FileSystemError> {
         guard catalog.directory(inode: inode) != nil else {
             return .failure(catalog.item(inode: inode) == nil ? .notFound : .notADirectory)
         }
-        listIfNeeded(inode)
-        return .success(catalog.children(of: inode))
+        return .success(directoryHandles.withLock { handles in
+            let handle = handles.next
+            handles.next += 1
+            handles.open[handle] = DirectorySnapshot(inode: inode)
+            return handle
+        })
+    }
+
+    public func releaseDirectory(_ handle: UInt64) {
+        _ = directoryHandles.withLock { $0.open.removeValue(forKey: handle) }
+    }
+
+    /// The names of directory `inode` (opened as `handle`) at positions `start..<start+count` of the snapshot
+    /// taken at its first read, once it is listed. Names that left the directory since are skipped. With
+    /// `attributes` (READDIRPLUS, which the kernel uses for `ls -l` and for the start of any listing), listed
+    /// files whose listing stated no exact size and date are probed first, a batch at a time, and dead links
+    /// are left out; plain reads never probe.
+    public func readDirectory(_ inode: UInt64, handle: UInt64, from start: Int, count: Int, attributes: Bool,
+                              reply: @escaping @Sendable (Result<[DirectoryEntry], FileSystemError>) -> Void) {
+        guard catalog.directory(inode: inode) != nil else { return reply(.failure(.notADirectory)) }
+        directories.whenListed(inode) { [self] in
+            let (inodes, more) = directoryHandles.withLock { handles -> ([UInt64], Bool)? in
+                guard var snapshot = handles.open[handle], snapshot.inode == inode else { return nil }
+                if snapshot.children == nil {
+                    snapshot.children = catalog.childInodes(of: inode)
+                    handles.open[handle] = snapshot
+                }
+                let children = snapshot.children!
+                guard start < children.count else { return ([], false) }
+                let end = min(children.count, start + count)
+                return (Array(children[start..<end]), end < children.count)
+            } ?? {
+                // A handle the kernel never opened (or already released): the directory as it is now.
+                let children = catalog.childInodes(of: inode)
+                return (Array(children.dropFirst(start).prefix(count)), start + count < children.count)
+            }()
+            let nodes = inodes.enumerated().compactMap { offset, child in
+                catalog.node(inode: child).map { (start + offset, $0) }
+            }
+            @Sendable func answer() {
+                let entries = nodes.compactMap { position, node -> DirectoryEntry? in
+                    guard let current = catalog.node(inode: node.inode) else { return nil }  // a dead link
+                    var known: FileAttributes?
+                    if attributes, attributesAreKnown(current), case .success(let found) = self.attributes(of: node.inode) {
+                        known = found
+                    }
+                    return DirectoryEntry(position: position, node: current, attributes: known)
+                }
+                // Every name of this stretch was a dead link: an empty answer would end the directory.
+                if entries.isEmpty && more {
+                    return readDirectory(inode, handle: handle, from: start + count, count: count,
+                                         attributes: attributes, reply: reply)
+                }
+                reply(.success(entries))
+            }
+            let unprobed = attributes ? nodes.compactMap { _, node -> CatalogItem? in
+                guard case .file(let item) = node, !attributesAreKnown(node) else { return nil }
+                return item
+            } : []
+            guard !unprobed.isEmpty else { return answer() }
+            let left = LockedBox(unprobed.count)
+            for item in unprobed {
+                directories.whenAttributesKnown(item) {
+                    if left.withLock({ count in count -= 1; return count == 0 }) { answer() }
+                }
+            }
+        }
+    }
+
+    /// Whether the kernel may be handed `node`'s attributes without a probe: not for a listed file whose listing
+    /// stated no exact size and date, which a probe must see first.
+    public func attributesAreKnown(_ node: CatalogNode) -> Bool {
+        guard case .file(let item) = node else { return true }
+        return !item.listed || item.validated || item.attributesExact
     }
 
     /// Whether `inode` is a directory of the mount.
@@ -206,5 +142,36 @@ extension RangeFS {
     /// The parent directory of directory `inode` (the root's is itself).
     public func parent(of inode: UInt64) -> UInt64 {
         catalog.directory(inode: inode)?.parent ?? Catalog.rootInode
+    }
+
+    /// How long the kernel may keep the attributes and name of `item`: a listed file's as long as its listing is
+    /// fresh, unless its cache entry is open (its cached bytes change as it downloads, and `ls -s` must show
+    /// that). Zero for files mounted one by one, whose progress always shows.
+    func kernelCacheSeconds(of item: CatalogItem) -> Double {
+        guard item.listed, item.validated || item.attributesExact, item.metadata.sizeKnown,
+              store.openEntry(for: item.metadata.url) == nil
+        else { return 0 }
+        return settings.directoryCacheTime.seconds
+    }
+
+    /// Makes the directory service that lists and probes for this file system, with its reports wired to the
+    /// kernel invalidations the FUSE adapter provides.
+    static func makeDirectoryService(catalog: Catalog, store: CacheStore, fetcher: RangeFetching,
+                                     settings: FileSystemSettings, logger: Logger,
+                                     owner: @escaping @Sendable () -> RangeFS?) -> DirectoryService {
+        var events = DirectoryService.Events()
+        events.offline = { url, reason in owner()?.markOffline(url, reason: reason) }
+        events.validated = { url in owner()?.markValidated(url) }
+        // The kernel forgets a name off this thread: the lookup that found it gone may still hold its directory.
+        events.removed = { parent, name in
+            guard let owner = owner() else { return }
+            owner.invalidationQueue.async { owner.entryInvalidator.withLock { $0 }?(parent, name) }
+        }
+        events.changed = { inode in
+            guard let owner = owner() else { return }
+            owner.invalidationQueue.async { owner.attributeInvalidator.withLock { $0 }?(inode) }
+        }
+        return DirectoryService(catalog: catalog, store: store, fetcher: fetcher,
+                                directoryCacheTime: settings.directoryCacheTime, events: events, logger: logger)
     }
 }

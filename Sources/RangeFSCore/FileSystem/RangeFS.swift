@@ -53,11 +53,13 @@ public final class RangeFS: Sendable {
     let catalogSaving = Mutex(())
     /// Probes the offline files now and then (`startOfflineChecks`).
     let offlineTimer = Mutex<RepeatingTimer?>(nil)
-    /// Serializes directory listings and the probes of listed files; holds when each directory's last listing
-    /// failed (monotonic seconds), by inode.
-    let directoryWork = Mutex<[UInt64: Double]>([:])
-    /// Directories being listed again in the background.
-    let refreshing = Mutex<Set<UInt64>>([])
+    /// Tells the kernel to drop its cached attributes of an inode (set by the FUSE adapter): a listed file whose
+    /// attributes the kernel keeps (see `kernelCacheSeconds`) is opened, or a new listing changed it.
+    public let attributeInvalidator = LockedBox<(@Sendable (UInt64) -> Void)?>(nil)
+    /// Lists web directories and probes their files (RangeFS+Directories.swift).
+    let directories: DirectoryService
+    /// Directories open for reading, with the names each read takes its offsets from.
+    let directoryHandles = Mutex(DirectoryHandles())
     let logger: Logger
 
     private struct OpenFile {
@@ -84,6 +86,17 @@ public final class RangeFS: Sendable {
         var streams: [UInt64: StreamFile] = [:]
     }
 
+    /// A directory open for reading: its children's inodes in name order, taken at its first read.
+    struct DirectorySnapshot {
+        let inode: UInt64
+        var children: [UInt64]?
+    }
+
+    struct DirectoryHandles {
+        var next: UInt64 = 1
+        var open: [UInt64: DirectorySnapshot] = [:]
+    }
+
     /// The downloads of files whose server sends no length, by URL, until they complete.
     let unsized = Mutex<[String: UnsizedDownload]>([:])
 
@@ -102,6 +115,9 @@ public final class RangeFS: Sendable {
         self.settings = settings
         self.logger = logger
         mountTime = Int64(time(nil))
+        let owner = WeakReference<RangeFS>()
+        directories = Self.makeDirectoryService(catalog: catalog, store: store, fetcher: scheduler.fetcher,
+                                                settings: settings, logger: logger) { owner.object }
         scheduler.observeRemoteChanges { [weak self] entry in self?.revalidate(entry, knownChanged: true) }
         // An entry with a fill queued or running stays open while nobody reads it.
         store.hasWork.withLock { hasWork in
@@ -110,26 +126,21 @@ public final class RangeFS: Sendable {
                 return scheduler.isFilling(entry) || scheduler.isTransferring(entry)
             }
         }
+        owner.object = self
     }
 
     public var prefetch: PrefetchPolicy { settings.prefetch }
 
-    // MARK: Names and attributes
+    public typealias OpenReply = @Sendable (Result<OpenedFile, FileSystemError>) -> Void
 
-    public func lookup(parent: UInt64, name: String) -> Result<FileAttributes, FileSystemError> {
-        guard catalog.directory(inode: parent) != nil else { return .failure(.notADirectory) }
-        listIfNeeded(parent)
-        switch catalog.node(named: name, in: parent) {
-        case .file(let item): return attributes(of: withExactAttributes(item).inode)
-        case .directory(let directory): return attributes(of: directory.inode)
-        case nil: return .failure(.notFound)
-        }
-    }
+    // MARK: Attributes
 
     public func attributes(of inode: UInt64) -> Result<FileAttributes, FileSystemError> {
         if let directory = catalog.directory(inode: inode) {
+            // A listed subdirectory's name stays as long as its parent's listing is fresh.
             return .success(FileAttributes(inode: inode, isDirectory: true, size: 0, cachedBytes: 0,
-                                           modificationTime: directory.modificationTime ?? mountTime))
+                                           modificationTime: directory.modificationTime ?? mountTime,
+                                           kernelCacheSeconds: directory.fromListing ? settings.directoryCacheTime.seconds : 0))
         }
         guard let item = catalog.item(inode: inode) else {
             // A file that left its server's listing but is still open: the version its handles read.
@@ -144,7 +155,8 @@ public final class RangeFS: Sendable {
         // Without a length, the size is what the stream has brought so far; reads go past it (direct I/O).
         return .success(FileAttributes(inode: inode, isDirectory: false,
                                        size: item.metadata.sizeKnown ? item.metadata.size : cached, cachedBytes: cached,
-                                       modificationTime: item.metadata.modificationTime ?? mountTime))
+                                       modificationTime: item.shownModificationTime ?? mountTime,
+                                       kernelCacheSeconds: kernelCacheSeconds(of: item)))
     }
 
     /// How much of `item` is cached. No entry is opened for this: `ls -l` of a library would make one for every
@@ -161,16 +173,25 @@ public final class RangeFS: Sendable {
 
     // MARK: Open, read, release
 
-    /// Opens a file for reading and returns its handle.
-    public func open(_ inode: UInt64) -> Result<OpenedFile, FileSystemError> {
-        if catalog.directory(inode: inode) != nil { return .failure(.isADirectory) }
-        guard let found = catalog.item(inode: inode) else { return .failure(.notFound) }
-        let item: CatalogItem
-        switch validated(found) {
-        case .success(let seen): item = seen
-        case .failure(let error): return .failure(error)
+    /// Opens a file for reading and replies with its handle: at once, or after the probe a listed file needs
+    /// first (for its validators).
+    public func open(_ inode: UInt64, reply: @escaping OpenReply) {
+        if catalog.directory(inode: inode) != nil { return reply(.failure(.isADirectory)) }
+        guard let found = catalog.item(inode: inode) else { return reply(.failure(.notFound)) }
+        directories.whenValidated(found) { [self] result in
+            reply(result.flatMap { item in open(item) })
         }
+    }
+
+    /// Opens `item`, which a probe has seen.
+    private func open(_ item: CatalogItem) -> Result<OpenedFile, FileSystemError> {
+        let inode = item.inode
         if !item.metadata.sizeKnown, let opened = openStream(item) { return opened }
+        // The kernel may hold this listed file's attributes from before it was opened: from now on its cached
+        // bytes change, and `ls -s` must show it.
+        if kernelCacheSeconds(of: item) > 0 {
+            invalidationQueue.async { [self] in attributeInvalidator.withLock { $0 }?(inode) }
+        }
         let cacheEntry: CacheEntry
         do {
             // A stream that completed since the catalog was read: the entry it became.

@@ -1,0 +1,340 @@
+// Web directories as trees (DESIGN.md §7), listed and probed without holding a lock or a FUSE thread.
+//
+// A directory is listed on its first lookup or readdir, never at mount: one GET that asks for JSON first. Its
+// subdirectories become directories of the mount (listed in turn when first visited), its files listed files. A
+// listed file whose listing states its size exactly and its date (nginx JSON and Caddy to the second, nginx HTML
+// to the minute) costs no request until it is opened; any other one is probed on its first lookup, with up to
+// `probeBatch - 1` of the never-probed siblings that follow it, since `ls -l` looks them up one after another.
+// `readdir` alone never probes. Opening a listed file that no probe has seen probes it first, for its validators.
+//
+// Nothing here waits. A lookup, readdir or open that needs the network registers a waiter and returns; the
+// listing or probe runs on the fetcher, and its completion (on `work`) updates the catalog and wakes every waiter
+// of that directory or file. Concurrent waiters share one listing or probe in flight, and a directory or probe
+// that stalls delays nothing else: the state lock is held only for bookkeeping.
+//
+// Probes are remembered. A link that answers 404 or 410 is not a file: it leaves the directory, with one log
+// line, until the directory is listed again. Any other failure keeps the file with its error (shown in `status`)
+// and is not probed again by lookups until the next listing of its directory; opening it probes it again.
+//
+// Each listing read is kept in the cache (`listings/`), so that while the server cannot be reached the tree shows
+// as it was last seen, and files read before are served from their cache entries.
+//
+// Locks: `state` is taken before `Catalog.state` (the batch's siblings are chosen under both); nothing else is
+// taken under it, and no waiter runs under it.
+
+import Dispatch
+import Logging
+import Synchronization
+
+/// Lists directory URLs and probes their files for `RangeFS`, sharing each listing and probe in flight.
+final class DirectoryService: Sendable {
+    /// What the service tells its owner.
+    struct Events: Sendable {
+        /// A listed file is served from its cache entry alone: its server could not be reached (the reason).
+        var offline: @Sendable (_ url: String, _ reason: String) -> Void = { _, _ in }
+        /// A probe has seen `url`: its validators are fresh.
+        var validated: @Sendable (_ url: String) -> Void = { _ in }
+        /// `name` left directory `parent` (gone from its listing, or a dead link): the kernel must forget it.
+        var removed: @Sendable (_ parent: UInt64, _ name: String) -> Void = { _, _ in }
+        /// A newer listing states another size or date for `inode`: the kernel must drop its attributes.
+        var changed: @Sendable (_ inode: UInt64) -> Void = { _ in }
+    }
+
+    typealias Waiter = @Sendable () -> Void
+
+    /// The largest listing read, in bytes: a million entries of nginx's JSON.
+    static let listingLimit = 128 << 20
+    /// Files probed at once when a lookup needs a probe.
+    static let probeBatch = 32
+    /// How long a failed listing is not tried again, in seconds.
+    static let listingRetryAfter = 10.0
+    /// The deepest a listed tree goes: subdirectories below this depth are left out, with a log line (a server
+    /// whose links make an endless tree, `a/a/a/...`, stops here).
+    static let maximumDepth = 64
+
+    private struct Listing {
+        var waiters: [Waiter] = []
+        var running = false
+        /// When the last listing failed (monotonic seconds).
+        var failedAt: Double?
+    }
+
+    private struct State {
+        var listings: [UInt64: Listing] = [:]
+        /// Files being probed, and what waits for each.
+        var probing: [UInt64: [Waiter]] = [:]
+        /// Files whose last probe failed (not with 404 or 410), with why.
+        var failedProbes: [UInt64: String] = [:]
+        /// Directories whose listing held more entries than `DirectoryListing.maximumEntries`.
+        var truncated: Set<UInt64> = []
+    }
+
+    private let state = Mutex(State())
+    let catalog: Catalog
+    let store: CacheStore
+    let fetcher: RangeFetching
+    let directoryCacheTime: Duration
+    let events: Events
+    let logger: Logger
+    /// Where completions parse listings and update the catalog: never the fetcher's thread, which must go on
+    /// receiving, and never a FUSE thread.
+    private let work = DispatchQueue(label: "rangefs.directories", attributes: .concurrent)
+
+    init(catalog: Catalog, store: CacheStore, fetcher: RangeFetching, directoryCacheTime: Duration, events: Events,
+         logger: Logger) {
+        self.catalog = catalog
+        self.store = store
+        self.fetcher = fetcher
+        self.directoryCacheTime = directoryCacheTime
+        self.events = events
+        self.logger = logger
+    }
+
+    // MARK: Listings
+
+    /// Calls `waiter` once directory `inode` has been listed (at once if it was, or if it has no URL, or if its
+    /// last listing failed less than `listingRetryAfter` ago: it then shows what it holds). A directory listed
+    /// longer than `directoryCacheTime` ago is listed again in the background and shows what it holds meanwhile.
+    func whenListed(_ inode: UInt64, _ waiter: @escaping Waiter) {
+        guard let directory = catalog.directory(inode: inode), let url = directory.url else { return waiter() }
+        let now = RangeFS.monotonicSeconds()
+        if directory.listed {
+            if let listedAt = directory.listedAt, now - listedAt > directoryCacheTime.seconds {
+                let start = state.withLock { state -> Bool in
+                    guard state.listings[inode]?.running != true else { return false }
+                    state.listings[inode, default: Listing()].running = true
+                    return true
+                }
+                if start { list(inode, url: url) }
+            }
+            return waiter()
+        }
+        enum Next { case answer, wait, start }
+        let next = state.withLock { state -> Next in
+            var listing = state.listings[inode, default: Listing()]
+            defer { state.listings[inode] = listing }
+            if !listing.running, let failedAt = listing.failedAt, now - failedAt < Self.listingRetryAfter {
+                return .answer
+            }
+            listing.waiters.append(waiter)
+            if listing.running { return .wait }
+            listing.running = true
+            return .start
+        }
+        switch next {
+        case .answer: waiter()
+        case .wait: break
+        case .start: list(inode, url: url)
+        }
+    }
+
+    /// Whether the listing of directory `inode` held more entries than the cap.
+    func isTruncated(_ inode: UInt64) -> Bool {
+        state.withLock { $0.truncated.contains(inode) }
+    }
+
+    private func list(_ inode: UInt64, url: String) {
+        fetcher.fetchListing(url, limit: Self.listingLimit) { [self] result in
+            work.async { [self] in
+                let succeeded = read(result, into: inode, from: url)
+                let waiters = state.withLock { state -> [Waiter] in
+                    var listing = state.listings.removeValue(forKey: inode) ?? Listing()
+                    if !succeeded { state.listings[inode] = Listing(failedAt: RangeFS.monotonicSeconds()) }
+                    defer { listing.waiters = [] }
+                    return listing.waiters
+                }
+                for waiter in waiters { waiter() }
+            }
+        }
+    }
+
+    /// Takes a listing's result into the catalog; false if there was none to take.
+    private func read(_ result: Result<[UInt8], FetchError>, into inode: UInt64, from url: String) -> Bool {
+        guard let directory = catalog.directory(inode: inode) else { return true }
+        let now = RangeFS.monotonicSeconds()
+        let shown = Redaction.redact(url)
+        switch result {
+        case .failure(let error):
+            if error.isOriginUnreachable, !directory.listed, let kept = store.savedListing(for: url) {
+                logger.warning("cannot list \(shown) (\(error.userMessage)); showing the listing kept from an earlier visit")
+                apply(DirectoryListing.parse(kept, base: url), to: inode, listedFrom: url)
+                catalog.markListed(inode, at: now)
+                return true
+            }
+            let shows = directory.listed ? "it shows what was listed before" : "the directory shows empty"
+            logger.error("cannot list \(shown): \(error.userMessage); \(shows)")
+            if directory.listed { catalog.markListed(inode, at: now) }  // tried again after the cache time
+            return false
+        case .success(let body):
+            do {
+                try store.saveListing(body, for: url)
+            } catch {
+                logger.warning("cannot keep the listing of \(shown) for offline use: \(error)")
+            }
+            apply(DirectoryListing.parse(body, base: url), to: inode, listedFrom: url)
+            catalog.markListed(inode, at: now)
+            return true
+        }
+    }
+
+    /// Makes the children of directory `inode` what `listing` says: new entries are added, entries whose stated
+    /// size or date changed take the new ones (a probe sees them again before they are read), and entries the
+    /// listing no longer holds are removed (handles open on them keep reading what they opened). Files whose probe
+    /// failed may be probed again.
+    private func apply(_ listing: ParsedListing, to inode: UInt64, listedFrom url: String) {
+        let shown = Redaction.redact(url)
+        for (link, reason) in listing.skipped.prefix(20) {
+            logger.warning("\(shown): skipped the link '\(link.prefix(80))': \(reason)")
+        }
+        if listing.skipped.count > 20 { logger.warning("\(shown): skipped \(listing.skipped.count - 20) more links") }
+        if listing.truncated {
+            logger.warning("\(shown) lists more than \(DirectoryListing.maximumEntries) entries; the rest are left out")
+        }
+        var existing: [String: CatalogNode] = [:]
+        for node in catalog.children(of: inode) {
+            switch node {
+            case .file(let item) where item.listed: existing[item.metadata.url] = node
+            case .directory(let directory) where directory.fromListing: existing[directory.url ?? ""] = node
+            default: break
+            }
+        }
+        state.withLock { state in
+            if listing.truncated { state.truncated.insert(inode) } else { state.truncated.remove(inode) }
+            for case .file(let item) in existing.values { state.failedProbes[item.inode] = nil }
+        }
+        let depth = catalog.depth(of: inode)
+        var seen = Set<String>()
+        for entry in listing.entries {
+            seen.insert(entry.url)
+            let stated = entry.size != nil && entry.modificationTime != nil
+            let metadata = RemoteMetadata(url: entry.url, size: entry.size ?? 0, etag: "",
+                                          lastModified: entry.modificationTime.map(HTTPDate.format) ?? "")
+            switch existing[entry.url] {
+            case .file(let item):
+                if stated && (item.metadata.size != metadata.size || item.listedTime != entry.modificationTime) {
+                    catalog.updateListed(inode: item.inode, metadata: metadata, listedTime: entry.modificationTime)
+                    events.changed(item.inode)
+                }
+            case .directory:
+                break
+            case nil where entry.isDirectory:
+                guard depth < Self.maximumDepth else {
+                    logger.warning("\(shown): the subdirectory '\(entry.name)' is \(Self.maximumDepth + 1) levels deep; deeper levels are left out")
+                    continue
+                }
+                catalog.addDirectory(url: entry.url, explicitName: entry.name, parent: inode, fromListing: true,
+                                     modificationTime: entry.modificationTime)
+            case nil:
+                catalog.add(metadata, explicitName: entry.name, parent: inode, listed: true, validated: false,
+                            attributesExact: stated, listedTime: entry.modificationTime)
+            }
+        }
+        for (childURL, node) in existing where !seen.contains(childURL) {
+            logger.info("\(Redaction.redact(childURL)) is no longer listed by its server; it leaves the mount")
+            catalog.removeNode(node.inode)
+            events.removed(inode, node.name)
+        }
+    }
+
+    // MARK: Probes
+
+    /// Calls `waiter` once `item`'s attributes are good for `ls -l`: at once if its listing stated them, if a
+    /// probe has seen it, or if its last probe failed (not again before its directory is listed again); else
+    /// after a probe of it and of up to `probeBatch - 1` never-probed siblings that follow it.
+    func whenAttributesKnown(_ item: CatalogItem, _ waiter: @escaping Waiter) {
+        guard item.listed, !item.validated, !item.attributesExact else { return waiter() }
+        enum Next { case answer, wait, probe([CatalogItem]) }
+        let next = state.withLock { state -> Next in
+            if state.failedProbes[item.inode] != nil { return .answer }
+            if state.probing[item.inode] != nil {
+                state.probing[item.inode]!.append(waiter)
+                return .wait
+            }
+            guard let current = catalog.item(inode: item.inode), !current.validated else { return .answer }
+            let following = catalog.siblings(after: current, limit: Self.probeBatch - 1, scan: Self.probeBatch * 4) {
+                $0.listed && !$0.validated && !$0.attributesExact && state.probing[$0.inode] == nil
+                    && state.failedProbes[$0.inode] == nil
+            }
+            for file in following { state.probing[file.inode] = [] }
+            state.probing[current.inode] = [waiter]
+            return .probe([current] + following)
+        }
+        switch next {
+        case .answer: waiter()
+        case .wait: break
+        case .probe(let batch): probe(batch)
+        }
+    }
+
+    /// Calls `completion` with `item` once a probe has seen it (at once if one has, or if it is not a listed
+    /// file): probes it now, even if its last probe failed. Fails if the probe fails and nothing is cached, or
+    /// with `.notFound` if it is gone.
+    func whenValidated(_ item: CatalogItem,
+                       _ completion: @escaping @Sendable (Result<CatalogItem, FileSystemError>) -> Void) {
+        guard item.listed, !item.validated else { return completion(.success(item)) }
+        let waiter: Waiter = { [self] in
+            guard let current = catalog.item(inode: item.inode) else { return completion(.failure(.notFound)) }
+            if current.validated { return completion(.success(current)) }
+            let reason = state.withLock { $0.failedProbes[item.inode] } ?? "its server did not answer the probe"
+            completion(.failure(.io(reason)))
+        }
+        let start = state.withLock { state -> Bool in
+            if state.probing[item.inode] != nil {
+                state.probing[item.inode]!.append(waiter)
+                return false
+            }
+            state.failedProbes[item.inode] = nil
+            state.probing[item.inode] = [waiter]
+            return true
+        }
+        if start { probe([item]) }
+    }
+
+    /// Why the last probe of `inode` failed, if it did.
+    func probeFailure(of inode: UInt64) -> String? {
+        state.withLock { $0.failedProbes[inode] }
+    }
+
+    /// The listed files whose last probe failed, with why.
+    var failedProbes: [UInt64: String] {
+        state.withLock { $0.failedProbes }
+    }
+
+    private func probe(_ batch: [CatalogItem]) {
+        for file in batch {
+            fetcher.probe(url: file.metadata.url) { [self] result in
+                work.async { [self] in
+                    take(result.map(store.settled), for: file)
+                    let waiters = state.withLock { $0.probing.removeValue(forKey: file.inode) } ?? []
+                    for waiter in waiters { waiter() }
+                }
+            }
+        }
+    }
+
+    /// Takes one probe's answer into the catalog.
+    private func take(_ result: Result<RemoteMetadata, FetchError>, for file: CatalogItem) {
+        let shown = Redaction.redact(file.metadata.url)
+        switch result {
+        case .success(let metadata):
+            catalog.update(inode: file.inode, metadata: metadata)
+            events.validated(metadata.url)
+        case .failure(let error) where error.isGone:
+            // A dead link: not a file. It comes back only if a new listing still lists it.
+            logger.info("\(shown) answers \(error.userMessage); it leaves the directory until the next listing")
+            catalog.removeNode(file.inode)
+            events.removed(file.parent, file.name)
+        case .failure(let error):
+            if error.isOriginUnreachable, let stored = store.storedMetadata(for: file.metadata.url) {
+                catalog.update(inode: file.inode, metadata: stored)  // what its cache entry knows
+                events.offline(file.metadata.url, error.userMessage)
+                return
+            }
+            let first = state.withLock { state in
+                defer { state.failedProbes[file.inode] = error.userMessage }
+                return state.failedProbes[file.inode] == nil
+            }
+            if first { logger.info("cannot probe \(shown): \(error.userMessage); it is tried again when opened") }
+        }
+    }
+}
