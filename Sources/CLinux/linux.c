@@ -1,7 +1,9 @@
 #define _GNU_SOURCE
 #include "CLinux.h"
 #include <fcntl.h>
+#include <malloc.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 int rfs_start_writeback(int fd, off_t offset, off_t length) {
@@ -17,3 +19,12 @@ int rfs_o_direct(void) { return O_DIRECT; }
 short rfs_posix_spawn_setsid(void) { return POSIX_SPAWN_SETSID; }
 
 int rfs_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+int rfs_release_free_memory(void) { return malloc_trim(0); }
+
+int rfs_peer_pid(int fd) {
+    struct ucred credentials;
+    socklen_t size = sizeof credentials;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) return -1;
+    return credentials.pid;
+}

@@ -118,8 +118,9 @@ private func rangefsGetattr(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: Unsaf
     let context = context(req), request = FUSERequest(raw: req!)
     switch context.fileSystem.attributes(of: UInt64(inode)) {
     case .success(let attributes):
-        // No attribute caching, not even for the root: the kernel answers stat from its cache even after the
-        // daemon died, which would hide a dead mount (and st_blocks must show progress as it happens).
+        // Cached only as long as the file system says (`kernelCacheSeconds`): the kernel answers stat from its
+        // cache even after the daemon died, which would hide a dead mount, so the root keeps its attributes 1 s;
+        // and st_blocks must show progress as it happens.
         request.replyAttributes(attributes, owner: context.owner,
                                 timeout: max(context.attributeTimeout, attributes.kernelCacheSeconds))
     case .failure(let error): request.fail(error)
@@ -279,6 +280,10 @@ private func readDirectory(_ req: fuse_req_t?, _ inode: fuse_ino_t, handle: UInt
 private func rangefsGetxattr(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ namePointer: UnsafePointer<CChar>?,
                              _ size: Int) {
     let context = context(req), request = FUSERequest(raw: req!)
+    // `ls -l` asks every file for security.selinux: answered without a Swift string or a look at the catalog.
+    guard let namePointer, strncmp(namePointer, "user.rangefs.", 13) == 0 else {
+        return request.fail(.noSuchAttribute)
+    }
     switch context.fileSystem.extendedAttribute(name(namePointer), of: UInt64(inode)) {
     case .success(let value): replySized(request, Array(value.utf8), size: size)
     case .failure(let error): request.fail(error)

@@ -23,4 +23,10 @@ short rfs_posix_spawn_setsid(void);
 /// pipe2(fds, O_CLOEXEC): a pipe whose ends are closed in spawned programs unless dup2'ed there.
 int rfs_pipe_cloexec(int fds[2]);
 
+/// malloc_trim(0): gives the heap's free memory back to the system (glibc keeps it otherwise).
+int rfs_release_free_memory(void);
+
+/// The PID of the process at the other end of a connected unix socket (SO_PEERCRED's struct ucred), or -1.
+int rfs_peer_pid(int fd);
+
 #endif

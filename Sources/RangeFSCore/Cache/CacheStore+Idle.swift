@@ -21,6 +21,14 @@ struct EntrySummary {
     let cachedBytes: UInt64
 }
 
+/// What is known of entries that are not open: their summaries, and the URLs that have none in the cache
+/// (remembered too, in a set of URLs that share the catalog's strings: `ls -l` of 100,000 files would otherwise
+/// look on disk for each, every time).
+struct EntrySummaries {
+    var known: [String: EntrySummary] = [:]
+    var absent: Set<String> = []
+}
+
 extension CacheStore {
     /// How many bytes of `metadata`'s version of its file are cached, without opening an entry. With
     /// `matchingSizeOnly`, any cached version of the same size counts: a listed file that no probe has seen yet
@@ -32,22 +40,28 @@ extension CacheStore {
         if let entry = openEntry(for: metadata.url), !entry.isStale {
             return describes(entry.header.remoteMetadata) ? entry.cachedBytes : 0
         }
-        let summary = summaries.withLock { $0[metadata.url] } ?? readSummary(of: metadata.url)
-        guard let summary, describes(summary.metadata) else { return 0 }
+        let remembered = summaries.withLock { summaries -> EntrySummary?? in
+            if let summary = summaries.known[metadata.url] { return .some(summary) }
+            return summaries.absent.contains(metadata.url) ? .some(nil) : nil
+        }
+        guard let summary = remembered ?? readSummary(of: metadata.url), describes(summary.metadata) else { return 0 }
         return summary.cachedBytes
     }
 
-    /// Reads the header and bitmap of `url`'s entry on disk and remembers what they say; nil if there is no
-    /// usable entry.
+    /// Reads the header and bitmap of `url`'s entry on disk and remembers what they say. A missing, unreadable or
+    /// damaged header counts as no entry: nothing of it can be served.
     private func readSummary(of url: String) -> EntrySummary? {
         let folder = directory(for: url)
         guard let headerBytes = try? FileSystemCalls.readSmallFile(folder + "/header"),
               let header = try? CacheHeader.decode(headerBytes), header.url == url
-        else { return nil }
+        else {
+            summaries.withLock { _ = $0.absent.insert(url) }
+            return nil
+        }
         let present = loadBitmap(folder: folder, header: header, quietly: true) ?? BlockBitmap(blockCount: header.blockCount)
         let geometry = BlockGeometry(blockSize: header.blockSize, size: header.size)
         let summary = EntrySummary(metadata: header.remoteMetadata, cachedBytes: geometry.bytes(in: present))
-        summaries.withLock { $0[url] = summary }
+        summaries.withLock { $0.known[url] = summary }
         return summary
     }
 
@@ -72,7 +86,7 @@ extension CacheStore {
             }
             guard removed else { continue }
             summaries.withLock {
-                $0[url] = EntrySummary(metadata: entry.header.remoteMetadata, cachedBytes: entry.cachedBytes)
+                $0.known[url] = EntrySummary(metadata: entry.header.remoteMetadata, cachedBytes: entry.cachedBytes)
             }
             // Anything that still holds it (a status being computed) reads it; nothing fetches into it again.
             entry.markStale()
@@ -83,6 +97,9 @@ extension CacheStore {
 
     /// Forgets what was remembered of `url`'s entry (it opens, or its files are deleted).
     func forgetSummary(of url: String) {
-        _ = summaries.withLock { $0.removeValue(forKey: url) }
+        summaries.withLock { summaries in
+            summaries.known[url] = nil
+            summaries.absent.remove(url)
+        }
     }
 }

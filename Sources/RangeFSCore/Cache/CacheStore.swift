@@ -36,7 +36,7 @@ public final class CacheStore: Sendable {
     /// Held while an entry is opened from its files or started, so that one file never gets two entries.
     let opening = Mutex(())
     /// What is cached of entries that are not open (CacheStore+Summaries.swift).
-    let summaries = Mutex<[String: EntrySummary]>([:])
+    let summaries = Mutex(EntrySummaries())
     /// Whether the owner still has work for an entry nobody holds (a fill queued or running); set by the file
     /// system, consulted before an idle entry is released.
     public let hasWork = LockedBox<(@Sendable (CacheEntry) -> Bool)?>(nil)

@@ -22,6 +22,7 @@
 // Locks: `state` is taken before `Catalog.state` (the batch's siblings are chosen under both); nothing else is
 // taken under it, and no waiter runs under it.
 
+import CLinux
 import Dispatch
 import Logging
 import Synchronization
@@ -171,8 +172,12 @@ final class DirectoryService: Sendable {
             } catch {
                 logger.warning("cannot keep the listing of \(shown) for offline use: \(error)")
             }
-            apply(DirectoryListing.parse(body, base: url), to: inode, listedFrom: url)
+            let listing = DirectoryListing.parse(body, base: url)
+            apply(listing, to: inode, listedFrom: url)
             catalog.markListed(inode, at: now)
+            // Parsing a large listing takes many times its size for a moment; give that memory back to the
+            // system rather than keep it as the daemon's high-water mark.
+            if listing.entries.count > 10_000 { _ = rfs_release_free_memory() }
             return true
         }
     }

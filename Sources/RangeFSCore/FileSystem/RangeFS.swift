@@ -137,10 +137,13 @@ public final class RangeFS: Sendable {
 
     public func attributes(of inode: UInt64) -> Result<FileAttributes, FileSystemError> {
         if let directory = catalog.directory(inode: inode) {
-            // A listed subdirectory's name stays as long as its parent's listing is fresh.
+            // A web directory's attributes never change; the kernel checks them on every path walk through it
+            // (each `stat` of `ls -l` in a 100,000-file directory). Other folders and the root keep theirs 1 s, so
+            // that a stat of the mount still notices a daemon that died.
+            let keep = directory.url != nil && inode != Catalog.rootInode ? settings.directoryCacheTime.seconds : 1
             return .success(FileAttributes(inode: inode, isDirectory: true, size: 0, cachedBytes: 0,
                                            modificationTime: directory.modificationTime ?? mountTime,
-                                           kernelCacheSeconds: directory.fromListing ? settings.directoryCacheTime.seconds : 0))
+                                           kernelCacheSeconds: keep))
         }
         guard let item = catalog.item(inode: inode) else {
             // A file that left its server's listing but is still open: the version its handles read.
@@ -387,6 +390,8 @@ public final class RangeFS: Sendable {
         guard let item = catalog.item(inode: inode) else {
             return .failure(catalog.directory(inode: inode) != nil ? .noSuchAttribute : .notFound)
         }
+        // `ls -l` asks every file for security.selinux and system.posix_acl_access: answered before any work.
+        guard Self.attributeNames.contains(name) else { return .failure(.noSuchAttribute) }
         let cached = cachedBytes(of: item)
         let size = item.metadata.size
         switch name {

@@ -135,7 +135,7 @@ extension FileOperations {
 
     /// Flushes the file's data (not all its metadata) to stable storage with `fdatasync(2)`.
     public func synchronizeData() throws(SystemError) {
-        try withDescriptor { descriptor throws(SystemError) in
+        _ = try withDescriptor { descriptor throws(SystemError) in
             try retryingEINTR("fdatasync", path) { fdatasync(descriptor) }
         }
     }
@@ -163,7 +163,7 @@ extension FileOperations {
 
     /// Frees the disk space of `range`, which then reads as zeros (`fallocate(PUNCH_HOLE|KEEP_SIZE)`).
     public func punchHole(_ range: Range<UInt64>) throws(SystemError) {
-        try withDescriptor { descriptor throws(SystemError) in
+        _ = try withDescriptor { descriptor throws(SystemError) in
             try retryingEINTR("fallocate", path) {
                 rfs_punch_hole(descriptor, off_t(range.lowerBound), off_t(range.count))
             }
@@ -172,7 +172,7 @@ extension FileOperations {
 
     /// Sets the file's length with `ftruncate(2)`; growing it leaves a hole.
     public func truncate(to size: UInt64) throws(SystemError) {
-        try withDescriptor { descriptor throws(SystemError) in
+        _ = try withDescriptor { descriptor throws(SystemError) in
             try retryingEINTR("ftruncate", path) { ftruncate(descriptor, off_t(size)) }
         }
     }
@@ -180,7 +180,7 @@ extension FileOperations {
     /// The file's length and allocated 512-byte blocks, from `fstat(2)`.
     public func status() throws(SystemError) -> (size: UInt64, allocatedBlocks: UInt64) {
         var info = stat()
-        try withDescriptor { descriptor throws(SystemError) in
+        _ = try withDescriptor { descriptor throws(SystemError) in
             try retryingEINTR("fstat", path) { fstat(descriptor, &info) }
         }
         return (UInt64(info.st_size), UInt64(info.st_blocks))
