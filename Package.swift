@@ -39,7 +39,7 @@ let package = Package(
         .executableTarget(
             name: "rangefs",
             dependencies: [
-                "RangeFSCore", "RangeFSHTTP", "RangeFSFUSE", "RangeFSProcess",
+                "CLinux", "RangeFSCore", "RangeFSHTTP", "RangeFSFUSE", "RangeFSProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -28,9 +28,19 @@ struct VerifyCommand: ParsableCommand {
     @Option(name: .long, help: "The mount point of the running mount (default: the only one running).")
     var mount: String?
 
+    @Option(name: .long, help: "Give up after this many seconds if the mount does not answer.")
+    var timeout = ControlClient.defaultTimeout
+
     func run() throws {
-        if cache == nil, let name = urls.first, urls.count == 1, let client = try? ControlClient.locate(mount) {
-            let response = try client.send(ControlRequest(command: .verify, name: name))
+        if cache == nil, let name = urls.first, urls.count == 1,
+           let client = try? ControlClient.locate(mount, timeout: timeout) {
+            let response: ControlResponse
+            do {
+                response = try client.send(ControlRequest(command: .verify, name: name))
+            } catch let error as ControlClient.Unresponsive {
+                printError("rangefs: \(error.description)")
+                throw ExitCode(1)
+            }
             print(response.message ?? response.error ?? "")
             if !response.ok { throw ExitCode(1) }
             return

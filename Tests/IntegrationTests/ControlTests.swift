@@ -195,4 +195,40 @@ final class ControlTests: MountTestCase {
         XCTAssertEqual(states.filter { $0 == "queued" }.count, 2, "\(states)")
         XCTAssertEqual(try control(["pause", "--all"]).status, 0)
     }
+
+    // Issue 24, 6. With the daemon stopped (SIGSTOP), status, add and pause each give up within 12 s with one line
+    // that names the mount, the daemon's PID and its state; after SIGCONT all of them work again.
+    func testAStoppedDaemonIsNamedWithinTheDeadlineAndWorksAfterSIGCONT() throws {
+        try origin.serveRandomFile("frozen.bin", size: 1 << 20)
+        try origin.serveRandomFile("later.bin", size: 1 << 20)
+        try mount([origin.url("frozen.bin")])
+        let pid = try XCTUnwrap(driver.daemonPID(cache: cache))
+        XCTAssertEqual(kill(pid, SIGSTOP), 0)
+        var resumed = false
+        defer { if !resumed { kill(pid, SIGCONT) } }
+        let commands = [["status", mountpoint], ["add", origin.url("later.bin"), "--mount", mountpoint],
+                        ["pause", "frozen.bin", "--mount", mountpoint]]
+        for command in commands {
+            let started = Date()
+            let result = try driver.run(command, timeout: 30)
+            let elapsed = Date().timeIntervalSince(started)
+            XCTAssertNotEqual(result.status, 0, "\(command[0]) must fail")
+            XCTAssertLessThan(elapsed, 12, "\(command[0]) gave up in time")
+            let lines = result.stderr.split(separator: "\n")
+            XCTAssertEqual(lines.count, 1, "one line: \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains(mountpoint), result.stderr)
+            XCTAssertTrue(result.stderr.contains("pid \(pid)"), result.stderr)
+            XCTAssertTrue(result.stderr.contains("stopped"), result.stderr)
+        }
+        XCTAssertEqual(kill(pid, SIGCONT), 0)
+        resumed = true
+        let status = try driver.run(["status", mountpoint, "--timeout", "20"])
+        XCTAssertEqual(status.status, 0, status.stderr)
+        // The add sent while it was stopped was still queued in its socket: it may have been done since.
+        let added = try control(["add", origin.url("later.bin")])
+        XCTAssertTrue(added.status == 0 || added.stderr.contains("already mounted"), added.stderr)
+        XCTAssertEqual(try control(["pause", "frozen.bin"]).status, 0)
+        XCTAssertEqual(try control(["resume", "frozen.bin"]).status, 0)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: mountpoint + "/later.bin"))
+    }
 }

@@ -49,12 +49,31 @@ final class ControlHandlerTests: XCTestCase {
 
     func testStatusListsEveryFileWithItsStateAndMap() throws {
         try readAll("first.bin")
-        let files = try XCTUnwrap(handle(.status).files)
+        let response = handle(.status, all: true)
+        let files = try XCTUnwrap(response.files)
         XCTAssertEqual(files.map(\.name), ["first.bin", "second.bin"])
-        XCTAssertEqual(files.map(\.state), ["complete", "partial"])
+        XCTAssertEqual(files.map(\.state), ["complete", "empty"])
         XCTAssertEqual(files[0].cachedBytes, UInt64(bytes.count))
         XCTAssertEqual(files[0].map, String(repeating: "#", count: RangeFS.mapWidth))
         XCTAssertEqual(files[1].map, String(repeating: " ", count: RangeFS.mapWidth))
+        XCTAssertEqual(response.totals?.files, 2)
+        XCTAssertEqual(response.totals?.cachedBytes, UInt64(bytes.count))
+        XCTAssertNil(fileSystem.store.openEntry(for: fileSystem.catalog.item(named: "second.bin")!.metadata.url),
+                     "status opens no entry")
+    }
+
+    /// Issue 24: by default status holds the totals and the files worth a look, not the complete or untouched.
+    func testStatusByDefaultShowsTheTotalsAndTheFilesThatArePartial() throws {
+        try readAll("first.bin")
+        let second = try XCTUnwrap(fileSystem.catalog.item(named: "second.bin"))
+        let handle = try fileSystem.open(second.inode).get().handle
+        XCTAssertNotNil(fileSystem.readSynchronously(handle: handle, offset: 0, count: 4096))
+        fileSystem.release(handle)
+        fileSystem.store.waitForWrites()
+        let response = self.handle(.status)
+        XCTAssertEqual(response.files?.map(\.name), ["second.bin"])
+        XCTAssertEqual(response.files?.map(\.state), ["partial"])
+        XCTAssertEqual(response.totals?.files, 2)
     }
 
     func testAddMountsAURLAndSavesItRefusesDuplicatesAndNamesAFailingServer() throws {
@@ -106,7 +125,7 @@ final class ControlHandlerTests: XCTestCase {
         while !pinned.isComplete && Date() < deadline { usleep(10_000) }
         XCTAssertTrue(pinned.isComplete, "a pinned file is downloaded completely")
         XCTAssertEqual(try fileSystem.store.savedFiles().first { $0.name == "second.bin" }?.pinned, true)
-        XCTAssertEqual(handle(.status).files?.first { $0.name == "second.bin" }?.pinned, true)
+        XCTAssertEqual(handle(.status, all: true).files?.first { $0.name == "second.bin" }?.pinned, true)
     }
 
     func testEvictRefusesOpenAndPinnedFilesAndDropsAClosedOnesData() throws {

@@ -95,6 +95,18 @@ extension CacheStore {
         if released > 0 { logger.debug("released \(released) idle cache entries") }
     }
 
+    /// The present blocks of `metadata`'s version as its entry says (open, or its bitmap on disk); nil if the
+    /// cache holds no entry of that version. For status maps: read when asked, not kept.
+    public func storedPresentBlocks(of metadata: RemoteMetadata) -> BlockBitmap? {
+        if let entry = openEntry(for: metadata.url), !entry.isStale { return entry.presentBlocks }
+        let folder = directory(for: metadata.url)
+        guard let headerBytes = try? FileSystemCalls.readSmallFile(folder + "/header"),
+              let header = try? CacheHeader.decode(headerBytes), header.url == metadata.url,
+              header.remoteMetadata.size == metadata.size
+        else { return nil }
+        return loadBitmap(folder: folder, header: header, quietly: true) ?? BlockBitmap(blockCount: header.blockCount)
+    }
+
     /// Forgets what was remembered of `url`'s entry (it opens, or its files are deleted).
     func forgetSummary(of url: String) {
         summaries.withLock { summaries in

@@ -55,6 +55,30 @@ public struct FileStatus: Codable, Sendable, Equatable {
     }
 }
 
+/// The sums a status answer gives over every file of the mount.
+public struct StatusTotals: Codable, Sendable, Equatable {
+    public var files = 0
+    public var size: UInt64 = 0
+    public var cachedBytes: UInt64 = 0
+    public var bytesPerSecond = 0.0
+
+    public init() {}
+
+    /// Adds one file.
+    public mutating func count(_ file: FileStatus) {
+        files += 1
+        size += file.size
+        cachedBytes += file.cachedBytes
+        bytesPerSecond += file.bytesPerSecond
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case files, size
+        case cachedBytes = "cached_bytes"
+        case bytesPerSecond = "bytes_per_second"
+    }
+}
+
 /// The answer to a request.
 public struct ControlResponse: Codable, Sendable, Equatable {
     public var ok: Bool
@@ -67,6 +91,8 @@ public struct ControlResponse: Codable, Sendable, Equatable {
     public var pid: Int32?
     /// For status: what the mount runs with that weakens it (e.g. --insecure).
     public var warnings: [String]?
+    /// For status: the sums over every file, also those the answer leaves out.
+    public var totals: StatusTotals?
 
     public init(ok: Bool, error: String? = nil, files: [FileStatus]? = nil, message: String? = nil,
                 mountpoint: String? = nil, pid: Int32? = nil) {

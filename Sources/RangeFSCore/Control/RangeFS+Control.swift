@@ -1,20 +1,17 @@
 // What the control channel can ask of a running mount (`rangefs status|add|rm|pause|resume|verify`).
 //
-// A status answer samples each file's stored bytes twice, 250 ms apart, unless an earlier status call left a
-// recent sample: so even a one-shot `rangefs status` shows real speeds. Adding and removing files saves the
-// mounted set with the cache, so a restart shows the same files.
+// Status is in RangeFS+Status.swift. Adding and removing files saves the mounted set with the cache, so a restart
+// shows the same files. Every command reports what really happened: an error that stops part of its work is in
+// its answer, not only in the log.
 
 import Foundation
 import Glibc
 
 extension RangeFS {
-    /// Cells in a status answer's block map.
-    public static let mapWidth = 50
-
     /// Answers one control request.
     public func handle(_ request: ControlRequest) -> ControlResponse {
         switch request.command {
-        case .status: return ControlResponse(ok: true, files: status())
+        case .status: return status(all: request.all ?? false)
         case .add: return add(url: request.url, name: request.name)
         case .rm: return remove(name: request.name, keepData: request.keepData ?? false)
         case .pause, .resume: return setPaused(request.command == .pause, name: request.name, all: request.all ?? false)
@@ -23,107 +20,6 @@ extension RangeFS {
         case .evict: return evict(name: request.name)
         case .identify: return ControlResponse(ok: true, pid: getpid())
         }
-    }
-
-    // MARK: Status
-
-    func status() -> [FileStatus] {
-        // Files of listings show once they are opened (a tree may hold thousands), named by their path.
-        let shown = catalog.items.compactMap { item -> (CatalogItem, CacheEntry?)? in
-            guard item.listed else { return (item, try? entry(for: item)) }
-            return store.openEntry(for: item.metadata.url).map { (item, $0) }
-        }
-        let items = shown.map(\.0)
-        let entries = shown.map(\.1)
-        var first = sampleSpeeds(entries)
-        if first.contains(where: { $0 == nil }) {
-            usleep(250_000)
-            first = sampleSpeeds(entries)
-        }
-        let offline = offline.withLock { $0 }
-        let mounted = zip(items, zip(entries, first)).map { item, pair in
-            let (entry, speed) = pair
-            if !item.metadata.sizeKnown { return streamStatus(item) }
-            let cached = entry?.cachedBytes ?? 0
-            let bytesPerSecond = speed ?? 0
-            let offlineReason = offline[item.metadata.url]
-            let state = offlineReason != nil ? "offline" : stateName(entry, cached: cached, size: item.metadata.size)
-            let eta: Double? = state == "downloading" && bytesPerSecond > 0
-                ? Double(item.metadata.size - cached) / bytesPerSecond : nil
-            return FileStatus(name: catalog.path(of: item.inode),
-                              url: Redaction.redact(item.metadata.url), size: item.metadata.size,
-                              cachedBytes: cached, state: state, bytesPerSecond: bytesPerSecond, etaSeconds: eta,
-                              map: entry.map(Self.blockMap) ?? String(repeating: " ", count: Self.mapWidth),
-                              lastError: offlineReason ?? entry?.lastError, pinned: entry?.isPinned ?? false)
-        }
-        // Saved files not mounted this run (their server was unreachable and nothing was cached).
-        let unmounted = unmountedFiles.map {
-            FileStatus(name: $0.name, url: Redaction.redact($0.url), size: 0, cachedBytes: 0, state: "unmounted",
-                       bytesPerSecond: 0, etaSeconds: nil, map: String(repeating: " ", count: Self.mapWidth),
-                       lastError: "not mounted: its server could not be reached at mount; kept in the saved set")
-        }
-        // Directories whose listing nobody has asked for yet.
-        let unlisted = catalog.unlistedDirectories.map {
-            FileStatus(name: ($0.inode == Catalog.rootInode ? "" : catalog.path(of: $0.inode)) + "/",
-                       url: Redaction.redact($0.url ?? ""), size: 0, cachedBytes: 0, state: "not listed",
-                       bytesPerSecond: 0, etaSeconds: nil, map: String(repeating: " ", count: Self.mapWidth))
-        }
-        return mounted + unmounted + unlisted
-    }
-
-    /// A file whose server sends no length: its size is what the stream has brought so far.
-    private func streamStatus(_ item: CatalogItem) -> FileStatus {
-        let download = (try? download(for: item)) ?? nil
-        let cached = download?.cachedBytes ?? 0
-        let state = download.map { $0.isStreaming ? "streaming" : "unsized" } ?? "error"
-        return FileStatus(name: catalog.path(of: item.inode), url: Redaction.redact(item.metadata.url), size: cached,
-                          cachedBytes: cached, state: state, bytesPerSecond: 0, etaSeconds: nil,
-                          map: String(repeating: cached > 0 ? ":" : " ", count: Self.mapWidth),
-                          lastError: download?.lastError)
-    }
-
-    private func stateName(_ entry: CacheEntry?, cached: UInt64, size: UInt64) -> String {
-        guard let entry else { return "error" }
-        if cached == size { return "complete" }
-        if entry.isPaused { return "paused" }
-        if scheduler.isTransferring(entry) { return "downloading" }
-        if scheduler.isFilling(entry) { return "queued" }
-        if entry.lastError != nil { return "error" }
-        return "partial"
-    }
-
-    /// Speeds from the previous sample of each entry if it is between 0.2 and 5 s old, else nil (and a new sample).
-    private func sampleSpeeds(_ entries: [CacheEntry?]) -> [Double?] {
-        let time = Self.monotonicSeconds()
-        return speedSamples.withLock { samples in
-            entries.map { entry -> Double? in
-                guard let entry else { return 0 }
-                // Keyed by URL and generation: an entry replaced by eviction or a remote change starts afresh.
-                let key = "\(entry.header.generation) \(entry.header.url)"
-                let stored = entry.storedBytes
-                if let (then, bytes) = samples[key], time - then >= 0.2 && time - then <= 5 {
-                    samples[key] = (time, stored)
-                    return max(0, Double(stored) - Double(bytes)) / (time - then)
-                }
-                if samples[key] == nil || time - samples[key]!.0 > 5 { samples[key] = (time, stored) }
-                return nil
-            }
-        }
-    }
-
-    /// The block map squeezed into `mapWidth` cells: ' ' none, '.' under half, ':' most, '#' all local.
-    static func blockMap(_ entry: CacheEntry) -> String {
-        let present = entry.presentBlocks
-        guard present.blockCount > 0 else { return String(repeating: "#", count: mapWidth) }
-        return String((0..<mapWidth).map { cell -> Character in
-            let lower = cell * present.blockCount / mapWidth
-            let upper = max(lower + 1, (cell + 1) * present.blockCount / mapWidth)
-            let range = lower..<min(upper, present.blockCount)
-            let have = range.filter(present.contains).count
-            if have == 0 { return " " }
-            if have == range.count { return "#" }
-            return have * 2 < range.count ? "." : ":"
-        })
     }
 
     // MARK: Changing the set of files
@@ -169,8 +65,17 @@ extension RangeFS {
             unmountedSaved.withLock { $0.removeAll { $0.url == url } }
             markValidated(url)
             saveCatalog()
-            if prefetch == .all, let entry = try? entry(for: item) { scheduler.fill(entry, url: url) }
-            if prefetch == .all, !metadata.sizeKnown { (try? download(for: item))??.fill() }
+            if prefetch == .all {
+                do {
+                    if metadata.sizeKnown {
+                        scheduler.fill(try entry(for: item), url: url)
+                    } else {
+                        try download(for: item)?.fill()
+                    }
+                } catch {
+                    return .failure("added \(item.name), but its download cannot start: \(error); see rangefs status")
+                }
+            }
             return ControlResponse(ok: true, message: item.name)
         }
     }
@@ -182,7 +87,13 @@ extension RangeFS {
                return files.remove(at: index)
            }) {
             saveCatalog()
-            if !keepData { try? store.removeEntry(for: saved.url) }
+            if !keepData {
+                do {
+                    try store.removeEntry(for: saved.url)
+                } catch {
+                    return .failure("removed \(name), but its cached data could not be deleted: \(error)")
+                }
+            }
             return ControlResponse(ok: true, message: name)
         }
         guard let name, let item = catalog.remove(named: name) else {
@@ -190,7 +101,7 @@ extension RangeFS {
         }
         offline.withLock { _ = $0.removeValue(forKey: item.metadata.url) }
         entryInvalidator.withLock { $0 }?(item.parent, item.name)
-        if let open = try? entry(for: item) { scheduler.stopFilling(open) }
+        if let open = store.openEntry(for: item.metadata.url) { scheduler.stopFilling(open) }
         _ = unsized.withLock { $0.removeValue(forKey: item.metadata.url) }
         saveCatalog()
         do {
@@ -201,11 +112,30 @@ extension RangeFS {
         return ControlResponse(ok: true, message: name)
     }
 
+    /// Pauses or resumes one file by name, or with `all` every file that has something to download: those whose
+    /// entry is open (a file nobody opened downloads nothing; pausing all of 10,000 files opens none of them).
     private func setPaused(_ paused: Bool, name: String?, all: Bool) -> ControlResponse {
-        let items = all ? catalog.items : catalog.items.filter { $0.name == name }
-        if items.isEmpty { return .failure("no file named '\(name ?? "")' in this mount; see rangefs status") }
+        let items: [CatalogItem]
+        if all {
+            items = catalog.items.filter { $0.metadata.sizeKnown && store.openEntry(for: $0.metadata.url) != nil }
+        } else {
+            guard let name, let item = catalog.item(named: name) else {
+                return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
+            }
+            guard item.metadata.sizeKnown else {
+                return .failure("\(name) has no known size yet (its server sends no length); it downloads only while read")
+            }
+            items = [item]
+        }
+        var failures: [String] = []
         for item in items {
-            guard let entry = try? entry(for: item) else { continue }
+            let entry: CacheEntry
+            do {
+                entry = try self.entry(for: item)
+            } catch {
+                failures.append("\(item.name): \(error)")
+                continue
+            }
             entry.setPaused(paused)
             if paused {
                 scheduler.stopFilling(entry)
@@ -214,15 +144,25 @@ extension RangeFS {
             }
         }
         if !paused { scheduler.wakeTransfers() }
-        return ControlResponse(ok: true, message: items.map(\.name).joined(separator: ", "))
+        guard failures.isEmpty else {
+            return .failure("cannot \(paused ? "pause" : "resume") \(failures.joined(separator: "; "))")
+        }
+        return ControlResponse(ok: true, message: all && items.isEmpty ? "nothing is downloading"
+                                   : items.map(\.name).joined(separator: ", "))
     }
 
     private func pin(name: String?) -> ControlResponse {
         guard let name, let item = catalog.item(named: name) else {
             return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
         }
-        guard let entry = try? entry(for: item) else {
+        guard item.metadata.sizeKnown else {
             return .failure("\(name) has no known size yet (its server sends no length); read it to its end once, then pin it")
+        }
+        let entry: CacheEntry
+        do {
+            entry = try self.entry(for: item)
+        } catch {
+            return .failure("cannot pin \(name): \(error)")
         }
         entry.setPinned(true)
         entry.setPaused(false)
@@ -236,7 +176,7 @@ extension RangeFS {
             return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
         }
         if isOpen(item.inode) { return .failure("\(name) is open; close it before evicting its data") }
-        if let open = try? entry(for: item) {
+        if let open = store.openEntry(for: item.metadata.url) {
             if open.isPinned { return .failure("\(name) is pinned; it is never evicted") }
             scheduler.stopFilling(open)
         }
@@ -253,8 +193,14 @@ extension RangeFS {
     }
 
     private func verify(name: String?) -> ControlResponse {
-        guard let name, let item = catalog.item(named: name), let entry = try? entry(for: item) else {
+        guard let name, let item = catalog.item(named: name) else {
             return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
+        }
+        let entry: CacheEntry
+        do {
+            entry = try self.entry(for: item)
+        } catch {
+            return .failure("cannot verify \(name): \(error)")
         }
         let (checked, failed) = entry.verifyAll()
         let result = failed == 0 ? "all good" : "\(failed) failed and will be fetched again"
@@ -265,8 +211,14 @@ extension RangeFS {
     /// Pins the files saved as pinned (at mount): they are filled and never evicted.
     public func restorePins(_ saved: [SavedFile]) {
         for file in saved where file.pinned == true {
-            guard let item = catalog.items.first(where: { $0.metadata.url == file.url }),
-                  let entry = try? entry(for: item) else { continue }
+            guard let item = catalog.items.first(where: { $0.metadata.url == file.url }) else { continue }
+            let entry: CacheEntry
+            do {
+                entry = try self.entry(for: item)
+            } catch {
+                logger.error("cannot pin \(item.name) again: \(error)")
+                continue
+            }
             entry.setPinned(true)
             if !entry.isComplete { scheduler.fill(entry, url: item.metadata.url) }
         }

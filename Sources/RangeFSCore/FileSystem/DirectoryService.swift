@@ -129,9 +129,9 @@ final class DirectoryService: Sendable {
         }
     }
 
-    /// Whether the listing of directory `inode` held more entries than the cap.
-    func isTruncated(_ inode: UInt64) -> Bool {
-        state.withLock { $0.truncated.contains(inode) }
+    /// The directories whose listing held more entries than the cap.
+    var truncatedDirectories: [UInt64] {
+        state.withLock { $0.truncated.sorted() }
     }
 
     private func list(_ inode: UInt64, url: String) {

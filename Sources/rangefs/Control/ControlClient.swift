@@ -1,66 +1,94 @@
+// The client side of the control socket. Every request has a deadline: a daemon that is stopped (SIGSTOP, a
+// debugger, a frozen machine) still accepts connections in the kernel but never answers, and a client that waited
+// for it would hang its shell. When the deadline passes, the client names the mount, the daemon's PID (the socket
+// tells it, SO_PEERCRED) and the state /proc gives for it.
+
+import CLinux
 import Foundation
 import Glibc
 import RangeFSCore
 
 /// Talks to a running mount's control socket.
 struct ControlClient {
+    /// How long a command waits for the mount's answer unless told otherwise (`--timeout`).
+    static let defaultTimeout = 10.0
+
     let socketPath: String
     let mountpoint: String
+    /// When this client gives up on the mount.
+    let deadline: ContinuousClock.Instant
 
-    /// The mount to talk to: `mountpoint` if given, else the only one running.
-    static func locate(_ mountpoint: String?) throws -> ControlClient {
+    /// The mount to talk to, `mountpoint` if given, else the only one running, asked within `timeout` seconds.
+    static func locate(_ mountpoint: String?, timeout: Double = defaultTimeout) throws -> ControlClient {
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
         let directory = ControlSocket.directory(environment: ProcessInfo.processInfo.environment, uid: getuid())
         if let mountpoint {
             let target = MountPoint.absolute(mountpoint)
-            return ControlClient(socketPath: ControlSocket.path(forMountpoint: target, in: directory), mountpoint: target)
+            return ControlClient(socketPath: ControlSocket.path(forMountpoint: target, in: directory),
+                                 mountpoint: target, deadline: deadline)
         }
         let sockets = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
             .filter { $0.hasSuffix(".sock") }.map { directory + "/" + $0 }
-        let live = sockets.compactMap { path -> ControlClient? in
-            let client = ControlClient(socketPath: path, mountpoint: "")
-            guard let answer = try? client.send(ControlRequest(command: .identify), timeout: 5), answer.ok else {
-                return nil
+        var live: [ControlClient] = []
+        var silent: [CLIError] = []
+        for path in sockets {
+            // A share of the deadline each, so that one silent mount cannot use it all.
+            let share = min(deadline, ContinuousClock.now + .seconds(2))
+            let probe = ControlClient(socketPath: path, mountpoint: "", deadline: share)
+            do {
+                let answer = try probe.send(ControlRequest(command: .identify))
+                if answer.ok {
+                    live.append(ControlClient(socketPath: path, mountpoint: answer.mountpoint ?? "", deadline: deadline))
+                }
+            } catch let error as Unresponsive {
+                silent.append(CLIError(error.description))
+            } catch {
+                continue  // a socket left by a daemon that is gone
             }
-            return ControlClient(socketPath: path, mountpoint: answer.mountpoint ?? "")
         }
-        guard live.count == 1 else {
-            throw CLIError(live.isEmpty ? "no running rangefs mount found (no control socket in \(directory))"
-                : "several rangefs mounts are running; name one with --mount MOUNTPOINT")
-        }
-        return live[0]
+        if live.count == 1 { return live[0] }
+        if live.isEmpty, let first = silent.first { throw first }
+        throw CLIError(live.isEmpty ? "no running rangefs mount found (no control socket in \(directory))"
+            : "several rangefs mounts are running; name one: rangefs COMMAND ... --mount MOUNTPOINT")
     }
 
-    /// Sends one request and returns the answer; with `timeout`, gives up on a mount that does not answer within
-    /// that many seconds.
-    func send(_ request: ControlRequest, timeout: Int? = nil) throws -> ControlResponse {
+    /// A mount that accepted the request but did not answer before the deadline.
+    struct Unresponsive: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Sends one request and returns the answer; gives up at the deadline with `Unresponsive`.
+    func send(_ request: ControlRequest) throws -> ControlResponse {
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw CLIError("cannot make a socket: \(String(cString: strerror(errno)))") }
         defer { close(descriptor) }
-        if let timeout {
-            var limit = timeval(tv_sec: timeout, tv_usec: 0)
-            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-            setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        }
+        // Bounds connect (a full backlog makes it wait) and send.
+        setTimeout(descriptor, SO_SNDTIMEO)
         guard case (var address, let length)? = unixSocketAddress(socketPath) else { throw CLIError("socket path too long") }
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, length) }
         }
+        let place = mountpoint.isEmpty ? socketPath : mountpoint
         guard connected == 0 else {
-            let place = mountpoint.isEmpty ? socketPath : mountpoint
+            if errno == EAGAIN || errno == EINPROGRESS { throw unresponsive(descriptor) }
             throw CLIError("no running rangefs mount at \(place) (cannot reach \(socketPath))")
         }
         var data = try JSONEncoder().encode(request)
         data.append(UInt8(ascii: "\n"))
-        _ = data.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        let sent = data.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { throw unresponsive(descriptor) }
         var received = Data()
         var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
+        while !received.contains(UInt8(ascii: "\n")) {
+            guard setTimeout(descriptor, SO_RCVTIMEO) else { throw unresponsive(descriptor) }
             let got = recv(descriptor, &buffer, buffer.count, 0)
+            if got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { throw unresponsive(descriptor) }
+            if got < 0 && errno == EINTR { continue }
             if got <= 0 { break }
             received.append(contentsOf: buffer[..<got])
-            if buffer[..<got].contains(UInt8(ascii: "\n")) { break }
         }
         guard let line = received.split(separator: UInt8(ascii: "\n")).first else {
-            throw CLIError("the mount at \(mountpoint) did not answer")
+            throw CLIError("the mount at \(place) closed the connection without an answer; see its log")
         }
         var response = try JSONDecoder().decode(ControlResponse.self, from: Data(line))
         if response.mountpoint == nil { response.mountpoint = mountpoint }
@@ -69,9 +97,59 @@ struct ControlClient {
 
     /// Sends a request and turns a refusal into an error with the mount's message.
     func perform(_ request: ControlRequest) throws -> ControlResponse {
-        let response = try send(request)
+        let response: ControlResponse
+        do {
+            response = try send(request)
+        } catch let error as Unresponsive {
+            throw CLIError(error.description)
+        }
         guard response.ok else { throw CLIError(response.error ?? "the mount refused the request") }
         return response
+    }
+
+    /// Sets `option` (SO_RCVTIMEO or SO_SNDTIMEO) to the time left; false if none is.
+    @discardableResult
+    private func setTimeout(_ descriptor: Int32, _ option: Int32) -> Bool {
+        let left = deadline - ContinuousClock.now
+        guard left > .zero else { return false }
+        let (seconds, attoseconds) = left.components
+        var limit = timeval(tv_sec: Int(seconds), tv_usec: max(1, Int(attoseconds / 1_000_000_000_000)))
+        setsockopt(descriptor, SOL_SOCKET, option, &limit, socklen_t(MemoryLayout<timeval>.size))
+        return true
+    }
+
+    /// The error for a mount that did not answer in time: who serves it and what state it is in.
+    private func unresponsive(_ descriptor: Int32) -> Unresponsive {
+        let place = mountpoint.isEmpty ? socketPath : mountpoint
+        let pid = rfs_peer_pid(descriptor)
+        guard pid > 0 else {
+            return Unresponsive(description: "the mount at \(place) did not answer in time; is its daemon frozen?")
+        }
+        let state = DaemonState.of(pid)
+        let advice = state == .stopped
+            ? "resume it with: kill -CONT \(pid)"
+            : "see its log; to end it: kill \(pid), then fusermount3 -uz \(place)"
+        return Unresponsive(description: "the mount at \(place) did not answer in time: its daemon (pid \(pid)) is \(state.rawValue); \(advice)")
+    }
+}
+
+/// What /proc says a process is doing (the third field of /proc/PID/stat).
+enum DaemonState: String {
+    case stopped, tracedStop = "stopped by a debugger", waitingForDisk = "waiting for the disk (state D)",
+         zombie = "a zombie (exited, not reaped)", running = "running but not answering", gone = "gone"
+
+    static func of(_ pid: pid_t) -> DaemonState {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")"),
+              let code = stat[stat.index(after: close)...].split(separator: " ").first
+        else { return .gone }
+        switch code {
+        case "T": return .stopped
+        case "t": return .tracedStop
+        case "D": return .waitingForDisk
+        case "Z": return .zombie
+        default: return .running
+        }
     }
 }
 

@@ -17,10 +17,13 @@ struct MountSelection: ParsableArguments {
     @Option(name: .long, help: "The mount point of the running mount (default: the only one running).")
     var mount: String?
 
-    /// Sends `request` to the selected mount; throws the mount's refusal as a CLIError.
+    @Option(name: .long, help: "Give up after this many seconds if the mount does not answer.")
+    var timeout = ControlClient.defaultTimeout
+
+    /// Sends `request` to the selected mount; throws the mount's refusal, or its silence, as a CLIError.
     @discardableResult
     func perform(_ request: ControlRequest) throws -> ControlResponse {
-        try ControlClient.locate(mount).perform(request)
+        try ControlClient.locate(mount, timeout: timeout).perform(request)
     }
 }
 
@@ -34,31 +37,44 @@ struct StatusCommand: ParsableCommand {
     @Argument(help: "The mount point (default: the only mount running).")
     var mountpoint: String?
 
-    @Flag(help: "Print JSON instead of a table.")
+    @Flag(help: "Print JSON instead of a table (every file).")
     var json = false
+
+    @Flag(help: "Show every file; by default the table shows the totals and the files that are active, in error or partial.")
+    var all = false
 
     @Flag(help: "Keep printing every second (redrawn in place on a terminal).")
     var watch = false
 
+    @Option(name: .long, help: "The mount point, as the other commands take it.")
+    var mount: String?
+
+    @Option(name: .long, help: "Give up after this many seconds if the mount does not answer.")
+    var timeout = ControlClient.defaultTimeout
+
     func run() throws {
         try runControl {
-            let client = try ControlClient.locate(mountpoint)
+            let located = try ControlClient.locate(mountpoint ?? mount, timeout: timeout)
             let terminal = isatty(1) == 1
             repeat {
-                let response = try client.perform(ControlRequest(command: .status))
+                // Each round has its own deadline.
+                let client = ControlClient(socketPath: located.socketPath, mountpoint: located.mountpoint,
+                                           deadline: ContinuousClock.now + .milliseconds(Int(timeout * 1000)))
+                let response = try client.perform(ControlRequest(command: .status, all: all || json))
                 let files = response.files ?? []
+                let totals = response.totals ?? StatusTotals()
                 if json {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                    let totals = ["size": files.reduce(UInt64(0)) { $0 + $1.size },
-                                  "cached_bytes": files.reduce(UInt64(0)) { $0 + $1.cachedBytes }]
-                    let document = StatusDocument(mountpoint: client.mountpoint, files: files, totals: totals,
+                    let document = StatusDocument(mountpoint: client.mountpoint, files: files,
+                                                  totals: ["size": totals.size, "cached_bytes": totals.cachedBytes,
+                                                           "files": UInt64(totals.files)],
                                                   warnings: response.warnings ?? [])
                     print(String(decoding: try encoder.encode(document), as: UTF8.self))
                 } else {
                     if watch && terminal { print("\u{1B}[H\u{1B}[2J", terminator: "") }
                     for warning in response.warnings ?? [] { print("warning: \(warning)") }
-                    print(StatusTable.render(files, mountpoint: client.mountpoint))
+                    print(StatusTable.render(files, totals: totals, mountpoint: client.mountpoint))
                 }
                 fflush(nil)
                 if watch { sleep(1) }
@@ -170,7 +186,7 @@ struct EvictCommand: ParsableCommand {
 
 /// Plain-text status: one line per file, a totals line; no escape codes.
 enum StatusTable {
-    static func render(_ files: [FileStatus], mountpoint: String) -> String {
+    static func render(_ files: [FileStatus], totals: StatusTotals, mountpoint: String) -> String {
         var lines = ["\(mountpoint)"]
         let nameWidth = min(40, max(4, files.map(\.name.count).max() ?? 4))
         lines.append(pad("NAME", nameWidth) + "  " + pad("SIZE", 9) + "  " + pad("LOCAL", 6) + "  " + pad("STATE", 11)
@@ -190,11 +206,10 @@ enum StatusTable {
                 lines.append("    last error: \(error)")
             }
         }
-        let size = files.reduce(UInt64(0)) { $0 + $1.size }
-        let cached = files.reduce(UInt64(0)) { $0 + $1.cachedBytes }
-        let speed = files.reduce(0.0) { $0 + $1.bytesPerSecond }
-        lines.append("total: \(files.count) files, \(bytes(cached)) of \(bytes(size)) local"
-                     + (speed > 0 ? ", \(bytes(UInt64(speed)))/s" : ""))
+        let hidden = totals.files - files.filter { !$0.name.hasSuffix("/") }.count
+        if hidden > 0 { lines.append("(\(hidden) complete or untouched files not shown; rangefs status --all shows them)") }
+        lines.append("total: \(totals.files) files, \(bytes(totals.cachedBytes)) of \(bytes(totals.size)) local"
+                     + (totals.bytesPerSecond > 0 ? ", \(bytes(UInt64(totals.bytesPerSecond)))/s" : ""))
         return lines.joined(separator: "\n")
     }
 

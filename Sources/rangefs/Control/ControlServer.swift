@@ -78,7 +78,14 @@ public final class ControlServer: @unchecked Sendable {
         } else {
             response = .failure("malformed request; send one JSON object per line")
         }
-        guard var data = try? JSONEncoder().encode(response) else { return }
+        // Every request gets an answer, an error included.
+        var data: Data
+        do {
+            data = try JSONEncoder().encode(response)
+        } catch {
+            logger.error("cannot encode the answer to a control request: \(error)")
+            data = Data(#"{"ok":false,"error":"the mount could not encode its answer; see its log"}"#.utf8)
+        }
         data.append(UInt8(ascii: "\n"))
         data.withUnsafeBytes { raw in
             var sent = 0

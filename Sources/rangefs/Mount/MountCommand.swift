@@ -76,7 +76,7 @@ struct UnmountCommand: ParsableCommand {
     func run() throws {
         let target = MountPoint.absolute(mountpoint)
         // Asked before unmounting: afterwards the daemon no longer answers.
-        let daemon = try? ControlClient.locate(target).send(ControlRequest(command: .identify), timeout: 5).pid
+        let daemon = try? ControlClient.locate(target, timeout: 5).send(ControlRequest(command: .identify)).pid
         let result = try Subprocess.run("/bin/fusermount3", [lazy ? "-uz" : "-u", mountpoint], timeout: 60)
         if result.status != 0 {
             let message = result.errorText

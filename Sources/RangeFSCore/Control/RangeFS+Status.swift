@@ -1,0 +1,171 @@
+// `rangefs status`: each file's size, cached share, state, speed, ETA and block map, and the totals.
+//
+// A mount may hold 10,000 files, and status must answer within a second or two without opening their entries: a
+// file whose entry is not open is described from what its cache files say (CacheStore+Idle.swift), and its map is
+// read from its bitmap only when it is shown. By default the answer holds the totals and the files worth a look
+// (not complete, not untouched); `all` asks for every file. Speeds come from two samples of each open entry's
+// stored bytes, 250 ms apart, unless an earlier status call left a recent sample, so even a one-shot `rangefs
+// status` shows real speeds.
+
+import Foundation
+import Glibc
+
+extension RangeFS {
+    /// Cells in a status answer's block map.
+    public static let mapWidth = 50
+
+    /// The states a default status leaves out: nothing to see there.
+    static let quietStates: Set<String> = ["complete", "empty"]
+
+    func status(all: Bool) -> ControlResponse {
+        // Files mounted one by one, and files of listings that are open or were probed in vain (a tree may hold
+        // thousands), named by their path.
+        let failedProbes = directories.failedProbes
+        let shown = catalog.items.compactMap { item -> (CatalogItem, CacheEntry?)? in
+            let entry = store.openEntry(for: item.metadata.url)
+            guard !item.listed || entry != nil || failedProbes[item.inode] != nil else { return nil }
+            return (item, entry)
+        }
+        var speeds = sampleSpeeds(shown.map(\.1))
+        if speeds.contains(where: { $0 == nil }) {
+            usleep(250_000)
+            speeds = sampleSpeeds(shown.map(\.1))
+        }
+        let offline = offline.withLock { $0 }
+        var files: [FileStatus] = []
+        var totals = StatusTotals()
+        for ((item, entry), speed) in zip(shown, speeds) {
+            let status = item.metadata.sizeKnown
+                ? fileStatus(item, entry: entry, speed: speed ?? 0, offline: offline[item.metadata.url],
+                             probeFailure: failedProbes[item.inode], withMap: false)
+                : streamStatus(item)
+            totals.count(status)
+            guard all || !Self.quietStates.contains(status.state) else { continue }
+            // The map of a file whose entry is not open comes from its bitmap on disk, read only now.
+            files.append(entry == nil && item.metadata.sizeKnown
+                         ? fileStatus(item, entry: nil, speed: 0, offline: offline[item.metadata.url],
+                                      probeFailure: failedProbes[item.inode], withMap: true)
+                         : status)
+        }
+        // Saved files not mounted this run (their server was unreachable and nothing was cached).
+        for saved in unmountedFiles {
+            let status = FileStatus(name: saved.name, url: Redaction.redact(saved.url), size: 0, cachedBytes: 0,
+                                    state: "unmounted", bytesPerSecond: 0, etaSeconds: nil, map: Self.blankMap,
+                                    lastError: "not mounted: its server could not be reached at mount; kept in the saved set")
+            totals.count(status)
+            files.append(status)
+        }
+        // Directories whose listing nobody has asked for yet, and those listed in part.
+        for directory in catalog.unlistedDirectories {
+            let status = FileStatus(name: directoryName(directory.inode), url: Redaction.redact(directory.url ?? ""),
+                                    size: 0, cachedBytes: 0, state: "not listed", bytesPerSecond: 0, etaSeconds: nil,
+                                    map: Self.blankMap)
+            files.append(status)
+        }
+        for inode in directories.truncatedDirectories {
+            guard let directory = catalog.directory(inode: inode) else { continue }
+            let status = FileStatus(name: directoryName(inode), url: Redaction.redact(directory.url ?? ""), size: 0,
+                                    cachedBytes: 0, state: "listed in part", bytesPerSecond: 0, etaSeconds: nil,
+                                    map: Self.blankMap,
+                                    lastError: "its listing holds more than \(DirectoryListing.maximumEntries) entries; the rest are left out")
+            files.append(status)
+        }
+        var response = ControlResponse(ok: true, files: files)
+        response.totals = totals
+        return response
+    }
+
+    private static var blankMap: String { String(repeating: " ", count: mapWidth) }
+
+    private func directoryName(_ inode: UInt64) -> String {
+        (inode == Catalog.rootInode ? "" : catalog.path(of: inode)) + "/"
+    }
+
+    /// The status of a file of known size; its map from its open entry, or with `withMap` from its bitmap on disk.
+    private func fileStatus(_ item: CatalogItem, entry: CacheEntry?, speed: Double, offline: String?,
+                            probeFailure: String?, withMap: Bool) -> FileStatus {
+        let cached = entry?.cachedBytes ?? store.cachedBytes(of: item.metadata, matchingSizeOnly: !item.validated)
+        let size = item.metadata.size
+        let state: String
+        if offline != nil {
+            state = "offline"
+        } else if let entry {
+            state = stateName(entry, cached: cached, size: size)
+        } else if probeFailure != nil {
+            state = "error"
+        } else {
+            state = cached == size ? "complete" : cached == 0 ? "empty" : "partial"
+        }
+        let eta: Double? = state == "downloading" && speed > 0 ? Double(size - cached) / speed : nil
+        var map = Self.blankMap
+        if let entry {
+            map = Self.blockMap(entry.presentBlocks)
+        } else if withMap {
+            map = store.storedPresentBlocks(of: item.metadata).map(Self.blockMap) ?? map
+        }
+        return FileStatus(name: catalog.path(of: item.inode), url: Redaction.redact(item.metadata.url), size: size,
+                          cachedBytes: cached, state: state, bytesPerSecond: speed, etaSeconds: eta, map: map,
+                          lastError: offline ?? probeFailure ?? entry?.lastError, pinned: entry?.isPinned ?? false)
+    }
+
+    /// A file whose server sends no length: its size is what the stream has brought so far.
+    private func streamStatus(_ item: CatalogItem) -> FileStatus {
+        let download: UnsizedDownload?
+        var problem: String?
+        do {
+            download = try self.download(for: item)
+        } catch {
+            download = nil
+            problem = "cannot open its cache: \(error)"
+        }
+        let cached = download?.cachedBytes ?? 0
+        let state = download.map { $0.isStreaming ? "streaming" : "unsized" } ?? (problem == nil ? "complete" : "error")
+        return FileStatus(name: catalog.path(of: item.inode), url: Redaction.redact(item.metadata.url), size: cached,
+                          cachedBytes: cached, state: state, bytesPerSecond: 0, etaSeconds: nil,
+                          map: String(repeating: cached > 0 ? ":" : " ", count: Self.mapWidth),
+                          lastError: download?.lastError ?? problem)
+    }
+
+    private func stateName(_ entry: CacheEntry, cached: UInt64, size: UInt64) -> String {
+        if cached == size { return "complete" }
+        if entry.isPaused { return "paused" }
+        if scheduler.isTransferring(entry) { return "downloading" }
+        if scheduler.isFilling(entry) { return "queued" }
+        if entry.lastError != nil { return "error" }
+        return cached == 0 ? "empty" : "partial"
+    }
+
+    /// Speeds from the previous sample of each entry if it is between 0.2 and 5 s old, else nil (and a new sample).
+    /// A file whose entry is not open is not downloading: 0.
+    private func sampleSpeeds(_ entries: [CacheEntry?]) -> [Double?] {
+        let time = Self.monotonicSeconds()
+        return speedSamples.withLock { samples in
+            entries.map { entry -> Double? in
+                guard let entry else { return 0 }
+                // Keyed by URL and generation: an entry replaced by eviction or a remote change starts afresh.
+                let key = "\(entry.header.generation) \(entry.header.url)"
+                let stored = entry.storedBytes
+                if let (then, bytes) = samples[key], time - then >= 0.2 && time - then <= 5 {
+                    samples[key] = (time, stored)
+                    return max(0, Double(stored) - Double(bytes)) / (time - then)
+                }
+                if samples[key] == nil || time - samples[key]!.0 > 5 { samples[key] = (time, stored) }
+                return nil
+            }
+        }
+    }
+
+    /// The block map squeezed into `mapWidth` cells: ' ' none, '.' under half, ':' most, '#' all local.
+    static func blockMap(_ present: BlockBitmap) -> String {
+        guard present.blockCount > 0 else { return String(repeating: "#", count: mapWidth) }
+        return String((0..<mapWidth).map { cell -> Character in
+            let lower = cell * present.blockCount / mapWidth
+            let upper = max(lower + 1, (cell + 1) * present.blockCount / mapWidth)
+            let range = lower..<min(upper, present.blockCount)
+            let have = range.filter(present.contains).count
+            if have == 0 { return " " }
+            if have == range.count { return "#" }
+            return have * 2 < range.count ? "." : ":"
+        })
+    }
+}
