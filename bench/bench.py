@@ -85,7 +85,10 @@ http {{
   # autoindex: httpdirfs mounts a directory listing. Accept-Ranges on every response: httpdirfs 1.2.5 refuses a
   # 206 without it ("does not support HTTP range requests"), and stock nginx leaves it out of 206 responses.
   server {{ listen 127.0.0.1:{self.direct}; root {www}; keepalive_requests 100000; autoindex on;
-           add_header Accept-Ranges bytes; }}
+           add_header Accept-Ranges bytes;
+           # The library scenario: each folder of files listed as nginx's JSON too.
+           location ~ ^/json/(?<folder>[^/]+)/(?<rest>.*)$ {{ alias {www}/library/$folder/$rest; autoindex on;
+                                                            autoindex_format json; }} }}
   log_format protocols '$server_port|$server_protocol|$body_bytes_sent';
   server {{ listen 127.0.0.1:{self.tls} ssl http2; {tls} }}
 }}
@@ -215,6 +218,43 @@ class PeerMount:
     def close(self):
         subprocess.run(["fusermount3", "-u", self.point], stderr=subprocess.DEVNULL)
         time.sleep(0.2)
+
+
+class ListingPeer:
+    """A peer that mounts a web directory in the foreground (its PID known): httpdirfs or rclone, each with its
+    own disk cache; unmounted by `close`."""
+
+    def __init__(self, kind, work, url, cache):
+        self.kind = kind
+        self.point = tempfile.mkdtemp(dir=work, prefix=f"{kind}-")
+        if kind == "httpdirfs":
+            command = ["httpdirfs", "-f", "--cache", "--cache-location", cache, url, self.point]
+        else:
+            command = ["rclone", "mount", ":http:", self.point, "--http-url", url, "--vfs-cache-mode", "full",
+                       "--cache-dir", cache, "--read-only"]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while not Mount.mounted(self):
+            if time.time() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"{kind} did not mount {url}")
+            time.sleep(0.05)
+
+    def close(self):
+        subprocess.run(["fusermount3", "-uz", self.point], stderr=subprocess.DEVNULL)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def rss(pid):
+    """Resident memory of process `pid` in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def timed(command):
@@ -653,12 +693,129 @@ class Bench:
         self.results["peak RSS MiB, one cold copy"] = (single / MiB, "", 0, "<=128")
         self.results["peak RSS MiB, 8 cold copies"] = (multi / MiB, "", 0, "<=128")
 
+    def make_library(self):
+        """Folders of small files for the library scenario: each is listed by nginx as HTML (its autoindex) and as
+        JSON (under /json/); `nosize` holds a plain page of links without sizes or dates, as many servers write."""
+        counts = self.args.library
+        root = os.path.join(self.www, "library")
+        self.library_folders = {}
+        for count in sorted(set(counts.values())):
+            folder = os.path.join(root, f"f{count}")
+            os.makedirs(folder, exist_ok=True)
+            for index in range(count):
+                with open(os.path.join(folder, f"f{index:07d}.bin"), "wb") as f:
+                    f.write(b"x" * (index % 1000))
+            self.library_folders[count] = folder
+        nosize = os.path.join(root, "nosize")
+        os.makedirs(nosize, exist_ok=True)
+        with open(os.path.join(nosize, "index.html"), "w") as page:
+            page.write("<html><body>\n")
+            for index in range(counts["nosize"]):
+                with open(os.path.join(nosize, f"n{index:07d}.bin"), "wb") as f:
+                    f.write(b"y" * (index % 1000))
+                page.write(f'<a href="n{index:07d}.bin">n{index:07d}.bin</a>\n')
+            page.write("</body></html>\n")
+
+    def library_requests(self, prefix):
+        """Requests the origin logged for paths under `prefix` since the log was last cleared."""
+        with open(self.nginx.access_log) as f:
+            return sum(1 for line in f if line.rstrip("\n").split("|")[4].startswith(prefix))
+
+    def list_directory(self, label, kind, url, prefix, expected, timeout):
+        """One mount of `url` by `kind` (a rangefs build or a peer): the first and second `ls -l`, the requests
+        the first sent, the names it showed, and the daemon's memory growth per entry."""
+        cache = self.fresh_cache()
+        if kind in ("httpdirfs", "rclone"):
+            mount = ListingPeer(kind, self.work, url, cache)
+            pid, point = mount.process.pid, mount.point
+        else:
+            mount = Mount(kind, self.work, [url], cache)
+            pid, point = mount.process.pid, mount.point
+        idle = rss(pid)
+        self.nginx.clear_log()
+        start = time.perf_counter()
+        try:
+            listed = subprocess.run(["ls", "-l", point], capture_output=True, text=True, timeout=timeout)
+            first = time.perf_counter() - start
+            shown = {}
+            for line in listed.stdout.splitlines()[1:]:
+                fields = line.split()
+                if len(fields) >= 9 and fields[4].isdigit():
+                    shown[fields[8]] = int(fields[4])
+            requests = self.library_requests(prefix)
+            grown = rss(pid) - idle
+            start = time.perf_counter()
+            subprocess.run(["ls", "-l", point], capture_output=True, timeout=timeout)
+            second = time.perf_counter() - start
+        except subprocess.TimeoutExpired:
+            first, second, shown, requests, grown = None, None, {}, self.library_requests(prefix), rss(pid) - idle
+        mount.close()
+        shutil.rmtree(cache, ignore_errors=True)
+        return {"first": first, "second": second, "shown": shown, "requests": requests,
+                "bytes_per_entry": grown / max(1, expected)}
+
+    def library(self):
+        """Library scale: the first and second `ls -l` of a 100,000-file directory listed as nginx JSON and HTML,
+        and of a 5,000-file page without sizes; requests, daemon memory per entry, and time per entry at 5,000
+        against 50,000 entries; against httpdirfs and rclone in the same run."""
+        self.make_library()
+        counts, runs = self.args.library, self.args.runs
+        big, small, middle = counts["big"], counts["small"], counts["middle"]
+        directories = [("JSON", f"json/f{big}/", big), ("HTML", f"library/f{big}/", big),
+                       ("no sizes", "library/nosize/", counts["nosize"])]
+        peers = [] if self.args.smoke else ["httpdirfs", "rclone"]
+        for title, path, count in directories:
+            url = self.nginx.url(path)
+            measured = {}
+            for label, kind in self.builds() + [(peer, peer) for peer in peers]:
+                # httpdirfs reads no JSON (it shows an empty directory), and the peers get one run: minutes each.
+                if kind == "httpdirfs" and title == "JSON":
+                    continue
+                times = 1 if kind in peers else runs
+                measured[label] = [self.list_directory(label, kind, url, "/" + path, count,
+                                                       timeout=600 if kind in peers else 300) for _ in range(times)]
+            ours = measured["rangefs"]
+            for run_ in ours:
+                prefix = "n" if title == "no sizes" else "f"
+                expected = {f"{prefix}{index:07d}.bin": index % 1000 for index in range(count)}
+                self.checks.append((f"library {title}: ls -l shows all {count} files with their sizes",
+                                    run_["shown"] == expected))
+            def median(runs_, key):
+                values = [r[key] for r in runs_ if r[key] is not None]
+                return statistics.median(values) if values else float("inf")
+            big_goal = count >= 100_000
+            self.results[f"library {title} {count}: first ls -l seconds"] = (median(ours, "first"), "", 0,
+                                                                             "<=5" if big_goal else None)
+            self.results[f"  {title}: second ls -l seconds"] = (median(ours, "second"), "", 0,
+                                                                "<=1.5" if big_goal else None)
+            self.results[f"  {title}: requests"] = (median(ours, "requests"), "", 0,
+                                                    "<=1" if title != "no sizes" else f"<={count + 1}")
+            self.results[f"  {title}: RSS bytes per entry"] = (median(ours, "bytes_per_entry"), "", 0, "<=1024")
+            for label, values in measured.items():
+                if label == "rangefs":
+                    continue
+                self.results[f"  {title}: {label} first ls -l seconds"] = (median(values, "first"), "", 0, None)
+                self.results[f"  {title}: {label} requests"] = (median(values, "requests"), "", 0, None)
+                self.results[f"  {title}: {label} names shown"] = (len(values[0]["shown"]), "", 0, None)
+                self.results[f"  {title}: {label} RSS bytes per entry"] = (median(values, "bytes_per_entry"), "", 0,
+                                                                           None)
+        # Linear: time per entry at `middle` entries against `small` (HTML listings, exact sizes).
+        per_entry = {}
+        for count in (small, middle):
+            path = f"library/f{count}/"
+            runs_ = [self.list_directory("rangefs", self.binary, self.nginx.url(path), "/" + path, count, 300)
+                     for _ in range(runs)]
+            per_entry[count] = statistics.median(r["first"] for r in runs_) / count
+        ratio = per_entry[middle] / per_entry[small]
+        self.results[f"library: ls -l seconds per entry, {middle} / {small}"] = (ratio, "", 0, "<=1.5")
+
     def report(self):
         log("")
         log(f"{'scenario':38} {'rangefs':>12} {'reference':>28} {'ratio':>7}  goal")
         for label, (value, reference, ref_value, goal) in self.results.items():
             unit_free = ("ms" in label, "RSS" in label, "bytes per" in label, "CPU s" in label, "refetched" in label,
-                         "MiB sent" in label, "seconds" in label)
+                         "MiB sent" in label, "seconds" in label, "requests" in label, "names" in label,
+                         "per entry" in label)
             unit = "" if any(unit_free) else " MiB/s"
             shown = f"{value:.1f}{unit}" if unit else f"{value:.2f}"
             if "MiB/s" in unit:
@@ -704,7 +861,7 @@ def main():
     parser.add_argument("--baseline", default=None, metavar="BINARY",
                         help="another rangefs build (e.g. the previous main) measured in the same runs, alternating")
     parser.add_argument("--json", help="also write the medians here")
-    parser.add_argument("--only", choices=["fast", "kill", "capped", "random", "memory", "scan", "tls"],
+    parser.add_argument("--only", choices=["fast", "kill", "capped", "random", "memory", "scan", "tls", "library"],
                         action="append")
     parser.add_argument("--rangefs-option", action="append", default=[], metavar="OPTION",
                         help="pass this option to every rangefs mount (repeat it), to compare settings")
@@ -712,7 +869,9 @@ def main():
     Mount.extra_options = args.rangefs_option
     args.size, args.capped_size, args.multi_size, args.reads = 512 * MiB, 128 * MiB, 64 * MiB, 200
     args.movies, args.loops, args.scan_wait = 20, 7, 10
+    args.library = {"big": 100_000, "small": 5_000, "middle": 50_000, "nosize": 5_000}
     if args.smoke:
+        args.library = {"big": 2_000, "small": 200, "middle": 2_000, "nosize": 300}
         args.runs, args.size, args.capped_size, args.multi_size, args.reads = 1, 24 * MiB, 8 * MiB, 2 * MiB, 50
         args.movies, args.loops, args.scan_wait = 3, 4, 2  # 70 MiB movies: 30% of one is more than a probe reads
     if args.binary is None:
@@ -726,10 +885,10 @@ def main():
         log(f"preparing files in {bench.work} (big {args.size // MiB} MiB, capped {args.capped_size // MiB} MiB, "
             f"8 x {args.multi_size // MiB} MiB), {args.runs} run(s) each")
         bench.prepare()
-        only = args.only or ["fast", "kill", "capped", "random", "memory", "scan", "tls"]
+        only = args.only or ["fast", "kill", "capped", "random", "memory", "scan", "tls", "library"]
         for key, scenario in [("fast", bench.cold_fast), ("kill", bench.kill_resume), ("capped", bench.capped),
                               ("random", bench.random_reads), ("memory", bench.memory), ("scan", bench.scan),
-                              ("tls", bench.tls)]:
+                              ("tls", bench.tls), ("library", bench.library)]:
             if key in only:
                 log(f"running: {scenario.__doc__.splitlines()[0]}")
                 scenario()

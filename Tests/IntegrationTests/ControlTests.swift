@@ -79,8 +79,11 @@ final class ControlTests: MountTestCase {
         let result = try driver.run(["status", mountpoint])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertFalse(result.stdout.contains("\u{1B}"), "no escape codes when stdout is not a terminal")
-        XCTAssertTrue(result.stdout.contains("plain.bin"))
-        XCTAssertTrue(result.stdout.contains("total: 1 files"))
+        // Untouched, so left out by default; the totals count it, and --all shows it.
+        XCTAssertFalse(result.stdout.contains("plain.bin"), result.stdout)
+        XCTAssertTrue(result.stdout.contains("total: 1 files"), result.stdout)
+        let all = try driver.run(["status", mountpoint, "--all"])
+        XCTAssertTrue(all.stdout.contains("plain.bin") && all.stdout.contains("empty"), all.stdout)
         XCTAssertNotNil(try statusJSON()["files"])
     }
 

@@ -171,4 +171,24 @@ final class DirectoryListingTests: XCTestCase {
         let implied = parse(#"<a href="http://example.org:80/x/a.bin">a</a>"#, base: "http://example.org/x/")
         XCTAssertEqual(names(implied), ["a.bin"], "port 80 is the http default")
     }
+
+    /// JSON listings are read by a reader of their own (fast for 100,000 entries); escapes, non-ASCII names and
+    /// surrogate pairs come through, and a listing it cannot read (nested values) is read by Foundation instead.
+    func testJSONEscapesAndNestedValuesAreReadRight() {
+        let page = #"""
+        [ {"name":"q\"uote \u00e9\ud83d\ude00.bin","type":"file","size":12,"mtime":"Mon, 23 Nov 2026 10:00:00 GMT"},
+          {"name":"sub","type":"directory","mtime":"Mon, 23 Nov 2026 10:00:00 GMT"},
+          {"name":"caddy.bin","size":1e3,"is_dir":false,"mod_time":"2026-11-23T10:00:00Z"} ]
+        """#
+        let listing = parse(page)
+        XCTAssertEqual(listing.entries.map(\.name), ["q\"uote é😀.bin", "sub", "caddy.bin"])
+        XCTAssertEqual(listing.entries.map(\.size), [12, nil, 1000])
+        XCTAssertEqual(listing.entries.map(\.isDirectory), [false, true, false])
+        XCTAssertEqual(listing.entries[0].modificationTime, HTTPDate.parse("Mon, 23 Nov 2026 10:00:00 GMT"))
+        XCTAssertEqual(listing.entries[2].modificationTime, HTTPDate.parse("Mon, 23 Nov 2026 10:00:00 GMT"))
+        let nested = parse(#"[{"name":"x.bin","size":5,"extra":{"owner":[1,2]}}]"#)
+        XCTAssertEqual(nested.entries.map(\.name), ["x.bin"])
+        XCTAssertEqual(nested.entries.first?.size, 5)
+        XCTAssertEqual(parse(#"[{"name":"broken.bin","size":5"#).entries.count, 0, "not JSON: no entries")
+    }
 }

@@ -13,8 +13,15 @@
 //   5. CacheEntry.state         the block table; innermost. Under it run only the table's decisions and, for
 //                               eviction, one fallocate. Waiters are resumed after it is released.
 // CacheStore.opening is taken before CacheStore.entries, with no other lock held: one entry open at a time.
-// CacheStore.entries, Catalog.state and the small boxes (LockedBox, RangeFS's maps) are leaves: nothing is taken
-// under them. No lock is held across a network call, a reply to the kernel, or a wait for the writer.
+// DirectoryService.state is taken before Catalog.state (a probe batch is chosen under both), with no other held.
+// CacheStore.entries (it reads entries' atomics, never their locks), CacheStore.summaries, Catalog.state,
+// DescriptorPool.state (open(2) runs under it) and the small boxes (LockedBox, RangeFS's maps) are leaves: nothing
+// is taken under them.
+//
+// The rule that keeps a mount of a library responsive: no lock is held across a network call, a reply to the
+// kernel, or a wait for the writer, and no FUSE thread waits for the network. A lookup, readdir, open or read that
+// needs the network registers a waiter and returns; the completion answers it from the fetcher's or a worker's
+// thread, and waiters of the same directory, probe or block share one request in flight.
 
 import Dispatch
 import Glibc

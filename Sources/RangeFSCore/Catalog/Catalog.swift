@@ -30,6 +30,8 @@ public struct CatalogItem: Sendable, Equatable {
 
     /// The modification time to show: the listing's, unless a probe found the file changed since.
     public var shownModificationTime: Int64? {
+        // Until a probe has seen it, its metadata holds the listing's date.
+        if !validated, let listedTime { return listedTime }
         let probed = metadata.modificationTime
         guard let listedTime else { return probed }
         guard let probed else { return listedTime }
@@ -97,6 +99,25 @@ public final class Catalog: Sendable {
 
         func name(of inode: UInt64) -> String {
             files[inode]?.name ?? directories[inode]?.name ?? ""
+        }
+
+        /// Takes `inode` (still in `files` or `directories`) out of `parent`'s names. Its place in the sorted
+        /// children is found by binary search and removed there: dead links leave a 100,000-entry directory one
+        /// by one, and sorting it again after each would make `ls` quadratic.
+        mutating func unlist(_ inode: UInt64, named name: String, in parent: UInt64) {
+            if let sorted = sortedChildren[parent] {
+                var low = 0, high = sorted.count
+                while low < high {
+                    let middle = (low + high) / 2
+                    if self.name(of: sorted[middle]) < name { low = middle + 1 } else { high = middle }
+                }
+                if low < sorted.count, sorted[low] == inode {
+                    sortedChildren[parent]!.remove(at: low)
+                } else {
+                    sortedChildren[parent] = nil
+                }
+            }
+            names[parent]?[name] = nil
         }
 
         /// The inodes of `parent`'s children sorted by name, sorted now if a change made that necessary.
@@ -212,15 +233,15 @@ public final class Catalog: Sendable {
     public func removeNode(_ inode: UInt64) {
         state.withLock { state in
             func remove(_ inode: UInt64) {
-                if let item = state.files.removeValue(forKey: inode) {
-                    state.names[item.parent]?[item.name] = nil
-                    state.sortedChildren[item.parent] = nil
-                } else if let directory = state.directories.removeValue(forKey: inode) {
+                if let item = state.files[inode] {
+                    state.unlist(inode, named: item.name, in: item.parent)
+                    state.files[inode] = nil
+                } else if let directory = state.directories[inode] {
                     for child in (state.names[inode] ?? [:]).values { remove(child) }
                     state.names[inode] = nil
                     state.sortedChildren[inode] = nil
-                    state.names[directory.parent]?[directory.name] = nil
-                    state.sortedChildren[directory.parent] = nil
+                    state.unlist(inode, named: directory.name, in: directory.parent)
+                    state.directories[inode] = nil
                 }
             }
             remove(inode)
@@ -244,11 +265,9 @@ public final class Catalog: Sendable {
     @discardableResult
     public func remove(named path: String) -> CatalogItem? {
         state.withLock { state in
-            guard let inode = Self.resolve(path, in: state), let item = state.files.removeValue(forKey: inode) else {
-                return nil
-            }
-            state.names[item.parent]?[item.name] = nil
-            state.sortedChildren[item.parent] = nil
+            guard let inode = Self.resolve(path, in: state), let item = state.files[inode] else { return nil }
+            state.unlist(inode, named: item.name, in: item.parent)
+            state.files[inode] = nil
             return item
         }
     }

@@ -70,13 +70,13 @@ public enum DirectoryListing {
     // MARK: JSON (nginx, Caddy)
 
     private static func parseJSON(_ body: [UInt8], in directory: DirectoryURL, limit: Int) -> ParsedListing? {
-        guard let items = (try? JSONSerialization.jsonObject(with: Data(body))) as? [[String: Any]] else { return nil }
+        guard let items = ListingJSON.objects(body) ?? foundationObjects(body) else { return nil }
         var listing = ParsedListing()
         var seen = Set<String>()
         for item in items {
-            guard let name = item["name"] as? String else { continue }
+            guard let name = item.strings["name"] else { continue }
             // nginx: "type": "directory"; Caddy: "is_dir": true.
-            let isDirectory = (item["type"] as? String) == "directory" || (item["is_dir"] as? Bool) == true
+            let isDirectory = item.strings["type"] == "directory" || item.booleans["is_dir"] == true
             if let problem = problem(withName: name) {
                 listing.skipped.append((name, problem))
                 continue
@@ -88,17 +88,35 @@ public enum DirectoryListing {
             }
             var entry = ListedEntry(name: name, url: directory.child(encodedSegment: encodeSegment(name), isDirectory: isDirectory),
                                     isDirectory: isDirectory)
-            if !isDirectory, let size = item["size"] as? NSNumber, size.int64Value >= 0 {
-                entry.size = size.uint64Value
+            if !isDirectory, let size = item.numbers["size"], size >= 0, size < 0x1p63, size.rounded() == size {
+                entry.size = UInt64(size)
             }
-            if let date = item["mtime"] as? String {
+            if let date = item.strings["mtime"] {
                 entry.modificationTime = HTTPDate.parse(date)  // nginx: "Mon, 23 Nov 2026 10:00:00 GMT"
-            } else if let date = item["mod_time"] as? String {
+            } else if let date = item.strings["mod_time"] {
                 entry.modificationTime = RFC3339.parse(date)  // Caddy: "2026-11-23T10:00:00.5Z"
             }
             listing.entries.append(entry)
         }
         return listing
+    }
+
+    /// The objects of a JSON array read by Foundation, for what `ListingJSON` does not read (nested values).
+    private static func foundationObjects(_ body: [UInt8]) -> [ListingObject]? {
+        guard let items = (try? JSONSerialization.jsonObject(with: Data(body))) as? [[String: Any]] else { return nil }
+        return items.map { item in
+            var object = ListingObject()
+            for (key, value) in item {
+                if let text = value as? String {
+                    object.strings[key] = text
+                } else if key.hasPrefix("is_"), let flag = value as? Bool {
+                    object.booleans[key] = flag  // Caddy's is_dir and is_symlink
+                } else if let number = value as? NSNumber {
+                    object.numbers[key] = number.doubleValue
+                }
+            }
+            return object
+        }
     }
 
     // MARK: HTML (nginx, Apache, lighttpd, python http.server, any page of links)

@@ -138,8 +138,8 @@ public final class RangeFS: Sendable {
     public func attributes(of inode: UInt64) -> Result<FileAttributes, FileSystemError> {
         if let directory = catalog.directory(inode: inode) {
             // A web directory's attributes never change; the kernel checks them on every path walk through it
-            // (each `stat` of `ls -l` in a 100,000-file directory). Other folders and the root keep theirs 1 s, so
-            // that a stat of the mount still notices a daemon that died.
+            // (each `stat` of `ls -l` in a 100,000-file directory). Other folders and the root keep theirs 1 s:
+            // a stat may then be answered from them for a second after the daemon died (statvfs never is).
             let keep = directory.url != nil && inode != Catalog.rootInode ? settings.directoryCacheTime.seconds : 1
             return .success(FileAttributes(inode: inode, isDirectory: true, size: 0, cachedBytes: 0,
                                            modificationTime: directory.modificationTime ?? mountTime,

@@ -36,8 +36,10 @@ enum MountPoint {
     /// killed) is cleared; any other mount is left alone and explained.
     static func prepare(_ path: String, logger: Logger) -> String? {
         if let type = mountedType(at: path) {
-            var info = stat()
-            if stat(path, &info) != 0 && errno == ENOTCONN {
+            // statvfs always asks the file system (stat may be answered from the attributes the kernel keeps), so a
+            // killed daemon shows as ENOTCONN at once.
+            var info = statvfs()
+            if statvfs(path, &info) != 0 && errno == ENOTCONN {
                 guard type == "fuse.rangefs" else {
                     return "\(path) is a dead FUSE mount (\(type)); clear it with: fusermount3 -uz \(path)"
                 }

@@ -138,8 +138,10 @@ struct MountRunner {
         store.markStopping()
         fileSystem.stopOfflineChecks()
         control?.stop()
-        mount.finish()
+        // Commit first: a reply that a late completion (a listing or read still in flight) sends after the session
+        // is gone must find the cache already durable.
         store.close()
+        mount.finish()
         logger.info("unmounted \(target)")
         return status
     }
