@@ -9,6 +9,7 @@ extension FileSystemError {
         case .notADirectory: ENOTDIR
         case .isADirectory: EISDIR
         case .noSuchAttribute: ENODATA
+        case .attributeNotSupported: EOPNOTSUPP
         case .bufferTooSmall: ERANGE
         case .badHandle: EBADF
         case .stale: ESTALE

@@ -114,6 +114,10 @@ final class RangeFSTests: XCTestCase {
         XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.state", of: inode).get(), "partial")
         XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.progress", of: inode).get(), "1.3%")
         XCTAssertEqual(fileSystem.extendedAttribute("user.other", of: inode), .failure(.noSuchAttribute))
+        // Outside `user.`: not supported, which `ls -l` remembers for the whole mount instead of asking each file.
+        XCTAssertEqual(fileSystem.extendedAttribute("security.selinux", of: inode), .failure(.attributeNotSupported))
+        XCTAssertEqual(fileSystem.extendedAttribute("system.posix_acl_access", of: Catalog.rootInode),
+                       .failure(.attributeNotSupported))
     }
 
     func testAFailingOriginFailsTheReadAndCachesNothing() throws {

@@ -320,26 +320,31 @@ final class DirectoryService: Sendable {
     /// Takes one probe's answer into the catalog.
     private func take(_ result: Result<RemoteMetadata, FetchError>, for file: CatalogItem) {
         let shown = Redaction.redact(file.metadata.url)
-        switch result {
-        case .success(let metadata):
+        switch ProbeOutcome.judge(result, stored: { store.storedMetadata(for: file.metadata.url) }, wasSaved: false) {
+        case .online(let metadata):
             catalog.update(inode: file.inode, metadata: metadata)
             events.validated(metadata.url)
-        case .failure(let error) where error.isGone:
+        case .gone(let error):
             // A dead link: not a file. It comes back only if a new listing still lists it.
             logger.info("\(shown) answers \(error.userMessage); it leaves the directory until the next listing")
             catalog.removeNode(file.inode)
             events.removed(file.parent, file.name)
-        case .failure(let error):
-            if error.isOriginUnreachable, let stored = store.storedMetadata(for: file.metadata.url) {
-                catalog.update(inode: file.inode, metadata: stored)  // what its cache entry knows
-                events.offline(file.metadata.url, error.userMessage)
-                return
-            }
-            let first = state.withLock { state in
-                defer { state.failedProbes[file.inode] = error.userMessage }
-                return state.failedProbes[file.inode] == nil
-            }
-            if first { logger.info("cannot probe \(shown): \(error.userMessage); it is tried again when opened") }
+        case .offline(let stored, let reason):
+            catalog.update(inode: file.inode, metadata: stored)  // what its cache entry knows
+            events.offline(file.metadata.url, reason)
+        case .directory(let url):
+            recordFailure(of: file, "it is a directory (\(Redaction.redact(url))), listed as a file", shown: shown)
+        case .failed(let error, _):
+            recordFailure(of: file, error.userMessage, shown: shown)
         }
+    }
+
+    /// Remembers that the probe of `file` failed: lookups do not probe it again before the next listing.
+    private func recordFailure(of file: CatalogItem, _ message: String, shown: String) {
+        let first = state.withLock { state in
+            defer { state.failedProbes[file.inode] = message }
+            return state.failedProbes[file.inode] == nil
+        }
+        if first { logger.info("cannot probe \(shown): \(message); it is tried again when opened") }
     }
 }

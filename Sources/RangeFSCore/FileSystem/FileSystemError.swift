@@ -4,6 +4,8 @@ public enum FileSystemError: Error, Sendable, Equatable {
     case notADirectory
     case isADirectory
     case noSuchAttribute
+    /// An extended attribute outside the `user.` namespace (security labels, ACLs): not supported.
+    case attributeNotSupported
     case bufferTooSmall(needed: Int)
     case badHandle
     /// The file changed on the server since this handle was opened.

@@ -387,10 +387,13 @@ public final class RangeFS: Sendable {
     }
 
     public func extendedAttribute(_ name: String, of inode: UInt64) -> Result<String, FileSystemError> {
+        // `ls -l` asks every file for security.selinux. "Not supported" (not "no such attribute") makes it ask no
+        // other file of the mount (coreutils remembers a device without security labels): 100,000 round trips
+        // fewer for an `ls -l` of 100,000 files. Only `user.rangefs.*` attributes exist here.
+        guard name.hasPrefix("user.") else { return .failure(.attributeNotSupported) }
         guard let item = catalog.item(inode: inode) else {
             return .failure(catalog.directory(inode: inode) != nil ? .noSuchAttribute : .notFound)
         }
-        // `ls -l` asks every file for security.selinux and system.posix_acl_access: answered before any work.
         guard Self.attributeNames.contains(name) else { return .failure(.noSuchAttribute) }
         let cached = cachedBytes(of: item)
         let size = item.metadata.size

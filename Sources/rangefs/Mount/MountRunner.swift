@@ -259,23 +259,21 @@ struct MountRunner {
         let files = sources.filter { !$0.url.hasSuffix("/") }
         for (source, result) in zip(files, fetcher.probeAll(files.map(\.url), settledIn: store)) {
             let shown = Redaction.redact(source.url)
-            switch result {
-            case .failure(.isDirectory(let url)):
+            switch ProbeOutcome.judge(result, stored: { store.storedMetadata(for: source.url) },
+                                      wasSaved: saved.contains(source.url)) {
+            case .directory(let url):
                 directories.append(MountSource(url: url, name: source.name))
-            case .success(let metadata):
+            case .online(let metadata):
                 add(metadata, as: source.name, to: probed.catalog)
-            case .failure(let error):
-                if error.isOriginUnreachable, let stored = store.storedMetadata(for: source.url) {
-                    add(stored, as: source.name, to: probed.catalog)
-                    probed.offline[source.url] = error.userMessage
-                    printError("rangefs: \(shown): \(error.userMessage); serving what is cached until it answers")
-                    continue
-                }
+            case .offline(let stored, let reason):
+                add(stored, as: source.name, to: probed.catalog)
+                probed.offline[source.url] = reason
+                printError("rangefs: \(shown): \(reason); serving what is cached until it answers")
+            case .gone(let error), .failed(let error, keepSaved: false):
                 probed.failures += 1
-                guard error.isOriginUnreachable || (saved.contains(source.url) && !error.isGone) else {
-                    printError("rangefs: \(shown): \(error.userMessage)")
-                    continue
-                }
+                printError("rangefs: \(shown): \(error.userMessage)")
+            case .failed(let error, keepSaved: true):
+                probed.failures += 1
                 let name = source.name ?? EntryNaming.preferredName(
                     explicit: nil, metadata: RemoteMetadata(url: source.url, size: 0, etag: "", lastModified: ""))
                 probed.unmounted.append(SavedFile(name: name, url: source.url))
