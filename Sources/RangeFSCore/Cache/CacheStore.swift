@@ -7,7 +7,7 @@
 //
 // Lock order, for the whole core. A lock may be taken while holding only the locks listed before it:
 //   1. FetchScheduler.state     queue and counters; claims fill work from entries under it (takes 5).
-//   2. RangeFS.handles          open handles and their read planners; takes nothing else.
+//   2. OpenHandles.state        open handles and their read planners (RangeFS.handles); takes nothing else.
 //   3. CacheStore.eviction      the LRU queue; evicts under it (takes 5, which punches a hole: one fallocate).
 //   4. CacheEntry.commitLock    one commit at a time per entry; takes 5 briefly, and fdatasyncs between.
 //   5. CacheEntry.state         the block table; innermost. Under it run only the table's decisions and, for

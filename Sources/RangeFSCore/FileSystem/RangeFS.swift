@@ -27,7 +27,8 @@ public final class RangeFS: Sendable {
     public let mountTime: Int64
     /// When each URL was last checked against its server, as seconds on the monotonic clock.
     let lastValidated = Mutex<[String: Double]>([:])
-    private let handles = Mutex(Handles())
+    /// The files open through the kernel (OpenHandles.swift).
+    private let handles = OpenHandles()
     /// The cache generation whose pages the kernel may hold, per inode.
     private let kernelGenerations = Mutex<[UInt64: UInt64]>([:])
     /// Status samples of stored bytes per entry (monotonic seconds, bytes), for download speeds.
@@ -61,30 +62,6 @@ public final class RangeFS: Sendable {
     /// Directories open for reading, with the names each read takes its offsets from.
     let directoryHandles = Mutex(DirectoryHandles())
     let logger: Logger
-
-    private struct OpenFile {
-        let inode: UInt64
-        let entry: CacheEntry
-        var planner: ReadPlanner
-        /// Whether this handle's reads already asked for the file to be completed (`PrefetchPolicy.use`).
-        var askedForFill = false
-    }
-
-    /// A handle on a file of unknown size, read from its stream.
-    private struct StreamFile {
-        let inode: UInt64
-        let download: UnsizedDownload
-        /// The version it was opened on (see `UnsizedDownload.generation`).
-        let generation: Int
-        var bytesRead: UInt64 = 0
-        var askedForFill = false
-    }
-
-    private struct Handles {
-        var next: UInt64 = 1
-        var open: [UInt64: OpenFile] = [:]
-        var streams: [UInt64: StreamFile] = [:]
-    }
 
     /// A directory open for reading: its children's inodes in name order, taken at its first read.
     struct DirectorySnapshot {
@@ -147,7 +124,7 @@ public final class RangeFS: Sendable {
         }
         guard let item = catalog.item(inode: inode) else {
             // A file that left its server's listing but is still open: the version its handles read.
-            guard let entry = handles.withLock({ $0.open.values.first { $0.inode == inode }?.entry }) else {
+            guard let entry = handles.entry(openOn: inode) else {
                 return .failure(.notFound)
             }
             return .success(FileAttributes(inode: inode, isDirectory: false, size: entry.size,
@@ -203,14 +180,7 @@ public final class RangeFS: Sendable {
             logger.error("cannot open the cache for \(item.name): \(error)")
             return .failure(.io(error.description))
         }
-        let handle = handles.withLock { handles in
-            let handle = handles.next
-            handles.next += 1
-            let maximum = settings.readaheadMaximum
-            let window = ReadaheadWindow(minimum: min(1 << 20, maximum), maximum: maximum)
-            handles.open[handle] = OpenFile(inode: inode, entry: cacheEntry, planner: ReadPlanner(window: window))
-            return handle
-        }
+        let handle = handles.open(inode: inode, entry: cacheEntry, readaheadMaximum: settings.readaheadMaximum)
         if settings.prefetch == .open && !cacheEntry.isComplete { scheduler.fill(cacheEntry, url: item.metadata.url) }
         revalidateIfDue(cacheEntry)
         let generation = cacheEntry.header.generation
@@ -233,33 +203,23 @@ public final class RangeFS: Sendable {
             return .failure(.io(error.description))
         }
         download.opened()
-        let handle = handles.withLock { handles in
-            let handle = handles.next
-            handles.next += 1
-            handles.streams[handle] = StreamFile(inode: item.inode, download: download,
-                                                 generation: download.generation)
-            return handle
-        }
+        let handle = handles.openStream(inode: item.inode, download: download)
         if settings.prefetch == .open || settings.prefetch == .all { download.fill() }
         return .success(OpenedFile(handle: handle, keepCache: false, directIO: true))
     }
 
     /// The readahead window of `handle` in bytes (0 for a reader not seen to be sequential); nil if not open.
     public func readaheadWindow(of handle: UInt64) -> UInt64? {
-        handles.withLock { $0.open[handle]?.planner.readaheadWindow }
+        handles.readaheadWindow(of: handle)
     }
 
     /// Whether any handle is open on `inode`.
     public func isOpen(_ inode: UInt64) -> Bool {
-        handles.withLock { handles in
-            handles.open.values.contains { $0.inode == inode } || handles.streams.values.contains { $0.inode == inode }
-        }
+        handles.isOpen(inode)
     }
 
     public func release(_ handle: UInt64) {
-        let (file, stream) = handles.withLock { handles in
-            (handles.open.removeValue(forKey: handle), handles.streams.removeValue(forKey: handle))
-        }
+        let (file, stream) = handles.close(handle)
         file?.entry.endUse()
         stream?.download.closed()
     }
@@ -267,30 +227,7 @@ public final class RangeFS: Sendable {
     /// Reads `count` bytes at `offset`; `reply` runs exactly once, now or when the blocks arrive.
     public func read(handle: UInt64, offset: UInt64, count: Int, reply: @escaping Reply) {
         let fillAfter = settings.prefetch == .use ? settings.fillAfterBytes : nil
-        enum Found {
-            case blocks(OpenFile, ReadPlanner.Plan, startFill: Bool)
-            case stream(UnsizedDownload, generation: Int, startFill: Bool)
-        }
-        let found = handles.withLock { handles -> Found? in
-            if let file = handles.open[handle] {
-                // In place: a copy of the planner would be copied again on write.
-                let plan = handles.open[handle]!.planner.plan(offset: offset, count: count, fileSize: file.entry.size)
-                // A use, not a probe: this handle has read more than a prober reads.
-                var startFill = false
-                if let fillAfter, !file.askedForFill, handles.open[handle]!.planner.bytesRead >= fillAfter {
-                    handles.open[handle]!.askedForFill = true
-                    startFill = true
-                }
-                return .blocks(file, plan, startFill: startFill)
-            }
-            guard var stream = handles.streams[handle] else { return nil }
-            stream.bytesRead += UInt64(count)
-            let startFill = fillAfter.map { !stream.askedForFill && stream.bytesRead >= $0 } ?? false
-            if startFill { stream.askedForFill = true }
-            handles.streams[handle] = stream
-            return .stream(stream.download, generation: stream.generation, startFill: startFill)
-        }
-        switch found {
+        switch handles.plan(handle, offset: offset, count: count, fillAfter: fillAfter) {
         case nil:
             reply(.failure(.badHandle))
         case .stream(let download, let generation, let startFill):

@@ -1,0 +1,115 @@
+// The files open through the kernel: what each handle reads (a cache entry with its read planner, or the stream
+// of a file without a known length), and whether its reads asked for the file to be completed yet. RangeFS asks
+// it once per read, under one lock, for the read's plan.
+//
+// Lock: `state` is RangeFS's handle lock in the core's lock order (CacheStore.swift): nothing is taken under it
+// but the planner's own arithmetic.
+
+import Synchronization
+
+/// The open handles of a mounted file system.
+final class OpenHandles: Sendable {
+    /// A handle on a cached file.
+    struct OpenFile {
+        let inode: UInt64
+        let entry: CacheEntry
+        var planner: ReadPlanner
+        /// Whether this handle's reads already asked for the file to be completed (`PrefetchPolicy.use`).
+        var askedForFill = false
+    }
+
+    /// A handle on a file of unknown size, read from its stream.
+    struct StreamFile {
+        let inode: UInt64
+        let download: UnsizedDownload
+        /// The version it was opened on (see `UnsizedDownload.generation`).
+        let generation: Int
+        var bytesRead: UInt64 = 0
+        var askedForFill = false
+    }
+
+    /// What a read of a handle is to do.
+    enum Read {
+        /// Serve `plan` from `file`'s entry; `startFill`: this read made the handle a use of the file.
+        case blocks(OpenFile, ReadPlanner.Plan, startFill: Bool)
+        /// Read the stream of `download`, as of the version the handle opened.
+        case stream(UnsizedDownload, generation: Int, startFill: Bool)
+    }
+
+    private struct State {
+        var next: UInt64 = 1
+        var files: [UInt64: OpenFile] = [:]
+        var streams: [UInt64: StreamFile] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    /// A new handle reading `entry` (the file `inode`), with a readahead window of at most `readaheadMaximum`.
+    func open(inode: UInt64, entry: CacheEntry, readaheadMaximum: UInt64) -> UInt64 {
+        state.withLock { state in
+            let handle = state.next
+            state.next += 1
+            let window = ReadaheadWindow(minimum: min(1 << 20, readaheadMaximum), maximum: readaheadMaximum)
+            state.files[handle] = OpenFile(inode: inode, entry: entry, planner: ReadPlanner(window: window))
+            return handle
+        }
+    }
+
+    /// A new handle reading the stream of `download` (the file `inode`) as of its current version.
+    func openStream(inode: UInt64, download: UnsizedDownload) -> UInt64 {
+        state.withLock { state in
+            let handle = state.next
+            state.next += 1
+            state.streams[handle] = StreamFile(inode: inode, download: download, generation: download.generation)
+            return handle
+        }
+    }
+
+    /// Forgets `handle`; returns what it read.
+    func close(_ handle: UInt64) -> (file: OpenFile?, stream: StreamFile?) {
+        state.withLock { state in
+            (state.files.removeValue(forKey: handle), state.streams.removeValue(forKey: handle))
+        }
+    }
+
+    /// Plans a read of `count` bytes at `offset` through `handle`; nil if it is not open. With `fillAfter`, the
+    /// read that brings the handle's reads to that many bytes asks for its file to be completed.
+    func plan(_ handle: UInt64, offset: UInt64, count: Int, fillAfter: UInt64?) -> Read? {
+        state.withLock { state -> Read? in
+            if let file = state.files[handle] {
+                // In place: a copy of the planner would be copied again on write.
+                let plan = state.files[handle]!.planner.plan(offset: offset, count: count, fileSize: file.entry.size)
+                // A use, not a probe: this handle has read more than a prober reads.
+                var startFill = false
+                if let fillAfter, !file.askedForFill, state.files[handle]!.planner.bytesRead >= fillAfter {
+                    state.files[handle]!.askedForFill = true
+                    startFill = true
+                }
+                return .blocks(file, plan, startFill: startFill)
+            }
+            guard var stream = state.streams[handle] else { return nil }
+            stream.bytesRead += UInt64(count)
+            let startFill = fillAfter.map { !stream.askedForFill && stream.bytesRead >= $0 } ?? false
+            if startFill { stream.askedForFill = true }
+            state.streams[handle] = stream
+            return .stream(stream.download, generation: stream.generation, startFill: startFill)
+        }
+    }
+
+    /// The readahead window of `handle` in bytes (0 for a reader not seen to be sequential); nil if not open.
+    func readaheadWindow(of handle: UInt64) -> UInt64? {
+        state.withLock { $0.files[handle]?.planner.readaheadWindow }
+    }
+
+    /// Whether any handle is open on `inode`.
+    func isOpen(_ inode: UInt64) -> Bool {
+        state.withLock { state in
+            state.files.values.contains { $0.inode == inode } || state.streams.values.contains { $0.inode == inode }
+        }
+    }
+
+    /// The entry a handle open on `inode` reads, if any: a file that left its listing but is still open.
+    func entry(openOn inode: UInt64) -> CacheEntry? {
+        state.withLock { $0.files.values.first { $0.inode == inode }?.entry }
+    }
+}
