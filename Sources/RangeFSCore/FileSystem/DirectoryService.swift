@@ -68,6 +68,8 @@ final class DirectoryService: Sendable {
         var failedProbes: [UInt64: String] = [:]
         /// Directories whose listing held more entries than `DirectoryListing.maximumEntries`.
         var truncated: Set<UInt64> = []
+        /// Probes answered since memory was last given back to the system.
+        var probesSinceTrim = 0
     }
 
     private let state = Mutex(State())
@@ -310,8 +312,17 @@ final class DirectoryService: Sendable {
             fetcher.probe(url: file.metadata.url) { [self] result in
                 work.async { [self] in
                     take(result.map(store.settled), for: file)
-                    let waiters = state.withLock { $0.probing.removeValue(forKey: file.inode) } ?? []
+                    let (waiters, lastOfBurst) = state.withLock { state -> ([Waiter], Bool) in
+                        let waiters = state.probing.removeValue(forKey: file.inode) ?? []
+                        state.probesSinceTrim += 1
+                        guard state.probing.isEmpty, state.probesSinceTrim >= 1000 else { return (waiters, false) }
+                        state.probesSinceTrim = 0
+                        return (waiters, true)
+                    }
                     for waiter in waiters { waiter() }
+                    // Thousands of probes leave their transfers' memory with the allocator: give it back once a
+                    // burst of them is over.
+                    if lastOfBurst { _ = rfs_release_free_memory() }
                 }
             }
         }
