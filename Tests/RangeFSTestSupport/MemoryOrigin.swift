@@ -32,6 +32,14 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     /// Fail every probe with a 503, like a server that answers transfers but not a new request for the file.
     public var probesFail = false
     private var probesAnswered = 0
+    private var probed: [String] = []
+
+    /// The URL of every probe, in order.
+    public var probedURLs: [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return probed
+    }
 
     /// How many probes were answered.
     public var probeCount: Int {
@@ -162,6 +170,7 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
         let (file, isDown, probesFail) = (files[url], self.isDown, self.probesFail)
         let (noLength, lastModified) = (sendsNoLength, self.lastModified)
         probesAnswered += 1
+        probed.append(url)
         lock.unlock()
         if isDown { return completion(.failure(.connectionRefused)) }
         if probesFail { return completion(.failure(.httpStatus(503))) }

@@ -1,0 +1,87 @@
+import Dispatch
+import Foundation
+import Logging
+import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Issue 24: listings and probes without FUSE. Dead links are probed once and leave the directory, other failed
+/// probes are remembered until the next listing or an open, and concurrent lookups share one listing.
+final class DirectoryServiceTests: XCTestCase {
+    let origin = MemoryOrigin()
+    let base = "http://origin/dir/"
+    var directory: TemporaryDirectory!
+    var fileSystem: RangeFS!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory(prefix: "directories")
+        var page = "<html><body>\n"
+        for name in ["a.bin", "b.bin"] + (1...40).map({ "dead\($0).bin" }) { page += "<a href=\"\(name)\">\(name)</a>\n" }
+        origin.serve(base, bytes: Array(page.utf8))
+        origin.serve(base + "a.bin", bytes: pseudoRandomBytes(count: 1000))
+        origin.serve(base + "b.bin", bytes: pseudoRandomBytes(count: 2000))
+        let logger = Logger(label: "test")
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let catalog = Catalog()
+        catalog.setRootURL(base)
+        let scheduler = FetchScheduler(fetcher: origin, store: store, policy: FetchPolicy(), logger: logger)
+        var settings = FileSystemSettings()
+        settings.revalidateAfter = nil
+        fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, settings: settings, logger: logger)
+    }
+
+    override func tearDown() {
+        fileSystem = nil
+        directory = nil
+        super.tearDown()
+    }
+
+    func probes(of name: String) -> Int { origin.probedURLs.filter { $0 == base + name }.count }
+
+    func names() throws -> [String] {
+        try fileSystem.directoryContents(Catalog.rootInode).get().map(\.name)
+    }
+
+    func testDeadLinksAreProbedOnceAndLeaveTheDirectory() throws {
+        XCTAssertEqual(try names().count, 42, "readdir alone probes nothing")
+        XCTAssertEqual(origin.probedURLs, [])
+        XCTAssertEqual(fileSystem.lookup(parent: Catalog.rootInode, name: "dead1.bin"), .failure(.notFound))
+        XCTAssertEqual(try fileSystem.lookup(parent: Catalog.rootInode, name: "a.bin").get().size, 1000)
+        // Every lookup in `ls -l` order: each link probed once at most, batches take only never-probed names.
+        for name in try names() { _ = fileSystem.lookup(parent: Catalog.rootInode, name: name) }
+        XCTAssertEqual(try names(), ["a.bin", "b.bin"], "the dead links left")
+        XCTAssertEqual(Set(origin.probedURLs).count, origin.probedURLs.count, "no link probed twice")
+        XCTAssertEqual(origin.probedURLs.count, 42)
+        XCTAssertEqual(fileSystem.lookup(parent: Catalog.rootInode, name: "dead7.bin"), .failure(.notFound))
+        XCTAssertEqual(origin.probedURLs.count, 42, "a dead link is not probed again")
+    }
+
+    func testAFailedProbeIsNotRepeatedByLookupsButAnOpenTriesAgain() throws {
+        origin.probesFail = true
+        _ = try names()
+        XCTAssertNotNil(try? fileSystem.lookup(parent: Catalog.rootInode, name: "a.bin").get(), "kept, with its error")
+        XCTAssertEqual(probes(of: "a.bin"), 1)
+        _ = fileSystem.lookup(parent: Catalog.rootInode, name: "a.bin")
+        XCTAssertEqual(probes(of: "a.bin"), 1, "not probed again by a lookup")
+        let status = fileSystem.handle(ControlRequest(command: .status))
+        XCTAssertEqual(status.files?.first { $0.name == "a.bin" }?.state, "error")
+        let inode = try XCTUnwrap(fileSystem.catalog.node(named: "a.bin", in: Catalog.rootInode)).inode
+        guard case .failure(.io) = fileSystem.open(inode) else { return XCTFail("the open's probe fails too") }
+        XCTAssertEqual(probes(of: "a.bin"), 2, "an open probes again")
+        origin.probesFail = false
+        let handle = try fileSystem.open(inode).get().handle
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 1000)?.get(),
+                       pseudoRandomBytes(count: 1000))
+        fileSystem.release(handle)
+    }
+
+    func testConcurrentLookupsShareOneListing() throws {
+        origin.latency = 0.2
+        DispatchQueue.concurrentPerform(iterations: 8) { index in
+            _ = fileSystem.lookup(parent: Catalog.rootInode, name: index % 2 == 0 ? "a.bin" : "b.bin")
+        }
+        XCTAssertEqual(origin.requests.filter { $0.url == base }.count, 1, "one listing for eight waiters")
+        XCTAssertEqual(probes(of: "a.bin"), 1)
+        XCTAssertEqual(probes(of: "b.bin"), 1)
+    }
+}
