@@ -106,10 +106,12 @@ final class TreeTests: MountTestCase {
     //    from the probes, one request per directory, none on a second `ls -lR`; names come through and read right.
     func testAPythonHTTPServerTreeReadsRight() throws {
         let tree = try makeTree(files: 1000)
-        let port = Int.random(in: 20000...60000)
         let log = scratch.path + "/python.log"
-        let server = try BackgroundProcess("/usr/bin/python3", ["-m", "http.server", String(port), "--bind", "127.0.0.1",
-                                                                "--directory", origin.root + "/listed"], logPath: log)
+        // Another port if the first is taken (a server that cannot bind exits, and the tree would show empty).
+        let (server, port) = try BackgroundProcess.listening { port in
+            try BackgroundProcess("/usr/bin/python3", ["-m", "http.server", String(port), "--bind", "127.0.0.1",
+                                                       "--directory", origin.root + "/listed"], logPath: log)
+        }
         defer { server.stop() }
         /// The paths of the GETs python has logged so far (`"GET /d0/f1.bin HTTP/1.1" 200 -`).
         func requests() -> [String] {

@@ -62,9 +62,11 @@ final class DirectoryListingServerTests: XCTestCase {
     }
 
     func testPythonHTTPServerListing() throws {
-        let port = Int.random(in: 20000...60000)
-        let server = try BackgroundProcess("/usr/bin/python3", ["-m", "http.server", String(port), "--bind", "127.0.0.1",
-                                                                "--directory", origin.root])
+        // Another port if the first is taken: a server that cannot bind exits, and the listing would be empty.
+        let (server, port) = try BackgroundProcess.listening { port in
+            try BackgroundProcess("/usr/bin/python3", ["-m", "http.server", String(port), "--bind", "127.0.0.1",
+                                                       "--directory", origin.root])
+        }
         defer { server.stop() }
         let base = "http://127.0.0.1:\(port)/listed/"
         var body: [UInt8] = []

@@ -297,11 +297,6 @@ final class DirectoryService: Sendable {
         if start { probe([item]) }
     }
 
-    /// Why the last probe of `inode` failed, if it did.
-    func probeFailure(of inode: UInt64) -> String? {
-        state.withLock { $0.failedProbes[inode] }
-    }
-
     /// The listed files whose last probe failed, with why.
     var failedProbes: [UInt64: String] {
         state.withLock { $0.failedProbes }
