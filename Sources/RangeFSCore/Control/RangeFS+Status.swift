@@ -35,17 +35,17 @@ extension RangeFS {
         var files: [FileStatus] = []
         var totals = StatusTotals()
         for ((item, entry), speed) in zip(shown, speeds) {
-            let status = item.metadata.sizeKnown
+            var status = item.metadata.sizeKnown
                 ? fileStatus(item, entry: entry, speed: speed ?? 0, offline: offline[item.metadata.url],
-                             probeFailure: failedProbes[item.inode], withMap: false)
+                             probeFailure: failedProbes[item.inode])
                 : streamStatus(item)
             totals.count(status)
             guard all || !Self.quietStates.contains(status.state) else { continue }
-            // The map of a file whose entry is not open comes from its bitmap on disk, read only now.
-            files.append(entry == nil && item.metadata.sizeKnown
-                         ? fileStatus(item, entry: nil, speed: 0, offline: offline[item.metadata.url],
-                                      probeFailure: failedProbes[item.inode], withMap: true)
-                         : status)
+            // The map of a file whose entry is not open comes from its bitmap on disk, read only when shown.
+            if entry == nil, item.metadata.sizeKnown, let present = store.storedPresentBlocks(of: item.metadata) {
+                status.map = Self.blockMap(present)
+            }
+            files.append(status)
         }
         // Saved files not mounted this run (their server was unreachable and nothing was cached).
         for saved in unmountedFiles {
@@ -81,9 +81,9 @@ extension RangeFS {
         (inode == Catalog.rootInode ? "" : catalog.path(of: inode)) + "/"
     }
 
-    /// The status of a file of known size; its map from its open entry, or with `withMap` from its bitmap on disk.
+    /// The status of a file of known size; its map from its open entry (blank without one).
     private func fileStatus(_ item: CatalogItem, entry: CacheEntry?, speed: Double, offline: String?,
-                            probeFailure: String?, withMap: Bool) -> FileStatus {
+                            probeFailure: String?) -> FileStatus {
         let cached = entry?.cachedBytes ?? store.cachedBytes(of: item.metadata, matchingSizeOnly: !item.validated)
         let size = item.metadata.size
         let state: String
@@ -97,12 +97,7 @@ extension RangeFS {
             state = cached == size ? "complete" : cached == 0 ? "empty" : "partial"
         }
         let eta: Double? = state == "downloading" && speed > 0 ? Double(size - cached) / speed : nil
-        var map = Self.blankMap
-        if let entry {
-            map = Self.blockMap(entry.presentBlocks)
-        } else if withMap {
-            map = store.storedPresentBlocks(of: item.metadata).map(Self.blockMap) ?? map
-        }
+        let map = entry.map { Self.blockMap($0.presentBlocks) } ?? Self.blankMap
         return FileStatus(name: catalog.path(of: item.inode), url: Redaction.redact(item.metadata.url), size: size,
                           cachedBytes: cached, state: state, bytesPerSecond: speed, etaSeconds: eta, map: map,
                           lastError: offline ?? probeFailure ?? entry?.lastError, pinned: entry?.isPinned ?? false)
