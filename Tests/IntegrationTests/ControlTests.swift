@@ -65,7 +65,7 @@ final class ControlTests: MountTestCase {
         XCTAssertGreaterThan(cached, 0)
         XCTAssertEqual(UInt64(try statFile(path).st_blocks) * 512, cached)
         XCTAssertEqual(entry["state"] as? String, "partial")
-        XCTAssertEqual((entry["map"] as? String)?.count, RangeFS.mapWidth)
+        XCTAssertEqual((entry["map"] as? String)?.count, ControlService.mapWidth)
         try driver.unmount(mountpoint, cache: cache)
         let folder = try CacheStore(root: cache, logger: .init(label: "test")).directory(for: origin.url("partial.bin"))
         let record = try BitmapRecord.decode(try XCTUnwrap(FileSystemCalls.readSmallFile(folder + "/bitmap")))

@@ -4,13 +4,14 @@ import RangeFSCore
 import RangeFSTestSupport
 import XCTest
 
-/// The control channel's commands, answered in-process by `RangeFS.handle` against an in-memory origin.
+/// The control channel's commands, answered in-process by `ControlService.handle` against an in-memory origin.
 final class ControlHandlerTests: XCTestCase {
     let first = "http://origin/first.bin", second = "http://origin/second.bin"
     let bytes = pseudoRandomBytes(count: 1_000_000)
     var directory: TemporaryDirectory!
     var origin: MemoryOrigin!
     var fileSystem: RangeFS!
+    var control: ControlService!
 
     override func setUpWithError() throws {
         directory = try TemporaryDirectory(prefix: "control")
@@ -19,9 +20,11 @@ final class ControlHandlerTests: XCTestCase {
         origin.serve(second, bytes: bytes)
         origin.serve("http://origin/third.bin", bytes: bytes)
         fileSystem = try makeTestFileSystem(origin: origin, urls: [first, second], directory: directory.path)
+        control = ControlService(fileSystem: fileSystem)
     }
 
     override func tearDown() {
+        control = nil
         fileSystem = nil
         origin = nil
         directory = nil
@@ -30,7 +33,7 @@ final class ControlHandlerTests: XCTestCase {
 
     func handle(_ command: ControlRequest.Command, name: String? = nil, url: String? = nil, all: Bool? = nil,
                 keepData: Bool? = nil) -> ControlResponse {
-        fileSystem.handle(ControlRequest(command: command, name: name, url: url, all: all, keepData: keepData))
+        control.handle(ControlRequest(command: command, name: name, url: url, all: all, keepData: keepData))
     }
 
     func entry(_ name: String) throws -> CacheEntry {
@@ -54,8 +57,8 @@ final class ControlHandlerTests: XCTestCase {
         XCTAssertEqual(files.map(\.name), ["first.bin", "second.bin"])
         XCTAssertEqual(files.map(\.state), ["complete", "empty"])
         XCTAssertEqual(files[0].cachedBytes, UInt64(bytes.count))
-        XCTAssertEqual(files[0].map, String(repeating: "#", count: RangeFS.mapWidth))
-        XCTAssertEqual(files[1].map, String(repeating: " ", count: RangeFS.mapWidth))
+        XCTAssertEqual(files[0].map, String(repeating: "#", count: ControlService.mapWidth))
+        XCTAssertEqual(files[1].map, String(repeating: " ", count: ControlService.mapWidth))
         XCTAssertEqual(response.totals?.files, 2)
         XCTAssertEqual(response.totals?.cachedBytes, UInt64(bytes.count))
         XCTAssertNil(fileSystem.store.openEntry(for: fileSystem.catalog.item(named: "second.bin")!.metadata.url),
@@ -105,6 +108,23 @@ final class ControlHandlerTests: XCTestCase {
         XCTAssertTrue(handle(.rm, name: "first.bin", keepData: true).ok)
         XCTAssertTrue(handle(.add, url: first).ok)
         XCTAssertEqual(try entry("first.bin").cachedBytes, UInt64(bytes.count), "found again in the cache")
+    }
+
+    func testAddOfAnUnreachableURLWithCachedDataServesItFromTheCache() throws {
+        try readAll("first.bin")
+        XCTAssertTrue(handle(.rm, name: "first.bin", keepData: true).ok)
+        origin.isDown = true
+        let added = handle(.add, url: first)
+        XCTAssertTrue(added.ok, added.error ?? "")
+        XCTAssertTrue(added.message?.contains("served from the cache") ?? false, added.message ?? "")
+        XCTAssertNotNil(fileSystem.revalidator.offlineReason(first), "checked again until its server answers")
+        XCTAssertEqual(try entry("first.bin").cachedBytes, UInt64(bytes.count))
+        let status = handle(.status, all: true)
+        XCTAssertEqual(status.files?.first { $0.name == "first.bin" }?.state, "offline")
+
+        let uncached = handle(.add, url: "http://origin/third.bin")
+        XCTAssertFalse(uncached.ok, "nothing cached and no server: nothing to mount")
+        XCTAssertTrue(uncached.error?.contains("third.bin") ?? false, uncached.error ?? "")
     }
 
     func testPauseAndResumeOneFileOrAll() throws {

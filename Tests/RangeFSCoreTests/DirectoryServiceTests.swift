@@ -63,7 +63,7 @@ final class DirectoryServiceTests: XCTestCase {
         XCTAssertEqual(probes(of: "a.bin"), 1)
         _ = fileSystem.lookup(parent: Catalog.rootInode, name: "a.bin")
         XCTAssertEqual(probes(of: "a.bin"), 1, "not probed again by a lookup")
-        let status = fileSystem.handle(ControlRequest(command: .status))
+        let status = ControlService(fileSystem: fileSystem).handle(ControlRequest(command: .status))
         XCTAssertEqual(status.files?.first { $0.name == "a.bin" }?.state, "error")
         let inode = try XCTUnwrap(fileSystem.catalog.node(named: "a.bin", in: Catalog.rootInode)).inode
         guard case .failure(.io) = fileSystem.open(inode) else { return XCTFail("the open's probe fails too") }

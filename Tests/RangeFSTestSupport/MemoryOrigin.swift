@@ -81,6 +81,13 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
         lock.unlock()
     }
 
+    /// Stops serving `url`: it answers 404 from now on.
+    public func remove(_ url: String) {
+        lock.lock()
+        files[url] = nil
+        lock.unlock()
+    }
+
     /// Every ranged request received, in order.
     public var requests: [RangeRequest] {
         lock.lock()

@@ -15,8 +15,9 @@
 // CacheStore.opening is taken before CacheStore.entries, with no other lock held: one entry open at a time.
 // DirectoryService.state is taken before Catalog.state (a probe batch is chosen under both), with no other held.
 // CacheStore.entries (it reads entries' atomics, never their locks), CacheStore.summaries, Catalog.state,
-// DescriptorPool.state (open(2) runs under it) and the small boxes (LockedBox, RangeFS's maps) are leaves: nothing
-// is taken under them.
+// DescriptorPool.state (open(2) runs under it) and the small boxes (LockedBox, the maps of RangeFS, Revalidator and
+// ControlService) are leaves: nothing is taken under them. ControlService.catalogSaving is held only while the
+// saved set is written.
 //
 // The rule that keeps a mount of a library responsive: no lock is held across a network call, a reply to the
 // kernel, or a wait for the writer, and no FUSE thread waits for the network. A lookup, readdir, open or read that

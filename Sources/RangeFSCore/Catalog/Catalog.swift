@@ -91,6 +91,52 @@ public final class Catalog: Sendable {
         /// Each directory's inodes sorted by name, kept until a name is added or removed: `readdir` of a large
         /// directory comes in many calls, and a lookup finds its place among its siblings by binary search.
         var sortedChildren: [UInt64: [UInt64]] = [:]
+        /// The file of each URL, for revalidation, `rangefs add` and the saved set: O(1), not a walk of 100,000
+        /// files. A URL that two files share (a list file naming it twice, a listing linking it from two folders)
+        /// keeps its other files in `sharedURLs`.
+        var fileOfURL: [String: UInt64] = [:]
+        var sharedURLs: [String: [UInt64]] = [:]
+
+        /// Puts `item` in `files`, indexed by its URL.
+        mutating func store(_ item: CatalogItem) {
+            if let previous = files.updateValue(item, forKey: item.inode) {
+                if previous.metadata.url == item.metadata.url { return }
+                unindex(previous)
+            }
+            let url = item.metadata.url
+            if fileOfURL[url] == nil {
+                fileOfURL[url] = item.inode
+            } else {
+                sharedURLs[url, default: []].append(item.inode)
+            }
+        }
+
+        /// Takes file `inode` out of `files` and the URL index.
+        mutating func removeFile(_ inode: UInt64) {
+            guard let item = files.removeValue(forKey: inode) else { return }
+            unindex(item)
+        }
+
+        private mutating func unindex(_ item: CatalogItem) {
+            let url = item.metadata.url
+            if fileOfURL[url] == item.inode {
+                if var others = sharedURLs[url], !others.isEmpty {
+                    fileOfURL[url] = others.removeFirst()
+                    sharedURLs[url] = others.isEmpty ? nil : others
+                } else {
+                    fileOfURL[url] = nil
+                }
+            } else if var others = sharedURLs[url] {
+                others.removeAll { $0 == item.inode }
+                sharedURLs[url] = others.isEmpty ? nil : others
+            }
+        }
+
+        /// The files whose URL is `url`, first-added first.
+        func files(of url: String) -> [CatalogItem] {
+            guard let first = fileOfURL[url] else { return [] }
+            return ([first] + (sharedURLs[url] ?? [])).compactMap { files[$0] }
+        }
 
         func node(_ inode: UInt64) -> CatalogNode? {
             if let item = files[inode] { return .file(item) }
@@ -157,7 +203,7 @@ public final class Catalog: Sendable {
                                    listed: listed, validated: validated, attributesExact: attributesExact)
             item.listedTime = listedTime
             state.nextInode += 1
-            state.files[item.inode] = item
+            state.store(item)
             state.names[parent, default: [:]][name] = item.inode
             state.sortedChildren[parent] = nil
             return item
@@ -225,7 +271,7 @@ public final class Catalog: Sendable {
             var updated = CatalogItem(inode: inode, name: item.name, metadata: metadata, parent: item.parent,
                                       listed: true, validated: false, attributesExact: true)
             updated.listedTime = listedTime
-            state.files[inode] = updated
+            state.store(updated)
         }
     }
 
@@ -235,7 +281,7 @@ public final class Catalog: Sendable {
             func remove(_ inode: UInt64) {
                 if let item = state.files[inode] {
                     state.unlist(inode, named: item.name, in: item.parent)
-                    state.files[inode] = nil
+                    state.removeFile(inode)
                 } else if let directory = state.directories[inode] {
                     for child in (state.names[inode] ?? [:]).values { remove(child) }
                     state.names[inode] = nil
@@ -257,7 +303,7 @@ public final class Catalog: Sendable {
             item = CatalogItem(inode: inode, name: item.name, metadata: metadata, parent: item.parent,
                                listed: item.listed, validated: true, attributesExact: true)
             item.listedTime = listedTime
-            state.files[inode] = item
+            state.store(item)
         }
     }
 
@@ -267,7 +313,7 @@ public final class Catalog: Sendable {
         state.withLock { state in
             guard let inode = Self.resolve(path, in: state), let item = state.files[inode] else { return nil }
             state.unlist(inode, named: item.name, in: item.parent)
-            state.files[inode] = nil
+            state.removeFile(inode)
             return item
         }
     }
@@ -284,6 +330,16 @@ public final class Catalog: Sendable {
 
     public func item(inode: UInt64) -> CatalogItem? {
         state.withLock { $0.files[inode] }
+    }
+
+    /// The file mounted from `url` (the first one, if two files share it).
+    public func item(url: String) -> CatalogItem? {
+        state.withLock { state in state.fileOfURL[url].flatMap { state.files[$0] } }
+    }
+
+    /// Every file mounted from `url`.
+    public func items(url: String) -> [CatalogItem] {
+        state.withLock { $0.files(of: url) }
     }
 
     public func directory(inode: UInt64) -> CatalogDirectory? {

@@ -100,7 +100,7 @@ final class DirectoryService: Sendable {
     /// longer than `directoryCacheTime` ago is listed again in the background and shows what it holds meanwhile.
     func whenListed(_ inode: UInt64, _ waiter: @escaping Waiter) {
         guard let directory = catalog.directory(inode: inode), let url = directory.url else { return waiter() }
-        let now = RangeFS.monotonicSeconds()
+        let now = MonotonicClock.seconds()
         if directory.listed {
             if let listedAt = directory.listedAt, now - listedAt > directoryCacheTime.seconds {
                 let start = state.withLock { state -> Bool in
@@ -142,7 +142,7 @@ final class DirectoryService: Sendable {
                 let succeeded = read(result, into: inode, from: url)
                 let waiters = state.withLock { state -> [Waiter] in
                     var listing = state.listings.removeValue(forKey: inode) ?? Listing()
-                    if !succeeded { state.listings[inode] = Listing(failedAt: RangeFS.monotonicSeconds()) }
+                    if !succeeded { state.listings[inode] = Listing(failedAt: MonotonicClock.seconds()) }
                     defer { listing.waiters = [] }
                     return listing.waiters
                 }
@@ -154,7 +154,7 @@ final class DirectoryService: Sendable {
     /// Takes a listing's result into the catalog; false if there was none to take.
     private func read(_ result: Result<[UInt8], FetchError>, into inode: UInt64, from url: String) -> Bool {
         guard let directory = catalog.directory(inode: inode) else { return true }
-        let now = RangeFS.monotonicSeconds()
+        let now = MonotonicClock.seconds()
         let shown = Redaction.redact(url)
         switch result {
         case .failure(let error):

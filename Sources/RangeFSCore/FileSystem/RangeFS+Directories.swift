@@ -159,11 +159,11 @@ extension RangeFS {
     /// Makes the directory service that lists and probes for this file system, with its reports wired to the
     /// kernel invalidations the FUSE adapter provides.
     static func makeDirectoryService(catalog: Catalog, store: CacheStore, fetcher: RangeFetching,
-                                     settings: FileSystemSettings, logger: Logger,
+                                     settings: FileSystemSettings, revalidator: Revalidator, logger: Logger,
                                      owner: @escaping @Sendable () -> RangeFS?) -> DirectoryService {
         var events = DirectoryService.Events()
-        events.offline = { url, reason in owner()?.markOffline(url, reason: reason) }
-        events.validated = { url in owner()?.markValidated(url) }
+        events.offline = { [weak revalidator] url, reason in revalidator?.markOffline(url, reason: reason) }
+        events.validated = { [weak revalidator] url in revalidator?.markValidated(url) }
         // The kernel forgets a name off this thread: the lookup that found it gone may still hold its directory.
         events.removed = { parent, name in
             guard let owner = owner() else { return }

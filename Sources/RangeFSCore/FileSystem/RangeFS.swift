@@ -25,40 +25,26 @@ public final class RangeFS: Sendable {
     public let settings: FileSystemSettings
     /// When the mount started, the root directory's time.
     public let mountTime: Int64
-    /// When each URL was last checked against its server, as seconds on the monotonic clock.
-    let lastValidated = Mutex<[String: Double]>([:])
     /// The files open through the kernel (OpenHandles.swift).
     private let handles = OpenHandles()
     /// The cache generation whose pages the kernel may hold, per inode.
     private let kernelGenerations = Mutex<[UInt64: UInt64]>([:])
-    /// Status samples of stored bytes per entry (monotonic seconds, bytes), for download speeds.
-    let speedSamples = Mutex<[String: (Double, UInt64)]>([:])
     /// Tells the kernel to forget a name (set by the FUSE adapter), after `rangefs rm`.
     public let entryInvalidator = LockedBox<(@Sendable (UInt64, String) -> Void)?>(nil)
     /// Tells the kernel to drop its cached pages of an inode in a byte range, and its attributes (set by the FUSE
     /// adapter); `UInt64.max` as the upper bound means to the end of the file. It waits for pages that a READ in
     /// flight holds, so it must never run where that READ's reply waits behind it.
     public let pageInvalidator = LockedBox<(@Sendable (UInt64, Range<UInt64>) -> Void)?>(nil)
-    /// Byte ranges of READs being answered ESTALE on the revalidation queue, by inode: the kernel holds their pages
-    /// locked until the reply, so the page invalidation that runs on that queue must leave them out.
-    let staleReplies = Mutex<[UInt64: [Range<UInt64>]]>([:])
-    /// Where the second, complete page invalidation runs after a remote change (see `forgetKernelPages`).
-    let invalidationQueue = DispatchQueue(label: "rangefs.invalidate")
-    /// Re-probes run here, one at a time: they wait for the network, which the curl thread provides.
-    let revalidationQueue = DispatchQueue(label: "rangefs.revalidate")
-    /// URLs served from their cache entries alone because their server could not be reached, with the last error.
-    let offline = Mutex<[String: String]>([:])
-    /// Saved files not mounted this run (unreachable, nothing cached): they stay in the saved set.
-    let unmountedSaved = Mutex<[SavedFile]>([])
-    /// Serializes saves of the mounted set: each writes one temporary file and renames it over the last.
-    let catalogSaving = Mutex(())
-    /// Probes the offline files now and then (`startOfflineChecks`).
-    let offlineTimer = Mutex<RepeatingTimer?>(nil)
     /// Tells the kernel to drop its cached attributes of an inode (set by the FUSE adapter): a listed file whose
     /// attributes the kernel keeps (see `kernelCacheSeconds`) is opened, or a new listing changed it.
     public let attributeInvalidator = LockedBox<(@Sendable (UInt64) -> Void)?>(nil)
     /// Lists web directories and probes their files (RangeFS+Directories.swift).
     let directories: DirectoryService
+    /// Notices remote changes and keeps the files served while their server is unreachable (Revalidator.swift).
+    public let revalidator: Revalidator
+    /// Where the kernel is told to forget names and attributes: off the thread that found the change, which may
+    /// hold the directory or the inode the kernel then waits for.
+    let invalidationQueue = DispatchQueue(label: "rangefs.invalidate-attributes")
     /// Directories open for reading, with the names each read takes its offsets from.
     let directoryHandles = Mutex(DirectoryHandles())
     let logger: Logger
@@ -93,9 +79,17 @@ public final class RangeFS: Sendable {
         self.logger = logger
         mountTime = Int64(time(nil))
         let owner = WeakReference<RangeFS>()
+        var revalidation = Revalidator.Events()
+        revalidation.forgetPages = { inode, range in owner.object?.pageInvalidator.withLock { $0 }?(inode, range) }
+        revalidation.entry = { item in try? owner.object?.entry(for: item) }
+        let revalidator = Revalidator(catalog: catalog, store: store, scheduler: scheduler, settings: settings,
+                                      events: revalidation, logger: logger)
+        self.revalidator = revalidator
         directories = Self.makeDirectoryService(catalog: catalog, store: store, fetcher: scheduler.fetcher,
-                                                settings: settings, logger: logger) { owner.object }
-        scheduler.observeRemoteChanges { [weak self] entry in self?.revalidate(entry, knownChanged: true) }
+                                                settings: settings, revalidator: revalidator, logger: logger) {
+            owner.object
+        }
+        scheduler.observeRemoteChanges { [weak revalidator] entry in revalidator?.revalidate(entry, knownChanged: true) }
         // An entry with a fill queued or running stays open while nobody reads it.
         store.hasWork.withLock { hasWork in
             hasWork = { [weak scheduler] entry in
@@ -182,7 +176,7 @@ public final class RangeFS: Sendable {
         }
         let handle = handles.open(inode: inode, entry: cacheEntry, readaheadMaximum: settings.readaheadMaximum)
         if settings.prefetch == .open && !cacheEntry.isComplete { scheduler.fill(cacheEntry, url: item.metadata.url) }
-        revalidateIfDue(cacheEntry)
+        revalidator.revalidateIfDue(cacheEntry)
         let generation = cacheEntry.header.generation
         let keepCache = kernelGenerations.withLock { known in
             defer { known[inode] = generation }
@@ -264,7 +258,8 @@ public final class RangeFS: Sendable {
             guard let self else { return reply(.failure(.io("the file system is shutting down"))) }
             switch result {
             case .success: answer(range, of: entry, inode: inode, reply: reply)
-            case .failure(.remoteChanged): answerStale(range, of: entry, inode: inode, reply: reply)
+            case .failure(.remoteChanged):
+                revalidator.answerStale(range, of: entry, inode: inode) { reply(.failure(.stale)) }
             case .failure(let error): reply(.failure(Self.fileSystemError(for: error)))
             }
         }
@@ -385,15 +380,32 @@ public final class RangeFS: Sendable {
         }
     }
 
+    /// Drops the download of a file whose server sends no length (it left the mount, or its data was evicted).
+    func forgetDownload(of url: String) {
+        _ = unsized.withLock { $0.removeValue(forKey: url) }
+    }
+
+    /// Whether the file at `url` is being streamed now (its server sends no length).
+    func isStreaming(_ url: String) -> Bool {
+        unsized.withLock { $0[url]?.isStreaming ?? false }
+    }
+
     /// A stream reached the end of its file: the catalog takes the size, and the file is an ordinary one from now on
     /// (handles open on the stream keep reading it).
     private func streamCompleted(_ metadata: RemoteMetadata) {
-        for item in catalog.items where item.metadata.url == metadata.url {
+        for item in catalog.items(url: metadata.url) {
             var known = metadata
             known.suggestedName = item.metadata.suggestedName
             catalog.update(inode: item.inode, metadata: known)
         }
-        markValidated(metadata.url)
+        revalidator.markValidated(metadata.url)
         _ = unsized.withLock { $0.removeValue(forKey: metadata.url) }
+    }
+
+    static func fileSystemError(for error: FetchError) -> FileSystemError {
+        switch error {
+        case .remoteChanged: .stale
+        default: .io(error.userMessage)
+        }
     }
 }

@@ -1,6 +1,6 @@
-// The mount's control socket: a unix stream socket, owner-only, served by one thread. Each connection carries
-// one request line and gets one response line; requests are short, so one thread is enough and keeps them in
-// order.
+// The mount's control socket: a unix stream socket, owner-only. Each connection carries one request line and gets
+// one response line. One thread accepts; each request is answered on a queue of its own, at most eight at once,
+// so an `add` waiting for a slow server does not hold up a `status`.
 
 import Foundation
 import Glibc
@@ -14,6 +14,9 @@ public final class ControlServer: @unchecked Sendable {
     private let listener: Int32
     private let handler: @Sendable (ControlRequest) -> ControlResponse
     private let logger: Logger
+    /// Requests being answered; more wait in the socket's backlog.
+    private let slots = DispatchSemaphore(value: 8)
+    private let answering = DispatchQueue(label: "rangefs.control", attributes: .concurrent)
 
     /// Creates the socket at `path` (replacing a dead one left by a killed daemon) and starts serving.
     public init(path: String, logger: Logger, handler: @escaping @Sendable (ControlRequest) -> ControlResponse) throws {
@@ -58,8 +61,12 @@ public final class ControlServer: @unchecked Sendable {
             }
             var timeout = timeval(tv_sec: 5, tv_usec: 0)
             setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            answer(connection)
-            close(connection)
+            slots.wait()
+            answering.async { [self] in
+                answer(connection)
+                close(connection)
+                slots.signal()
+            }
         }
     }
 

@@ -101,11 +101,11 @@ struct MountRunner {
         let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler,
                                  settings: configuration.fileSystem, credentials: credentials, logger: logger)
         for item in catalog.items where probed.offline[item.metadata.url] == nil {
-            fileSystem.markValidated(item.metadata.url)
+            fileSystem.revalidator.markValidated(item.metadata.url)
         }
-        for (url, reason) in probed.offline { fileSystem.markOffline(url, reason: reason) }
+        for (url, reason) in probed.offline { fileSystem.revalidator.markOffline(url, reason: reason) }
         // A URL given or saved before stays saved unless its server said it is gone.
-        fileSystem.keepUnmounted(probed.unmounted)
+        let controlService = ControlService(fileSystem: fileSystem, unmounted: probed.unmounted)
         let mount: FUSEMount
         do {
             mount = try FUSEMount(fileSystem: fileSystem, mountpoint: target, settings: configuration.mount,
@@ -116,15 +116,15 @@ struct MountRunner {
         }
         signals.watch(mount)
         store.startCommitting()
-        fileSystem.restorePins(savedFiles)
-        fileSystem.saveCatalog()
-        fileSystem.startOfflineChecks()
+        controlService.restorePins(savedFiles)
+        controlService.saveCatalog()
+        fileSystem.revalidator.startOfflineChecks()
         if configuration.fileSystem.prefetch == .all { fileSystem.fillAll() }
-        let control = startControl(for: fileSystem, mountpoint: target, warnings: warnings, logger: logger)
+        let control = startControl(for: controlService, mountpoint: target, warnings: warnings, logger: logger)
         let status = probed.failures > 0 ? Status.someFailed : Status.mounted
         if !probed.offline.isEmpty {
             printError("rangefs: \(probed.offline.count) file(s) mounted from the cache alone; they are checked again "
-                       + "every \(RangeFS.offlineCheckInterval.seconds) s until their server answers")
+                       + "every \(Revalidator.offlineCheckInterval.seconds) s until their server answers")
         }
         if reportReadiness {
             Daemon.reportReady(status, logFile: configuration.logFile)
@@ -136,7 +136,7 @@ struct MountRunner {
         mount.waitUntilUnmounted()
         SystemdNotifier.notify("STOPPING=1")
         store.markStopping()
-        fileSystem.stopOfflineChecks()
+        fileSystem.revalidator.stopOfflineChecks()
         control?.stop()
         // Commit first: a reply that a late completion (a listing or read still in flight) sends after the session
         // is gone must find the cache already durable.
@@ -307,14 +307,14 @@ struct MountRunner {
     }
 
     /// Serves `rangefs status` and friends on the mount's control socket; nil (and a warning) if it cannot.
-    private func startControl(for fileSystem: RangeFS, mountpoint: String, warnings: [String],
+    private func startControl(for service: ControlService, mountpoint: String, warnings: [String],
                               logger: Logger) -> ControlServer? {
         let socketPath = ControlSocket.path(
             forMountpoint: mountpoint,
             in: ControlSocket.directory(environment: ProcessInfo.processInfo.environment, uid: getuid()))
         do {
             return try ControlServer(path: socketPath, logger: logger) { request in
-                var response = fileSystem.handle(request)
+                var response = service.handle(request)
                 response.mountpoint = mountpoint
                 if request.command == .status { response.warnings = warnings }
                 return response

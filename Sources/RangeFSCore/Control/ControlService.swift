@@ -1,14 +1,45 @@
 // What the control channel can ask of a running mount (`rangefs status|add|rm|pause|resume|verify`).
 //
-// Status is in RangeFS+Status.swift. Adding and removing files saves the mounted set with the cache, so a restart
+// Status is in ControlService+Status.swift. Adding and removing files saves the mounted set with the cache, so a restart
 // shows the same files. Every command reports what really happened: an error that stops part of its work is in
 // its answer, not only in the log.
 
 import Foundation
 import Glibc
+import Logging
+import Synchronization
 
-extension RangeFS {
-    /// Answers one control request.
+/// Answers the control channel's requests for one mounted file system, and keeps the mounted set saved with the
+/// cache (the files given or added, and the saved ones not mounted this run).
+public final class ControlService: Sendable {
+    public let fileSystem: RangeFS
+    /// Saved files not mounted this run (unreachable, nothing cached): they stay in the saved set.
+    private let unmountedSaved = Mutex<[SavedFile]>([])
+    /// Serializes saves of the mounted set: each writes one temporary file and renames it over the last.
+    private let catalogSaving = Mutex(())
+    /// URLs being added: two `rangefs add` of one URL at once make one file.
+    private let adding = Mutex<Set<String>>([])
+    /// Status samples of stored bytes per entry (monotonic seconds, bytes), for download speeds.
+    let speedSamples = Mutex<[String: (Double, UInt64)]>([:])
+
+    /// Serves `fileSystem`; `unmounted` are the saved files its mount left out (see `unmountedFiles`).
+    public init(fileSystem: RangeFS, unmounted: [SavedFile] = []) {
+        self.fileSystem = fileSystem
+        unmountedSaved.withLock { $0 = unmounted }
+    }
+
+    var catalog: Catalog { fileSystem.catalog }
+    var store: CacheStore { fileSystem.store }
+    var scheduler: FetchScheduler { fileSystem.scheduler }
+    var logger: Logger { fileSystem.logger }
+
+    /// The saved files that are not mounted this run.
+    public var unmountedFiles: [SavedFile] {
+        unmountedSaved.withLock { $0 }
+    }
+
+    /// Answers one control request. Requests may come on several threads at once: a slow `add` does not hold up
+    /// a `status`.
     public func handle(_ request: ControlRequest) -> ControlResponse {
         switch request.command {
         case .status: return status(all: request.all ?? false)
@@ -27,10 +58,10 @@ extension RangeFS {
     private func add(url given: String?, name: String?) -> ControlResponse {
         guard let given, !given.isEmpty else { return .failure("add needs a URL") }
         // The mount knows the URL without its user and password; those go to the credentials (and their file).
-        let (url, newCredentials) = credentials.adopt(given)
+        let (url, newCredentials) = fileSystem.credentials.adopt(given)
         if newCredentials {
             do {
-                try store.saveCredentials(credentials.snapshot)
+                try store.saveCredentials(fileSystem.credentials.snapshot)
             } catch {
                 logger.error("cannot save the credentials for remounts: \(error)")
             }
@@ -38,46 +69,63 @@ extension RangeFS {
         if let name, let problem = EntryNaming.problem(withExplicitName: name) {
             return .failure("the name '\(name)' cannot name a file (\(problem)); give a plain file name")
         }
-        if let existing = catalog.items.first(where: { $0.metadata.url == url }) {
+        // Claimed before the check: two adds of one URL at once make one file.
+        guard adding.withLock({ $0.insert(url).inserted }) else {
+            return .failure("\(Redaction.redact(url)) is being added by another rangefs add; see rangefs status")
+        }
+        defer { adding.withLock { _ = $0.remove(url) } }
+        if let existing = catalog.item(url: url) {
             return .failure("\(Redaction.redact(url)) is already mounted as \(existing.name)")
         }
-        if url.hasSuffix("/") {
-            // A directory: listed on its first visit, like any other.
-            if let existing = catalog.directorySources.first(where: { $0.url == url }) {
-                return .failure("\(Redaction.redact(url)) is already mounted as \(existing.name)/")
-            }
-            let directory = catalog.addDirectory(url: url, explicitName: name)
-            saveCatalog()
-            return ControlResponse(ok: true, message: directory.name + "/")
-        }
-        switch probe([url])[0] {
-        case .failure(.isDirectory(let directoryURL)):
-            let directory = catalog.addDirectory(url: directoryURL, explicitName: name)
-            saveCatalog()
-            return ControlResponse(ok: true, message: directory.name + "/")
-        case .failure(let error):
+        if url.hasSuffix("/") { return addDirectory(url: url, name: name) }
+        let wasSaved = unmountedFiles.contains { $0.url == url }
+        let result = scheduler.fetcher.probeAll([url], settledIn: store)[0]
+        let metadata: RemoteMetadata
+        var note = ""
+        switch ProbeOutcome.judge(result, stored: { store.storedMetadata(for: url) }, wasSaved: wasSaved) {
+        case .directory(let directoryURL):
+            return addDirectory(url: directoryURL, name: name)
+        case .gone(let error), .failed(let error, keepSaved: false):
             return .failure("\(Redaction.redact(url)): \(error.userMessage)")
-        case .success(let metadata):
-            let item = catalog.add(metadata, explicitName: name)
-            if let whole = EntryNaming.overlongName(explicit: name, metadata: metadata) {
-                logger.warning("the name '\(whole.prefix(40))…' is \(whole.utf8.count) bytes, more than a file name can hold (255); it is shortened to '\(item.name.prefix(40))…'")
-            }
-            unmountedSaved.withLock { $0.removeAll { $0.url == url } }
-            markValidated(url)
-            saveCatalog()
-            if prefetch == .all {
-                do {
-                    if metadata.sizeKnown {
-                        scheduler.fill(try entry(for: item), url: url)
-                    } else {
-                        try download(for: item)?.fill()
-                    }
-                } catch {
-                    return .failure("added \(item.name), but its download cannot start: \(error); see rangefs status")
-                }
-            }
-            return ControlResponse(ok: true, message: item.name)
+        case .failed(let error, keepSaved: true):
+            return .failure("\(Redaction.redact(url)): \(error.userMessage). It stays in this cache's saved list; rangefs rm \(unmountedFiles.first { $0.url == url }?.name ?? "NAME") drops it")
+        case .online(let fresh):
+            metadata = fresh
+            fileSystem.revalidator.markValidated(url)
+        case .offline(let stored, let reason):
+            // Its server cannot be reached, but the cache holds it: served from there, checked again until it answers.
+            metadata = stored
+            fileSystem.revalidator.markOffline(url, reason: reason)
+            note = " (its server cannot be reached: \(reason); served from the cache until it answers)"
         }
+        let item = catalog.add(metadata, explicitName: name)
+        if let whole = EntryNaming.overlongName(explicit: name, metadata: metadata) {
+            logger.warning("the name '\(whole.prefix(40))…' is \(whole.utf8.count) bytes, more than a file name can hold (255); it is shortened to '\(item.name.prefix(40))…'")
+        }
+        unmountedSaved.withLock { $0.removeAll { $0.url == url } }
+        saveCatalog()
+        if fileSystem.prefetch == .all && note.isEmpty {
+            do {
+                if metadata.sizeKnown {
+                    scheduler.fill(try fileSystem.entry(for: item), url: url)
+                } else {
+                    try fileSystem.download(for: item)?.fill()
+                }
+            } catch {
+                return .failure("added \(item.name), but its download cannot start: \(error); see rangefs status")
+            }
+        }
+        return ControlResponse(ok: true, message: item.name + note)
+    }
+
+    /// Adds a directory URL: listed on its first visit, like any other.
+    private func addDirectory(url: String, name: String?) -> ControlResponse {
+        if let existing = catalog.directorySources.first(where: { $0.url == url }) {
+            return .failure("\(Redaction.redact(url)) is already mounted as \(existing.name)/")
+        }
+        let directory = catalog.addDirectory(url: url, explicitName: name)
+        saveCatalog()
+        return ControlResponse(ok: true, message: directory.name + "/")
     }
 
     private func remove(name: String?, keepData: Bool) -> ControlResponse {
@@ -99,10 +147,10 @@ extension RangeFS {
         guard let name, let item = catalog.remove(named: name) else {
             return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
         }
-        offline.withLock { _ = $0.removeValue(forKey: item.metadata.url) }
-        entryInvalidator.withLock { $0 }?(item.parent, item.name)
+        fileSystem.revalidator.forget(item.metadata.url)
+        fileSystem.entryInvalidator.withLock { $0 }?(item.parent, item.name)
         if let open = store.openEntry(for: item.metadata.url) { scheduler.stopFilling(open) }
-        _ = unsized.withLock { $0.removeValue(forKey: item.metadata.url) }
+        fileSystem.forgetDownload(of: item.metadata.url)
         saveCatalog()
         do {
             if keepData { store.forget(item.metadata.url) } else { try store.removeEntry(for: item.metadata.url) }
@@ -131,7 +179,7 @@ extension RangeFS {
         for item in items {
             let entry: CacheEntry
             do {
-                entry = try self.entry(for: item)
+                entry = try fileSystem.entry(for: item)
             } catch {
                 failures.append("\(item.name): \(error)")
                 continue
@@ -139,7 +187,7 @@ extension RangeFS {
             entry.setPaused(paused)
             if paused {
                 scheduler.stopFilling(entry)
-            } else if prefetch != .none && !entry.isComplete {
+            } else if fileSystem.prefetch != .none && !entry.isComplete {
                 scheduler.fill(entry, url: item.metadata.url)
             }
         }
@@ -160,7 +208,7 @@ extension RangeFS {
         }
         let entry: CacheEntry
         do {
-            entry = try self.entry(for: item)
+            entry = try fileSystem.entry(for: item)
         } catch {
             return .failure("cannot pin \(name): \(error)")
         }
@@ -175,15 +223,15 @@ extension RangeFS {
         guard let name, let item = catalog.item(named: name) else {
             return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
         }
-        if isOpen(item.inode) { return .failure("\(name) is open; close it before evicting its data") }
+        if fileSystem.isOpen(item.inode) { return .failure("\(name) is open; close it before evicting its data") }
         if let open = store.openEntry(for: item.metadata.url) {
             if open.isPinned { return .failure("\(name) is pinned; it is never evicted") }
             scheduler.stopFilling(open)
         }
-        if unsized.withLock({ $0[item.metadata.url]?.isStreaming ?? false }) {
+        if fileSystem.isStreaming(item.metadata.url) {
             return .failure("\(name) is being streamed; wait for its end before evicting its data")
         }
-        _ = unsized.withLock { $0.removeValue(forKey: item.metadata.url) }
+        fileSystem.forgetDownload(of: item.metadata.url)
         do {
             try store.removeEntry(for: item.metadata.url)
         } catch {
@@ -198,7 +246,7 @@ extension RangeFS {
         }
         let entry: CacheEntry
         do {
-            entry = try self.entry(for: item)
+            entry = try fileSystem.entry(for: item)
         } catch {
             return .failure("cannot verify \(name): \(error)")
         }
@@ -211,10 +259,10 @@ extension RangeFS {
     /// Pins the files saved as pinned (at mount): they are filled and never evicted.
     public func restorePins(_ saved: [SavedFile]) {
         for file in saved where file.pinned == true {
-            guard let item = catalog.items.first(where: { $0.metadata.url == file.url }) else { continue }
+            guard let item = catalog.item(url: file.url) else { continue }
             let entry: CacheEntry
             do {
-                entry = try self.entry(for: item)
+                entry = try fileSystem.entry(for: item)
             } catch {
                 logger.error("cannot pin \(item.name) again: \(error)")
                 continue

@@ -10,7 +10,7 @@
 import Foundation
 import Glibc
 
-extension RangeFS {
+extension ControlService {
     /// Cells in a status answer's block map.
     public static let mapWidth = 50
 
@@ -20,7 +20,7 @@ extension RangeFS {
     func status(all: Bool) -> ControlResponse {
         // Files mounted one by one, and files of listings that are open or were probed in vain (a tree may hold
         // thousands), named by their path.
-        let failedProbes = directories.failedProbes
+        let failedProbes = fileSystem.directories.failedProbes
         let shown = catalog.items.compactMap { item -> (CatalogItem, CacheEntry?)? in
             let entry = store.openEntry(for: item.metadata.url)
             guard !item.listed || entry != nil || failedProbes[item.inode] != nil else { return nil }
@@ -31,7 +31,7 @@ extension RangeFS {
             usleep(250_000)
             speeds = sampleSpeeds(shown.map(\.1))
         }
-        let offline = offline.withLock { $0 }
+        let offline = fileSystem.revalidator.offlineFiles
         var files: [FileStatus] = []
         var totals = StatusTotals()
         for ((item, entry), speed) in zip(shown, speeds) {
@@ -62,7 +62,7 @@ extension RangeFS {
                                     map: Self.blankMap)
             files.append(status)
         }
-        for inode in directories.truncatedDirectories {
+        for inode in fileSystem.directories.truncatedDirectories {
             guard let directory = catalog.directory(inode: inode) else { continue }
             let status = FileStatus(name: directoryName(inode), url: Redaction.redact(directory.url ?? ""), size: 0,
                                     cachedBytes: 0, state: "listed in part", bytesPerSecond: 0, etaSeconds: nil,
@@ -108,7 +108,7 @@ extension RangeFS {
         let download: UnsizedDownload?
         var problem: String?
         do {
-            download = try self.download(for: item)
+            download = try fileSystem.download(for: item)
         } catch {
             download = nil
             problem = "cannot open its cache: \(error)"
@@ -133,7 +133,7 @@ extension RangeFS {
     /// Speeds from the previous sample of each entry if it is between 0.2 and 5 s old, else nil (and a new sample).
     /// A file whose entry is not open is not downloading: 0.
     private func sampleSpeeds(_ entries: [CacheEntry?]) -> [Double?] {
-        let time = Self.monotonicSeconds()
+        let time = MonotonicClock.seconds()
         return speedSamples.withLock { samples in
             entries.map { entry -> Double? in
                 guard let entry else { return 0 }

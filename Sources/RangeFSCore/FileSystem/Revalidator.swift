@@ -1,0 +1,265 @@
+// Noticing that a remote file changed, and serving files whose server cannot be reached (DESIGN.md §4, §8).
+//
+// A change is seen two ways: a fetch gets a 200 to its If-Range request (the scheduler reports it, after failing
+// the entry's waiting readers with `.remoteChanged`), or an open finds the last check older than `revalidateAfter`
+// and probes in the background. Either way the URL is probed once on the serial revalidation queue: the catalog
+// takes the new metadata, the old entry goes stale, and a fresh entry serves the new version. A reader that was
+// waiting queues its ESTALE answer behind that probe, so its next open already gets the new version. One change
+// makes one probe: once an entry is stale, a later report of the same change finds nothing left to do.
+//
+// A URL whose probe fails for a network reason (refused, unresolvable, timed out, cut off, 5xx) but that has a
+// cache entry is served from the entry: its cached blocks are read, an uncached block fails with EIO after the
+// usual retries. Every `offlineCheckInterval` the offline URLs are probed again, all at once, on the revalidation
+// queue; the first answer from the server ends the offline state and goes through the rules above, so a file that
+// changed meanwhile gets its new version. Fetches need not wait for that: each carries If-Range.
+
+import Dispatch
+import Logging
+import Synchronization
+
+/// Re-probes files whose content may have changed on their server, and keeps the set of files served from the
+/// cache alone because their server cannot be reached. It owns that state; the kernel's page cache is reached
+/// through `Events`.
+public final class Revalidator: Sendable {
+    /// How often offline files are probed again.
+    public static let offlineCheckInterval: Duration = .seconds(5)
+
+    /// What the revalidator asks of the file system around it.
+    public struct Events: Sendable {
+        /// Makes the kernel drop its cached pages of an inode in a byte range (`UInt64.max`: to the end); may wait
+        /// for pages a READ in flight holds.
+        public var forgetPages: @Sendable (UInt64, Range<UInt64>) -> Void = { _, _ in }
+        /// The cache entry of a file, opened if need be (nil if it cannot be).
+        public var entry: @Sendable (CatalogItem) -> CacheEntry? = { _ in nil }
+        public init() {}
+    }
+
+    private let catalog: Catalog
+    private let store: CacheStore
+    private let scheduler: FetchScheduler
+    private let settings: FileSystemSettings
+    private let events: Events
+    private let logger: Logger
+    /// When each URL was last checked against its server, as seconds on the monotonic clock.
+    private let lastValidated = Mutex<[String: Double]>([:])
+    /// URLs served from their cache entries alone because their server could not be reached, with the last error.
+    private let offline = Mutex<[String: String]>([:])
+    /// Byte ranges of READs being answered ESTALE on the revalidation queue, by inode: the kernel holds their pages
+    /// locked until the reply, so the page invalidation that runs on that queue must leave them out.
+    private let staleReplies = Mutex<[UInt64: [Range<UInt64>]]>([:])
+    /// Where the second, complete page invalidation runs after a remote change (see `forgetKernelPages`).
+    private let invalidationQueue = DispatchQueue(label: "rangefs.invalidate")
+    /// Re-probes run here, one at a time: they wait for the network, which the curl thread provides.
+    let queue = DispatchQueue(label: "rangefs.revalidate")
+    /// Probes the offline files now and then (`startOfflineChecks`).
+    private let offlineTimer = Mutex<RepeatingTimer?>(nil)
+
+    public init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, settings: FileSystemSettings,
+                events: Events, logger: Logger) {
+        self.catalog = catalog
+        self.store = store
+        self.scheduler = scheduler
+        self.settings = settings
+        self.events = events
+        self.logger = logger
+    }
+
+    deinit {
+        offlineTimer.withLock { $0?.timer.cancel() }
+    }
+
+    // MARK: Checks
+
+    /// Re-probes the URL of `entry` in the background if its last check is older than `revalidateAfter`, so that a
+    /// file read only from the cache still notices a change on the server (close-to-open, with that much lag).
+    public func revalidateIfDue(_ entry: CacheEntry) {
+        guard let revalidateAfter = settings.revalidateAfter else { return }
+        let limit = revalidateAfter.seconds
+        let now = MonotonicClock.seconds()
+        let due = lastValidated.withLock { checked in
+            let url = entry.header.url
+            if let last = checked[url], now - last < limit { return false }
+            checked[url] = now
+            return true
+        }
+        if due { revalidate(entry, knownChanged: false) }
+    }
+
+    /// Records that `url` was just checked against its server.
+    public func markValidated(_ url: String) {
+        lastValidated.withLock { $0[url] = MonotonicClock.seconds() }
+    }
+
+    /// Re-probes the URL of `entry` in the background; see `revalidateNow`.
+    public func revalidate(_ entry: CacheEntry, knownChanged: Bool) {
+        queue.async { self.revalidateNow(entry, knownChanged: knownChanged) }
+    }
+
+    /// Waits until every check queued so far has run (for tests and shutdown).
+    public func settle() {
+        queue.sync {}
+    }
+
+    /// Probes `urls` at once; a file without a length whose complete copy is cached gets that copy's size.
+    private func probe(_ urls: [String]) -> [Result<RemoteMetadata, FetchError>] {
+        scheduler.fetcher.probeAll(urls, settledIn: store)
+    }
+
+    /// Probes the URL of `entry` again. If the server now describes other content, the catalog takes the new
+    /// metadata, the old entry goes stale and a fresh one is opened for the new version. `knownChanged` says a
+    /// fetch already saw another version: then the entry goes stale even if the probe cannot reach the server.
+    private func revalidateNow(_ entry: CacheEntry, knownChanged: Bool) {
+        // A change already handled (or a file removed): the entry went stale once, and nothing is left to check.
+        if knownChanged && entry.isStale { return }
+        apply(probe([entry.header.url])[0], to: entry, knownChanged: knownChanged)
+    }
+
+    /// Acts on a fresh probe of the URL of `entry` (see `revalidateNow`). Any answer from the server ends the
+    /// file's offline state; a failure to reach it keeps serving what is cached.
+    func apply(_ probe: Result<RemoteMetadata, FetchError>, to entry: CacheEntry, knownChanged: Bool) {
+        let url = entry.header.url
+        markValidated(url)
+        // The files that show this entry's version (two files may share a URL, and so its entry).
+        let items = catalog.items(url: url).filter { $0.metadata.describesSameContent(as: entry.header.remoteMetadata) }
+        guard !items.isEmpty else {
+            entry.markStale()  // already replaced by an earlier revalidation
+            return
+        }
+        /// Marks the entry stale; the kernel then forgets the old version's pages, so that old handles get ESTALE
+        /// even where the kernel had cached pages.
+        func markStale() {
+            if entry.markStale() { for item in items { forgetKernelPages(of: item.inode) } }
+        }
+        if case .failure(let error) = probe, error.isOriginUnreachable {
+            logger.info("cannot check \(Redaction.redact(url)) against its server: \(error.userMessage)")
+            offline.withLock { if $0[url] != nil { $0[url] = error.userMessage } }
+            // Unreachable: unless a fetch saw another version, keep serving what is cached.
+            if knownChanged { markStale() }
+            return
+        }
+        if offline.withLock({ $0.removeValue(forKey: url) }) != nil {
+            logger.notice("\(Redaction.redact(url)) is reachable again")
+        }
+        switch probe {
+        case .success(let fresh) where !fresh.describesSameContent(as: entry.header.remoteMetadata):
+            logger.notice("\(Redaction.redact(url)) changed on the server; open handles of the old version get ESTALE")
+            for item in items { catalog.update(inode: item.inode, metadata: fresh) }
+            markStale()
+            // Without a length, the new version is streamed when it is read.
+            guard fresh.sizeKnown else { return scheduler.stopFilling(entry) }
+            do {
+                let replacement = try store.entry(for: fresh, blockSize: settings.blockSize)
+                scheduler.stopFilling(entry)
+                if settings.prefetch == .all { scheduler.fill(replacement, url: url) }
+            } catch {
+                logger.error("cannot open the cache for the new version of \(items[0].name): \(error)")
+            }
+        case .success:
+            if knownChanged { markStale() }  // changed and changed back: the old bytes cannot be trusted
+        case .failure(let error) where error.isGone:
+            logger.warning("\(Redaction.redact(url)) is gone from the server (\(error.userMessage))")
+            markStale()
+        case .failure(let error):
+            logger.info("cannot check \(Redaction.redact(url)) against its server: \(error.userMessage)")
+            if knownChanged { markStale() }
+        }
+    }
+
+    /// Answers a read ESTALE once the change its fetch found is handled: the answer waits on the revalidation
+    /// queue behind the probe that the scheduler's report of the change queued, so the reader's next open finds
+    /// the new version. The kernel holds the READ's pages locked until then, so they are recorded for
+    /// `forgetKernelPages` to leave out.
+    public func answerStale(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64,
+                            reply: @escaping @Sendable () -> Void) {
+        staleReplies.withLock { $0[inode, default: []].append(range) }
+        // Queued here as well, in case this reader saw the change before any report of it: the probe runs once.
+        revalidate(entry, knownChanged: true)
+        queue.async { [self] in
+            reply()
+            staleReplies.withLock { replies in
+                if let index = replies[inode]?.firstIndex(of: range) { replies[inode]!.remove(at: index) }
+                if replies[inode]?.isEmpty == true { replies[inode] = nil }
+            }
+        }
+    }
+
+    /// Makes the kernel drop its cached pages (and attributes) of `inode` after its entry went stale. The kernel
+    /// serves cached pages without asking, so without this an old handle would go on reading them. Runs on the
+    /// revalidation queue, where the ESTALE replies of the READs that found the change wait: their pages stay
+    /// locked until then, so those ranges are left out here (they are not cached anyway: the READs fail), and a
+    /// second, complete pass runs on its own queue for whatever was in flight meanwhile.
+    private func forgetKernelPages(of inode: UInt64) {
+        let invalidate = events.forgetPages
+        let page: UInt64 = 4096
+        let held = staleReplies.withLock { $0[inode] ?? [] }
+            .map { ($0.lowerBound / page * page)..<(($0.upperBound + page - 1) / page * page) }
+            .sorted { $0.lowerBound < $1.lowerBound }
+        var start: UInt64 = 0
+        for range in held {
+            if range.lowerBound > start { invalidate(inode, start..<range.lowerBound) }
+            start = max(start, range.upperBound)
+        }
+        invalidate(inode, start..<UInt64.max)
+        invalidationQueue.async { invalidate(inode, 0..<UInt64.max) }
+    }
+
+    // MARK: Offline files
+
+    /// Records that `url` is served from its cache alone because its server could not be reached (`reason`).
+    public func markOffline(_ url: String, reason: String) {
+        offline.withLock { $0[url] = reason }
+    }
+
+    /// Why `url` is offline, or nil if its server answered.
+    public func offlineReason(_ url: String) -> String? {
+        offline.withLock { $0[url] }
+    }
+
+    /// Every offline URL with its reason.
+    public var offlineFiles: [String: String] {
+        offline.withLock { $0 }
+    }
+
+    /// Forgets `url`'s offline state and checks (it left the mount).
+    public func forget(_ url: String) {
+        offline.withLock { _ = $0.removeValue(forKey: url) }
+        lastValidated.withLock { _ = $0.removeValue(forKey: url) }
+    }
+
+    /// Starts probing the offline files every `interval` until `stopOfflineChecks`.
+    public func startOfflineChecks(every interval: Duration = Revalidator.offlineCheckInterval) {
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + interval.dispatchInterval, repeating: interval.dispatchInterval)
+        timer.setEventHandler { [weak self] in self?.checkOfflineFiles() }
+        timer.resume()
+        let handle = RepeatingTimer(timer)
+        offlineTimer.withLock { $0?.timer.cancel(); $0 = handle }
+    }
+
+    public func stopOfflineChecks() {
+        offlineTimer.withLock { $0?.timer.cancel(); $0 = nil }
+    }
+
+    /// Probes every offline file at once and acts on the answers (on the revalidation queue): one lookup per
+    /// URL, so 10,000 offline files cost 10,000 lookups, not 10,000 walks of the catalog.
+    func checkOfflineFiles() {
+        let urls = offline.withLock { Array($0.keys) }
+        let entries = urls.compactMap(catalog.item(url:)).compactMap(events.entry)
+        guard !entries.isEmpty else { return }
+        for (entry, result) in zip(entries, probe(entries.map(\.header.url))) {
+            apply(result, to: entry, knownChanged: false)
+        }
+    }
+
+    /// Probes the offline files now, on the revalidation queue, and returns when that is done.
+    public func checkOfflineFilesNow() {
+        queue.sync { checkOfflineFiles() }
+    }
+}
+
+/// A dispatch timer, to keep in a lock.
+final class RepeatingTimer: @unchecked Sendable {
+    // @unchecked Sendable: dispatch sources may be cancelled from any thread, and `timer` never changes.
+    let timer: DispatchSourceTimer
+    init(_ timer: DispatchSourceTimer) { self.timer = timer }
+}
