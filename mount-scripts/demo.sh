@@ -12,7 +12,6 @@ rangefs="$(swift build -c release --show-bin-path)/rangefs"
 
 demo="$(mktemp -d /tmp/rangefs-demo-XXXXXX)"
 mkdir -p "$demo/www" "$demo/logs" "$demo/mnt"
-port=$((20000 + RANDOM % 20000))
 nginx_pid=""
 cleanup() {
     fusermount3 -uz "$demo/mnt" 2>/dev/null || true
@@ -22,6 +21,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# A port the kernel says is free now; if another program takes it before nginx does, try another.
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+write_config() {
 cat > "$demo/nginx.conf" <<CONF
 daemon off;
 worker_processes 1;
@@ -39,17 +44,37 @@ http {
     server { listen 127.0.0.1:$port; root $demo/www; }
 }
 CONF
-echo "== making a 256 MiB sample file and serving it on http://127.0.0.1:$port/"
+}
+
+echo "== making a 256 MiB sample file and serving it with nginx"
 head -c $((256 << 20)) /dev/urandom > "$demo/www/sample.bin"
-/usr/sbin/nginx -c "$demo/nginx.conf" -p "$demo" &
-nginx_pid=$!
-for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
+serving=""
+for _ in 1 2 3 4 5; do
+    port="$(free_port)"
+    write_config
+    /usr/sbin/nginx -c "$demo/nginx.conf" -p "$demo" &
+    nginx_pid=$!
+    for _ in $(seq 50); do
+        if curl -s -o /dev/null "http://127.0.0.1:$port/sample.bin" -r 0-0; then serving=yes; break; fi
+        kill -0 "$nginx_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    [ -n "$serving" ] && break
+    kill "$nginx_pid" 2>/dev/null || true
+    wait "$nginx_pid" 2>/dev/null || true
+    nginx_pid=""
+done
+if [ -z "$serving" ]; then
+    echo "demo: nginx did not start (see $demo/logs/error.log)" >&2
+    exit 1
+fi
+echo "== serving http://127.0.0.1:$port/sample.bin"
 
 echo "== rangefs mount $demo/mnt http://127.0.0.1:$port/sample.bin"
 "$rangefs" mount "$demo/mnt" "http://127.0.0.1:$port/sample.bin" --cache "$demo/cache"
 ls -ls "$demo/mnt"
 
-echo "== reading the first 64 MiB; opening the file also starts completing it in the background (--prefetch open)"
+echo "== reading the first 64 MiB; past 16 MiB read, the file is completed in the background (--prefetch use)"
 head -c $((64 << 20)) "$demo/mnt/sample.bin" > /dev/null
 ls -ls "$demo/mnt"
 getfattr -d "$demo/mnt/sample.bin"
