@@ -3,7 +3,10 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <spawn.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 int rfs_start_writeback(int fd, off_t offset, off_t length) {
@@ -27,4 +30,16 @@ int rfs_peer_pid(int fd) {
     socklen_t size = sizeof credentials;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) return -1;
     return credentials.pid;
+}
+
+int rfs_set_process_name(const char *name) { return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }
+
+int rfs_syslog_reachable(void) {
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_un address = { .sun_family = AF_UNIX };
+    strncpy(address.sun_path, "/dev/log", sizeof address.sun_path - 1);
+    int reachable = connect(fd, (struct sockaddr *)&address, sizeof address) == 0;
+    close(fd);
+    return reachable;
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CLinux
 import Foundation
 
 /// `rangefs`: mount HTTP(S) URLs as files.
@@ -20,6 +21,9 @@ struct RangefsCommand: ParsableCommand {
 
     /// Runs the command `arguments` (without argv[0]) name, after rewriting `-o` lists into long options.
     static func main() {
+        // Started as /proc/self/exe (the background child), the process would be called "exe": `pgrep -x rangefs`
+        // and `ps` must find it by its name.
+        _ = rfs_set_process_name("rangefs")
         do {
             // A background child takes its arguments from its parent's pipe: its own argv has the secrets masked.
             let isChild = ProcessInfo.processInfo.environment[daemonChildVariable] == "1"

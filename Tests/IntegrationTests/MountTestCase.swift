@@ -48,6 +48,12 @@ class MountTestCase: XCTestCase {
         return result
     }
 
+    /// The lines of a mount's stderr that report a problem: without the one that says where the log goes (on a
+    /// machine without syslog, every mount says it).
+    func problemLines(_ stderr: String) -> [String] {
+        stderr.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("rangefs: logging to ") }
+    }
+
     /// Reads `count` bytes at `offset` of a file with pread(2).
     func pread(_ path: String, offset: Int, count: Int) throws -> [UInt8] {
         let descriptor = open(path, O_RDONLY)

@@ -161,7 +161,7 @@ final class MountTests: MountTestCase {
         let bad = [origin.url("missing.bin"), "http://127.0.0.1:1/refused.bin", "ftp://example.org/file.iso",
                    "http://exa mple.org/x"]
         let result = try mount([origin.url("good.txt")] + bad, expectStatus: 2)
-        let lines = result.stderr.split(separator: "\n").map(String.init)
+        let lines = problemLines(result.stderr)
         XCTAssertEqual(lines.count, bad.count, result.stderr)
         for (url, expected) in zip(bad, ["404", "refused", "not an http(s) URL", "malformed"]) {
             let line = lines.first { $0.contains(url) }

@@ -100,7 +100,7 @@ final class OfflineTests: MountTestCase {
 
         origin.halt()
         let partly = try mount([other.url("z.bin")], expectStatus: 2)
-        XCTAssertTrue(partly.stderr.contains("kept in this cache's list"), partly.stderr)
+        XCTAssertTrue(partly.stderr.contains("stays in this cache's list"), partly.stderr)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint), ["z.bin"])
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/z.bin"), good)
         XCTAssertEqual(try statusFiles().compactMap { $0["state"] as? String }.sorted(),

@@ -38,6 +38,9 @@ final class DirectoryServiceTests: XCTestCase {
 
     func probes(of name: String) -> Int { origin.probedURLs.filter { $0 == base + name }.count }
 
+    /// Probes and data requests for `name`.
+    func attempts(of name: String) -> Int { probes(of: name) + origin.requests.filter { $0.url == base + name }.count }
+
     func names() throws -> [String] {
         try fileSystem.directoryContents(Catalog.rootInode).get().map(\.name)
     }
@@ -66,8 +69,10 @@ final class DirectoryServiceTests: XCTestCase {
         let status = ControlService(fileSystem: fileSystem).handle(ControlRequest(command: .status))
         XCTAssertEqual(status.files?.first { $0.name == "a.bin" }?.state, "error")
         let inode = try XCTUnwrap(fileSystem.catalog.node(named: "a.bin", in: Catalog.rootInode)).inode
+        origin.isDown = true
         guard case .failure(.io) = fileSystem.open(inode) else { return XCTFail("the open's probe fails too") }
-        XCTAssertEqual(probes(of: "a.bin"), 2, "an open probes again")
+        XCTAssertEqual(attempts(of: "a.bin"), 2, "an open probes again")
+        origin.isDown = false
         origin.probesFail = false
         let handle = try fileSystem.open(inode).get().handle
         XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 1000)?.get(),
@@ -83,5 +88,71 @@ final class DirectoryServiceTests: XCTestCase {
         XCTAssertEqual(origin.requests.filter { $0.url == base }.count, 1, "one listing for eight waiters")
         XCTAssertEqual(probes(of: "a.bin"), 1)
         XCTAssertEqual(probes(of: "b.bin"), 1)
+    }
+
+    // Issue 25: the probe of a listed file being opened is its first data request.
+    func testOpeningAListedFileIsOneRequestThatBringsItsFirstBytes() throws {
+        _ = try names()
+        let inode = try XCTUnwrap(fileSystem.catalog.node(named: "a.bin", in: Catalog.rootInode)).inode
+        let handle = try fileSystem.open(inode).get().handle
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 4096)?.get(),
+                       pseudoRandomBytes(count: 1000))
+        fileSystem.release(handle)
+        XCTAssertEqual(probes(of: "a.bin"), 0, "no one-byte probe")
+        XCTAssertEqual(origin.requests.filter { $0.url == base + "a.bin" }.map(\.range),
+                       [0..<UInt64(FileSystemSettings().openProbeBytes)], "one request brought the whole file")
+    }
+
+    func testALargerFileGetsItsFirstBlocksFromTheOpensProbe() throws {
+        let big = "http://origin/big/", bytes = pseudoRandomBytes(count: 1_000_000, seed: 7)
+        origin.serve(big, bytes: Array("<a href=\"c.bin\">c.bin</a>".utf8))
+        origin.serve(big + "c.bin", bytes: bytes)
+        let folder = fileSystem.catalog.addDirectory(url: big)
+        _ = try fileSystem.directoryContents(folder.inode).get()
+        let inode = try XCTUnwrap(fileSystem.catalog.node(named: "c.bin", in: folder.inode)).inode
+        let handle = try fileSystem.open(inode).get().handle
+        let first = FileSystemSettings().openProbeBytes
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: first)?.get(),
+                       Array(bytes.prefix(first)))
+        XCTAssertEqual(origin.requests.filter { $0.url == big + "c.bin" }.count, 1, "the first blocks came with the probe")
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 900_000, count: 1000)?.get(),
+                       Array(bytes[900_000..<901_000]))
+        fileSystem.release(handle)
+        let entry = try fileSystem.entry(for: try XCTUnwrap(fileSystem.catalog.item(inode: inode)))
+        XCTAssertEqual(entry.header.remoteMetadata.etag, "\"v1\"", "the probe's validators are the entry's")
+    }
+
+    func testAfterARemountAFileThatAgreesWithItsListingOpensFromTheCacheWithoutARequest() throws {
+        let json = "http://origin/json/"
+        let bytes = pseudoRandomBytes(count: 5000, seed: 3)
+        origin.serve(json, bytes: Array(#"[{"name":"d.bin","type":"file","mtime":"\#(origin.lastModified)","size":5000}]"#.utf8))
+        origin.serve(json + "d.bin", bytes: bytes)
+        func mountAndRead(_ directory: String) throws -> [UInt8]? {
+            let logger = Logger(label: "test")
+            let store = try CacheStore(root: directory, logger: logger)
+            defer { store.close() }
+            let catalog = Catalog()
+            catalog.setRootURL(json)
+            var settings = FileSystemSettings()
+            settings.revalidateAfter = nil
+            let scheduler = FetchScheduler(fetcher: origin, store: store, policy: FetchPolicy(), logger: logger)
+            let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, settings: settings, logger: logger)
+            _ = try mounted.directoryContents(Catalog.rootInode).get()
+            let inode = try XCTUnwrap(catalog.node(named: "d.bin", in: Catalog.rootInode)).inode
+            let handle = try mounted.open(inode).get().handle
+            defer { mounted.release(handle) }
+            return try mounted.readSynchronously(handle: handle, offset: 0, count: 5000)?.get()
+        }
+        let cache = try TemporaryDirectory(prefix: "remount")
+        XCTAssertEqual(try mountAndRead(cache.path), bytes)
+        let before = origin.requests.filter { $0.url == json + "d.bin" }.count + origin.probeCount
+        XCTAssertEqual(try mountAndRead(cache.path), bytes, "served from the cache")
+        XCTAssertEqual(origin.requests.filter { $0.url == json + "d.bin" }.count + origin.probeCount, before,
+                       "the cached version agrees with the listing: no probe, no data request")
+
+        origin.serve(json + "d.bin", bytes: pseudoRandomBytes(count: 5000, seed: 4), etag: "\"v2\"")
+        origin.serve(json, bytes: Array(#"[{"name":"d.bin","type":"file","mtime":"Mon, 07 Nov 1994 08:49:37 GMT","size":5000}]"#.utf8))
+        XCTAssertEqual(try mountAndRead(cache.path), pseudoRandomBytes(count: 5000, seed: 4),
+                       "a listing that states another date makes the open probe: the new version")
     }
 }

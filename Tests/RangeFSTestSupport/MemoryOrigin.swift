@@ -126,7 +126,7 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             }
             var body = file.bytes[...]
             var headers = noLength ? ["last-modified": lastModified]
-                : ["etag": file.etag, "content-length": String(file.bytes.count)]
+                : ["etag": file.etag, "content-length": String(file.bytes.count), "last-modified": lastModified]
             var status = 200
             if let asked = request.range, !ignoresRange, request.ifRange == nil || request.ifRange == file.etag {
                 let range = (asked.lowerBound + shift)..<(asked.upperBound + shift)

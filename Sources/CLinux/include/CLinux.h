@@ -29,4 +29,11 @@ int rfs_release_free_memory(void);
 /// The PID of the process at the other end of a connected unix socket (SO_PEERCRED's struct ucred), or -1.
 int rfs_peer_pid(int fd);
 
+/// prctl(PR_SET_NAME): names the calling thread (the process, from its main thread) for ps, pgrep and top.
+/// A program started through /proc/self/exe is otherwise called "exe". Returns 0 or -1 with errno set.
+int rfs_set_process_name(const char *name);
+
+/// Whether a syslog daemon listens on /dev/log (a datagram socket there accepts a connection).
+int rfs_syslog_reachable(void);
+
 #endif

@@ -48,6 +48,17 @@ extension CacheStore {
         return summary.cachedBytes
     }
 
+    /// The version of `url` that the cache holds (its open entry's, or its entry's on disk), without opening an
+    /// entry; nil if it holds none.
+    public func storedVersion(of url: String) -> RemoteMetadata? {
+        if let entry = openEntry(for: url), !entry.isStale { return entry.header.remoteMetadata }
+        let remembered = summaries.withLock { summaries -> EntrySummary?? in
+            if let summary = summaries.known[url] { return .some(summary) }
+            return summaries.absent.contains(url) ? .some(nil) : nil
+        }
+        return (remembered ?? readSummary(of: url))?.metadata
+    }
+
     /// Reads the header and bitmap of `url`'s entry on disk and remembers what they say. A missing, unreadable or
     /// damaged header counts as no entry: nothing of it can be served.
     private func readSummary(of url: String) -> EntrySummary? {
@@ -97,12 +108,18 @@ extension CacheStore {
 
     /// The present blocks of `metadata`'s version as its entry says (open, or its bitmap on disk); nil if the
     /// cache holds no entry of that version. For status maps: read when asked, not kept.
-    public func storedPresentBlocks(of metadata: RemoteMetadata) -> BlockBitmap? {
-        if let entry = openEntry(for: metadata.url), !entry.isStale { return entry.presentBlocks }
+    /// `matchingSizeOnly` as for `cachedBytes(of:matchingSizeOnly:)`.
+    public func storedPresentBlocks(of metadata: RemoteMetadata, matchingSizeOnly: Bool = false) -> BlockBitmap? {
+        func describes(_ cached: RemoteMetadata) -> Bool {
+            matchingSizeOnly ? cached.size == metadata.size : cached.describesSameContent(as: metadata)
+        }
+        if let entry = openEntry(for: metadata.url), !entry.isStale {
+            return describes(entry.header.remoteMetadata) ? entry.presentBlocks : nil
+        }
         let folder = directory(for: metadata.url)
         guard let headerBytes = try? FileSystemCalls.readSmallFile(folder + "/header"),
               let header = try? CacheHeader.decode(headerBytes), header.url == metadata.url,
-              header.remoteMetadata.size == metadata.size
+              describes(header.remoteMetadata)
         else { return nil }
         return loadBitmap(folder: folder, header: header, quietly: true) ?? BlockBitmap(blockCount: header.blockCount)
     }

@@ -183,8 +183,9 @@ public final class Catalog: Sendable {
 
     public init() {}
 
-    /// Makes the root directory the listing of `url` (a directory URL that is the mount's only source).
-    public func setRootURL(_ url: String) {
+    /// Makes the root directory the listing of `url` (a directory URL that is the mount's only source), or with
+    /// nil a plain folder again (its listing failed at mount).
+    public func setRootURL(_ url: String?) {
         state.withLock { state in
             state.directories[Self.rootInode] = CatalogDirectory(inode: Self.rootInode, name: "", parent: Self.rootInode,
                                                                  url: url)

@@ -58,6 +58,24 @@ public enum DirectoryListing {
 
     /// Reads the listing `body` of the directory `base` (an http(s) URL ending in `/`), keeping at most `limit`
     /// children. JSON when the body is a JSON array (whatever the server called it), else HTML.
+    /// Whether `body` can be a listing at all: a JSON array, or a page with at least one link (an empty
+    /// directory's page links its parent). A file, a plain-text error or a page without links is not.
+    public static func looksLikeListing(_ body: [UInt8]) -> Bool {
+        guard let first = body.first(where: { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) }) else {
+            return false
+        }
+        if first == UInt8(ascii: "[") { return true }
+        var index = 0
+        while index + 2 < body.count {
+            if body[index] == UInt8(ascii: "<"), body[index + 1] | 0x20 == UInt8(ascii: "a"),
+               body[index + 2] == 0x20 || body[index + 2] == 0x0A || body[index + 2] == 0x09 {
+                return true
+            }
+            index += 1
+        }
+        return false
+    }
+
     public static func parse(_ body: [UInt8], base: String, limit: Int = maximumEntries) -> ParsedListing {
         guard let directory = DirectoryURL(base) else { return ParsedListing() }
         let text = String(decoding: body, as: UTF8.self)

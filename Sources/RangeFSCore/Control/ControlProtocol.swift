@@ -35,7 +35,8 @@ public struct FileStatus: Codable, Sendable, Equatable {
     public var cachedBytes: UInt64
     /// complete, partial, downloading, queued, paused, error, offline (served from the cache alone; its server
     /// cannot be reached), unmounted (saved, but unreachable at mount with nothing cached) or, for a directory
-    /// (its name ends in `/`), not listed (nobody has looked into it yet).
+    /// (its name ends in `/`), not listed (nobody has looked into it yet), error (it cannot be listed) or listed in
+    /// part (more entries than the cap).
     public var state: String
     /// Bytes per second stored over the last few seconds.
     public var bytesPerSecond: Double
@@ -79,6 +80,20 @@ public struct StatusTotals: Codable, Sendable, Equatable {
     }
 }
 
+/// One line of a mount's log.
+public struct LogRecord: Codable, Sendable, Equatable {
+    /// Local time, `YYYY-MM-DD HH:MM:SS`.
+    public var time: String
+    public var level: String
+    public var message: String
+
+    public init(time: String, level: String, message: String) {
+        self.time = time
+        self.level = level
+        self.message = message
+    }
+}
+
 /// The answer to a request.
 public struct ControlResponse: Codable, Sendable, Equatable {
     public var ok: Bool
@@ -93,6 +108,8 @@ public struct ControlResponse: Codable, Sendable, Equatable {
     public var warnings: [String]?
     /// For status: the sums over every file, also those the answer leaves out.
     public var totals: StatusTotals?
+    /// For status: the mount's last warnings and errors, oldest first, so that they can be seen without its log.
+    public var recentErrors: [LogRecord]?
 
     public init(ok: Bool, error: String? = nil, files: [FileStatus]? = nil, message: String? = nil,
                 mountpoint: String? = nil, pid: Int32? = nil) {
@@ -105,6 +122,11 @@ public struct ControlResponse: Codable, Sendable, Equatable {
     }
 
     public static func failure(_ message: String) -> ControlResponse { ControlResponse(ok: false, error: message) }
+
+    enum CodingKeys: String, CodingKey {
+        case ok, error, files, message, mountpoint, pid, warnings, totals
+        case recentErrors = "recent_errors"
+    }
 }
 
 /// Where a mount's control socket lives: `$XDG_RUNTIME_DIR/rangefs/`, else `/run/rangefs/` for root, else

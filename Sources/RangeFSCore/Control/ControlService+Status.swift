@@ -18,31 +18,35 @@ extension ControlService {
     static let quietStates: Set<String> = ["complete", "empty"]
 
     func status(all: Bool) -> ControlResponse {
-        // Files mounted one by one, and files of listings that are open or were probed in vain (a tree may hold
-        // thousands), named by their path.
+        // Every file, listed ones included: the totals count what is cached of each, opened or not, read from
+        // the entries' summaries (no entry is opened, no request sent). A tree may hold 100,000 files, so a file's
+        // path and map are made only when it is shown.
         let failedProbes = fileSystem.directories.failedProbes
-        let shown = catalog.items.compactMap { item -> (CatalogItem, CacheEntry?)? in
-            let entry = store.openEntry(for: item.metadata.url)
-            guard !item.listed || entry != nil || failedProbes[item.inode] != nil else { return nil }
-            return (item, entry)
-        }
-        var speeds = sampleSpeeds(shown.map(\.1))
+        let items = catalog.items
+        let entries = items.map { store.openEntry(for: $0.metadata.url) }
+        var speeds = sampleSpeeds(entries)
         if speeds.contains(where: { $0 == nil }) {
             usleep(250_000)
-            speeds = sampleSpeeds(shown.map(\.1))
+            speeds = sampleSpeeds(entries)
         }
         let offline = fileSystem.revalidator.offlineFiles
         var files: [FileStatus] = []
         var totals = StatusTotals()
-        for ((item, entry), speed) in zip(shown, speeds) {
-            var status = item.metadata.sizeKnown
-                ? fileStatus(item, entry: entry, speed: speed ?? 0, offline: offline[item.metadata.url],
-                             probeFailure: failedProbes[item.inode])
-                : streamStatus(item)
+        for ((item, entry), speed) in zip(zip(items, entries), speeds) {
+            var status = item.metadata.sizeKnown || !item.listed
+                ? item.metadata.sizeKnown
+                    ? fileStatus(item, entry: entry, speed: speed ?? 0, offline: offline[item.metadata.url],
+                                 probeFailure: failedProbes[item.inode])
+                    : streamStatus(item)
+                : FileStatus(name: "", url: "", size: 0, cachedBytes: 0, state: "unsized", bytesPerSecond: 0,
+                             etaSeconds: nil, map: Self.blankMap)
             totals.count(status)
             guard all || !Self.quietStates.contains(status.state) else { continue }
+            status.name = catalog.path(of: item.inode)
+            status.url = Redaction.redact(item.metadata.url)
             // The map of a file whose entry is not open comes from its bitmap on disk, read only when shown.
-            if entry == nil, item.metadata.sizeKnown, let present = store.storedPresentBlocks(of: item.metadata) {
+            if entry == nil, item.metadata.sizeKnown,
+               let present = store.storedPresentBlocks(of: item.metadata, matchingSizeOnly: !item.validated) {
                 status.map = Self.blockMap(present)
             }
             files.append(status)
@@ -55,11 +59,14 @@ extension ControlService {
             totals.count(status)
             files.append(status)
         }
-        // Directories whose listing nobody has asked for yet, and those listed in part.
+        // Directories whose listing nobody has asked for yet, those that cannot be listed, and those listed in part.
+        let failedListings = fileSystem.failedListings
         for directory in catalog.unlistedDirectories {
+            let failure = failedListings[directory.inode]
             let status = FileStatus(name: directoryName(directory.inode), url: Redaction.redact(directory.url ?? ""),
-                                    size: 0, cachedBytes: 0, state: "not listed", bytesPerSecond: 0, etaSeconds: nil,
-                                    map: Self.blankMap)
+                                    size: 0, cachedBytes: 0, state: failure == nil ? "not listed" : "error",
+                                    bytesPerSecond: 0, etaSeconds: nil, map: Self.blankMap,
+                                    lastError: failure.map { "cannot be listed: \($0)" })
             files.append(status)
         }
         for inode in fileSystem.directories.truncatedDirectories {
@@ -70,6 +77,8 @@ extension ControlService {
                                     lastError: "its listing holds more than \(DirectoryListing.maximumEntries) entries; the rest are left out")
             files.append(status)
         }
+        // In path order, so that a tree reads as one (and `status` of the same mount reads the same each time).
+        files.sort { $0.name < $1.name }
         var response = ControlResponse(ok: true, files: files)
         response.totals = totals
         return response
@@ -98,8 +107,7 @@ extension ControlService {
         }
         let eta: Double? = state == "downloading" && speed > 0 ? Double(size - cached) / speed : nil
         let map = entry.map { Self.blockMap($0.presentBlocks) } ?? Self.blankMap
-        return FileStatus(name: catalog.path(of: item.inode), url: Redaction.redact(item.metadata.url), size: size,
-                          cachedBytes: cached, state: state, bytesPerSecond: speed, etaSeconds: eta, map: map,
+        return FileStatus(name: "", url: "", size: size, cachedBytes: cached, state: state, bytesPerSecond: speed, etaSeconds: eta, map: map,
                           lastError: offline ?? probeFailure ?? entry?.lastError, pinned: entry?.isPinned ?? false)
     }
 

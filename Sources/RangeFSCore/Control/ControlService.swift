@@ -124,8 +124,19 @@ public final class ControlService: Sendable {
             return .failure("\(Redaction.redact(url)) is already mounted as \(existing.name)/")
         }
         let directory = catalog.addDirectory(url: url, explicitName: name)
+        // Listed before the answer, so that a directory that cannot be listed is an error here, not an empty
+        // folder found later.
+        var note = ""
+        switch fileSystem.listNow(directory.inode) {
+        case .listed: break
+        case .kept(let reason):
+            note = " (its server cannot be reached: \(reason); it shows the listing kept from an earlier visit)"
+        case .failed(let reason, _):
+            catalog.removeNode(directory.inode)
+            return .failure("\(Redaction.redact(url)): \(reason)")
+        }
         saveCatalog()
-        return ControlResponse(ok: true, message: directory.name + "/")
+        return ControlResponse(ok: true, message: directory.name + "/" + note)
     }
 
     private func remove(name: String?, keepData: Bool) -> ControlResponse {

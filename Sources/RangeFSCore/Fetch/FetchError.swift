@@ -43,7 +43,7 @@ public enum FetchError: Error, Sendable, Equatable {
         case .needsPercentEncoding(let character, let encoded):
             "the URL contains \(character), which a URL cannot hold as it is; percent-encode it as \(encoded)"
         case .unsupportedScheme(let scheme): "not an http(s) URL (scheme '\(scheme)'); only http:// and https:// can be mounted"
-        case .connectionRefused: "connection refused; is the server running and the port right?"
+        case .connectionRefused: "connection refused (check that the server is running and the port is right)"
         case .hostNotFound: "host not found; check the host name"
         case .timedOut: "timed out; the server did not answer in time"
         case .httpStatus(let status): "HTTP \(status) \(Self.reasonPhrase(status)); check the URL"
@@ -60,8 +60,8 @@ public enum FetchError: Error, Sendable, Equatable {
         case .caCertificates(let reason):
             "the CA certificates cannot be read (\(reason)); check the file given with --cacert or SSL_CERT_FILE"
         case .proxy(let proxy, let reason):
-            "cannot reach the proxy \(proxy) (\(reason)); is the proxy running? Check --proxy, or http_proxy and "
-                + "https_proxy in the environment (--noproxy lists hosts reached directly)"
+            "cannot reach the proxy \(proxy) (\(reason)); check that the proxy is running, and check --proxy, or "
+                + "http_proxy and https_proxy in the environment (--noproxy lists hosts reached directly)"
         case .proxyStatus(let status, let proxy):
             "HTTP \(status) \(Self.reasonPhrase(status)) through the proxy \(proxy); the proxy may be unable to reach "
                 + "the server (see its log), or the server failed. Check --proxy, or pass --noproxy HOST to go direct"

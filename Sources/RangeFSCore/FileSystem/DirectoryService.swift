@@ -1,6 +1,9 @@
 // Web directories as trees (DESIGN.md §7), listed and probed without holding a lock or a FUSE thread.
 //
-// A directory is listed on its first lookup or readdir, never at mount: one GET that asks for JSON first. Its
+// The directory URLs a mount is given are listed at mount (`listNow`), so that one that cannot be listed is
+// reported there; their subdirectories on their first lookup or readdir. A listing is one GET that asks for JSON
+// first. A directory whose listing failed, with no earlier listing to show, fails lookups and reads with EIO
+// (retried after `listingRetryAfter`), and shows in `status` as an error. Its
 // subdirectories become directories of the mount (listed in turn when first visited), its files listed files. A
 // listed file whose listing states its size exactly and its date (nginx JSON and Caddy to the second, nginx HTML
 // to the minute) costs no request until it is opened; any other one is probed on its first lookup, with up to
@@ -27,6 +30,17 @@ import Dispatch
 import Logging
 import Synchronization
 
+/// What became of a directory's listing.
+public enum ListingOutcome: Equatable, Sendable {
+    /// Its server listed it.
+    case listed
+    /// Its server could not be reached (why), and the listing kept from an earlier visit shows instead.
+    case kept(String)
+    /// It could not be listed (why); it shows nothing, or what an earlier listing of this run showed. `gone`: its
+    /// server says it does not exist (404, 410).
+    case failed(String, gone: Bool)
+}
+
 /// Lists directory URLs and probes their files for `RangeFS`, sharing each listing and probe in flight.
 final class DirectoryService: Sendable {
     /// What the service tells its owner.
@@ -39,6 +53,8 @@ final class DirectoryService: Sendable {
         var removed: @Sendable (_ parent: UInt64, _ name: String) -> Void = { _, _ in }
         /// A newer listing states another size or date for `inode`: the kernel must drop its attributes.
         var changed: @Sendable (_ inode: UInt64) -> Void = { _ in }
+        /// The probe of a file being opened brought its first bytes (from offset 0): they belong in its entry.
+        var firstBytes: @Sendable (_ metadata: RemoteMetadata, _ bytes: [UInt8]) -> Void = { _, _ in }
     }
 
     typealias Waiter = @Sendable () -> Void
@@ -56,8 +72,11 @@ final class DirectoryService: Sendable {
     private struct Listing {
         var waiters: [Waiter] = []
         var running = false
-        /// When the last listing failed (monotonic seconds).
+        /// When the last listing failed (monotonic seconds), and why.
         var failedAt: Double?
+        var failure: String?
+        /// What waits for the outcome itself (the mount, `rangefs add`).
+        var reports: [@Sendable (ListingOutcome) -> Void] = []
     }
 
     private struct State {
@@ -77,18 +96,21 @@ final class DirectoryService: Sendable {
     let store: CacheStore
     let fetcher: RangeFetching
     let directoryCacheTime: Duration
+    /// How many bytes the probe of a file being opened asks for (see FirstBytes.swift).
+    let openProbeBytes: Int
     let events: Events
     let logger: Logger
     /// Where completions parse listings and update the catalog: never the fetcher's thread, which must go on
     /// receiving, and never a FUSE thread.
     private let work = DispatchQueue(label: "rangefs.directories", attributes: .concurrent)
 
-    init(catalog: Catalog, store: CacheStore, fetcher: RangeFetching, directoryCacheTime: Duration, events: Events,
-         logger: Logger) {
+    init(catalog: Catalog, store: CacheStore, fetcher: RangeFetching, directoryCacheTime: Duration,
+         openProbeBytes: Int = 0, events: Events, logger: Logger) {
         self.catalog = catalog
         self.store = store
         self.fetcher = fetcher
         self.directoryCacheTime = directoryCacheTime
+        self.openProbeBytes = openProbeBytes
         self.events = events
         self.logger = logger
     }
@@ -139,48 +161,90 @@ final class DirectoryService: Sendable {
     private func list(_ inode: UInt64, url: String) {
         fetcher.fetchListing(url, limit: Self.listingLimit) { [self] result in
             work.async { [self] in
-                let succeeded = read(result, into: inode, from: url)
-                let waiters = state.withLock { state -> [Waiter] in
-                    var listing = state.listings.removeValue(forKey: inode) ?? Listing()
-                    if !succeeded { state.listings[inode] = Listing(failedAt: MonotonicClock.seconds()) }
-                    defer { listing.waiters = [] }
-                    return listing.waiters
+                // Someone shows the outcome to the user (the mount, `rangefs add`): the log need not say it too,
+                // where it would reach the same terminal twice.
+                let reported = state.withLock { !($0.listings[inode]?.reports.isEmpty ?? true) }
+                let outcome = read(result, into: inode, from: url, reported: reported)
+                let (waiters, reports) = state.withLock { state -> ([Waiter], [@Sendable (ListingOutcome) -> Void]) in
+                    let listing = state.listings.removeValue(forKey: inode) ?? Listing()
+                    if case .failed(let why, _) = outcome {
+                        state.listings[inode] = Listing(failedAt: MonotonicClock.seconds(), failure: why)
+                    }
+                    return (listing.waiters, listing.reports)
                 }
                 for waiter in waiters { waiter() }
+                for report in reports { report(outcome) }
             }
         }
     }
 
-    /// Takes a listing's result into the catalog; false if there was none to take.
-    private func read(_ result: Result<[UInt8], FetchError>, into inode: UInt64, from url: String) -> Bool {
-        guard let directory = catalog.directory(inode: inode) else { return true }
+    /// Lists directory `inode` now (or joins the listing in flight) and reports how that went: at mount and for
+    /// `rangefs add`, where a directory that cannot be listed is an error the user must see.
+    func listNow(_ inode: UInt64, report: @escaping @Sendable (ListingOutcome) -> Void) {
+        guard let url = catalog.directory(inode: inode)?.url else { return report(.listed) }
+        let start = state.withLock { state -> Bool in
+            var listing = state.listings[inode, default: Listing()]
+            defer { state.listings[inode] = listing }
+            listing.reports.append(report)
+            if listing.running { return false }
+            listing.running = true
+            return true
+        }
+        if start { list(inode, url: url) }
+    }
+
+    /// Why directory `inode` shows nothing: its listing failed and no listing of it was ever read. Nil otherwise.
+    func listingFailure(of inode: UInt64) -> String? {
+        guard let directory = catalog.directory(inode: inode), directory.url != nil, !directory.listed else { return nil }
+        return state.withLock { $0.listings[inode]?.failure }
+    }
+
+    /// The directories that cannot be listed and show nothing, with why.
+    var failedListings: [UInt64: String] {
+        let failed = state.withLock { state in
+            state.listings.compactMapValues { $0.running ? nil : $0.failure }
+        }
+        return failed.filter { inode, _ in catalog.directory(inode: inode).map { !$0.listed } ?? false }
+    }
+
+    /// Takes a listing's result into the catalog.
+    private func read(_ result: Result<[UInt8], FetchError>, into inode: UInt64, from url: String,
+                      reported: Bool) -> ListingOutcome {
+        let failureLevel: Logger.Level = reported ? .debug : .error
+        guard let directory = catalog.directory(inode: inode) else { return .listed }
         let now = MonotonicClock.seconds()
         let shown = Redaction.redact(url)
         switch result {
         case .failure(let error):
             if error.isOriginUnreachable, !directory.listed, let kept = store.savedListing(for: url) {
-                logger.warning("cannot list \(shown) (\(error.userMessage)); showing the listing kept from an earlier visit")
+                logger.log(level: reported ? .debug : .warning,
+                           "cannot list \(shown) (\(error.userMessage)); showing the listing kept from an earlier visit")
                 apply(DirectoryListing.parse(kept, base: url), to: inode, listedFrom: url)
                 catalog.markListed(inode, at: now)
-                return true
+                return .kept(error.userMessage)
             }
-            let shows = directory.listed ? "it shows what was listed before" : "the directory shows empty"
-            logger.error("cannot list \(shown): \(error.userMessage); \(shows)")
+            let shows = directory.listed ? "it shows what was listed before" : "reading it fails with EIO"
+            logger.log(level: failureLevel, "cannot list \(shown): \(error.userMessage); \(shows)")
             if directory.listed { catalog.markListed(inode, at: now) }  // tried again after the cache time
-            return false
+            return .failed(error.userMessage, gone: error.isGone)
         case .success(let body):
+            let listing = DirectoryListing.parse(body, base: url)
+            if listing.entries.isEmpty, !DirectoryListing.looksLikeListing(body) {
+                let why = "the answer is not a directory listing (no links to files or directories in it)"
+                logger.log(level: failureLevel, "cannot list \(shown): \(why)")
+                return .failed(why, gone: false)
+            }
             do {
                 try store.saveListing(body, for: url)
             } catch {
                 logger.warning("cannot keep the listing of \(shown) for offline use: \(error)")
             }
-            let listing = DirectoryListing.parse(body, base: url)
             apply(listing, to: inode, listedFrom: url)
             catalog.markListed(inode, at: now)
             // Parsing a large listing takes many times its size for a moment; give that memory back to the
             // system rather than keep it as the daemon's high-water mark.
             if listing.entries.count > 10_000 { _ = rfs_release_free_memory() }
-            return true
+            return .listed
         }
     }
 
@@ -273,12 +337,20 @@ final class DirectoryService: Sendable {
         }
     }
 
-    /// Calls `completion` with `item` once a probe has seen it (at once if one has, or if it is not a listed
-    /// file): probes it now, even if its last probe failed. Fails if the probe fails and nothing is cached, or
-    /// with `.notFound` if it is gone.
+    /// Calls `completion` with `item` once its validators are known (at once if they are, or if it is not a
+    /// listed file). A file the cache holds a version of that agrees with its listing (the same size, and the
+    /// date the listing states, to its minute) takes that version's validators at once: a remount costs no
+    /// request per file, and the open's background check (`--revalidate`) and the If-Range of every fetch still
+    /// catch a change. Any other file is probed now, even if its last probe failed, with a request for its first
+    /// bytes that also brings its first blocks. Fails if the probe fails and nothing is cached, or with
+    /// `.notFound` if it is gone.
     func whenValidated(_ item: CatalogItem,
                        _ completion: @escaping @Sendable (Result<CatalogItem, FileSystemError>) -> Void) {
         guard item.listed, !item.validated else { return completion(.success(item)) }
+        if let stored = storedVersion(agreeingWith: item) {
+            catalog.update(inode: item.inode, metadata: stored)
+            return completion(.success(catalog.item(inode: item.inode) ?? item))
+        }
         let waiter: Waiter = { [self] in
             guard let current = catalog.item(inode: item.inode) else { return completion(.failure(.notFound)) }
             if current.validated { return completion(.success(current)) }
@@ -294,7 +366,36 @@ final class DirectoryService: Sendable {
             state.probing[item.inode] = [waiter]
             return true
         }
-        if start { probe([item]) }
+        if start { probeWithFirstBytes(item) }
+    }
+
+    /// The cached version of `item`'s URL, if it agrees with what `item`'s listing states: the same size, and
+    /// the listing's date equal to its Last-Modified, or the same minute of it (nginx's HTML). Nil without an exact
+    /// listing or a validator to send.
+    private func storedVersion(agreeingWith item: CatalogItem) -> RemoteMetadata? {
+        guard item.attributesExact, let listedTime = item.listedTime,
+              let stored = store.storedVersion(of: item.metadata.url), stored.sizeKnown,
+              stored.size == item.metadata.size, stored.ifRangeValidator != nil,
+              let exact = stored.modificationTime, exact >= listedTime, exact - listedTime < 60
+        else { return nil }
+        return stored
+    }
+
+    /// Probes `file`, being opened, asking for its first `openProbeBytes`: they go to its entry before it opens.
+    private func probeWithFirstBytes(_ file: CatalogItem) {
+        guard openProbeBytes > 0 else { return probe([file]) }
+        fetcher.probe(url: file.metadata.url, firstBytes: openProbeBytes) { [self] result in
+            work.async { [self] in
+                let metadata = result.map(\.metadata).map(store.settled)
+                take(metadata, for: file)
+                if case .success(let first) = result, case .success(let settled) = metadata, settled.sizeKnown,
+                   catalog.item(inode: file.inode)?.metadata == settled, !first.bytes.isEmpty {
+                    events.firstBytes(settled, first.bytes)
+                }
+                let waiters = state.withLock { $0.probing.removeValue(forKey: file.inode) ?? [] }
+                for waiter in waiters { waiter() }
+            }
+        }
     }
 
     /// The listed files whose last probe failed, with why.

@@ -56,6 +56,9 @@ public enum PrefetchPolicy: String, Sendable, CaseIterable {
 public struct FileSystemSettings: Sendable, Equatable {
     /// Block size for cache entries created by this mount.
     public var blockSize = 64 << 10
+    /// How many bytes the probe of a listed file being opened asks for: the probe is then also its first data
+    /// request, and a file this small costs one request in all (FirstBytes.swift). 0 probes with one byte.
+    public var openProbeBytes = 256 << 10
     /// The largest readahead window of a sequential reader.
     public var readaheadMaximum: UInt64 = 32 << 20
     /// Which files are completed in the background.

@@ -19,6 +19,7 @@ extension RangeFS {
     public func lookup(parent: UInt64, name: String, reply: @escaping AttributesReply) {
         guard catalog.directory(inode: parent) != nil else { return reply(.failure(.notADirectory)) }
         directories.whenListed(parent) { [self] in
+            if let failure = directories.listingFailure(of: parent) { return reply(.failure(.io(failure))) }
             switch catalog.node(named: name, in: parent) {
             case .file(let item):
                 directories.whenAttributesKnown(item) { [self] in
@@ -36,7 +37,46 @@ extension RangeFS {
         guard catalog.directory(inode: inode) != nil else {
             return reply(.failure(catalog.item(inode: inode) == nil ? .notFound : .notADirectory))
         }
-        directories.whenListed(inode) { [self] in reply(.success(catalog.childCount(of: inode))) }
+        directories.whenListed(inode) { [self] in
+            if let failure = directories.listingFailure(of: inode) { return reply(.failure(.io(failure))) }
+            reply(.success(catalog.childCount(of: inode)))
+        }
+    }
+
+    /// Lists the directories the mount was given (the root, or each directory URL) and waits for them: at mount,
+    /// so that a directory that cannot be listed is reported like a bad file URL. Each with how its listing went.
+    public func listDirectorySources() -> [(directory: CatalogDirectory, outcome: ListingOutcome)] {
+        let sources = catalog.directorySources
+        let outcomes = LockedBox([ListingOutcome?](repeating: nil, count: sources.count))
+        let group = DispatchGroup()
+        for (index, directory) in sources.enumerated() {
+            group.enter()
+            directories.listNow(directory.inode) { outcome in
+                outcomes.withLock { $0[index] = outcome }
+                group.leave()
+            }
+        }
+        group.wait()
+        return outcomes.withLock { found in
+            zip(sources, found).map { ($0, $1 ?? .failed("no answer", gone: false)) }
+        }
+    }
+
+    /// Lists directory `inode` now and waits for the outcome (`rangefs add URL/`).
+    public func listNow(_ inode: UInt64) -> ListingOutcome {
+        let done = DispatchSemaphore(value: 0)
+        let result = LockedBox<ListingOutcome>(.listed)
+        directories.listNow(inode) { outcome in
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0 }
+    }
+
+    /// The directories that cannot be listed and show nothing, with why (for `status`).
+    public var failedListings: [UInt64: String] {
+        directories.failedListings
     }
 
     /// At most `count` children of directory `inode` from position `start` in name order.
@@ -79,6 +119,7 @@ extension RangeFS {
                               reply: @escaping @Sendable (Result<[DirectoryEntry], FileSystemError>) -> Void) {
         guard catalog.directory(inode: inode) != nil else { return reply(.failure(.notADirectory)) }
         directories.whenListed(inode) { [self] in
+            if let failure = directories.listingFailure(of: inode) { return reply(.failure(.io(failure))) }
             let (inodes, more) = directoryHandles.withLock { handles -> ([UInt64], Bool)? in
                 guard var snapshot = handles.open[handle], snapshot.inode == inode else { return nil }
                 if snapshot.children == nil {
@@ -173,7 +214,37 @@ extension RangeFS {
             guard let owner = owner() else { return }
             owner.invalidationQueue.async { owner.attributeInvalidator.withLock { $0 }?(inode) }
         }
+        events.firstBytes = { metadata, bytes in owner()?.store(firstBytes: bytes, of: metadata) }
         return DirectoryService(catalog: catalog, store: store, fetcher: fetcher,
-                                directoryCacheTime: settings.directoryCacheTime, events: events, logger: logger)
+                                directoryCacheTime: settings.directoryCacheTime,
+                                openProbeBytes: settings.openProbeBytes, events: events, logger: logger)
+    }
+
+    /// Puts the first bytes of a file, which the probe of its open brought, into its entry: the blocks they cover
+    /// whole (all of them for a file no larger), unless another transfer brings them already.
+    func store(firstBytes bytes: [UInt8], of metadata: RemoteMetadata) {
+        let entry: CacheEntry
+        do {
+            entry = try self.entry(for: CatalogItem(inode: 0, name: "", metadata: metadata))
+        } catch {
+            logger.error("cannot open the cache for \(Redaction.redact(metadata.url)): \(error)")
+            return
+        }
+        // The entry's own block size (an entry made by an earlier mount may have another than this mount's).
+        var covered = entry.blocks(covering: 0..<min(UInt64(bytes.count), entry.size))
+        if let last = covered.last, entry.byteRange(of: last..<(last + 1)).upperBound > UInt64(bytes.count) {
+            covered = covered.lowerBound..<last
+        }
+        guard !covered.isEmpty else { return }
+        bytes.withUnsafeBytes { raw in
+            for run in entry.claim(blocks: covered) {
+                for block in run {
+                    let range = entry.byteRange(of: block..<(block + 1))
+                    let buffer = BlockBuffer(capacity: Int(range.count), pool: store.bufferPool)
+                    _ = buffer.append(UnsafeRawBufferPointer(rebasing: raw[Int(range.lowerBound)..<Int(range.upperBound)]))
+                    store.accept(block: block, of: entry, buffer: buffer, writeBackNow: false, budgeted: false)
+                }
+            }
+        }
     }
 }

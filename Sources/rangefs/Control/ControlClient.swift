@@ -19,7 +19,9 @@ struct ControlClient {
     let deadline: ContinuousClock.Instant
 
     /// The mount to talk to, `mountpoint` if given, else the only one running, asked within `timeout` seconds.
-    static func locate(_ mountpoint: String?, timeout: Double = defaultTimeout) throws -> ControlClient {
+    /// `command` names the subcommand, for the hint when several mounts run.
+    static func locate(_ mountpoint: String?, timeout: Double = defaultTimeout,
+                       command: String = "status") throws -> ControlClient {
         let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
         let directory = ControlSocket.directory(environment: ProcessInfo.processInfo.environment, uid: getuid())
         if let mountpoint {
@@ -48,8 +50,10 @@ struct ControlClient {
         }
         if live.count == 1 { return live[0] }
         if live.isEmpty, let first = silent.first { throw first }
-        throw CLIError(live.isEmpty ? "no running rangefs mount found (no control socket in \(directory))"
-            : "several rangefs mounts are running; name one: rangefs COMMAND ... --mount MOUNTPOINT")
+        guard !live.isEmpty else { throw CLIError("no running rangefs mount found (no control socket in \(directory))") }
+        let mounts = live.map(\.mountpoint).sorted()
+        throw CLIError("\(mounts.count) rangefs mounts are running (\(mounts.joined(separator: ", "))); name one, "
+                       + "e.g. rangefs \(command) --mount \(mounts[0])")
     }
 
     /// A mount that accepted the request but did not answer before the deadline.

@@ -23,7 +23,7 @@ struct MountSelection: ParsableArguments {
     /// Sends `request` to the selected mount; throws the mount's refusal, or its silence, as a CLIError.
     @discardableResult
     func perform(_ request: ControlRequest) throws -> ControlResponse {
-        try ControlClient.locate(mount, timeout: timeout).perform(request)
+        try ControlClient.locate(mount, timeout: timeout, command: request.command.rawValue).perform(request)
     }
 }
 
@@ -69,12 +69,14 @@ struct StatusCommand: ParsableCommand {
                     let document = StatusDocument(mountpoint: client.mountpoint, files: files,
                                                   totals: ["size": totals.size, "cached_bytes": totals.cachedBytes,
                                                            "files": UInt64(totals.files)],
-                                                  warnings: response.warnings ?? [])
+                                                  warnings: response.warnings ?? [],
+                                                  recentErrors: response.recentErrors ?? [])
                     print(String(decoding: try encoder.encode(document), as: UTF8.self))
                 } else {
                     if watch && terminal { print("\u{1B}[H\u{1B}[2J", terminator: "") }
                     for warning in response.warnings ?? [] { print("warning: \(warning)") }
-                    print(StatusTable.render(files, totals: totals, mountpoint: client.mountpoint))
+                    print(StatusTable.render(files, totals: totals, mountpoint: client.mountpoint,
+                                             recentErrors: response.recentErrors ?? []))
                 }
                 fflush(nil)
                 if watch { sleep(1) }
@@ -88,6 +90,12 @@ struct StatusDocument: Encodable {
     var files: [FileStatus]
     var totals: [String: UInt64]
     var warnings: [String]
+    var recentErrors: [LogRecord]
+
+    enum CodingKeys: String, CodingKey {
+        case mountpoint, files, totals, warnings
+        case recentErrors = "recent_errors"
+    }
 }
 
 /// `rangefs add URL [--name N]`
@@ -184,33 +192,51 @@ struct EvictCommand: ParsableCommand {
     }
 }
 
-/// Plain-text status: one line per file, a totals line; no escape codes.
+/// Plain-text status: the totals, one line per file in path order, and the mount's recent errors; no escape codes.
 enum StatusTable {
-    static func render(_ files: [FileStatus], totals: StatusTotals, mountpoint: String) -> String {
+    /// The widest a name column gets; longer names are cut in the middle, where paths that differ rarely do.
+    static let nameWidth = 60
+
+    static func render(_ files: [FileStatus], totals: StatusTotals, mountpoint: String,
+                       recentErrors: [LogRecord] = []) -> String {
         var lines = ["\(mountpoint)"]
-        let nameWidth = min(40, max(4, files.map(\.name.count).max() ?? 4))
-        lines.append(pad("NAME", nameWidth) + "  " + pad("SIZE", 9) + "  " + pad("LOCAL", 6) + "  " + pad("STATE", 11)
-                     + "  " + pad("SPEED", 11) + "  " + pad("ETA", 8) + "  MAP")
-        for file in files {
+        lines.append("total: \(totals.files) files, \(bytes(totals.cachedBytes)) of \(bytes(totals.size)) local"
+                     + (totals.bytesPerSecond > 0 ? ", \(bytes(UInt64(totals.bytesPerSecond)))/s" : ""))
+        let width = min(nameWidth, max(4, files.map(\.name.count).max() ?? 4))
+        if !files.isEmpty {
+            lines.append(pad("NAME", width) + "  " + pad("SIZE", 9) + "  " + pad("LOCAL", 6) + "  " + pad("STATE", 11)
+                         + "  " + pad("SPEED", 11) + "  " + pad("ETA", 8) + "  MAP")
+        }
+        for file in files.sorted(by: { $0.name < $1.name }) {
             let share = file.size == 0 ? 100 : Double(file.cachedBytes) * 100 / Double(file.size)
-            let unmounted = file.state == "unmounted" || file.state == "not listed"  // no size to show
+            let unmounted = ["unmounted", "not listed"].contains(file.state) || file.name.hasSuffix("/")  // no size
             // A file whose server sends no length: the size is what has come so far, and no share of a whole.
             let unsized = file.state == "streaming" || file.state == "unsized"
-            lines.append(pad(String(file.name.prefix(nameWidth)), nameWidth) + "  "
+            lines.append(pad(shorten(file.name, to: width), width) + "  "
                          + pad(unmounted ? "-" : bytes(file.size), 9) + "  "
                          + pad(unmounted || unsized ? "-" : String(format: "%.1f%%", share), 6) + "  "
                          + pad(file.state, 11) + "  "
                          + pad(file.bytesPerSecond > 0 ? bytes(UInt64(file.bytesPerSecond)) + "/s" : "-", 11) + "  "
                          + pad(file.etaSeconds.map(duration) ?? "-", 8) + "  [" + file.map + "]" + (file.pinned ? " pinned" : ""))
-            if let error = file.lastError, ["error", "offline", "unmounted"].contains(file.state) {
+            if let error = file.lastError, ["error", "offline", "unmounted", "listed in part"].contains(file.state) {
                 lines.append("    last error: \(error)")
             }
         }
         let hidden = totals.files - files.filter { !$0.name.hasSuffix("/") }.count
         if hidden > 0 { lines.append("(\(hidden) complete or untouched files not shown; rangefs status --all shows them)") }
-        lines.append("total: \(totals.files) files, \(bytes(totals.cachedBytes)) of \(bytes(totals.size)) local"
-                     + (totals.bytesPerSecond > 0 ? ", \(bytes(UInt64(totals.bytesPerSecond)))/s" : ""))
+        if !recentErrors.isEmpty {
+            lines.append("recent errors and warnings (the newest last):")
+            for record in recentErrors { lines.append("  \(record.time) \(record.level): \(record.message)") }
+        }
         return lines.joined(separator: "\n")
+    }
+
+    /// `name` in at most `width` characters: cut in the middle with an ellipsis, keeping more of the end (the
+    /// file name and its extension) than of the start.
+    static func shorten(_ name: String, to width: Int) -> String {
+        guard name.count > width, width > 2 else { return name }
+        let head = (width - 1) * 2 / 5
+        return name.prefix(head) + "…" + name.suffix(width - 1 - head)
     }
 
     static func bytes(_ value: UInt64) -> String {

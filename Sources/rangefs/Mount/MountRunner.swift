@@ -5,6 +5,7 @@
 // child reports each bad URL there and then a readiness line; the parent copies the reports to its own stderr
 // and exits with the child's status only once the mount is ready (or has failed), as mount(8) expects.
 
+import CLinux
 import Foundation
 import Glibc
 import Logging
@@ -92,9 +93,9 @@ struct MountRunner {
             engine.shutdown()
             demandEngine.shutdown()
         }
-        let probed = probe(sources, with: engine, store: store, saved: Set(savedFiles.map(\.url)))
+        let saved = Set(savedFiles.map(\.url))
+        var probed = probe(sources, with: engine, store: store, saved: saved)
         let catalog = probed.catalog
-        if catalog.items.isEmpty && catalog.directorySources.isEmpty { return fail("no URL could be mounted") }
 
         let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine, store: store,
                                        policy: configuration.fetch, logger: logger)
@@ -104,6 +105,22 @@ struct MountRunner {
             fileSystem.revalidator.markValidated(item.metadata.url)
         }
         for (url, reason) in probed.offline { fileSystem.revalidator.markOffline(url, reason: reason) }
+        listDirectories(of: fileSystem, saved: saved, into: &probed)
+        // Only now is it known whether anything mounts, and so whether the unmountable URLs stay saved.
+        let mounting = !catalog.items.isEmpty || !catalog.directorySources.isEmpty
+        for failure in probed.unmountable {
+            let kept = mounting || failure.wasSaved
+            let note = !failure.keepSaved || !kept ? ""
+                : mounting ? ". It is not mounted this time, and stays in this cache's list (rangefs rm \(failure.name) drops it)"
+                : ". It stays in this cache's list"
+            printError("rangefs: \(failure.shown): \(failure.reason)\(note)")
+        }
+        guard mounting else {
+            // Each URL was named with its reason above; a line more would say nothing new.
+            if probed.unmountable.isEmpty { printError("rangefs: no URL could be mounted") }
+            if reportReadiness { Daemon.reportReady(Status.failed, logFile: nil) }
+            return Status.failed
+        }
         // A URL given or saved before stays saved unless its server said it is gone.
         let controlService = ControlService(fileSystem: fileSystem, unmounted: probed.unmounted)
         let mount: FUSEMount
@@ -120,15 +137,23 @@ struct MountRunner {
         controlService.saveCatalog()
         fileSystem.revalidator.startOfflineChecks()
         if configuration.fileSystem.prefetch == .all { fileSystem.fillAll() }
-        let control = startControl(for: controlService, mountpoint: target, warnings: warnings, logger: logger)
-        let status = probed.failures > 0 ? Status.someFailed : Status.mounted
+        let control = startControl(for: controlService, mountpoint: target, warnings: warnings, log: destination,
+                                   logger: logger)
+        let status = probed.unmountable.isEmpty ? Status.mounted : Status.someFailed
         if !probed.offline.isEmpty {
             printError("rangefs: \(probed.offline.count) file(s) mounted from the cache alone; they are checked again "
                        + "every \(Revalidator.offlineCheckInterval.seconds) s until their server answers")
         }
         if reportReadiness {
-            Daemon.reportReady(status, logFile: configuration.logFile)
-            if configuration.logFile == nil { destination.use(.syslog) }
+            // In the background the log goes to syslog, or, where no syslog daemon listens (a container, a
+            // minimal system), to a file in the cache directory: never to nowhere.
+            var logFile = configuration.logFile
+            if logFile == nil && rfs_syslog_reachable() == 0 {
+                logFile = configuration.cacheRoot + "/rangefs.log"
+                printError("rangefs: logging to \(logFile!) (no syslog daemon listens on /dev/log)")
+            }
+            Daemon.reportReady(status, logFile: logFile)
+            if logFile == nil { destination.use(.syslog) }
         }
         logger.info("mounted \(catalog.items.count) file(s) on \(target)")
         SystemdNotifier.notify("READY=1\nSTATUS=mounted \(catalog.items.count) file(s) on \(target)\nMAINPID=\(getpid())")
@@ -241,8 +266,21 @@ struct MountRunner {
     struct Probed {
         let catalog = Catalog()
         var offline: [String: String] = [:]
+        /// The saved files not mounted this run, which stay saved.
         var unmounted: [SavedFile] = []
-        var failures = 0
+        /// Every URL that could not be mounted, reported once the mount knows whether it goes ahead.
+        var unmountable: [Unmountable] = []
+    }
+
+    /// A URL that could not be mounted, and why.
+    struct Unmountable {
+        let shown: String
+        let reason: String
+        let name: String
+        /// Whether it stays in the saved set if the mount goes ahead (its server was unreachable, or it was
+        /// saved before and the server did not say it is gone).
+        let keepSaved: Bool
+        let wasSaved: Bool
     }
 
     /// Probes every URL at once; a bad one is reported by name and the rest still mount. A URL whose server
@@ -270,15 +308,14 @@ struct MountRunner {
                 probed.offline[source.url] = reason
                 printError("rangefs: \(shown): \(reason); serving what is cached until it answers")
             case .gone(let error), .failed(let error, keepSaved: false):
-                probed.failures += 1
-                printError("rangefs: \(shown): \(error.userMessage)")
+                probed.unmountable.append(Unmountable(shown: shown, reason: error.userMessage, name: "",
+                                                      keepSaved: false, wasSaved: saved.contains(source.url)))
             case .failed(let error, keepSaved: true):
-                probed.failures += 1
                 let name = source.name ?? EntryNaming.preferredName(
                     explicit: nil, metadata: RemoteMetadata(url: source.url, size: 0, etag: "", lastModified: ""))
                 probed.unmounted.append(SavedFile(name: name, url: source.url))
-                printError("rangefs: \(shown): \(error.userMessage); not mounted this time, and kept in this cache's "
-                           + "list (rangefs rm \(name) drops it)")
+                probed.unmountable.append(Unmountable(shown: shown, reason: error.userMessage, name: name,
+                                                      keepSaved: true, wasSaved: saved.contains(source.url)))
             }
         }
         if sources.count == 1, let only = directories.first, only.name == nil {
@@ -287,6 +324,33 @@ struct MountRunner {
             for directory in directories { probed.catalog.addDirectory(url: directory.url, explicitName: directory.name) }
         }
         return probed
+    }
+
+    /// Lists every directory URL before the mount goes ahead, so that one that cannot be listed (404, a server
+    /// that is down, an answer that is no listing) is reported like a bad file URL, and taken out of the mount.
+    /// One whose server is down but whose listing was kept from an earlier visit mounts from that listing.
+    private func listDirectories(of fileSystem: RangeFS, saved: Set<String>, into probed: inout Probed) {
+        for (directory, outcome) in fileSystem.listDirectorySources() {
+            let url = directory.url ?? ""
+            let shown = Redaction.redact(url)
+            switch outcome {
+            case .listed:
+                continue
+            case .kept(let reason):
+                printError("rangefs: \(shown): \(reason); showing the listing kept from an earlier visit until it answers")
+            case .failed(let reason, let gone):
+                let name = directory.inode == Catalog.rootInode ? "" : directory.name
+                let keepSaved = saved.contains(url) ? !gone : false
+                if keepSaved { probed.unmounted.append(SavedFile(name: name, url: url)) }
+                probed.unmountable.append(Unmountable(shown: shown, reason: reason, name: name.isEmpty ? shown : name,
+                                                      keepSaved: keepSaved, wasSaved: saved.contains(url)))
+                if directory.inode == Catalog.rootInode {
+                    probed.catalog.setRootURL(nil)
+                } else {
+                    probed.catalog.removeNode(directory.inode)
+                }
+            }
+        }
     }
 
     /// Adds a file to `catalog`, in the folders its name gives (`movies/a.mp4`, from a list file), with a warning
@@ -308,7 +372,7 @@ struct MountRunner {
 
     /// Serves `rangefs status` and friends on the mount's control socket; nil (and a warning) if it cannot.
     private func startControl(for service: ControlService, mountpoint: String, warnings: [String],
-                              logger: Logger) -> ControlServer? {
+                              log: LogDestination, logger: Logger) -> ControlServer? {
         let socketPath = ControlSocket.path(
             forMountpoint: mountpoint,
             in: ControlSocket.directory(environment: ProcessInfo.processInfo.environment, uid: getuid()))
@@ -316,7 +380,10 @@ struct MountRunner {
             return try ControlServer(path: socketPath, logger: logger) { request in
                 var response = service.handle(request)
                 response.mountpoint = mountpoint
-                if request.command == .status { response.warnings = warnings }
+                if request.command == .status {
+                    response.warnings = warnings
+                    response.recentErrors = log.recentErrors
+                }
                 return response
             }
         } catch {
