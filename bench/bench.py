@@ -714,6 +714,24 @@ class Bench:
                     f.write(b"y" * (index % 1000))
                 page.write(f'<a href="n{index:07d}.bin">n{index:07d}.bin</a>\n')
             page.write("</body></html>\n")
+        tiny = os.path.join(root, "tiny")
+        os.makedirs(tiny, exist_ok=True)
+        with open(os.path.join(tiny, "one.bin"), "wb") as f:
+            f.write(b"z")
+
+    def idle_memory(self, kind):
+        """The RSS of a rangefs daemon that mounted a one-file directory: the baseline a listing's memory is
+        measured against (rangefs lists a directory URL at mount, so its own mount is no idle baseline)."""
+        cached = getattr(self, "_idle_memory", {})
+        if kind not in cached:
+            cache = self.fresh_cache()
+            mount = Mount(kind, self.work, [self.nginx.url("library/tiny/")], cache)
+            subprocess.run(["ls", "-l", mount.point], capture_output=True, timeout=60)
+            cached[kind] = memory(mount.process.pid)
+            mount.close()
+            shutil.rmtree(cache, ignore_errors=True)
+            self._idle_memory = cached
+        return cached[kind]
 
     def library_requests(self, prefix):
         """Requests the origin logged for paths under `prefix` since the log was last cleared."""
@@ -724,6 +742,7 @@ class Bench:
         """One mount of `url` by `kind` (a rangefs build or a peer): the time from the mount's start to the end of
         the first `ls -l` (httpdirfs lists at mount), the second `ls -l`, the requests the first sent, the names it
         showed with their sizes, and the daemon's memory growth per entry. Times are None past `timeout`."""
+        idle = self.idle_memory(kind) if kind not in ("httpdirfs", "rclone") else 0
         cache = self.fresh_cache()
         self.nginx.clear_log()
         start = time.perf_counter()
@@ -738,7 +757,6 @@ class Bench:
             return {"first": None, "listing": None, "second": None, "shown": {},
                     "requests": self.library_requests(prefix), "bytes_per_entry": None}
         pid, point = mount.process.pid, mount.point
-        idle = memory(pid) if kind not in ("httpdirfs", "rclone") else 0
         try:
             listing_start = time.perf_counter()
             listed = subprocess.run(["ls", "-l", point], capture_output=True, text=True, timeout=timeout)
