@@ -34,7 +34,8 @@ let package = Package(
         ),
         .target(
             name: "RangeFSFUSE",
-            dependencies: ["CFUSE", "RangeFSCore", "RangeFSProcess", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CFUSE", "CLinux", "RangeFSCore", "RangeFSProcess",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "rangefs",

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 
 static inline void rfs_fi_set_keep_cache(struct fuse_file_info *fi, int on) { fi->keep_cache = on ? 1 : 0; }
 static inline void rfs_fi_set_direct_io(struct fuse_file_info *fi, int on) { fi->direct_io = on ? 1 : 0; }
@@ -31,5 +32,26 @@ static inline int rfs_reply_fd(fuse_req_t req, int fd, off_t offset, size_t size
 }
 
 static inline int rfs_errno_value(void) { return errno; }
+
+/// Answers an OPEN in passthrough mode: the kernel reads backing file `backing_id` itself (DESIGN.md §6). libfuse
+/// 3.14's fuse_open_out calls the last field padding; since protocol 7.40 it is the backing id, and
+/// FOPEN_PASSTHROUGH is 1 << 7 (with FOPEN_NOFLUSH, 1 << 5; never FOPEN_KEEP_CACHE).
+static inline int rfs_reply_open_passthrough(fuse_req_t req, uint64_t fh, int32_t backing_id) {
+    struct { uint64_t fh; uint32_t open_flags; int32_t backing_id; } out = { fh, (1u << 7) | (1u << 5), backing_id };
+    return fuse_reply_buf(req, (const char *)&out, sizeof out);
+}
+
+/// Routes the session's requests and replies through rangefs's passthrough io (CLinux's rfs_io_*).
+static inline int rfs_session_custom_io(struct fuse_session *se,
+                                        ssize_t (*read_fn)(int, void *, size_t, void *),
+                                        ssize_t (*writev_fn)(int, struct iovec *, int, void *),
+                                        ssize_t (*splice_fn)(int, off_t *, int, off_t *, size_t, unsigned int, void *)) {
+    static struct fuse_custom_io io;  // lives as long as the process, whatever libfuse keeps of it
+    io.writev = writev_fn;
+    io.read = read_fn;
+    io.splice_receive = splice_fn;
+    io.splice_send = splice_fn;
+    return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}
 
 #endif

@@ -4,6 +4,7 @@
 // unmounts and destroys the session. The daemon never stats its own mount point after exit.
 
 import CFUSE
+import CLinux
 import Dispatch
 import Foundation
 import Glibc
@@ -40,6 +41,8 @@ public struct MountSettings: Sendable, Equatable {
     /// The kernel's readahead for this mount, in KiB (`/sys/class/bdi/MAJ:MIN/read_ahead_kb`, root only). Bigger
     /// readahead makes the kernel send 1 MiB READs instead of 128 KiB ones. Nil leaves the kernel's default.
     public var kernelReadaheadKiB: Int? = 1024
+    /// Whether to negotiate FUSE passthrough with the kernel (`--passthrough auto`); see Passthrough.swift.
+    public var passthrough = true
 
     public init() {}
 }
@@ -103,6 +106,8 @@ public final class FUSEMount: @unchecked Sendable {
             context.release()
             throw .mountFailed(mountpoint)
         }
+        box.sessionDescriptor = fuse_session_fd(session)
+        Passthrough.prepare(session: session, wanted: settings.passthrough, fileSystem: fileSystem, logger: logger)
     }
 
     /// Starts the request loop on its own thread and waits until the kernel has initialised the session.
@@ -121,6 +126,7 @@ public final class FUSEMount: @unchecked Sendable {
         guard context.takeUnretainedValue().initialized.wait(seconds: 30) else {
             throw .notInitialized(mountpoint)
         }
+        Passthrough.settle(fileSystem: context.takeUnretainedValue().fileSystem)
         if let kibibytes = settings.kernelReadaheadKiB { setKernelReadahead(kibibytes) }
         // SAFETY: the session lives until `finish`, after which the file system no longer calls this.
         let handle = UnsafeSendableSession(pointer: session)

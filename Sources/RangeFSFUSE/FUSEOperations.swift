@@ -21,6 +21,10 @@ final class FUSEContext: Sendable {
     let maxBackground: UInt32
     let logger: Logger
     let initialized = DispatchSemaphoreBox()
+    /// The session's /dev/fuse descriptor, for the backing-file ioctls (set once, before the loop starts).
+    nonisolated(unsafe) var sessionDescriptor: Int32 = -1
+    /// The backing files of passthrough handles (Passthrough.swift).
+    let backings = Mutex(Passthrough.Backings())
     /// Reads not answered yet, by ID. Whoever removes an ID (the read's completion or its INTERRUPT) replies.
     private let pendingReads = Mutex(PendingReads())
 
@@ -136,6 +140,19 @@ private func rangefsOpen(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMu
     context.fileSystem.open(UInt64(inode)) { result in
         switch result {
         case .success(let opened):
+            if let path = opened.passthroughFile {
+                switch Passthrough.backing(for: UInt64(inode), handle: opened.handle, path: path, context: context) {
+                case .success(let backingID):
+                    // A reply the kernel refused means no handle: no RELEASE will come for it.
+                    if rfs_reply_open_passthrough(request.raw, opened.handle, backingID) != 0 {
+                        Passthrough.release(handle: opened.handle, context: context)
+                        context.fileSystem.release(opened.handle)
+                    }
+                    return
+                case .failure(let failure):
+                    context.fileSystem.passthroughFailed(opened.handle, disable: failure.disables ? failure.reason : nil)
+                }
+            }
             var reply = info.value
             reply.fh = opened.handle
             // Remote content is immutable for a given ETag, so pages the kernel cached stay valid across opens,
@@ -193,7 +210,10 @@ private func rangefsInterruptRead(_ req: fuse_req_t?, _ data: UnsafeMutableRawPo
 
 private func rangefsRelease(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
     let context = context(req)
-    if let fi { context.fileSystem.release(fi.pointee.fh) }
+    if let fi {
+        Passthrough.release(handle: fi.pointee.fh, context: context)
+        context.fileSystem.release(fi.pointee.fh)
+    }
     fuse_reply_err(req, 0)
 }
 

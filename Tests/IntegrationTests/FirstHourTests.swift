@@ -202,7 +202,7 @@ final class FirstHourTests: MountTestCase {
         XCTAssertEqual(text.status, 0, text.stderr)
         let lines = text.stdout.split(separator: "\n").map(String.init)
         XCTAssertTrue(lines.count > 2 && lines[1].hasPrefix("total: 6 files"), "totals first: \(text.stdout)")
-        let rows = lines.filter { $0.contains("complete") }
+        let rows = lines.filter { $0.contains(" complete ") && $0.contains("[") }
         XCTAssertEqual(rows.count, 6, text.stdout)
         let names = rows.map { String($0.split(separator: " ")[0]) }
         XCTAssertEqual(Set(names).count, 6, "every name tells its file apart: \(names)")

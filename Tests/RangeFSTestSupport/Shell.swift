@@ -29,6 +29,11 @@ public enum Shell {
     }
 
     /// The SHA-256 of a file, from sha256sum.
+    /// The sha256 of `data`, in hex as sha256sum prints it.
+    public static func sha256(of data: Data) -> String {
+        SHA256.digest(data).map { String(format: "%02x", $0) }.joined()
+    }
+
     public static func sha256(of path: String) throws -> String {
         let result = try run("/usr/bin/sha256sum", [path], timeout: 600)
         guard result.status == 0, let digest = result.stdout.split(separator: " ").first else {

@@ -36,4 +36,25 @@ int rfs_set_process_name(const char *name);
 /// Whether a syslog daemon listens on /dev/log (a datagram socket there accepts a connection).
 int rfs_syslog_reachable(void);
 
+// FUSE passthrough (passthrough.c): the custom io that negotiates it at INIT, and the backing-file ioctls.
+#include <sys/uio.h>
+/// Whether the mount asks for passthrough when the kernel offers it (set before the session loop starts).
+void rfs_passthrough_want(int on);
+/// Whether the kernel offered passthrough at INIT.
+int rfs_passthrough_offered(void);
+/// Whether the INIT reply took it.
+int rfs_passthrough_negotiated(void);
+/// Whether the INIT reply has been sent (then `rfs_passthrough_negotiated` is final).
+int rfs_passthrough_init_replied(void);
+ssize_t rfs_io_read(int fd, void *buffer, size_t length, void *userdata);
+ssize_t rfs_io_writev(int fd, struct iovec *iov, int count, void *userdata);
+ssize_t rfs_io_splice(int in, off_t *in_offset, int out, off_t *out_offset, size_t length, unsigned int flags,
+                      void *userdata);
+/// FUSE_DEV_IOC_BACKING_OPEN on the session's descriptor: the backing id (> 0) for `fd`, or -1 with errno.
+int rfs_backing_open(int session_fd, int fd);
+/// FUSE_DEV_IOC_BACKING_CLOSE: the kernel forgets backing `backing_id` (open files keep their own reference).
+int rfs_backing_close(int session_fd, int backing_id);
+/// Whether this process holds CAP_SYS_ADMIN in its effective set (the backing ioctl needs it).
+int rfs_has_cap_sys_admin(void);
+
 #endif

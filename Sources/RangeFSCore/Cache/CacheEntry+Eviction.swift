@@ -11,6 +11,9 @@ struct EvictionMarks {
     var pinned = false
     /// Whether eviction already took blocks of this entry (logged once).
     var evictedBefore = false
+    /// Handles the kernel reads through itself (FUSE passthrough): their file must stay whole, so nothing of it
+    /// is evicted while one is open.
+    var passthroughHandles = 0
 
     init(blockCount: Int) {
         stamps = Array(repeating: 0, count: blockCount)
@@ -21,6 +24,20 @@ struct EvictionMarks {
 
 extension CacheEntry {
     public var isPinned: Bool { state.withLock { $0.eviction.pinned } }
+
+    /// A handle of this file opened in passthrough mode: no block is evicted until `endPassthrough`.
+    func beginPassthrough() { state.withLock { $0.eviction.passthroughHandles += 1 } }
+    func endPassthrough() { state.withLock { $0.eviction.passthroughHandles -= 1 } }
+
+    /// Whether every block is present, durable (committed) and checked against its CRC by this process (written
+    /// by it, or read back since the mount), and the entry current: only such a file may be handed to the kernel
+    /// to read itself. The kernel reads holes as zeros and checks no CRC, so a block rotted on disk since it was
+    /// written is first caught by a normal read (and fetched again), never passed through.
+    public var isDurablyComplete: Bool {
+        state.withLock { state in
+            !state.stale && state.blocks.durable.isFull && state.blocks.verified.isFull && !state.changedSinceCommit
+        }
+    }
     public func setPinned(_ pinned: Bool) { state.withLock { $0.eviction.pinned = pinned } }
 
     /// Records that `blocks` were used at `stamp` (the store's clock), for LRU eviction.
@@ -46,7 +63,8 @@ extension CacheEntry {
     /// reads as zeros, fails its CRC and is fetched again. Returns the bytes freed.
     func evict(_ index: Int, stamp: UInt64) -> Int {
         state.withLock { state -> Int in
-            guard !state.eviction.pinned, !state.stale, state.eviction.stamps[index] == stamp,
+            guard !state.eviction.pinned, state.eviction.passthroughHandles == 0, !state.stale,
+                  state.eviction.stamps[index] == stamp,
                   state.blocks.isEvictable(index), !state.eviction.isServing(index)
             else { return 0 }
             let range = byteRange(of: index..<(index + 1))

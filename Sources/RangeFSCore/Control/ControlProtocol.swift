@@ -46,6 +46,10 @@ public struct FileStatus: Codable, Sendable, Equatable {
     public var map: String
     public var lastError: String?
     public var pinned: Bool = false
+    /// Handles the kernel reads through itself, past the daemon (FUSE passthrough).
+    public var passthroughHandles = 0
+    /// READ requests the daemon answered for this file since the mount (a passthrough handle sends none).
+    public var daemonReads = 0
 
     enum CodingKeys: String, CodingKey {
         case name, url, size, state, map, pinned
@@ -53,6 +57,8 @@ public struct FileStatus: Codable, Sendable, Equatable {
         case bytesPerSecond = "bytes_per_second"
         case etaSeconds = "eta_seconds"
         case lastError = "last_error"
+        case passthroughHandles = "passthrough_handles"
+        case daemonReads = "daemon_reads"
     }
 }
 
@@ -110,6 +116,8 @@ public struct ControlResponse: Codable, Sendable, Equatable {
     public var totals: StatusTotals?
     /// For status: the mount's last warnings and errors, oldest first, so that they can be seen without its log.
     public var recentErrors: [LogRecord]?
+    /// For status: whether the kernel reads complete files itself (FUSE passthrough), or why not.
+    public var passthrough: String?
 
     public init(ok: Bool, error: String? = nil, files: [FileStatus]? = nil, message: String? = nil,
                 mountpoint: String? = nil, pid: Int32? = nil) {
@@ -124,7 +132,7 @@ public struct ControlResponse: Codable, Sendable, Equatable {
     public static func failure(_ message: String) -> ControlResponse { ControlResponse(ok: false, error: message) }
 
     enum CodingKeys: String, CodingKey {
-        case ok, error, files, message, mountpoint, pid, warnings, totals
+        case ok, error, files, message, mountpoint, pid, warnings, totals, passthrough
         case recentErrors = "recent_errors"
     }
 }

@@ -44,6 +44,7 @@ extension ControlService {
             guard all || !Self.quietStates.contains(status.state) else { continue }
             status.name = catalog.path(of: item.inode)
             status.url = Redaction.redact(item.metadata.url)
+            (status.passthroughHandles, status.daemonReads) = fileSystem.handleUsage(of: item.inode)
             // The map of a file whose entry is not open comes from its bitmap on disk, read only when shown.
             if entry == nil, item.metadata.sizeKnown,
                let present = store.storedPresentBlocks(of: item.metadata, matchingSizeOnly: !item.validated) {
@@ -81,6 +82,7 @@ extension ControlService {
         files.sort { $0.name < $1.name }
         var response = ControlResponse(ok: true, files: files)
         response.totals = totals
+        response.passthrough = fileSystem.passthroughMode.withLock { $0 }.description
         return response
     }
 

@@ -59,6 +59,9 @@ public struct FileSystemSettings: Sendable, Equatable {
     /// How many bytes the probe of a listed file being opened asks for: the probe is then also its first data
     /// request, and a file this small costs one request in all (FirstBytes.swift). 0 probes with one byte.
     public var openProbeBytes = 256 << 10
+    /// Whether complete files are opened in FUSE passthrough mode when the kernel and privileges allow
+    /// (`--passthrough auto|off`).
+    public var passthrough = true
     /// The largest readahead window of a sequential reader.
     public var readaheadMaximum: UInt64 = 32 << 20
     /// Which files are completed in the background.
@@ -85,4 +88,23 @@ public struct OpenedFile: Sendable, Equatable {
     /// Whether every read must come to the file system, past the size the kernel knows: a file whose size shows
     /// only at the end of its stream.
     public var directIO = false
+    /// For a passthrough open: the complete, committed data file the kernel is to read itself. The FUSE adapter
+    /// opens it as the handle's backing file; if it cannot, it calls `RangeFS.passthroughFailed`.
+    public var passthroughFile: String?
+}
+
+/// Whether the kernel reads complete files itself (FUSE passthrough), and why not when it does not.
+public enum PassthroughMode: Sendable, Equatable {
+    /// Not known yet: the kernel has not initialised the session.
+    case pending
+    case on
+    case off(String)
+
+    public var description: String {
+        switch self {
+        case .pending: "not negotiated yet"
+        case .on: "on: complete files are read by the kernel from the cache, past the daemon"
+        case .off(let why): "off: \(why)"
+        }
+    }
 }

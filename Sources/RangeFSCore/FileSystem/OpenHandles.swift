@@ -16,6 +16,8 @@ final class OpenHandles: Sendable {
         var planner: ReadPlanner
         /// Whether this handle's reads already asked for the file to be completed (`PrefetchPolicy.use`).
         var askedForFill = false
+        /// Whether the kernel reads this handle's file itself (FUSE passthrough): no READ should come.
+        var passthrough = false
     }
 
     /// A handle on a file of unknown size, read from its stream.
@@ -40,18 +42,54 @@ final class OpenHandles: Sendable {
         var next: UInt64 = 1
         var files: [UInt64: OpenFile] = [:]
         var streams: [UInt64: StreamFile] = [:]
+        /// READs the daemon answered, per inode, since the mount: a passthrough handle adds none.
+        var reads: [UInt64: Int] = [:]
     }
 
     private let state = Mutex(State())
 
     /// A new handle reading `entry` (the file `inode`), with a readahead window of at most `readaheadMaximum`.
-    func open(inode: UInt64, entry: CacheEntry, readaheadMaximum: UInt64) -> UInt64 {
+    func open(inode: UInt64, entry: CacheEntry, readaheadMaximum: UInt64, passthrough: Bool = false) -> UInt64 {
         state.withLock { state in
             let handle = state.next
             state.next += 1
             let window = ReadaheadWindow(minimum: min(1 << 20, readaheadMaximum), maximum: readaheadMaximum)
-            state.files[handle] = OpenFile(inode: inode, entry: entry, planner: ReadPlanner(window: window))
+            state.files[handle] = OpenFile(inode: inode, entry: entry, planner: ReadPlanner(window: window),
+                                           passthrough: passthrough)
             return handle
+        }
+    }
+
+    /// Opens a handle on `entry` in passthrough mode if `decide` agrees, given how many handles of `inode` are
+    /// open in each mode; decided under the handle lock, so two opens cannot pick different modes for one inode
+    /// (the kernel refuses an inode open both ways, ETXTBSY).
+    func open(inode: UInt64, entry: CacheEntry, readaheadMaximum: UInt64,
+              decide: (_ normal: Int, _ passthrough: Int) -> Bool) -> (handle: UInt64, passthrough: Bool) {
+        state.withLock { state in
+            let open = state.files.values.filter { $0.inode == inode }
+            let passthrough = decide(open.count { !$0.passthrough }, open.count { $0.passthrough })
+            let handle = state.next
+            state.next += 1
+            let window = ReadaheadWindow(minimum: min(1 << 20, readaheadMaximum), maximum: readaheadMaximum)
+            state.files[handle] = OpenFile(inode: inode, entry: entry, planner: ReadPlanner(window: window),
+                                           passthrough: passthrough)
+            return (handle, passthrough)
+        }
+    }
+
+    /// Makes `handle` a normal one: its passthrough could not be set up. Returns its entry if it was passthrough.
+    func clearPassthrough(_ handle: UInt64) -> CacheEntry? {
+        state.withLock { state in
+            guard let file = state.files[handle], file.passthrough else { return nil }
+            state.files[handle]!.passthrough = false
+            return file.entry
+        }
+    }
+
+    /// How many handles of `inode` are open in passthrough mode, and how many READs the daemon answered for it.
+    func usage(of inode: UInt64) -> (passthrough: Int, reads: Int) {
+        state.withLock { state in
+            (state.files.values.count { $0.inode == inode && $0.passthrough }, state.reads[inode] ?? 0)
         }
     }
 
@@ -77,6 +115,7 @@ final class OpenHandles: Sendable {
     func plan(_ handle: UInt64, offset: UInt64, count: Int, fillAfter: UInt64?) -> Read? {
         state.withLock { state -> Read? in
             if let file = state.files[handle] {
+                state.reads[file.inode, default: 0] += 1
                 // In place: a copy of the planner would be copied again on write.
                 let plan = state.files[handle]!.planner.plan(offset: offset, count: count, fileSize: file.entry.size)
                 // A use, not a probe: this handle has read more than a prober reads.

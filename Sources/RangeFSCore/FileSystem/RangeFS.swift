@@ -35,6 +35,9 @@ public final class RangeFS: Sendable {
     /// adapter); `UInt64.max` as the upper bound means to the end of the file. It waits for pages that a READ in
     /// flight holds, so it must never run where that READ's reply waits behind it.
     public let pageInvalidator = LockedBox<(@Sendable (UInt64, Range<UInt64>) -> Void)?>(nil)
+    /// Whether complete files are read by the kernel itself (FUSE passthrough); set by the FUSE adapter once the
+    /// session is initialised, and turned off if the kernel refuses a backing file.
+    public let passthroughMode = Mutex(PassthroughMode.pending)
     /// Tells the kernel to drop its cached attributes of an inode (set by the FUSE adapter): a listed file whose
     /// attributes the kernel keeps (see `kernelCacheSeconds`) is opened, or a new listing changed it.
     public let attributeInvalidator = LockedBox<(@Sendable (UInt64) -> Void)?>(nil)
@@ -174,15 +177,47 @@ public final class RangeFS: Sendable {
             logger.error("cannot open the cache for \(item.name): \(error)")
             return .failure(.io(error.description))
         }
-        let handle = handles.open(inode: inode, entry: cacheEntry, readaheadMaximum: settings.readaheadMaximum)
-        if settings.prefetch == .open && !cacheEntry.isComplete { scheduler.fill(cacheEntry, url: item.metadata.url) }
+        // Passthrough for a complete, committed file whose validator needs no check now, with no handle open the
+        // normal way; once one handle of an inode is in passthrough, the others must be too (the kernel refuses
+        // an inode open both ways).
+        let url = item.metadata.url
+        let passthroughAllowed = settings.passthrough && passthroughMode.withLock { $0 == .on }
+            && cacheEntry.isDurablyComplete
+        let (handle, passthrough) = handles.open(inode: inode, entry: cacheEntry,
+                                                 readaheadMaximum: settings.readaheadMaximum) { normal, passing in
+            guard passthroughAllowed else { return false }
+            return passing > 0 || (normal == 0 && !revalidator.isDue(url))
+        }
+        if settings.prefetch == .open && !cacheEntry.isComplete { scheduler.fill(cacheEntry, url: url) }
         revalidator.revalidateIfDue(cacheEntry)
+        if passthrough {
+            cacheEntry.beginPassthrough()
+            return .success(OpenedFile(handle: handle, keepCache: false, passthroughFile: cacheEntry.directory + "/data"))
+        }
         let generation = cacheEntry.header.generation
         let keepCache = kernelGenerations.withLock { known in
             defer { known[inode] = generation }
             return known[inode] == nil || known[inode] == generation
         }
         return .success(OpenedFile(handle: handle, keepCache: keepCache))
+    }
+
+    /// The FUSE adapter could not give `handle` its backing file: it is answered as a normal handle. With
+    /// `disable` (the kernel refused for good: no privilege, no support), no later open tries passthrough.
+    public func passthroughFailed(_ handle: UInt64, disable reason: String?) {
+        handles.clearPassthrough(handle)?.endPassthrough()
+        if let reason {
+            let changed = passthroughMode.withLock { mode -> Bool in
+                defer { mode = .off(reason) }
+                return mode != .off(reason)
+            }
+            if changed { logger.warning("FUSE passthrough is off: \(reason); complete files are read through the daemon") }
+        }
+    }
+
+    /// How many handles of `inode` the kernel reads itself (passthrough), and how many READs the daemon answered.
+    public func handleUsage(of inode: UInt64) -> (passthrough: Int, reads: Int) {
+        handles.usage(of: inode)
     }
 
     /// Opens a file whose server sends no length: it is read from its stream, with direct I/O. Nil if the stream
@@ -214,6 +249,7 @@ public final class RangeFS: Sendable {
 
     public func release(_ handle: UInt64) {
         let (file, stream) = handles.close(handle)
+        if let file, file.passthrough { file.entry.endPassthrough() }
         file?.entry.endUse()
         stream?.download.closed()
     }
@@ -309,7 +345,7 @@ public final class RangeFS: Sendable {
 
     public static let attributeNames = [
         "user.rangefs.url", "user.rangefs.state", "user.rangefs.progress", "user.rangefs.cached_bytes",
-        "user.rangefs.etag",
+        "user.rangefs.etag", "user.rangefs.passthrough_handles",
     ]
 
     public func extendedAttributeNames(of inode: UInt64) -> Result<[String], FileSystemError> {
@@ -332,6 +368,7 @@ public final class RangeFS: Sendable {
         switch name {
         case "user.rangefs.url": return .success(Redaction.redact(item.metadata.url))
         case "user.rangefs.etag": return .success(item.metadata.etag)
+        case "user.rangefs.passthrough_handles": return .success(String(handles.usage(of: inode).passthrough))
         case "user.rangefs.cached_bytes": return .success(String(cached))
         case "user.rangefs.progress" where !item.metadata.sizeKnown: return .success("size unknown")
         case "user.rangefs.progress": return .success(Self.percent(cached, of: size))

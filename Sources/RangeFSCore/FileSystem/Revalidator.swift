@@ -85,6 +85,16 @@ public final class Revalidator: Sendable {
         if due { revalidate(entry, knownChanged: false) }
     }
 
+    /// Whether an open of `url` now would check it against its server (`revalidateIfDue`), without recording one.
+    public func isDue(_ url: String) -> Bool {
+        guard let revalidateAfter = settings.revalidateAfter else { return false }
+        let now = MonotonicClock.seconds()
+        return lastValidated.withLock { checked in
+            guard let last = checked[url] else { return true }
+            return now - last >= revalidateAfter.seconds
+        }
+    }
+
     /// Records that `url` was just checked against its server.
     public func markValidated(_ url: String) {
         lastValidated.withLock { $0[url] = MonotonicClock.seconds() }

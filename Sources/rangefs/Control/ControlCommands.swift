@@ -70,13 +70,15 @@ struct StatusCommand: ParsableCommand {
                                                   totals: ["size": totals.size, "cached_bytes": totals.cachedBytes,
                                                            "files": UInt64(totals.files)],
                                                   warnings: response.warnings ?? [],
-                                                  recentErrors: response.recentErrors ?? [])
+                                                  recentErrors: response.recentErrors ?? [],
+                                                  passthrough: response.passthrough)
                     print(String(decoding: try encoder.encode(document), as: UTF8.self))
                 } else {
                     if watch && terminal { print("\u{1B}[H\u{1B}[2J", terminator: "") }
                     for warning in response.warnings ?? [] { print("warning: \(warning)") }
                     print(StatusTable.render(files, totals: totals, mountpoint: client.mountpoint,
-                                             recentErrors: response.recentErrors ?? []))
+                                             recentErrors: response.recentErrors ?? [],
+                                             passthrough: response.passthrough))
                 }
                 fflush(nil)
                 if watch { sleep(1) }
@@ -91,9 +93,10 @@ struct StatusDocument: Encodable {
     var totals: [String: UInt64]
     var warnings: [String]
     var recentErrors: [LogRecord]
+    var passthrough: String?
 
     enum CodingKeys: String, CodingKey {
-        case mountpoint, files, totals, warnings
+        case mountpoint, files, totals, warnings, passthrough
         case recentErrors = "recent_errors"
     }
 }
@@ -198,10 +201,11 @@ enum StatusTable {
     static let nameWidth = 60
 
     static func render(_ files: [FileStatus], totals: StatusTotals, mountpoint: String,
-                       recentErrors: [LogRecord] = []) -> String {
+                       recentErrors: [LogRecord] = [], passthrough: String? = nil) -> String {
         var lines = ["\(mountpoint)"]
         lines.append("total: \(totals.files) files, \(bytes(totals.cachedBytes)) of \(bytes(totals.size)) local"
                      + (totals.bytesPerSecond > 0 ? ", \(bytes(UInt64(totals.bytesPerSecond)))/s" : ""))
+        if let passthrough { lines.append("passthrough: \(passthrough)") }
         let width = min(nameWidth, max(4, files.map(\.name.count).max() ?? 4))
         if !files.isEmpty {
             lines.append(pad("NAME", width) + "  " + pad("SIZE", 9) + "  " + pad("LOCAL", 6) + "  " + pad("STATE", 11)
@@ -217,7 +221,8 @@ enum StatusTable {
                          + pad(unmounted || unsized ? "-" : String(format: "%.1f%%", share), 6) + "  "
                          + pad(file.state, 11) + "  "
                          + pad(file.bytesPerSecond > 0 ? bytes(UInt64(file.bytesPerSecond)) + "/s" : "-", 11) + "  "
-                         + pad(file.etaSeconds.map(duration) ?? "-", 8) + "  [" + file.map + "]" + (file.pinned ? " pinned" : ""))
+                         + pad(file.etaSeconds.map(duration) ?? "-", 8) + "  [" + file.map + "]" + (file.pinned ? " pinned" : "")
+                         + (file.passthroughHandles > 0 ? " passthrough" : ""))
             if let error = file.lastError, ["error", "offline", "unmounted", "listed in part"].contains(file.state) {
                 lines.append("    last error: \(error)")
             }

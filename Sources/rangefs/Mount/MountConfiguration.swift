@@ -67,6 +67,7 @@ struct MountConfiguration: Equatable {
         fileSystem.blockSize = Int(options.blockSize.bytes)
         fileSystem.readaheadMaximum = options.readahead.bytes
         fileSystem.prefetch = options.prefetch
+        fileSystem.passthrough = options.passthrough == .auto
         fileSystem.revalidateAfter = .milliseconds(Int((options.revalidate * 1000).rounded()))
         fileSystem.directoryCacheTime = .milliseconds(Int((options.dirCacheTime * 1000).rounded()))
 
@@ -75,5 +76,6 @@ struct MountConfiguration: Equatable {
         mount.owner = Owner(uid: options.uid ?? getuid(), gid: options.gid ?? getgid())
         mount.umask = options.umask.flatMap { mode_t($0, radix: 8) } ?? 0
         mount.kernelReadaheadKiB = options.kernelReadahead > 0 ? options.kernelReadahead : nil
+        mount.passthrough = fileSystem.passthrough
     }
 }

@@ -11,6 +11,13 @@ import RangeFSHTTP
 
 extension PrefetchPolicy: ExpressibleByArgument {}
 
+/// `--passthrough`: whether complete files are read by the kernel itself (FUSE passthrough).
+enum PassthroughChoice: String, ExpressibleByArgument, CaseIterable, Equatable {
+    /// When the kernel offers it and the daemon may use it (root).
+    case auto
+    case off
+}
+
 /// A `--header` value: `Name: value`, one line.
 enum HeaderLine {
     /// What is wrong with `line`, or nil.
@@ -86,6 +93,9 @@ struct MountOptions: ParsableArguments {
 
     @Option(name: .long, help: "Complete files in the background: use (each file a reader uses: 16 MiB read through one handle, more than a probe reads), open (each file once opened), all, or none.")
     var prefetch = Defaults.fileSystem.prefetch
+
+    @Option(name: .long, help: "Read complete files in the kernel, past the daemon (FUSE passthrough): auto (when the kernel offers it and the mount runs as root) or off.")
+    var passthrough = Defaults.fileSystem.passthrough ? PassthroughChoice.auto : .off
 
     @Option(name: .long, help: "Cap background completion at this rate in bytes/s, e.g. 10M; readers are never capped.")
     var bwlimit: ByteCount?

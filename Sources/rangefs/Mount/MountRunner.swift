@@ -156,6 +156,7 @@ struct MountRunner {
             if logFile == nil { destination.use(.syslog) }
         }
         logger.info("mounted \(catalog.items.count) file(s) on \(target)")
+        logger.info("FUSE passthrough \(fileSystem.passthroughMode.withLock { $0 }.description)")
         SystemdNotifier.notify("READY=1\nSTATUS=mounted \(catalog.items.count) file(s) on \(target)\nMAINPID=\(getpid())")
 
         mount.waitUntilUnmounted()
