@@ -108,13 +108,14 @@ final class ReadPlannerTests: XCTestCase {
         let deadline = Date().addingTimeInterval(10)
         while !arrivedAndDropped() && Date() < deadline { usleep(2000) }
         XCTAssertTrue(arrivedAndDropped(), "the read's blocks arrived, failed to be written and were dropped")
-        let requestsAtResume = origin.requests.count
         replies.resume()
         XCTAssertEqual(done.wait(timeout: .now() + 10), .success, "the read was never answered")
         XCTAssertEqual(answer.withLock { $0 }, Array(bytes[offset..<(offset + count)]))
         let firstByte = entry.byteRange(of: blocks).lowerBound
-        XCTAssertTrue(origin.requests.dropFirst(requestsAtResume).contains { $0.range?.contains(firstByte) ?? false },
-                      "the read was served again: its dropped block was fetched again")
+        // Counted over the whole test, not from the resume on: on a loaded machine the refetch may start before
+        // the count is taken (a CI run saw that).
+        XCTAssertGreaterThanOrEqual(origin.requests.filter { $0.range?.contains(firstByte) ?? false }.count, 2,
+                                    "the read was served again: its dropped block was fetched again")
         XCTAssertEqual(fileSystem.readaheadWindow(of: handle), expected.readaheadWindow,
                        "each READ moves the readahead window once, however often it is served")
     }
