@@ -216,6 +216,31 @@ class PeerMount:
         time.sleep(0.2)
 
 
+class Httpfs2Mount:
+    """httpfs2 (no cache: every read is a Range request) mounting one URL in the foreground, its PID known for
+    its CPU; unmounted by `close`. It needs Accept-Ranges on 206 responses, which the direct nginx adds."""
+
+    def __init__(self, work, url, name):
+        self.point = tempfile.mkdtemp(dir=work, prefix="httpfs2-")
+        self.process = subprocess.Popen(["httpfs2", "-f", "-c", "/dev/null", url, self.point],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.file = os.path.join(self.point, name)
+        deadline = time.time() + 30
+        while not os.path.exists(self.file):
+            if time.time() > deadline or self.process.poll() is not None:
+                self.close()
+                raise RuntimeError("httpfs2 did not mount " + url)
+            time.sleep(0.05)
+
+    def close(self):
+        subprocess.run(["fusermount3", "-uz", self.point], stderr=subprocess.DEVNULL)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
 class ListingPeer:
     """A peer that mounts a web directory in the foreground (its PID known): httpdirfs or rclone, each with its
     own disk cache; unmounted by `close`."""
@@ -371,6 +396,7 @@ class Bench:
         builds = [label for label, _ in self.builds()]
         cold, cold_cpu, warm, dropped, dropped_cpu, remount = ({label: [] for label in builds} for _ in range(6))
         peer = {"cold": [], "warm": [], "remount": []}
+        httpfs2, httpfs2_cpu, cold_daemon_cpu = [], [], {label: [] for label in builds}
         for _ in range(self.args.runs):
             drop_caches()
             seconds, used, busy = timed_cpu(["curl", "-s", "-o", dest, self.nginx.url(name)],
@@ -387,6 +413,7 @@ class Bench:
                                                 {"rangefs": [mount.process.pid], "nginx": self.nginx.pids()})
                 cold[label].append(size / seconds)
                 cold_cpu[label].append(sum(used.values()))
+                cold_daemon_cpu[label].append(used["rangefs"] * (512 * MiB) / size)
                 log(f"  {label} cold cp: {describe_cpu(used, busy)}")
                 self.check_copy(dest, name)
                 # Right after the cold copy, on the same mount, as a user copies a file twice; then the same file
@@ -420,6 +447,16 @@ class Bench:
                     f"warm cp {warm[label][-1] / MiB:.0f} (local {local[-1] / MiB:.0f}), cat after drop "
                     f"{dropped[label][-1] / MiB:.0f} (data file {cat[-1] / MiB:.0f}), remount cp "
                     f"{remount[label][-1] / MiB:.0f} MiB/s")
+            if shutil.which("httpfs2"):
+                mount = Httpfs2Mount(self.work, self.nginx.url(name), name)
+                drop_caches()
+                seconds, used, busy = timed_cpu(["cp", mount.file, dest], {"httpfs2": [mount.process.pid]})
+                httpfs2.append(size / seconds)
+                httpfs2_cpu.append(used["httpfs2"] * (512 * MiB) / size)
+                log(f"  httpfs2 cold cp: {describe_cpu(used, busy)}")
+                self.check_copy(dest, name)
+                os.remove(dest)
+                mount.close()
             if shutil.which("httpdirfs"):
                 cache = self.fresh_cache()
                 mount = PeerMount(self.work, self.nginx.url(""), cache)
@@ -447,6 +484,11 @@ class Bench:
                                                             median(cat), 0.9)
         self.results["  daemon CPU s per 512 MiB, that cat"] = (median(dropped_cpu["rangefs"]), "", 0, "<=0.05")
         self.results["warm cp (cache on disk)"] = (median(remount["rangefs"]), "cat data file", median(cat), 0.8)
+        self.results["  daemon CPU s per cold 512 MiB"] = (median(cold_daemon_cpu["rangefs"]), "", 0, None)
+        if httpfs2:
+            self.results["  cold cp vs httpfs2"] = (median(cold["rangefs"]), "httpfs2", median(httpfs2), 0.9)
+            self.results["  daemon CPU s per cold 512 MiB vs httpfs2"] = (median(cold_daemon_cpu["rangefs"]),
+                                                                        "httpfs2", median(httpfs2_cpu), "<=2x")
         if peer["cold"]:
             self.results["  cold cp vs httpdirfs"] = (median(cold["rangefs"]), "httpdirfs", median(peer["cold"]), 1.0)
             self.results["  warm cp, same mount, vs httpdirfs"] = (median(warm["rangefs"]), "httpdirfs",

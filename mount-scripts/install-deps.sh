@@ -5,12 +5,13 @@
 #   tests:  nginx-light (a real origin with Range and ETag; TLS, auth, a slice cache), apache2 and lighttpd (their
 #           directory listings), tinyproxy (a proxy), openssl (test CAs),
 #           ffmpeg (ffprobe), attr (getfattr), curl, rsync and git (clients a user copies a tree with)
-#   bench:  aria2 (aria2c, the parallel downloader rangefs is compared with), httpdirfs (the nearest peer), rclone
+#   bench:  aria2 (aria2c, the parallel downloader rangefs is compared with), httpdirfs (the nearest peer), httpfs2
+#           (the uncached FUSE path a cold copy is held against), rclone
 #           (its mount, for the library scenario), python3
 set -euo pipefail
 
 packages=(fuse3 libfuse3-dev libcurl4-openssl-dev pkg-config nginx-light apache2 lighttpd tinyproxy openssl attr ffmpeg curl rsync git aria2
-          httpdirfs rclone python3)
+          httpdirfs httpfs2 rclone python3)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
