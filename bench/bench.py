@@ -482,7 +482,7 @@ class Bench:
                     f"{peer['warm'][-1] / MiB:.0f}, remount cp {peer['remount'][-1] / MiB:.0f} MiB/s")
         median = statistics.median
         self.results["cold cp, fast link"] = (median(cold["rangefs"]), "curl", median(curl), 1.0)
-        # Where the CPU went explains goal 1 on a small machine: see README, "Where the time goes".
+        # Where the CPU went explains goal 1 on a small machine: see docs/performance.md, "Where the time goes".
         self.results["  CPU s per copy: curl + nginx"] = (median(curl_cpu), "", 0, None)
         self.results["  CPU s per copy: rangefs + cp + nginx"] = (median(cold_cpu["rangefs"]), "", 0, None)
         self.results["warm cp, same mount"] = (median(warm["rangefs"]), "local cp", median(local), 0.95)

@@ -608,7 +608,7 @@ final class RealWorldHTTPTests: MountTestCase {
     }
 }
 
-/// The nginx slice-cache location the README's "Many machines" section gives, as the test runs it.
+/// The nginx slice-cache location docs/many-machines.md gives, as the test runs it.
 enum SliceCache {
     static func location(upstream: String) -> String {
         """

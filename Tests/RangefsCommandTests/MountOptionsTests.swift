@@ -6,7 +6,7 @@ import RangeFSHTTP
 @testable import rangefs
 import XCTest
 
-/// argv and `-o` lists become one configuration; with no tuning flags it holds the README's defaults.
+/// argv and `-o` lists become one configuration; with no tuning flags it holds the defaults docs/usage.md states.
 final class MountOptionsTests: XCTestCase {
     func configuration(_ arguments: [String]) throws -> MountConfiguration {
         let command = try RangefsCommand.parseCommandLine(arguments)
@@ -24,7 +24,7 @@ final class MountOptionsTests: XCTestCase {
         }
     }
 
-    /// One assertion per row of the README's tuning table, with the value the README states.
+    /// One assertion per row of the tuning table in docs/usage.md, with the value it states.
     func testNoTuningFlagsGiveTheDocumentedDefaults() throws {
         let config = try configuration(["mount", "/mnt/m", "http://h/f.bin"])
         XCTAssertEqual(config.store.commitInterval, .milliseconds(500))                 // --commit-interval 0.5

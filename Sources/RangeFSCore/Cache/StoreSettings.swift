@@ -1,5 +1,5 @@
 // Every setting of the cache, with its default stated once. The command line's options take their defaults from
-// here (see the README's tuning table), and tests build stores with the same values.
+// here (see the tuning table in docs/usage.md), and tests build stores with the same values.
 
 import Dispatch
 

@@ -9,7 +9,7 @@ public enum FetchPriority: Int, Comparable, Sendable {
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
-/// Tunables for fetching. The defaults were chosen with the benchmark (see README, Performance).
+/// Tunables for fetching. The defaults were chosen with the benchmark (see docs/performance.md).
 public struct FetchPolicy: Sendable, Equatable {
     /// The largest single Range request.
     public var segmentBytes: UInt64 = 2 << 20
