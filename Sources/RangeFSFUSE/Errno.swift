@@ -15,6 +15,8 @@ extension FileSystemError {
         case .stale: ESTALE
         case .noSpace: ENOSPC
         case .interrupted: EINTR
+        case .readOnly: EROFS
+        case .invalidArgument: EINVAL
         case .io: EIO
         }
     }

@@ -133,8 +133,8 @@ private func rangefsGetattr(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: Unsaf
 
 private func rangefsOpen(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
     let context = context(req), request = FUSERequest(raw: req!)
-    guard let fi else { return request.fail(errno: EINVAL) }
-    if fi.pointee.flags & O_ACCMODE != O_RDONLY { return request.fail(errno: EROFS) }
+    guard let fi else { return request.fail(.invalidArgument) }
+    if fi.pointee.flags & O_ACCMODE != O_RDONLY { return request.fail(.readOnly) }
     // The kernel's fuse_file_info lives only during this call; the reply (maybe after a probe) fills a copy.
     let info = FileInfo(fi.pointee)
     context.fileSystem.open(UInt64(inode)) { result in
@@ -177,7 +177,7 @@ private struct FileInfo: @unchecked Sendable {
 private func rangefsRead(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _ offset: off_t,
                          _ fi: UnsafeMutablePointer<fuse_file_info>?) {
     let context = context(req), request = FUSERequest(raw: req!)
-    guard let fi, offset >= 0 else { return request.fail(errno: EINVAL) }
+    guard let fi, offset >= 0 else { return request.fail(.invalidArgument) }
     // Register for INTERRUPT before the read can complete: after a reply, the request must not be touched.
     // The ID travels as the callback's data pointer, so nothing has to outlive the request.
     let id = context.beginRead()
@@ -204,7 +204,7 @@ private func rangefsRead(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _
 private func rangefsInterruptRead(_ req: fuse_req_t?, _ data: UnsafeMutableRawPointer?) {
     let context = context(req)
     if let data, context.finishRead(UInt(bitPattern: data)) {
-        fuse_reply_err(req, EINTR)
+        fuse_reply_err(req, FileSystemError.interrupted.errno)
     }
 }
 
@@ -219,7 +219,7 @@ private func rangefsRelease(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: Unsaf
 
 private func rangefsOpendir(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: UnsafeMutablePointer<fuse_file_info>?) {
     let context = context(req), request = FUSERequest(raw: req!)
-    guard let fi else { return request.fail(errno: EINVAL) }
+    guard let fi else { return request.fail(.invalidArgument) }
     switch context.fileSystem.openDirectory(UInt64(inode)) {
     case .success(let handle):
         fi.pointee.fh = handle

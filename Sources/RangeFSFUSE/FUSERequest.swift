@@ -9,7 +9,6 @@ struct FUSERequest: @unchecked Sendable {
     let raw: fuse_req_t
 
     func fail(_ error: FileSystemError) { fuse_reply_err(raw, error.errno) }
-    func fail(errno: Int32) { fuse_reply_err(raw, errno) }
 
     func replyEntry(_ attributes: FileAttributes, context: FUSEContext) {
         var entry = Self.entryParameter(attributes, context: context)

@@ -202,6 +202,28 @@ final class CrashSafetyTests: MountTestCase {
         try driver.unmount(mountpoint, cache: small + "/cache")
     }
 
+    // 5b. A file opened when the cache disk has no room for its cache entry fails with ENOSPC, which says what is
+    //     wrong, not EIO; once there is room again it reads right.
+    func testAnOpenOnAFullCacheDiskFailsWithNoSpace() throws {
+        let digest = try origin.serveRandomFile("room.bin", size: 1 << 20)
+        let small = scratch.path + "/tiny-disk"
+        XCTAssertEqual(mkdir(small, 0o700), 0)
+        let mounted = try Shell.run("/bin/mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", small])
+        guard mounted.status == 0 else { throw XCTSkip("cannot mount a tmpfs here: \(mounted.stderr)") }
+        defer { _ = try? Shell.run("/bin/umount", ["-l", small]) }
+        let result = try driver.mount(mountpoint, urls: [origin.url("room.bin")], cache: small + "/cache",
+                                      extra: ["--log-file", scratch.path + "/room.log"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        // Fill the disk to its last block.
+        _ = try Shell.run("/bin/dd", ["if=/dev/zero", "of=" + small + "/filler", "bs=64k"])
+        let full = try Shell.run("/bin/cat", [mountpoint + "/room.bin"])
+        XCTAssertNotEqual(full.status, 0)
+        XCTAssertTrue(full.stderr.contains("No space left on device"), full.stderr)
+        XCTAssertEqual(unlink(small + "/filler"), 0)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/room.bin"), digest)
+        try driver.unmount(mountpoint, cache: small + "/cache")
+    }
+
     // 6. Origin stopped: cached ranges read fine, uncached ones fail with EIO in time; after a restart, all is well.
     func testOriginDownServesCachedDataAndRecoversWithoutRemount() throws {
         try origin.serveRandomFile("down.bin", size: 8 << 20)

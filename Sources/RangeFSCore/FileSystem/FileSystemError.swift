@@ -1,3 +1,5 @@
+import Glibc
+
 /// What a filesystem operation reports; the FUSE adapter turns each case into one errno.
 public enum FileSystemError: Error, Sendable, Equatable {
     case notFound
@@ -10,8 +12,21 @@ public enum FileSystemError: Error, Sendable, Equatable {
     case badHandle
     /// The file changed on the server since this handle was opened.
     case stale
+    /// The cache's disk is full: the file cannot get its cache entry.
     case noSpace
     case interrupted
+    /// A write was asked of a read-only file system.
+    case readOnly
+    /// The kernel's request is not one the file system can take (no file info, a negative offset).
+    case invalidArgument
     /// Network trouble after retries, a failed server, a timeout.
     case io(String)
+}
+
+extension FileSystemError {
+    /// The error a failure to open a file's cache entry shows: `noSpace` for a full cache disk, `io` otherwise.
+    static func cacheUnusable(_ error: CacheError) -> FileSystemError {
+        if case .system(let system) = error, system.errno == ENOSPC { return .noSpace }
+        return .io(error.description)
+    }
 }

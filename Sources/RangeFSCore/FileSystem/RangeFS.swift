@@ -175,7 +175,7 @@ public final class RangeFS: Sendable {
             cacheEntry = try entry(for: catalog.item(inode: inode) ?? item, inUse: true)
         } catch {
             logger.error("cannot open the cache for \(item.name): \(error)")
-            return .failure(.io(error.description))
+            return .failure(.cacheUnusable(error))
         }
         // Passthrough for a complete, committed file whose validator needs no check now, with no handle open the
         // normal way; once one handle of an inode is in passthrough, the others must be too (the kernel refuses
@@ -229,7 +229,7 @@ public final class RangeFS: Sendable {
             download = found
         } catch {
             logger.error("cannot open the cache for \(item.name): \(error)")
-            return .failure(.io(error.description))
+            return .failure(.cacheUnusable(error))
         }
         download.opened()
         let handle = handles.openStream(inode: item.inode, download: download)
