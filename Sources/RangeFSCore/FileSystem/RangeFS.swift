@@ -84,7 +84,15 @@ public final class RangeFS: Sendable {
         let owner = WeakReference<RangeFS>()
         var revalidation = Revalidator.Events()
         revalidation.forgetPages = { inode, range in owner.object?.pageInvalidator.withLock { $0 }?(inode, range) }
-        revalidation.entry = { item in try? owner.object?.entry(for: item) }
+        revalidation.entry = { item in
+            guard let owner = owner.object else { return nil }
+            do {
+                return try owner.entry(for: item)
+            } catch {
+                owner.logger.error("cannot open the cache for \(item.name) to check it against its server: \(error)")
+                return nil
+            }
+        }
         let revalidator = Revalidator(catalog: catalog, store: store, scheduler: scheduler, settings: settings,
                                       events: revalidation, logger: logger)
         self.revalidator = revalidator
@@ -140,7 +148,13 @@ public final class RangeFS: Sendable {
     /// file. A listed file that no probe has seen counts a cached copy of the size its listing states.
     func cachedBytes(of item: CatalogItem) -> UInt64 {
         if !item.metadata.sizeKnown {
-            if let stream = (try? download(for: item)) ?? nil { return stream.cachedBytes }
+            do {
+                if let stream = try download(for: item) { return stream.cachedBytes }
+            } catch {
+                // Shown as nothing cached, which is what can be read of it: say why.
+                logger.error("cannot open the cache for \(item.name): \(error)")
+                return 0
+            }
             // Completed since `item` was read from the catalog.
             guard let known = catalog.item(inode: item.inode), known.metadata.sizeKnown else { return 0 }
             return cachedBytes(of: known)
@@ -328,11 +342,11 @@ public final class RangeFS: Sendable {
     /// Starts completing every mounted file in the background (`--prefetch=all`).
     public func fillAll() {
         for item in catalog.items {
-            if !item.metadata.sizeKnown {
-                (try? download(for: item))??.fill()
-                continue
-            }
             do {
+                if !item.metadata.sizeKnown {
+                    try download(for: item)?.fill()
+                    continue
+                }
                 let cacheEntry = try entry(for: item)
                 if !cacheEntry.isComplete { scheduler.fill(cacheEntry, url: item.metadata.url) }
             } catch {

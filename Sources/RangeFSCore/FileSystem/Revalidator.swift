@@ -254,7 +254,8 @@ public final class Revalidator: Sendable {
     /// URL, so 10,000 offline files cost 10,000 lookups, not 10,000 walks of the catalog.
     func checkOfflineFiles() {
         let urls = offline.withLock { Array($0.keys) }
-        let entries = urls.compactMap(catalog.item(url:)).compactMap(events.entry)
+        // A file without a known length has no block entry to check (its stream notices a change itself).
+        let entries = urls.compactMap(catalog.item(url:)).filter(\.metadata.sizeKnown).compactMap(events.entry)
         guard !entries.isEmpty else { return }
         for (entry, result) in zip(entries, probe(entries.map(\.header.url))) {
             apply(result, to: entry, knownChanged: false)
