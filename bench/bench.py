@@ -233,12 +233,7 @@ class Httpfs2Mount:
             time.sleep(0.05)
 
     def close(self):
-        subprocess.run(["fusermount3", "-uz", self.point], stderr=subprocess.DEVNULL)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        unmount_foreground(self.point, self.process)
 
 
 class ListingPeer:
@@ -264,12 +259,17 @@ class ListingPeer:
             time.sleep(0.05)
 
     def close(self):
-        subprocess.run(["fusermount3", "-uz", self.point], stderr=subprocess.DEVNULL)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        unmount_foreground(self.point, self.process)
+
+
+def unmount_foreground(point, process):
+    """Unmounts a peer that runs in the foreground and waits for it to exit (killed after 30 s)."""
+    subprocess.run(["fusermount3", "-uz", point], stderr=subprocess.DEVNULL)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def memory(pid, field="VmRSS"):

@@ -52,11 +52,7 @@ extension CacheStore {
     /// entry; nil if it holds none.
     public func storedVersion(of url: String) -> RemoteMetadata? {
         if let entry = openEntry(for: url), !entry.isStale { return entry.header.remoteMetadata }
-        let remembered = summaries.withLock { summaries -> EntrySummary?? in
-            if let summary = summaries.known[url] { return .some(summary) }
-            return summaries.absent.contains(url) ? .some(nil) : nil
-        }
-        return (remembered ?? readSummary(of: url))?.metadata
+        return storedMetadata(for: url)
     }
 
     /// Reads the header and bitmap of `url`'s entry on disk and remembers what they say. A missing, unreadable or

@@ -33,13 +33,17 @@ extension ControlService {
         var files: [FileStatus] = []
         var totals = StatusTotals()
         for ((item, entry), speed) in zip(zip(items, entries), speeds) {
-            var status = item.metadata.sizeKnown || !item.listed
-                ? item.metadata.sizeKnown
-                    ? fileStatus(item, entry: entry, speed: speed ?? 0, offline: offline[item.metadata.url],
-                                 probeFailure: failedProbes[item.inode])
-                    : streamStatus(item)
-                : FileStatus(name: "", url: "", size: 0, cachedBytes: 0, state: "unsized", bytesPerSecond: 0,
-                             etaSeconds: nil, map: Self.blankMap)
+            var status: FileStatus
+            if item.metadata.sizeKnown {
+                status = fileStatus(item, entry: entry, speed: speed ?? 0, offline: offline[item.metadata.url],
+                                    probeFailure: failedProbes[item.inode])
+            } else if item.listed {
+                // A listed file found to have no length: no stream is made just to describe it.
+                status = FileStatus(name: "", url: "", size: 0, cachedBytes: 0, state: "unsized", bytesPerSecond: 0,
+                                    etaSeconds: nil, map: Self.blankMap)
+            } else {
+                status = streamStatus(item)
+            }
             totals.count(status)
             guard all || !Self.quietStates.contains(status.state) else { continue }
             status.name = catalog.path(of: item.inode)

@@ -69,7 +69,7 @@ final class DirectoryService: Sendable {
     /// whose links make an endless tree, `a/a/a/...`, stops here).
     static let maximumDepth = 64
 
-    private struct Listing {
+    struct Listing {
         var waiters: [Waiter] = []
         var running = false
         /// When the last listing failed (monotonic seconds), and why.
@@ -79,7 +79,7 @@ final class DirectoryService: Sendable {
         var reports: [@Sendable (ListingOutcome) -> Void] = []
     }
 
-    private struct State {
+    struct State {
         var listings: [UInt64: Listing] = [:]
         /// Files being probed, and what waits for each.
         var probing: [UInt64: [Waiter]] = [:]
@@ -91,7 +91,7 @@ final class DirectoryService: Sendable {
         var probesSinceTrim = 0
     }
 
-    private let state = Mutex(State())
+    let state = Mutex(State())
     let catalog: Catalog
     let store: CacheStore
     let fetcher: RangeFetching
@@ -102,7 +102,7 @@ final class DirectoryService: Sendable {
     let logger: Logger
     /// Where completions parse listings and update the catalog: never the fetcher's thread, which must go on
     /// receiving, and never a FUSE thread.
-    private let work = DispatchQueue(label: "rangefs.directories", attributes: .concurrent)
+    let work = DispatchQueue(label: "rangefs.directories", attributes: .concurrent)
 
     init(catalog: Catalog, store: CacheStore, fetcher: RangeFetching, directoryCacheTime: Duration,
          openProbeBytes: Int = 0, events: Events, logger: Logger) {
@@ -305,153 +305,5 @@ final class DirectoryService: Sendable {
             catalog.removeNode(node.inode)
             events.removed(inode, node.name)
         }
-    }
-
-    // MARK: Probes
-
-    /// Calls `waiter` once `item`'s attributes are good for `ls -l`: at once if its listing stated them, if a
-    /// probe has seen it, or if its last probe failed (not again before its directory is listed again); else
-    /// after a probe of it and of up to `probeBatch - 1` never-probed siblings that follow it.
-    func whenAttributesKnown(_ item: CatalogItem, _ waiter: @escaping Waiter) {
-        guard item.listed, !item.validated, !item.attributesExact else { return waiter() }
-        enum Next { case answer, wait, probe([CatalogItem]) }
-        let next = state.withLock { state -> Next in
-            if state.failedProbes[item.inode] != nil { return .answer }
-            if state.probing[item.inode] != nil {
-                state.probing[item.inode]!.append(waiter)
-                return .wait
-            }
-            guard let current = catalog.item(inode: item.inode), !current.validated else { return .answer }
-            let following = catalog.siblings(after: current, limit: Self.probeBatch - 1, scan: Self.probeBatch * 4) {
-                $0.listed && !$0.validated && !$0.attributesExact && state.probing[$0.inode] == nil
-                    && state.failedProbes[$0.inode] == nil
-            }
-            for file in following { state.probing[file.inode] = [] }
-            state.probing[current.inode] = [waiter]
-            return .probe([current] + following)
-        }
-        switch next {
-        case .answer: waiter()
-        case .wait: break
-        case .probe(let batch): probe(batch)
-        }
-    }
-
-    /// Calls `completion` with `item` once its validators are known (at once if they are, or if it is not a
-    /// listed file). A file the cache holds a version of that agrees with its listing (the same size, and the
-    /// date the listing states, to its minute) takes that version's validators at once: a remount costs no
-    /// request per file, and the open's background check (`--revalidate`) and the If-Range of every fetch still
-    /// catch a change. Any other file is probed now, even if its last probe failed, with a request for its first
-    /// bytes that also brings its first blocks. Fails if the probe fails and nothing is cached, or with
-    /// `.notFound` if it is gone.
-    func whenValidated(_ item: CatalogItem,
-                       _ completion: @escaping @Sendable (Result<CatalogItem, FileSystemError>) -> Void) {
-        guard item.listed, !item.validated else { return completion(.success(item)) }
-        if let stored = storedVersion(agreeingWith: item) {
-            catalog.update(inode: item.inode, metadata: stored)
-            return completion(.success(catalog.item(inode: item.inode) ?? item))
-        }
-        let waiter: Waiter = { [self] in
-            guard let current = catalog.item(inode: item.inode) else { return completion(.failure(.notFound)) }
-            if current.validated { return completion(.success(current)) }
-            let reason = state.withLock { $0.failedProbes[item.inode] } ?? "its server did not answer the probe"
-            completion(.failure(.io(reason)))
-        }
-        let start = state.withLock { state -> Bool in
-            if state.probing[item.inode] != nil {
-                state.probing[item.inode]!.append(waiter)
-                return false
-            }
-            state.failedProbes[item.inode] = nil
-            state.probing[item.inode] = [waiter]
-            return true
-        }
-        if start { probeWithFirstBytes(item) }
-    }
-
-    /// The cached version of `item`'s URL, if it agrees with what `item`'s listing states: the same size, and
-    /// the listing's date equal to its Last-Modified, or the same minute of it (nginx's HTML). Nil without an exact
-    /// listing or a validator to send.
-    private func storedVersion(agreeingWith item: CatalogItem) -> RemoteMetadata? {
-        guard item.attributesExact, let listedTime = item.listedTime,
-              let stored = store.storedVersion(of: item.metadata.url), stored.sizeKnown,
-              stored.size == item.metadata.size, stored.ifRangeValidator != nil,
-              let exact = stored.modificationTime, exact >= listedTime, exact - listedTime < 60
-        else { return nil }
-        return stored
-    }
-
-    /// Probes `file`, being opened, asking for its first `openProbeBytes`: they go to its entry before it opens.
-    private func probeWithFirstBytes(_ file: CatalogItem) {
-        guard openProbeBytes > 0 else { return probe([file]) }
-        fetcher.probe(url: file.metadata.url, firstBytes: openProbeBytes) { [self] result in
-            work.async { [self] in
-                let metadata = result.map(\.metadata).map(store.settled)
-                take(metadata, for: file)
-                if case .success(let first) = result, case .success(let settled) = metadata, settled.sizeKnown,
-                   catalog.item(inode: file.inode)?.metadata == settled, !first.bytes.isEmpty {
-                    events.firstBytes(settled, first.bytes)
-                }
-                let waiters = state.withLock { $0.probing.removeValue(forKey: file.inode) ?? [] }
-                for waiter in waiters { waiter() }
-            }
-        }
-    }
-
-    /// The listed files whose last probe failed, with why.
-    var failedProbes: [UInt64: String] {
-        state.withLock { $0.failedProbes }
-    }
-
-    private func probe(_ batch: [CatalogItem]) {
-        for file in batch {
-            fetcher.probe(url: file.metadata.url) { [self] result in
-                work.async { [self] in
-                    take(result.map(store.settled), for: file)
-                    let (waiters, lastOfBurst) = state.withLock { state -> ([Waiter], Bool) in
-                        let waiters = state.probing.removeValue(forKey: file.inode) ?? []
-                        state.probesSinceTrim += 1
-                        guard state.probing.isEmpty, state.probesSinceTrim >= 1000 else { return (waiters, false) }
-                        state.probesSinceTrim = 0
-                        return (waiters, true)
-                    }
-                    for waiter in waiters { waiter() }
-                    // Thousands of probes leave their transfers' memory with the allocator: give it back once a
-                    // burst of them is over.
-                    if lastOfBurst { _ = rfs_release_free_memory() }
-                }
-            }
-        }
-    }
-
-    /// Takes one probe's answer into the catalog.
-    private func take(_ result: Result<RemoteMetadata, FetchError>, for file: CatalogItem) {
-        let shown = Redaction.redact(file.metadata.url)
-        switch ProbeOutcome.judge(result, stored: { store.storedMetadata(for: file.metadata.url) }, wasSaved: false) {
-        case .online(let metadata):
-            catalog.update(inode: file.inode, metadata: metadata)
-            events.validated(metadata.url)
-        case .gone(let error):
-            // A dead link: not a file. It comes back only if a new listing still lists it.
-            logger.info("\(shown) answers \(error.userMessage); it leaves the directory until the next listing")
-            catalog.removeNode(file.inode)
-            events.removed(file.parent, file.name)
-        case .offline(let stored, let reason):
-            catalog.update(inode: file.inode, metadata: stored)  // what its cache entry knows
-            events.offline(file.metadata.url, reason)
-        case .directory(let url):
-            recordFailure(of: file, "it is a directory (\(Redaction.redact(url))), listed as a file", shown: shown)
-        case .failed(let error, _):
-            recordFailure(of: file, error.userMessage, shown: shown)
-        }
-    }
-
-    /// Remembers that the probe of `file` failed: lookups do not probe it again before the next listing.
-    private func recordFailure(of file: CatalogItem, _ message: String, shown: String) {
-        let first = state.withLock { state in
-            defer { state.failedProbes[file.inode] = message }
-            return state.failedProbes[file.inode] == nil
-        }
-        if first { logger.info("cannot probe \(shown): \(message); it is tried again when opened") }
     }
 }

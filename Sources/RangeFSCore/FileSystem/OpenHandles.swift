@@ -48,20 +48,8 @@ final class OpenHandles: Sendable {
 
     private let state = Mutex(State())
 
-    /// A new handle reading `entry` (the file `inode`), with a readahead window of at most `readaheadMaximum`.
-    func open(inode: UInt64, entry: CacheEntry, readaheadMaximum: UInt64, passthrough: Bool = false) -> UInt64 {
-        state.withLock { state in
-            let handle = state.next
-            state.next += 1
-            let window = ReadaheadWindow(minimum: min(1 << 20, readaheadMaximum), maximum: readaheadMaximum)
-            state.files[handle] = OpenFile(inode: inode, entry: entry, planner: ReadPlanner(window: window),
-                                           passthrough: passthrough)
-            return handle
-        }
-    }
-
-    /// Opens a handle on `entry` in passthrough mode if `decide` agrees, given how many handles of `inode` are
-    /// open in each mode; decided under the handle lock, so two opens cannot pick different modes for one inode
+    /// A new handle reading `entry` (the file `inode`), with a readahead window of at most `readaheadMaximum`; in
+    /// passthrough mode if `decide` agrees, given how many handles of `inode` are open in each mode; decided under the handle lock, so two opens cannot pick different modes for one inode
     /// (the kernel refuses an inode open both ways, ETXTBSY).
     func open(inode: UInt64, entry: CacheEntry, readaheadMaximum: UInt64,
               decide: (_ normal: Int, _ passthrough: Int) -> Bool) -> (handle: UInt64, passthrough: Bool) {

@@ -26,7 +26,7 @@ public final class RangeFS: Sendable {
     /// When the mount started, the root directory's time.
     public let mountTime: Int64
     /// The files open through the kernel (OpenHandles.swift).
-    private let handles = OpenHandles()
+    let handles = OpenHandles()
     /// The cache generation whose pages the kernel may hold, per inode.
     private let kernelGenerations = Mutex<[UInt64: UInt64]>([:])
     /// Tells the kernel to forget a name (set by the FUSE adapter), after `rangefs rm`.
@@ -114,53 +114,6 @@ public final class RangeFS: Sendable {
     public var prefetch: PrefetchPolicy { settings.prefetch }
 
     public typealias OpenReply = @Sendable (Result<OpenedFile, FileSystemError>) -> Void
-
-    // MARK: Attributes
-
-    public func attributes(of inode: UInt64) -> Result<FileAttributes, FileSystemError> {
-        if let directory = catalog.directory(inode: inode) {
-            // A web directory's attributes never change; the kernel checks them on every path walk through it
-            // (each `stat` of `ls -l` in a 100,000-file directory). Other folders and the root keep theirs 1 s:
-            // a stat may then be answered from them for a second after the daemon died (statvfs never is).
-            let keep = directory.url != nil && inode != Catalog.rootInode ? settings.directoryCacheTime.seconds : 1
-            return .success(FileAttributes(inode: inode, isDirectory: true, size: 0, cachedBytes: 0,
-                                           modificationTime: directory.modificationTime ?? mountTime,
-                                           kernelCacheSeconds: keep))
-        }
-        guard let item = catalog.item(inode: inode) else {
-            // A file that left its server's listing but is still open: the version its handles read.
-            guard let entry = handles.entry(openOn: inode) else {
-                return .failure(.notFound)
-            }
-            return .success(FileAttributes(inode: inode, isDirectory: false, size: entry.size,
-                                           cachedBytes: entry.cachedBytes,
-                                           modificationTime: entry.header.remoteMetadata.modificationTime ?? mountTime))
-        }
-        let cached = cachedBytes(of: item)
-        // Without a length, the size is what the stream has brought so far; reads go past it (direct I/O).
-        return .success(FileAttributes(inode: inode, isDirectory: false,
-                                       size: item.metadata.sizeKnown ? item.metadata.size : cached, cachedBytes: cached,
-                                       modificationTime: item.shownModificationTime ?? mountTime,
-                                       kernelCacheSeconds: kernelCacheSeconds(of: item)))
-    }
-
-    /// How much of `item` is cached. No entry is opened for this: `ls -l` of a library would make one for every
-    /// file. A listed file that no probe has seen counts a cached copy of the size its listing states.
-    func cachedBytes(of item: CatalogItem) -> UInt64 {
-        if !item.metadata.sizeKnown {
-            do {
-                if let stream = try download(for: item) { return stream.cachedBytes }
-            } catch {
-                // Shown as nothing cached, which is what can be read of it: say why.
-                logger.error("cannot open the cache for \(item.name): \(error)")
-                return 0
-            }
-            // Completed since `item` was read from the catalog.
-            guard let known = catalog.item(inode: item.inode), known.metadata.sizeKnown else { return 0 }
-            return cachedBytes(of: known)
-        }
-        return store.cachedBytes(of: item.metadata, matchingSizeOnly: !item.validated)
-    }
 
     // MARK: Open, read, release
 
@@ -353,50 +306,6 @@ public final class RangeFS: Sendable {
                 logger.error("cannot open the cache for \(item.name): \(error)")
             }
         }
-    }
-
-    // MARK: Extended attributes
-
-    public static let attributeNames = [
-        "user.rangefs.url", "user.rangefs.state", "user.rangefs.progress", "user.rangefs.cached_bytes",
-        "user.rangefs.etag", "user.rangefs.passthrough_handles",
-    ]
-
-    public func extendedAttributeNames(of inode: UInt64) -> Result<[String], FileSystemError> {
-        if catalog.directory(inode: inode) != nil { return .success([]) }
-        guard catalog.item(inode: inode) != nil else { return .failure(.notFound) }
-        return .success(Self.attributeNames)
-    }
-
-    public func extendedAttribute(_ name: String, of inode: UInt64) -> Result<String, FileSystemError> {
-        // `ls -l` asks every file for security.selinux. "Not supported" (not "no such attribute") makes it ask no
-        // other file of the mount (coreutils remembers a device without security labels): 100,000 round trips
-        // fewer for an `ls -l` of 100,000 files. Only `user.rangefs.*` attributes exist here.
-        guard name.hasPrefix("user.") else { return .failure(.attributeNotSupported) }
-        guard let item = catalog.item(inode: inode) else {
-            return .failure(catalog.directory(inode: inode) != nil ? .noSuchAttribute : .notFound)
-        }
-        guard Self.attributeNames.contains(name) else { return .failure(.noSuchAttribute) }
-        let cached = cachedBytes(of: item)
-        let size = item.metadata.size
-        switch name {
-        case "user.rangefs.url": return .success(Redaction.redact(item.metadata.url))
-        case "user.rangefs.etag": return .success(item.metadata.etag)
-        case "user.rangefs.passthrough_handles": return .success(String(handles.usage(of: inode).passthrough))
-        case "user.rangefs.cached_bytes": return .success(String(cached))
-        case "user.rangefs.progress" where !item.metadata.sizeKnown: return .success("size unknown")
-        case "user.rangefs.progress": return .success(Self.percent(cached, of: size))
-        case "user.rangefs.state":
-            return .success(cached == size && item.metadata.sizeKnown ? "complete" : cached == 0 ? "empty" : "partial")
-        default: return .failure(.noSuchAttribute)
-        }
-    }
-
-    /// `cached` of `size` as a percentage with one decimal, e.g. "42.5%"; an empty file is "100.0%".
-    public static func percent(_ cached: UInt64, of size: UInt64) -> String {
-        guard size > 0 else { return "100.0%" }
-        let tenths = cached * 1000 / size
-        return "\(tenths / 10).\(tenths % 10)%"
     }
 
     // MARK: Cache entries

@@ -1,0 +1,144 @@
+// Where a listing's links lead (DirectoryListing.swift): the direct children of a directory URL only, with the
+// path normalised as RFC 3986 says, and the RFC 3339 dates of JSON listings.
+
+import Foundation
+
+/// A directory's URL split into what a child's link must match.
+struct DirectoryURL {
+    let scheme: String
+    /// Host and port, lowercased, with any credentials left out (they are not part of a link).
+    let authority: String
+    /// The port implied when the authority names none.
+    let defaultPort: String
+    /// The URL's own beginning up to the path, as given (credentials included), for children's URLs.
+    let prefix: String
+    /// The path, ending in `/`, percent-encoded as given.
+    let path: String
+
+    init?(_ url: String) {
+        guard let schemeEnd = url.range(of: "://") else { return nil }
+        scheme = url[..<schemeEnd.lowerBound].lowercased()
+        guard scheme == "http" || scheme == "https" else { return nil }
+        let rest = url[schemeEnd.upperBound...]
+        let pathStart = rest.firstIndex(of: "/") ?? rest.endIndex
+        let fullAuthority = rest[..<pathStart]
+        authority = String(fullAuthority.split(separator: "@").last ?? fullAuthority).lowercased()
+        defaultPort = scheme == "https" ? "443" : "80"
+        prefix = String(url[..<pathStart])
+        var path = String(rest[pathStart...])
+        if let query = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = String(path[..<query]) }
+        if path.isEmpty { path = "/" }
+        if !path.hasSuffix("/") { path += "/" }
+        self.path = path
+    }
+
+    func child(encodedSegment segment: String, isDirectory: Bool) -> String {
+        prefix + path + segment + (isDirectory ? "/" : "")
+    }
+
+    enum Child: Equatable {
+        /// A direct child: its segment as the link wrote it (percent-encoded), and whether it is a directory.
+        case child(segment: String, isDirectory: Bool)
+        /// Not a child: another page, the parent, a sort link, another host. Not worth a log line.
+        case notAChild
+        /// Looked like a child but cannot be one; the reason goes to the log.
+        case rejected(String)
+    }
+
+    /// Which child, if any, `link` (an href, entities decoded) points at.
+    func childSegment(of link: String) -> Child {
+        let href = link.trimmingCharacters(in: .whitespacesAndNewlines)
+        if href.isEmpty || href.hasPrefix("#") || href.contains("?") || href.contains("#") { return .notAChild }
+        let lowered = href.lowercased()
+        // Links to other kinds of places. Any other `word:` is a file name with a colon: some servers write
+        // `co:lon.bin` unescaped, and a directory page has no business linking to odd schemes.
+        for scheme in ["mailto:", "javascript:", "data:", "ftp:", "tel:", "file:", "about:", "irc:", "news:", "sms:"]
+        where lowered.hasPrefix(scheme) {
+            return .notAChild
+        }
+        var linkPath: String
+        if let schemeEnd = href.range(of: "://") {
+            guard href[..<schemeEnd.lowerBound].lowercased() == scheme else { return .notAChild }
+            let rest = href[schemeEnd.upperBound...]
+            let pathStart = rest.firstIndex(of: "/") ?? rest.endIndex
+            guard sameAuthority(String(rest[..<pathStart])) else { return .notAChild }
+            linkPath = String(rest[pathStart...])
+        } else if href.hasPrefix("//") {
+            let rest = href.dropFirst(2)
+            let pathStart = rest.firstIndex(of: "/") ?? rest.endIndex
+            guard sameAuthority(String(rest[..<pathStart])) else { return .notAChild }
+            linkPath = String(rest[pathStart...])
+        } else if href.hasPrefix("/") {
+            linkPath = href
+        } else {
+            linkPath = path + href
+        }
+        guard let normalized = Self.removeDotSegments(linkPath) else { return .notAChild }
+        guard normalized.hasPrefix(path), normalized.count > path.count else { return .notAChild }
+        var segment = String(normalized.dropFirst(path.count))
+        let isDirectory = segment.hasSuffix("/")
+        if isDirectory { segment.removeLast() }
+        if segment.isEmpty || segment.contains("/") { return .notAChild }  // the directory itself, or deeper
+        let decoded = PercentEncoding.bytes(segment)
+        if decoded == Array("..".utf8) || decoded == Array(".".utf8) { return .rejected("it names a directory, not a child") }
+        if decoded.contains(UInt8(ascii: "/")) { return .rejected("its name holds '/' (%2F)") }
+        return .child(segment: segment, isDirectory: isDirectory)
+    }
+
+    private func sameAuthority(_ other: String) -> Bool {
+        let bare = (other.split(separator: "@").last.map(String.init) ?? other).lowercased()
+        func withPort(_ text: String) -> String {
+            // "[::1]:8080", "host:8080", "host"
+            if let close = text.lastIndex(of: "]") {
+                return text[close...].contains(":") ? text : text + ":" + defaultPort
+            }
+            return text.contains(":") ? text : text + ":" + defaultPort
+        }
+        return withPort(bare) == withPort(authority)
+    }
+
+    /// `path` with `.` and `..` segments resolved (RFC 3986 §5.2.4); nil if it climbs above the root.
+    static func removeDotSegments(_ path: String) -> String? {
+        var output: [Substring] = []
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        for (index, segment) in segments.enumerated() {
+            let last = index == segments.count - 1
+            switch segment {
+            case ".":
+                if last { output.append("") }
+            case "..":
+                guard !output.isEmpty else { return nil }
+                output.removeLast()
+                if last { output.append("") }
+            default:
+                output.append(segment)
+            }
+        }
+        return "/" + output.joined(separator: "/")
+    }
+}
+
+/// RFC 3339 dates as Caddy writes them: `2026-11-23T10:00:00Z`, with optional fractions and offset.
+enum RFC3339 {
+    static func parse(_ text: String) -> Int64? {
+        let parts = text.split(separator: "T", maxSplits: 1)
+        guard parts.count == 2 else { return nil }
+        let date = parts[0].split(separator: "-").compactMap { Int($0) }
+        guard date.count == 3 else { return nil }
+        var time = Substring(parts[1])
+        var offset = 0
+        if time.hasSuffix("Z") || time.hasSuffix("z") {
+            time = time.dropLast()
+        } else if let sign = time.lastIndex(where: { $0 == "+" || $0 == "-" }) {
+            let zone = time[time.index(after: sign)...].split(separator: ":").compactMap { Int($0) }
+            guard zone.count == 2 else { return nil }
+            offset = (zone[0] * 3600 + zone[1] * 60) * (time[sign] == "+" ? 1 : -1)
+            time = time[..<sign]
+        }
+        if let dot = time.firstIndex(of: ".") { time = time[..<dot] }
+        let clock = time.split(separator: ":").compactMap { Int($0) }
+        guard clock.count == 3 else { return nil }
+        return HTTPDate.daysSinceEpoch(year: date[0], month: date[1], day: date[2]) * 86_400
+            + Int64(clock[0] * 3600 + clock[1] * 60 + clock[2] - offset)
+    }
+}
