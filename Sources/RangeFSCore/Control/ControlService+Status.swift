@@ -7,6 +7,7 @@
 // stored bytes, 250 ms apart, unless an earlier status call left a recent sample, so even a one-shot `rangefs
 // status` shows real speeds.
 
+import CLinux
 import Foundation
 import Glibc
 
@@ -45,7 +46,10 @@ extension ControlService {
                 status = streamStatus(item)
             }
             totals.count(status)
-            guard all || !Self.quietStates.contains(status.state) else { continue }
+            // `all` lists every file, but not the untouched files of listings: a tree of 100,000 would make an
+            // answer of tens of megabytes that says nothing the totals do not.
+            let untouchedListed = item.listed && entry == nil && status.state == "empty"
+            guard all ? !untouchedListed : !Self.quietStates.contains(status.state) else { continue }
             status.name = catalog.path(of: item.inode)
             status.url = Redaction.redact(item.metadata.url)
             (status.passthroughHandles, status.daemonReads) = fileSystem.handleUsage(of: item.inode)
@@ -84,13 +88,16 @@ extension ControlService {
         }
         // In path order, so that a tree reads as one (and `status` of the same mount reads the same each time).
         files.sort { $0.name < $1.name }
+        // Describing a large tree takes memory for a moment: give it back rather than keep it as the daemon's size.
+        if items.count > 10_000 { _ = rfs_release_free_memory() }
         var response = ControlResponse(ok: true, files: files)
         response.totals = totals
         response.passthrough = fileSystem.passthroughMode.withLock { $0 }.description
         return response
     }
 
-    private static var blankMap: String { String(repeating: " ", count: mapWidth) }
+    /// One string shared by every blank map (a status of 100,000 files would otherwise allocate one per file).
+    private static let blankMap = String(repeating: " ", count: mapWidth)
 
     private func directoryName(_ inode: UInt64) -> String {
         (inode == Catalog.rootInode ? "" : catalog.path(of: inode)) + "/"
