@@ -372,6 +372,17 @@ public final class Catalog: Sendable {
             .sorted { $0.inode < $1.inode }
     }
 
+    /// How many files the mount holds, listed ones included.
+    public var fileCount: Int {
+        state.withLock { $0.files.count }
+    }
+
+    /// The files that pass `wanted`, sorted by name: picked under the lock, so that a few files of a tree of
+    /// 100,000 cost no copy and no sort of all of them.
+    public func items(where wanted: (CatalogItem) -> Bool) -> [CatalogItem] {
+        state.withLock { $0.files.values.filter(wanted) }.sorted { $0.name < $1.name }
+    }
+
     /// Every file, listed ones included, sorted by name.
     public var items: [CatalogItem] {
         state.withLock { Array($0.files.values) }.sorted { $0.name < $1.name }

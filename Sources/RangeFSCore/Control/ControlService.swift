@@ -290,7 +290,7 @@ public final class ControlService: Sendable {
             do {
                 // Files mounted one by one, and directory URLs (the root's with an empty name); not what listings
                 // found, which the next mount lists again.
-                let items = catalog.items.filter { !$0.listed }
+                let items = catalog.items { !$0.listed }
                 let pinned = Set(items.filter { store.openEntry(for: $0.metadata.url)?.isPinned ?? false }.map(\.inode))
                 var files = items.map {
                     SavedFile(name: catalog.path(of: $0.inode), url: $0.metadata.url,
