@@ -77,11 +77,11 @@ enum Passthrough {
             defer { close(descriptor) }  // the kernel holds the file itself once it is registered
             let id = rfs_backing_open(context.sessionDescriptor, descriptor)
             guard id > 0 else {
-                let code = errno
-                let message = String(cString: strerror(code))
-                // EPERM: no CAP_SYS_ADMIN in the initial namespace; EINVAL/ENOTTY/EOPNOTSUPP: not supported here.
-                let disables = [EPERM, EINVAL, ENOTTY, EOPNOTSUPP].contains(code)
-                let why = code == EPERM
+                let code = Errno.current
+                let message = code.description
+                // No permission: no CAP_SYS_ADMIN in the initial namespace; the others: not supported here.
+                let disables = [Errno.notPermitted, .invalidArgument, .notATerminal, .notSupported].contains(code)
+                let why = code == .notPermitted
                     ? "\(message): registering a backing file needs CAP_SYS_ADMIN in the initial user namespace"
                     : message
                 return .failure(Failure(reason: "the kernel refused a backing file (\(why))", disables: disables))

@@ -32,8 +32,9 @@ struct VerifyCommand: ParsableCommand {
     var timeout = ControlClient.defaultTimeout
 
     func run() throws {
+        // No running mount to ask: the cache is verified offline below, which says what it checked.
         if cache == nil, let name = urls.first, urls.count == 1,
-           let client = try? ControlClient.locate(mount, timeout: timeout) {
+           let client = try? ControlClient.locate(mount, timeout: timeout) {  // (see above)
             let response: ControlResponse
             do {
                 response = try client.send(ControlRequest(command: .verify, name: name))

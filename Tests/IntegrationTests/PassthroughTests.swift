@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import RangeFSCore
+@testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
 

@@ -1,4 +1,4 @@
-import RangeFSCore
+@testable import RangeFSCore
 import XCTest
 
 final class BlockBitmapTests: XCTestCase {

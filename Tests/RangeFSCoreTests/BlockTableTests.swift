@@ -1,5 +1,5 @@
 import Foundation
-import RangeFSCore
+@testable import RangeFSCore
 import XCTest
 
 /// The block table's rules, without a file: claims, waiters, arrival, writing, memory, eviction and checks.
@@ -13,11 +13,11 @@ final class BlockTableTests: XCTestCase {
     /// A waiter that records what it was told.
     final class Recorder: @unchecked Sendable {
         private let lock = NSLock()
-        private var results: [Result<Void, FetchError>] = []
+        private var results: [Result<Void, BlockFailure>] = []
         var waiter: BlockWaiter { { result in self.lock.withLock { self.results.append(result) } } }
         var successes: Int { lock.withLock { results.filter { if case .success = $0 { true } else { false } }.count } }
         var failures: [FetchError] {
-            lock.withLock { results.compactMap { if case .failure(let error) = $0 { error } else { nil } } }
+            lock.withLock { results.compactMap { if case .failure(let error) = $0 { error.fetchError } else { nil } } }
         }
     }
 
@@ -66,7 +66,7 @@ final class BlockTableTests: XCTestCase {
         let reader = Recorder()
         _ = blocks.request(0..<3, waiter: reader.waiter)
         let failed = blocks.abandon(0..<3)
-        failed.forEach { $0(.failure(.timedOut)) }
+        failed.forEach { $0(.failure(BlockFailure(FetchError.timedOut))) }
         XCTAssertEqual(reader.failures, [.timedOut])
         XCTAssertTrue(blocks.present.contains(1), "present blocks stay")
         XCTAssertFalse(blocks.inFlight.contains(0) || blocks.inFlight.contains(2))

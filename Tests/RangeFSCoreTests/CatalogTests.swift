@@ -1,4 +1,4 @@
-import RangeFSCore
+@testable import RangeFSCore
 import XCTest
 
 /// The catalog without a mount: names, inodes, folders, sorted children and the lookups that must stay O(log n).

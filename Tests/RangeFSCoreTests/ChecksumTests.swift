@@ -1,4 +1,4 @@
-import RangeFSCore
+@testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
 

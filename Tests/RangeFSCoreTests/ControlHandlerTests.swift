@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import RangeFSCore
+@testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
 

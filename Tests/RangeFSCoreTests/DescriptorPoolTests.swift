@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import Logging
-import RangeFSCore
+@testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
 

@@ -1,4 +1,4 @@
-import RangeFSCore
+@testable import RangeFSCore
 import XCTest
 
 /// Issue 16's listings: which links of a directory page are its children, with their names, and the sizes and

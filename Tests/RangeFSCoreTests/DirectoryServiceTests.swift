@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
-import RangeFSCore
+@testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
 
@@ -24,7 +24,7 @@ final class DirectoryServiceTests: XCTestCase {
         let store = try CacheStore(root: directory.path, logger: logger)
         let catalog = Catalog()
         catalog.setRootURL(base)
-        let scheduler = FetchScheduler(fetcher: origin, store: store, policy: FetchPolicy(), logger: logger)
+        let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), logger: logger)
         var settings = FileSystemSettings()
         settings.revalidateAfter = nil
         fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, settings: settings, logger: logger)
@@ -140,7 +140,7 @@ final class DirectoryServiceTests: XCTestCase {
             catalog.setRootURL(json)
             var settings = FileSystemSettings()
             settings.revalidateAfter = nil
-            let scheduler = FetchScheduler(fetcher: origin, store: store, policy: FetchPolicy(), logger: logger)
+            let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), logger: logger)
             let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, settings: settings, logger: logger)
             _ = try mounted.directoryContents(Catalog.rootInode).get()
             let inode = try XCTUnwrap(catalog.node(named: "d.bin", in: Catalog.rootInode)).inode

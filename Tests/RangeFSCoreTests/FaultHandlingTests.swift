@@ -1,6 +1,6 @@
 import Glibc
 import Logging
-import RangeFSCore
+@testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
 

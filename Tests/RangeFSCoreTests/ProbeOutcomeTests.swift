@@ -1,4 +1,4 @@
-import RangeFSCore
+@testable import RangeFSCore
 import XCTest
 
 /// Issue 24: one place decides what a probe's answer means, for the mount, listed files and `rangefs add`.

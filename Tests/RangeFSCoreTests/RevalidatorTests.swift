@@ -1,5 +1,5 @@
 import Foundation
-import RangeFSCore
+@testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
 

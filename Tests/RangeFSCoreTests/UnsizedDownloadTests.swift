@@ -1,5 +1,5 @@
 import Glibc
-import RangeFSCore
+@testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
 

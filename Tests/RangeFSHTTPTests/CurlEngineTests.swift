@@ -1,5 +1,5 @@
 import Logging
-import RangeFSCore
+@testable import RangeFSCore
 import RangeFSHTTP
 import RangeFSTestSupport
 import XCTest

@@ -1,6 +1,6 @@
 import CCurl
 import Foundation
-import RangeFSCore
+@testable import RangeFSCore
 @testable import RangeFSHTTP
 import XCTest
 

@@ -3,7 +3,7 @@
 import Dispatch
 import Glibc
 import Logging
-import RangeFSCore
+@testable import RangeFSCore
 
 /// A RangeFS that serves `urls` from `origin`, with its cache in `directory`.
 public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: String,
@@ -13,7 +13,7 @@ public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: 
     let store = try CacheStore(root: directory, settings: storeSettings, logger: logger)
     let catalog = Catalog()
     for result in origin.probeAll(urls) { catalog.add(try result.get()) }
-    let scheduler = FetchScheduler(fetcher: origin, store: store, policy: policy, logger: logger)
+    let scheduler = FetchScheduler(fetcher: origin, policy: policy, logger: logger)
     var settings = FileSystemSettings()
     settings.blockSize = 65536
     settings.prefetch = prefetch

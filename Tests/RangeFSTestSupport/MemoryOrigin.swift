@@ -4,7 +4,7 @@
 
 import Dispatch
 import Foundation
-import RangeFSCore
+@testable import RangeFSCore
 
 /// Serves byte arrays as if over HTTP, recording requests.
 public final class MemoryOrigin: RangeFetching, @unchecked Sendable {

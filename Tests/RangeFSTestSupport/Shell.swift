@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import RangeFSCore
+@testable import RangeFSCore
 import RangeFSProcess
 
 /// An error from the test fixtures, with a message that says what to fix.

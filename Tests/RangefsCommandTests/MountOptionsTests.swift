@@ -1,6 +1,6 @@
 import ArgumentParser
 import Glibc
-import RangeFSCore
+@testable import RangeFSCore
 import RangeFSFUSE
 import RangeFSHTTP
 @testable import rangefs

@@ -9,8 +9,19 @@
 // A block is readable when it is present or in memory. A reader that finds some of its blocks unreadable waits;
 // it claims those nobody is fetching, and it is woken once all of them are readable.
 
-/// Called once when every awaited block is readable, or with the error that made one of them fail.
-public typealias BlockWaiter = @Sendable (Result<Void, FetchError>) -> Void
+/// Called once when every awaited block is readable, or with why one of them will not come.
+public typealias BlockWaiter = @Sendable (Result<Void, BlockFailure>) -> Void
+
+/// Why blocks a reader waits for will not come, as the cache tells it. The cache knows no network: a failed
+/// transfer's own error travels inside `failed`, for the reader's side to interpret.
+public enum BlockFailure: Error, Sendable {
+    /// This version of the file was replaced (the entry is stale): the reader's handle is stale too.
+    case replaced
+    /// The transfer was cancelled (the mount is stopping); not recorded as the file's last error.
+    case cancelled
+    /// The transfer failed: `reason` is what its fetcher reported, `message` the line status shows.
+    case failed(any Error & Sendable, message: String)
+}
 
 /// The states of an entry's blocks and the readers waiting for them.
 public struct BlockTable: Sendable {

@@ -31,6 +31,7 @@ extension CacheEntry {
             if let mapping {
                 return .mapped(address: mapping.address + UInt(range.lowerBound), count: Int(range.count))
             }
+            // The file cannot be opened now: the bytes are read below instead, which reports its own failure.
             if let lease = try? dataFile.lease() {
                 return .file(lease, offset: range.lowerBound, count: Int(range.count))
             }

@@ -208,7 +208,7 @@ extension CacheEntry {
             do {
                 try directFile.write(buffers.map(\.bytes), at: offset)
                 return true
-            } catch where error.errno == EINVAL {
+            } catch where error.errno == .invalidArgument {
                 directWrites.store(false, ordering: .relaxed)
                 logger.notice("\(directory): direct writes refused (\(error)); writing through the page cache")
             }

@@ -12,7 +12,7 @@
 // bitmap file with the snapshot. So a bit never reaches the disk before its data.
 //
 // When the remote file changes, the entry becomes stale: its waiters and every later read fail with
-// `.remoteChanged`, and the store opens a fresh entry (in new files) for the new version.
+// `.replaced`, and the store opens a fresh entry (in new files) for the new version.
 //
 // Locks: `state` is the innermost lock of the cache (see CacheStore.swift for the whole order). Under it run only
 // the table's decisions and, for eviction, one fallocate.
@@ -28,6 +28,8 @@ public final class CacheEntry: Sendable {
     public let header: CacheHeader
     public let directory: String
     public let geometry: BlockGeometry
+    /// The store that opened this entry: `put` makes room and counts a block through it.
+    weak let store: CacheStore?
     // The files hold no descriptor while idle: each call borrows one from the store's pool.
     let dataFile: PooledFile
     let crcFile: PooledFile
@@ -49,13 +51,13 @@ public final class CacheEntry: Sendable {
     let logger: Logger
 
     /// What `request` found.
-    public enum Availability: Equatable {
+    public enum Availability {
         /// Every block is readable now; call `reply(for:)`.
         case ready
         /// `whenReady` will run when they arrive or fail.
         case waiting
         /// Nothing will ever arrive for this version of the file.
-        case failed(FetchError)
+        case failed(BlockFailure)
     }
 
     struct State {
@@ -80,14 +82,15 @@ public final class CacheEntry: Sendable {
         /// Why the last fetch failed, until one succeeds.
         var lastError: String?
         /// Blocks whose fetch failed lately, when, and why (see `failureMemory`).
-        var recentFailures: [(blocks: Range<Int>, at: ContinuousClock.Instant, error: FetchError)] = []
+        var recentFailures: [(blocks: Range<Int>, at: ContinuousClock.Instant, error: BlockFailure)] = []
         /// Bytes stored since the entry was opened, for download speed.
         var storedBytes: UInt64 = 0
     }
 
     init(header: CacheHeader, directory: String, dataFile: PooledFile, crcFile: PooledFile,
-         durable: BlockBitmap, crcs: [UInt32], pipeline: BlockPipeline, logger: Logger) {
+         durable: BlockBitmap, crcs: [UInt32], store: CacheStore, pipeline: BlockPipeline, logger: Logger) {
         self.header = header
+        self.store = store
         self.directory = directory
         geometry = BlockGeometry(blockSize: header.blockSize, size: header.size)
         self.dataFile = dataFile
@@ -178,7 +181,7 @@ public final class CacheEntry: Sendable {
     /// round of retries against a server that does not answer (it made one read of a hung origin take twice the
     /// retries' time): after a timeout it fails at once, and after another failure it gets one attempt, so a
     /// server that is back answers it.
-    public func recentFailure(_ blocks: Range<Int>) -> FetchError? {
+    public func recentFailure(_ blocks: Range<Int>) -> BlockFailure? {
         state.withLock { state in
             guard !state.recentFailures.isEmpty else { return nil }
             let now = ContinuousClock.now
@@ -197,7 +200,7 @@ public final class CacheEntry: Sendable {
                         whenReady: @escaping BlockWaiter) -> Availability {
         verifyLoadedBlocks(blocks)
         return state.withLock { state in
-            if state.stale { return .failed(.remoteChanged) }
+            if state.stale { return .failed(.replaced) }
             switch state.blocks.request(blocks, waiter: whenReady) {
             case .ready: return .ready
             case .waiting(let runs):
@@ -222,15 +225,18 @@ public final class CacheEntry: Sendable {
     }
 
     /// Releases the claim on the absent blocks of `blocks` and fails every reader waiting for one of them.
-    public func abandon(blocks: Range<Int>, error: FetchError) {
+    public func abandon(blocks: Range<Int>, error: BlockFailure) {
         let failed = state.withLock { state -> [BlockWaiter] in
-            if error != .cancelled {
-                state.lastError = error.userMessage
-                if error != .remoteChanged {
-                    let now = ContinuousClock.now
-                    state.recentFailures.removeAll { now - $0.at > Self.failureMemory }
-                    state.recentFailures.append((blocks, now, error))
-                }
+            switch error {
+            case .cancelled:
+                break
+            case .replaced:
+                state.lastError = "the remote file changed"
+            case .failed(_, let message):
+                state.lastError = message
+                let now = ContinuousClock.now
+                state.recentFailures.removeAll { now - $0.at > Self.failureMemory }
+                state.recentFailures.append((blocks, now, error))
             }
             return state.blocks.abandon(blocks)
         }
@@ -244,7 +250,7 @@ public final class CacheEntry: Sendable {
 
     // MARK: Versions and modes
 
-    /// Marks this version of the file as replaced: every waiting reader fails with `.remoteChanged`, and so
+    /// Marks this version of the file as replaced: every waiting reader fails with `.replaced`, and so
     /// does every later request. Returns false if it already was stale.
     @discardableResult
     public func markStale() -> Bool {
@@ -254,19 +260,19 @@ public final class CacheEntry: Sendable {
             for index in state.memory.removeAll() { state.blocks.droppedFromMemory(index) }
             return (state.blocks.removeAllWaiters(), true)
         }
-        for resume in failed { resume(.failure(.remoteChanged)) }
+        for resume in failed { resume(.failure(.replaced)) }
         return changed
     }
 
     public var isStale: Bool { state.withLock { $0.stale } }
 
     /// Whether this entry was made for the content `metadata` describes.
-    func matches(_ metadata: RemoteMetadata) -> Bool {
+    public func matches(_ metadata: RemoteMetadata) -> Bool {
         header.remoteMetadata.describesSameContent(as: metadata)
     }
 
     /// What to send as If-Range for this entry's version of the file.
-    var validator: String? { header.remoteMetadata.ifRangeValidator }
+    public var validator: String? { header.remoteMetadata.ifRangeValidator }
 
     /// Whether the user paused this file's downloads.
     public var isPaused: Bool { state.withLock { $0.paused } }
@@ -278,7 +284,7 @@ public final class CacheEntry: Sendable {
 
     /// Claims every absent block for one whole-file stream, unless a stream is already running.
     /// Returns false when one is.
-    func beginStream() -> Bool {
+    public func beginStream() -> Bool {
         state.withLock { state in
             // A complete entry needs no stream: a Range request answered with the whole file after another
             // stream completed it must not start the file over.
@@ -289,5 +295,5 @@ public final class CacheEntry: Sendable {
         }
     }
 
-    func endStream() { state.withLock { $0.streaming = false } }
+    public func endStream() { state.withLock { $0.streaming = false } }
 }

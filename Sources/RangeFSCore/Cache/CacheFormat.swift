@@ -10,7 +10,7 @@
 //   bitmap   magic "RFSBMAP1" | u32 version=1 | u32 blockSize | u64 blockCount | u64 generation
 //            | ceil(blockCount/8) bytes of bits | u32 crc32c of everything before it
 //
-// A file whose server sends no length is first streamed into two other files of its folder (UnsizedDownload):
+// A file whose server sends no length is first streamed into two other files of its folder (StreamFile):
 //
 //   stream        the bytes received so far, from byte 0, in order
 //   stream-state  magic "RFSSTRM1" | u32 version=1 | u64 length | str url | str etag | str lastModified | u32 crc32c

@@ -59,8 +59,9 @@ extension CacheStore {
     /// damaged header counts as no entry: nothing of it can be served.
     private func readSummary(of url: String) -> EntrySummary? {
         let folder = directory(for: url)
+        // No header, or a damaged one, is no entry (see above); `rangefs verify` reports the damage.
         guard let headerBytes = try? FileSystemCalls.readSmallFile(folder + "/header"),
-              let header = try? CacheHeader.decode(headerBytes), header.url == url
+              let header = try? CacheHeader.decode(headerBytes), header.url == url  // damaged: no entry
         else {
             summaries.withLock { _ = $0.absent.insert(url) }
             return nil
@@ -113,8 +114,9 @@ extension CacheStore {
             return describes(entry.header.remoteMetadata) ? entry.presentBlocks : nil
         }
         let folder = directory(for: metadata.url)
+        // No header, or a damaged one: nothing of the file is cached.
         guard let headerBytes = try? FileSystemCalls.readSmallFile(folder + "/header"),
-              let header = try? CacheHeader.decode(headerBytes), header.url == metadata.url,
+              let header = try? CacheHeader.decode(headerBytes), header.url == metadata.url,  // damaged: nothing
               describes(header.remoteMetadata)
         else { return nil }
         return loadBitmap(folder: folder, header: header, quietly: true) ?? BlockBitmap(blockCount: header.blockCount)

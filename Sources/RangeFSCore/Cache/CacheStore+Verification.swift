@@ -66,6 +66,7 @@ extension CacheStore {
             var present = record.present
             var reader = ByteReader(crcs)
             for index in 0..<header.blockCount {
+                // A CRC file shorter than its blocks: the missing slots read 0, and those blocks fail their check.
                 let expected = (try? reader.readUInt32()) ?? 0
                 guard present.contains(index) else { continue }
                 report.presentBlocks += 1

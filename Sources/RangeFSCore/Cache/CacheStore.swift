@@ -5,19 +5,8 @@
 // write the same files. The store owns the queues and memory bounds its entries share (`BlockPipeline`), so two
 // stores in one process share nothing.
 //
-// Lock order, for the whole core. A lock may be taken while holding only the locks listed before it:
-//   1. FetchScheduler.state     queue and counters; claims fill work from entries under it (takes 5).
-//   2. OpenHandles.state        open handles and their read planners (RangeFS.handles); takes nothing else.
-//   3. CacheStore.eviction      the LRU queue; evicts under it (takes 5, which punches a hole: one fallocate).
-//   4. CacheEntry.commitLock    one commit at a time per entry; takes 5 briefly, and fdatasyncs between.
-//   5. CacheEntry.state         the block table; innermost. Under it run only the table's decisions and, for
-//                               eviction, one fallocate. Waiters are resumed after it is released.
-// CacheStore.opening is taken before CacheStore.entries, with no other lock held: one entry open at a time.
-// DirectoryService.state is taken before Catalog.state (a probe batch is chosen under both), with no other held.
-// CacheStore.entries (it reads entries' atomics, never their locks), CacheStore.summaries, Catalog.state,
-// DescriptorPool.state (open(2) runs under it) and the small boxes (LockedBox, the maps of RangeFS, Revalidator and
-// ControlService) are leaves: nothing is taken under them. ControlService.catalogSaving is held only while the
-// saved set is written.
+// Lock order, for the whole core: docs/internals.md, "Locks". Within the cache, the store's eviction lock comes
+// before an entry's commit lock, which comes before its state lock (the innermost).
 //
 // The rule that keeps a mount of a library responsive: no lock is held across a network call, a reply to the
 // kernel, or a wait for the writer, and no FUSE thread waits for the network. A lookup, readdir, open or read that
@@ -107,6 +96,7 @@ public final class CacheStore: Sendable {
     private static func takeLock(_ lockFile: SystemFile) -> Bool {
         let deadline = ContinuousClock.now + stoppingHolderWait
         while flock(lockFile.descriptor, LOCK_EX | LOCK_NB) != 0 {
+            // Only for the message: an unreadable lock file names no holder.
             let holder = (try? lockFile.read(at: 0, count: 64)).map { String(decoding: $0, as: UTF8.self) } ?? ""
             guard holder.contains("stopping"), ContinuousClock.now < deadline else { return false }
             usleep(20_000)
@@ -287,7 +277,7 @@ public final class CacheStore: Sendable {
             }
         }
         return CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
-                          durable: durable, crcs: crcs, pipeline: pipeline, logger: logger)
+                          durable: durable, crcs: crcs, store: self, pipeline: pipeline, logger: logger)
     }
 
     /// The present blocks the bitmap file of `folder` records for `header`'s version; nil (with a log line unless
@@ -338,6 +328,7 @@ public final class CacheStore: Sendable {
         try FileSystemCalls.replaceAtomically(folder + "/header", with: header.encoded())
         return CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
                           durable: BlockBitmap(blockCount: header.blockCount),
-                          crcs: [UInt32](repeating: 0, count: header.blockCount), pipeline: pipeline, logger: logger)
+                          crcs: [UInt32](repeating: 0, count: header.blockCount), store: self,
+                          pipeline: pipeline, logger: logger)
     }
 }

@@ -32,7 +32,7 @@ extension CacheStore {
     public func setAsideDamagedCatalog() throws -> String {
         let aside = catalogPath + ".damaged-\(time(nil))"
         guard rename(catalogPath, aside) == 0 else {
-            throw SystemError(call: "rename", path: catalogPath, errno: errno)
+            throw SystemError(call: "rename", path: catalogPath)
         }
         try FileSystemCalls.synchronizeDirectory(containing: catalogPath)
         return aside
@@ -41,8 +41,10 @@ extension CacheStore {
     /// What the cache entry of `url` says about it when it was last reached (size, date, validator), if there is
     /// an entry with a readable header for exactly this URL: enough to mount it while its server is unreachable.
     public func storedMetadata(for url: String) -> RemoteMetadata? {
+        // No header, or an unreadable one, is no stored version: the URL is probed as if never cached, and
+        // `rangefs verify` is what reports a damaged entry.
         guard let bytes = try? FileSystemCalls.readSmallFile(directory(for: url) + "/header"),
-              let header = try? CacheHeader.decode(bytes), header.url == url
+              let header = try? CacheHeader.decode(bytes), header.url == url  // damaged: as above
         else { return nil }
         return header.remoteMetadata
     }
@@ -70,6 +72,8 @@ extension CacheStore {
 
     /// The last listing kept for directory `url`, if any.
     public func savedListing(for url: String) -> [UInt8]? {
+        // An unreadable kept listing is as if none was kept: the directory is listed from its server, and a
+        // failure to do so is what the user sees.
         (try? FileSystemCalls.readSmallFile(listingPath(for: url))) ?? nil
     }
 
@@ -110,7 +114,7 @@ extension CacheStore {
         var header = try CacheHeader.decode(bytes)
         header.url = url
         try FileSystemCalls.replaceAtomically(old + "/header", with: header.encoded())
-        guard rename(old, new) == 0 else { throw SystemError(call: "rename", path: old, errno: errno) }
+        guard rename(old, new) == 0 else { throw SystemError(call: "rename", path: old) }
         try FileSystemCalls.synchronizeDirectory(containing: new)
     }
 

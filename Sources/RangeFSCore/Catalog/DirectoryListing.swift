@@ -121,6 +121,7 @@ public enum DirectoryListing {
 
     /// The objects of a JSON array read by Foundation, for what `ListingJSON` does not read (nested values).
     private static func foundationObjects(_ body: [UInt8]) -> [ListingObject]? {
+        // Not a JSON array of objects: not this kind of listing, and the caller tries the next kind.
         guard let items = (try? JSONSerialization.jsonObject(with: Data(body))) as? [[String: Any]] else { return nil }
         return items.map { item in
             var object = ListingObject()

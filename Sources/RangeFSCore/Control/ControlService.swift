@@ -79,7 +79,7 @@ public final class ControlService: Sendable {
         }
         if url.hasSuffix("/") { return addDirectory(url: url, name: name) }
         let wasSaved = unmountedFiles.contains { $0.url == url }
-        let result = scheduler.fetcher.probeAll([url], settledIn: store)[0]
+        let result = scheduler.fetcher.probeAll([url])[0].map(store.settled)
         let metadata: RemoteMetadata
         var note = ""
         switch ProbeOutcome.judge(result, stored: { store.storedMetadata(for: url) }, wasSaved: wasSaved) {

@@ -26,17 +26,17 @@ protocol TransferOwner: AnyObject, Sendable {
     /// Calls `sink.startAttempt()` again after `delay` (a transient failure).
     func retry(_ sink: BlockSink, after delay: Duration)
     /// The remote file changed; readers of the entry were failed with `.remoteChanged` already.
-    func remoteChanged(_ entry: CacheEntry)
+    func remoteChanged(_ entry: any BlockStore)
     /// The transfer is over; the sink makes no more calls.
     func finished(_ sink: BlockSink, outcome: TransferOutcome)
 }
 
-/// Streams a response into a cache entry.
+/// Streams a response into a cached file, through its `BlockStore`.
 final class BlockSink: RangeResponseSink, @unchecked Sendable {
     // @unchecked Sendable: the fetcher calls one sink from one thread at a time (head, body..., complete), and
     // a retry starts only after `complete` returned, so the mutable fields are never touched concurrently.
 
-    private let entry: CacheEntry
+    private let entry: any BlockStore
     let url: String
     private let blocks: Range<Int>
     /// Streams the whole file without a Range header, skipping blocks already present.
@@ -44,7 +44,6 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// Fill can be promoted to demand while it runs (a reader needs its blocks); read from the fetcher's thread.
     private let currentPriority: Mutex<FetchPriority>
     private let maxBytesPerSecond: Int?
-    private let store: CacheStore
     private let policy: FetchPolicy
     private let logger: Logger
     // Strong: a transfer may finish after everything else let go of its owner. The owner keeps running fill sinks
@@ -61,20 +60,19 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// Why the current attempt was cancelled by us, if it was.
     private var failure: FetchError?
 
-    init(entry: CacheEntry, url: String, blocks: Range<Int>, wholeFile: Bool = false, priority: FetchPriority,
-         maxBytesPerSecond: Int?, store: CacheStore, policy: FetchPolicy, logger: Logger, owner: TransferOwner) {
+    init(entry: any BlockStore, url: String, blocks: Range<Int>, wholeFile: Bool = false, priority: FetchPriority,
+         maxBytesPerSecond: Int?, policy: FetchPolicy, logger: Logger, owner: TransferOwner) {
         self.entry = entry
         self.url = url
         self.blocks = blocks
         self.wholeFile = wholeFile
         self.currentPriority = Mutex(priority)
         self.maxBytesPerSecond = maxBytesPerSecond
-        self.store = store
         self.policy = policy
         self.logger = logger
         self.owner = owner
         self.nextBlock = blocks.lowerBound
-        partial = BlockBuffer(capacity: entry.length(ofBlock: blocks.lowerBound), pool: store.bufferPool)
+        partial = entry.makeBuffer(capacity: entry.length(ofBlock: blocks.lowerBound))
     }
 
     /// The first byte still wanted.
@@ -89,7 +87,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     func startAttempt() {
         if wholeFile {
             nextBlock = blocks.lowerBound  // without Range, every attempt starts at byte 0
-            partial = BlockBuffer(capacity: entry.length(ofBlock: nextBlock), pool: store.bufferPool)
+            partial = entry.makeBuffer(capacity: entry.length(ofBlock: nextBlock))
         }
         attempt += 1
         attemptStart = resumeOffset
@@ -108,7 +106,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     var remainingBlocks: Range<Int> { nextBlock..<blocks.upperBound }
     /// The blocks this transfer covers, for overlap checks from other threads (immutable).
     var coveredBlocks: Range<Int> { blocks }
-    var cacheEntry: CacheEntry { entry }
+    var blockStore: any BlockStore { entry }
 
     /// Makes a running fill transfer demand work: a reader waits for its blocks.
     func promoteToDemand() { currentPriority.withLock { $0 = .demand } }
@@ -164,13 +162,12 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         let handOver = !(wholeFile && entry.isPresent(nextBlock))
         if handOver {
             let current = priority
-            store.accept(block: nextBlock, of: entry, buffer: partial, writeBackNow: current == .fill,
-                         budgeted: current != .demand)
+            entry.put(block: nextBlock, buffer: partial, background: current == .fill, budgeted: current != .demand)
         }
         nextBlock += 1
         let nextLength = entry.length(ofBlock: nextBlock)
         if handOver || nextLength != partial.capacity {
-            partial = BlockBuffer(capacity: nextLength, pool: store.bufferPool)
+            partial = entry.makeBuffer(capacity: nextLength)
         } else {
             partial.reset()
         }
@@ -202,7 +199,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         }
         logger.warning("fetching \(Redaction.redact(url)) bytes \(wanted) failed: \(outcome.userMessage)")
         // Readers are failed first: each registers the ESTALE answer it waits to send before the owner is told.
-        entry.abandon(blocks: nextBlock..<blocks.upperBound, error: outcome)
+        entry.abandon(blocks: nextBlock..<blocks.upperBound, error: BlockFailure(outcome))
         if outcome == .remoteChanged { owner.remoteChanged(entry) }
         finish(.done)
     }

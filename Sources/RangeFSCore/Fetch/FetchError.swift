@@ -108,3 +108,23 @@ public enum FetchError: Error, Sendable, Equatable {
         }
     }
 }
+
+extension BlockFailure {
+    /// How a transfer's failure reaches the readers waiting for its blocks.
+    init(_ error: FetchError) {
+        switch error {
+        case .remoteChanged: self = .replaced
+        case .cancelled: self = .cancelled
+        default: self = .failed(error, message: error.userMessage)
+        }
+    }
+
+    /// The transfer's error again, for the reader's answer.
+    var fetchError: FetchError {
+        switch self {
+        case .replaced: .remoteChanged
+        case .cancelled: .cancelled
+        case .failed(let reason, let message): (reason as? FetchError) ?? .transport(message)
+        }
+    }
+}

@@ -15,7 +15,7 @@
 //     at a time.
 // Runs are cut into requests of at most `segmentBytes`.
 //
-// Locks: the scheduler's state is taken before an entry's (claiming fill work); see CacheStore.swift for the order.
+// Locks: the scheduler's state is taken before a block store's (claiming fill work); docs/internals.md has the order.
 
 import Dispatch
 import Logging
@@ -29,16 +29,15 @@ public final class FetchScheduler: Sendable {
     /// Demand goes here, on its own thread and connections, so a reader's bytes never queue behind background
     /// data the other fetcher is still processing.
     let demandFetcher: RangeFetching
-    let store: CacheStore
     let logger: Logger
     private let state = Mutex(State())
     /// Told when a fetch finds that the remote file changed; RangeFS re-probes it.
-    private let changeObserver = LockedBox<(@Sendable (CacheEntry) -> Void)?>(nil)
+    private let changeObserver = LockedBox<(@Sendable (any BlockStore) -> Void)?>(nil)
 
     private struct Pending {
         let sequence: UInt64
         var priority: FetchPriority
-        let entry: CacheEntry
+        let entry: any BlockStore
         let url: String
         let blocks: Range<Int>
         /// The whole file without Range, for servers that ignore it.
@@ -49,7 +48,7 @@ public final class FetchScheduler: Sendable {
 
     /// A file being completed in the background, and where its next fill segment starts looking.
     private struct FillJob {
-        let entry: CacheEntry
+        let entry: any BlockStore
         let url: String
         var cursor = 0
     }
@@ -71,11 +70,10 @@ public final class FetchScheduler: Sendable {
         var holdGeneration = 0
     }
 
-    public init(fetcher: RangeFetching, demandFetcher: RangeFetching? = nil, store: CacheStore,
-                policy: FetchPolicy = FetchPolicy(), logger: Logger) {
+    public init(fetcher: RangeFetching, demandFetcher: RangeFetching? = nil, policy: FetchPolicy = FetchPolicy(),
+                logger: Logger) {
         self.fetcher = fetcher
         self.demandFetcher = demandFetcher ?? fetcher
-        self.store = store
         self.policy = policy
         self.logger = logger
     }
@@ -124,7 +122,7 @@ public final class FetchScheduler: Sendable {
     /// `singleAttempt` makes each request one attempt, without the policy's retries: for blocks whose fetch just
     /// failed after all of them, asked for again at once (the kernel's own retry of a failed READ), so that a
     /// server that does not answer costs one more timeout, not a second round of retries.
-    public func fetch(_ entry: CacheEntry, url: String, runs: [Range<Int>], priority: FetchPriority,
+    public func fetch(_ entry: any BlockStore, url: String, runs: [Range<Int>], priority: FetchPriority,
                       singleAttempt: Bool = false) {
         if entry.isRangeless {
             // Range requests would only get the whole file again: one stream brings every block.
@@ -145,7 +143,7 @@ public final class FetchScheduler: Sendable {
 
     /// A reader waits for `blocks` of `entry`: starts at once any queued request that overlaps them, and makes a
     /// running fill transfer that holds them demand work (so it is not paused).
-    public func promote(_ entry: CacheEntry, blocks: Range<Int>) {
+    public func promote(_ entry: any BlockStore, blocks: Range<Int>) {
         var promotedRunning = false
         schedule { state in
             for index in state.queue.indices
@@ -153,7 +151,7 @@ public final class FetchScheduler: Sendable {
                 state.queue[index].priority = .demand
             }
             for (key, sink) in state.runningFillSinks
-            where sink.cacheEntry === entry && sink.coveredBlocks.overlaps(blocks) {
+            where sink.blockStore === entry && sink.coveredBlocks.overlaps(blocks) {
                 state.runningFillSinks[key] = nil
                 sink.promoteToDemand()
                 state.runningFill -= 1
@@ -166,7 +164,7 @@ public final class FetchScheduler: Sendable {
     }
 
     /// Completes `entry` in the background, at fill priority, whether or not it stays open.
-    public func fill(_ entry: CacheEntry, url: String) {
+    public func fill(_ entry: any BlockStore, url: String) {
         schedule { state in
             if !state.fillJobs.contains(where: { $0.entry === entry }) {
                 state.fillJobs.append(FillJob(entry: entry, url: url))
@@ -176,17 +174,17 @@ public final class FetchScheduler: Sendable {
     }
 
     /// Stops filling `entry` in the background (transfers already running finish).
-    public func stopFilling(_ entry: CacheEntry) {
+    public func stopFilling(_ entry: any BlockStore) {
         state.withLock { state in state.fillJobs.removeAll { $0.entry === entry } }
     }
 
     /// Whether any transfer for `entry` is running.
-    public func isTransferring(_ entry: CacheEntry) -> Bool {
+    public func isTransferring(_ entry: any BlockStore) -> Bool {
         state.withLock { ($0.runningPerEntry[ObjectIdentifier(entry)] ?? 0) > 0 }
     }
 
     /// Whether `entry` is waiting to be completed in the background (or being completed).
-    public func isFilling(_ entry: CacheEntry) -> Bool {
+    public func isFilling(_ entry: any BlockStore) -> Bool {
         state.withLock { $0.fillJobs.contains { $0.entry === entry } }
     }
 
@@ -201,7 +199,7 @@ public final class FetchScheduler: Sendable {
         state.withLock { ($0.running, $0.queue.count, $0.fillJobs.count) }
     }
 
-    private func segments(of run: Range<Int>, in entry: CacheEntry) -> [Range<Int>] {
+    private func segments(of run: Range<Int>, in entry: any BlockStore) -> [Range<Int>] {
         let blocksPerSegment = max(1, Int(policy.segmentBytes / UInt64(entry.blockSize)))
         return stride(from: run.lowerBound, to: run.upperBound, by: blocksPerSegment).map {
             $0..<min(run.upperBound, $0 + blocksPerSegment)
@@ -231,7 +229,7 @@ public final class FetchScheduler: Sendable {
         return started
     }
 
-    private func mayStart(_ priority: FetchPriority, _ entry: CacheEntry, in state: State) -> Bool {
+    private func mayStart(_ priority: FetchPriority, _ entry: any BlockStore, in state: State) -> Bool {
         guard state.running < policy.maxTransfers,
               state.runningPerEntry[ObjectIdentifier(entry), default: 0] < policy.connectionsPerFile
         else { return false }
@@ -278,7 +276,7 @@ public final class FetchScheduler: Sendable {
         count(work.priority, of: work.entry, in: &state, by: delta)
     }
 
-    private static func count(_ priority: FetchPriority, of entry: CacheEntry, in state: inout State, by delta: Int) {
+    private static func count(_ priority: FetchPriority, of entry: any BlockStore, in state: inout State, by delta: Int) {
         state.running += delta
         if priority == .demand { state.runningDemand += delta }
         if priority == .fill { state.runningFill += delta }
@@ -297,7 +295,7 @@ public final class FetchScheduler: Sendable {
         if pending.singleAttempt { sinkPolicy.attempts = 1 }
         let sink = BlockSink(entry: pending.entry, url: pending.url, blocks: pending.blocks,
                              wholeFile: pending.wholeFile, priority: pending.priority, maxBytesPerSecond: rate,
-                             store: store, policy: sinkPolicy, logger: logger, owner: self)
+                             policy: sinkPolicy, logger: logger, owner: self)
         if pending.priority == .fill {
             state.withLock { $0.runningFillSinks[ObjectIdentifier(sink)] = sink }
         }
@@ -305,7 +303,7 @@ public final class FetchScheduler: Sendable {
     }
 
     /// Streams the whole of `entry` from byte 0 for a server that ignores Range, unless a stream already runs.
-    func startStream(_ entry: CacheEntry, url: String) {
+    func startStream(_ entry: any BlockStore, url: String) {
         guard entry.beginStream() else { return }
         schedule { state in
             let work = Pending(sequence: state.nextSequence, priority: .demand, entry: entry, url: url,
@@ -317,7 +315,7 @@ public final class FetchScheduler: Sendable {
     }
 
     /// Sets who is told when a fetch finds the remote file changed.
-    public func observeRemoteChanges(_ observer: @escaping @Sendable (CacheEntry) -> Void) {
+    public func observeRemoteChanges(_ observer: @escaping @Sendable (any BlockStore) -> Void) {
         changeObserver.withLock { $0 = observer }
     }
 
@@ -337,12 +335,12 @@ extension FetchScheduler: TransferOwner {
         after(delay) { sink.startAttempt() }
     }
 
-    func remoteChanged(_ entry: CacheEntry) {
+    func remoteChanged(_ entry: any BlockStore) {
         changeObserver.withLock { $0 }?(entry)
     }
 
     func finished(_ sink: BlockSink, outcome: TransferOutcome) {
-        let entry = sink.cacheEntry
+        let entry = sink.blockStore
         schedule { state in
             state.runningFillSinks[ObjectIdentifier(sink)] = nil
             Self.count(sink.priority, of: entry, in: &state, by: -1)

@@ -105,12 +105,6 @@ extension RangeFetching {
 }
 
 extension RangeFetching {
-    /// Probes `urls` at once, as `probeAll`; a file whose server sends no length and whose complete copy `store`
-    /// holds gets that copy's size (see `CacheStore.settled`).
-    public func probeAll(_ urls: [String], settledIn store: CacheStore) -> [Result<RemoteMetadata, FetchError>] {
-        probeAll(urls).map { $0.map(store.settled) }
-    }
-
     /// GETs the whole of `url` (a directory listing), asking for JSON first, and hands its body to `completion`
     /// (on the fetcher's thread: hand heavy work on); fails with `.listingTooLarge` beyond `limit` bytes, or with
     /// the status of a response other than 200.

@@ -2,7 +2,7 @@
 // whether the reader is sequential), and says which bytes to fetch ahead from the network and which cached bytes
 // to read ahead from the data file. Both go out in steps of half a window: one request per step of a sliding
 // window would be one small HTTP request per kernel READ. Which of the planned blocks are missing, and which of
-// those nobody fetches yet, is the BlockTable's answer (`CacheEntry.request` and `claim`).
+// those nobody fetches yet, is the BlockTable's answer (the entry's `request` and `claim`).
 //
 // It is a pure value. A READ answered late (a block held in memory was dropped before the reply) is served again
 // without planning again, so one READ never moves the window twice.

@@ -1,6 +1,6 @@
 import Glibc
 
-/// What a filesystem operation reports; the FUSE adapter turns each case into one errno.
+/// What a filesystem operation reports: every answer the FUSE adapter can send, each case one errno (`errno`).
 public enum FileSystemError: Error, Sendable, Equatable {
     case notFound
     case notADirectory
@@ -26,7 +26,29 @@ public enum FileSystemError: Error, Sendable, Equatable {
 extension FileSystemError {
     /// The error a failure to open a file's cache entry shows: `noSpace` for a full cache disk, `io` otherwise.
     static func cacheUnusable(_ error: CacheError) -> FileSystemError {
-        if case .system(let system) = error, system.errno == ENOSPC { return .noSpace }
+        if case .system(let system) = error, system.isNoSpace { return .noSpace }
         return .io(error.description)
+    }
+}
+
+extension FileSystemError {
+    /// The one place where the file system's errors become errno values for the kernel.
+    public var errno: Int32 {
+        let named: Errno = switch self {
+        case .notFound: .noEntry
+        case .notADirectory: .notADirectory
+        case .isADirectory: .isADirectory
+        case .noSuchAttribute: .noData
+        case .attributeNotSupported: .notSupported
+        case .bufferTooSmall: .outOfRange
+        case .badHandle: .badDescriptor
+        case .stale: .stale
+        case .noSpace: .noSpace
+        case .interrupted: .interrupted
+        case .readOnly: .readOnly
+        case .invalidArgument: .invalidArgument
+        case .io: .io
+        }
+        return named.rawValue
     }
 }

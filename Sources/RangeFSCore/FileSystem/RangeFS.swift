@@ -100,7 +100,9 @@ public final class RangeFS: Sendable {
                                                 settings: settings, revalidator: revalidator, logger: logger) {
             owner.object
         }
-        scheduler.observeRemoteChanges { [weak revalidator] entry in revalidator?.revalidate(entry, knownChanged: true) }
+        scheduler.observeRemoteChanges { [weak revalidator] changed in
+            if let entry = changed as? CacheEntry { revalidator?.revalidate(entry, knownChanged: true) }
+        }
         // An entry with a fill queued or running stays open while nobody reads it.
         store.hasWork.withLock { hasWork in
             hasWork = { [weak scheduler] entry in
@@ -255,15 +257,15 @@ public final class RangeFS: Sendable {
         let blocks = entry.blocks(covering: range)
         // The kernel's retry of a READ that just failed (see `CacheEntry.recentFailure`).
         let failedLately = entry.recentFailure(blocks)
-        if failedLately == .timedOut { return reply(.failure(Self.fileSystemError(for: .timedOut))) }
+        if failedLately?.fetchError == .timedOut { return reply(.failure(Self.fileSystemError(for: .timedOut))) }
         var claimed: [Range<Int>] = []
         let availability = entry.request(blocks: blocks, claimed: &claimed) { [weak self] result in
             guard let self else { return reply(.failure(.io("the file system is shutting down"))) }
             switch result {
             case .success: answer(range, of: entry, inode: inode, reply: reply)
-            case .failure(.remoteChanged):
+            case .failure(.replaced):
                 revalidator.answerStale(range, of: entry, inode: inode) { reply(.failure(.stale)) }
-            case .failure(let error): reply(.failure(Self.fileSystemError(for: error)))
+            case .failure(let failure): reply(.failure(Self.fileSystemError(for: failure.fetchError)))
             }
         }
         if !claimed.isEmpty {
@@ -273,7 +275,7 @@ public final class RangeFS: Sendable {
         switch availability {
         case .ready: answer(range, of: entry, inode: inode, reply: reply)
         case .waiting: scheduler.promote(entry, blocks: blocks)
-        case .failed(let error): reply(.failure(Self.fileSystemError(for: error)))
+        case .failed(let failure): reply(.failure(Self.fileSystemError(for: failure.fetchError)))
         }
     }
 
@@ -328,9 +330,10 @@ public final class RangeFS: Sendable {
                 if let existing = downloads[url] { return existing }
                 // Completed meanwhile (the catalog learns the size before the download leaves this table).
                 if catalog.item(inode: item.inode)?.metadata.sizeKnown ?? false { return nil }
-                let made = try UnsizedDownload(
-                    metadata: item.metadata, store: store, fetcher: scheduler.demandFetcher, policy: scheduler.policy,
-                    blockSize: settings.blockSize, logger: logger
+                let made = UnsizedDownload(
+                    metadata: item.metadata, file: try StreamFile(for: item.metadata, in: store),
+                    fetcher: scheduler.demandFetcher, policy: scheduler.policy, blockSize: settings.blockSize,
+                    logger: logger
                 ) { [weak self] metadata in self?.streamCompleted(metadata) }
                 downloads[url] = made
                 return made

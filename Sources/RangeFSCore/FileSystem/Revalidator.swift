@@ -112,7 +112,7 @@ public final class Revalidator: Sendable {
 
     /// Probes `urls` at once; a file without a length whose complete copy is cached gets that copy's size.
     private func probe(_ urls: [String]) -> [Result<RemoteMetadata, FetchError>] {
-        scheduler.fetcher.probeAll(urls, settledIn: store)
+        scheduler.fetcher.probeAll(urls).map { $0.map(store.settled) }
     }
 
     /// Probes the URL of `entry` again. If the server now describes other content, the catalog takes the new

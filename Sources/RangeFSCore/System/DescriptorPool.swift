@@ -85,7 +85,7 @@ public final class DescriptorPool: Sendable {
         while true {
             let outcome: Result<Int32, SystemError>? = state.withLock { state in
                 guard var slot = state.slots[id] else {
-                    return .failure(SystemError(call: "open", path: "(closed pooled file)", errno: EBADF))
+                    return .failure(SystemError(call: "open", path: "(closed pooled file)", errno: .badDescriptor))
                 }
                 state.tick += 1
                 slot.lastUse = state.tick
@@ -106,9 +106,9 @@ public final class DescriptorPool: Sendable {
                         state.open.insert(id)
                         return .success(descriptor)
                     }
-                    let code = Glibc.errno
-                    if code == EINTR { continue }
-                    guard code == EMFILE || code == ENFILE else {
+                    let code = Errno.current
+                    if code == .interrupted { continue }
+                    guard code == .tooManyOpenFiles || code == .tooManyOpenFilesInSystem else {
                         return .failure(SystemError(call: "open", path: slot.path, errno: code))
                     }
                     state.exhaustions += 1
@@ -122,7 +122,7 @@ public final class DescriptorPool: Sendable {
                 // Every descriptor of the pool is in use by a call, which returns it within microseconds.
                 guard ContinuousClock.now < deadline else {
                     let path = state.withLock { $0.slots[id]?.path ?? "" }
-                    throw SystemError(call: "open", path: path, errno: EMFILE)
+                    throw SystemError(call: "open", path: path, errno: .tooManyOpenFiles)
                 }
                 usleep(1000)
             }

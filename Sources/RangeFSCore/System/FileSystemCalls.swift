@@ -27,11 +27,11 @@ public enum FileSystemCalls {
         let file: SystemFile
         do {
             file = try SystemFile(path: path, flags: O_RDONLY)
-        } catch where error.errno == ENOENT {
+        } catch where error.errno == .noEntry {
             return nil
         }
         let size = try file.status().size
-        guard size <= UInt64(limit) else { throw SystemError(call: "read", path: path, errno: EFBIG) }
+        guard size <= UInt64(limit) else { throw SystemError(call: "read", path: path, errno: .fileTooBig) }
         return try file.read(at: 0, count: Int(size))
     }
 
@@ -40,16 +40,16 @@ public enum FileSystemCalls {
         var current = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             current += "/" + component
-            if mkdir(current, mode) != 0 && Glibc.errno != EEXIST {
-                throw SystemError(call: "mkdir", path: current, errno: Glibc.errno)
+            if mkdir(current, mode) != 0 && Errno.current != .exists {
+                throw SystemError(call: "mkdir", path: current)
             }
         }
     }
 
     /// Removes `path` if it exists.
     public static func removeFile(_ path: String) throws(SystemError) {
-        if unlink(path) != 0 && Glibc.errno != ENOENT {
-            throw SystemError(call: "unlink", path: path, errno: Glibc.errno)
+        if unlink(path) != 0 && Errno.current != .noEntry {
+            throw SystemError(call: "unlink", path: path)
         }
     }
 

@@ -7,16 +7,21 @@ import Glibc
 public struct SystemError: Error, CustomStringConvertible, Sendable {
     public let call: String
     public let path: String
-    public let errno: Int32
+    public let errno: Errno
 
-    public init(call: String, path: String, errno: Int32) {
+    public init(call: String, path: String, errno: Errno) {
         self.call = call
         self.path = path
         self.errno = errno
     }
 
-    public var description: String { "\(call) \(path): \(String(cString: strerror(errno)))" }
-    public var isNoSpace: Bool { errno == ENOSPC || errno == EDQUOT }
+    /// The error of a call that just failed: the thread's errno now.
+    public init(call: String, path: String) {
+        self.init(call: call, path: path, errno: .current)
+    }
+
+    public var description: String { "\(call) \(path): \(errno)" }
+    public var isNoSpace: Bool { errno == .noSpace || errno == .quotaExceeded }
 }
 
 /// Runs `body` until it does not fail with EINTR; a result of -1 becomes a `SystemError`.
@@ -25,8 +30,8 @@ func retryingEINTR<T: BinaryInteger>(_ call: String, _ path: String, _ body: () 
     while true {
         let result = body()
         if result != -1 { return result }
-        let code = Glibc.errno
-        if code != EINTR { throw SystemError(call: call, path: path, errno: code) }
+        let code = Errno.current
+        if code != .interrupted { throw SystemError(call: call, path: path, errno: code) }
     }
 }
 
@@ -113,7 +118,7 @@ extension FileOperations {
                         pwritev(descriptor, remaining.baseAddress, Int32(remaining.count), position)
                     }
                 }
-                if wrote == 0 { throw SystemError(call: "pwritev", path: path, errno: EIO) }
+                if wrote == 0 { throw SystemError(call: "pwritev", path: path, errno: .io) }
                 position += off_t(wrote)
                 var left = wrote
                 while left > 0 && left >= vectors[first].iov_len {

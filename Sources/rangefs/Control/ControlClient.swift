@@ -29,6 +29,7 @@ struct ControlClient {
             return ControlClient(socketPath: ControlSocket.path(forMountpoint: target, in: directory),
                                  mountpoint: target, deadline: deadline)
         }
+        // No socket directory: no daemon runs, and the caller says so with the mount it looked for.
         let sockets = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
             .filter { $0.hasSuffix(".sock") }.map { directory + "/" + $0 }
         var live: [ControlClient] = []
@@ -143,6 +144,7 @@ enum DaemonState: String {
          zombie = "a zombie (exited, not reaped)", running = "running but not answering", gone = "gone"
 
     static func of(_ pid: pid_t) -> DaemonState {
+        // No stat file: the process is gone.
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
               let close = stat.lastIndex(of: ")"),
               let code = stat[stat.index(after: close)...].split(separator: " ").first

@@ -28,7 +28,7 @@ public final class ControlServer: @unchecked Sendable {
         chmod(folder, 0o700)
         unlink(path)
         guard case (var address, let length)? = unixSocketAddress(path) else {
-            throw SystemError(call: "bind", path: path, errno: ENAMETOOLONG)
+            throw SystemError(call: "bind", path: path, errno: .nameTooLong)
         }
         listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         let bound = withUnsafePointer(to: &address) {
@@ -37,7 +37,7 @@ public final class ControlServer: @unchecked Sendable {
         guard bound == 0, listen(listener, 16) == 0 else {
             let code = errno
             close(listener)
-            throw SystemError(call: "bind", path: path, errno: code)
+            throw SystemError(call: "bind", path: path, errno: Errno(rawValue: code))
         }
         chmod(path, 0o600)
         let thread = Thread { [self] in serve() }
@@ -80,7 +80,7 @@ public final class ControlServer: @unchecked Sendable {
         }
         let response: ControlResponse
         if let line = received.split(separator: UInt8(ascii: "\n")).first,
-           let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(line)) {
+           let request = try? JSONDecoder().decode(ControlRequest.self, from: Data(line)) {  // else: answered below
             response = handler(request)
         } else {
             response = .failure("malformed request; send one JSON object per line")

@@ -102,6 +102,7 @@ struct UnmountCommand: ParsableCommand {
         let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
         while ContinuousClock.now < deadline {
             if kill(pid, 0) != 0 && errno == ESRCH { return true }
+            // No stat file: the process is gone already, which kill(2) above tells on the next turn.
             if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
                let state = stat.split(separator: ")").last?.split(separator: " ").first, state == "Z" {
                 return true

@@ -21,6 +21,7 @@ enum MountPoint {
 
     /// The filesystem type mounted at `path`, from /proc/self/mountinfo, or nil if nothing is mounted there.
     static func mountedType(at path: String) -> String? {
+        // Without /proc nothing can be told mounted; mount(2) itself then reports what is wrong.
         guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
         var found: String?
         for line in text.split(separator: "\n") {

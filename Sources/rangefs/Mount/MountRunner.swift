@@ -97,7 +97,7 @@ struct MountRunner {
         var probed = probe(sources, with: engine, store: store, saved: saved)
         let catalog = probed.catalog
 
-        let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine, store: store,
+        let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine,
                                        policy: configuration.fetch, logger: logger)
         let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler,
                                  settings: configuration.fileSystem, credentials: credentials, logger: logger)
@@ -296,7 +296,7 @@ struct MountRunner {
         // A URL without the `/` is a directory too when its server redirects it to the URL with one.
         var directories = sources.filter { $0.url.hasSuffix("/") }
         let files = sources.filter { !$0.url.hasSuffix("/") }
-        for (source, result) in zip(files, fetcher.probeAll(files.map(\.url), settledIn: store)) {
+        for (source, result) in zip(files, fetcher.probeAll(files.map(\.url)).map { $0.map(store.settled) }) {
             let shown = Redaction.redact(source.url)
             switch ProbeOutcome.judge(result, stored: { store.storedMetadata(for: source.url) },
                                       wasSaved: saved.contains(source.url)) {

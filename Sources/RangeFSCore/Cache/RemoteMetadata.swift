@@ -1,6 +1,4 @@
-import Foundation
-
-// What a probe learns about a URL, and the pure parsing of the response headers that carry it.
+// A remote file's identity as the cache records it (in each entry's header) and matches it.
 
 /// A remote file's identity: size, validators and the name its server suggests.
 public struct RemoteMetadata: Sendable, Equatable {
@@ -8,7 +6,7 @@ public struct RemoteMetadata: Sendable, Equatable {
     /// The size in bytes; 0 while `sizeKnown` is false.
     public var size: UInt64
     /// Whether the server said how big the file is. A response without Content-Length (chunked, or ended by
-    /// closing the connection) gives a stream-only file, read from start to end (see `UnsizedDownload`).
+    /// closing the connection) gives a stream-only file, read from start to end (see `StreamFile`).
     public var sizeKnown = true
     /// The strong or weak ETag as sent, quotes included; empty if none.
     public var etag: String
@@ -24,9 +22,6 @@ public struct RemoteMetadata: Sendable, Equatable {
         self.lastModified = lastModified
         self.suggestedName = suggestedName
     }
-
-    /// Seconds since 1970 from Last-Modified, or nil when absent or unparsable.
-    public var modificationTime: Int64? { HTTPDate.parse(lastModified) }
 
     /// The value to send as If-Range: the ETag if it is strong, else Last-Modified, else nothing.
     /// RFC 9110 forbids weak ETags in If-Range.
@@ -50,36 +45,5 @@ public struct RemoteMetadata: Sendable, Equatable {
                                       suggestedName: suggestedName)
         metadata.sizeKnown = false
         return metadata
-    }
-
-    /// Interprets the answer to a probe (`GET` with `Range: bytes=0-0`).
-    public init(url: String, probeResponse head: ResponseHead) throws(FetchError) {
-        // `http://host/pub` redirected to `http://host/pub/`: a directory, as web servers answer for one.
-        if let effective = head.effectiveURL, !url.hasSuffix("/"), effective == url + "/" {
-            throw .isDirectory(effective)
-        }
-        let size: UInt64?
-        switch head.status {
-        case 206:
-            guard let value = head["content-range"], let range = ContentRange(parsing: value)
-            else { throw .badContentRange(head["content-range"] ?? "(missing)") }
-            size = range.completeLength  // `bytes 0-0/*`: the server does not know the length either
-        case 200:
-            // No Content-Length: a chunked or close-delimited body, whose size shows only at its end.
-            size = head["content-length"].flatMap { UInt64($0) }
-        case 416:
-            // An empty file cannot satisfy bytes=0-0; servers say so with `Content-Range: bytes */0`.
-            guard let value = head["content-range"], let range = ContentRange(parsing: value),
-                  range.completeLength == 0
-            else { throw .httpStatus(416) }
-            size = 0
-        default:
-            throw head.statusError
-        }
-        self.init(
-            url: url, size: size ?? 0, etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "",
-            suggestedName: head["content-disposition"].flatMap(ContentDisposition.filename(from:))
-        )
-        sizeKnown = size != nil
     }
 }

@@ -1,7 +1,7 @@
 // A file whose server does not say how big it is (a chunked or close-delimited response without Content-Length).
 // Such a file can only be read as a stream from its first byte, so it is not cut into blocks while it downloads:
-// one GET without Range appends to the entry folder's `stream` file (format in CacheFormat.swift), and readers
-// are answered from that file as soon as the stream has passed the end of what they asked for. The FUSE adapter
+// one GET without Range appends to the entry folder's `stream` file (a `StreamFile`, the cache's side), and
+// readers are answered from that file as soon as the stream has passed the end of what they asked for. The FUSE adapter
 // opens it with direct I/O, so the kernel asks for bytes past the size it was last told.
 //
 // Durability: every `commitBytes` received (or `commitInterval` elapsed), the stream file is fdatasynced and then
@@ -24,14 +24,12 @@ import Synchronization
 /// The download of one stream-only file.
 public final class UnsizedDownload: Sendable {
     public let url: String
-    let folder: String
     let blockSize: Int
-    let store: CacheStore
     let fetcher: RangeFetching
     let policy: FetchPolicy
     let logger: Logger
-    /// The `stream` file; replaced when another version of the file starts over.
-    let file: PooledFile
+    /// The `stream` file and its record of durable bytes.
+    let file: StreamFile
     let state: Mutex<State>
     /// Serialises commits, so that an older length never replaces a newer one.
     private let commitLock = Mutex(())
@@ -62,29 +60,17 @@ public final class UnsizedDownload: Sendable {
         var commitQueued = false
     }
 
-    /// Loads what an earlier stream of `metadata`'s version left in the entry folder, or starts empty.
-    init(metadata: RemoteMetadata, store: CacheStore, fetcher: RangeFetching, policy: FetchPolicy, blockSize: Int,
-         logger: Logger, completed: @escaping @Sendable (RemoteMetadata) -> Void) throws(SystemError) {
+    /// Goes on from what an earlier stream of `metadata`'s version left in `file` (its durable bytes).
+    init(metadata: RemoteMetadata, file: StreamFile, fetcher: RangeFetching, policy: FetchPolicy, blockSize: Int,
+         logger: Logger, completed: @escaping @Sendable (RemoteMetadata) -> Void) {
         url = metadata.url
-        folder = store.directory(for: metadata.url)
+        self.file = file
         self.blockSize = blockSize
-        self.store = store
         self.fetcher = fetcher
         self.policy = policy
         self.logger = logger
         self.completed = completed
-        try FileSystemCalls.makeDirectories(folder)
-        var kept: UInt64 = 0
-        if let bytes = try FileSystemCalls.readSmallFile(folder + "/stream-state"),
-           let record = try? StreamRecord.decode(bytes), record.url == metadata.url,
-           RemoteMetadata.unsized(url: url, etag: record.etag, lastModified: record.lastModified)
-            .describesSameContent(as: metadata) {
-            kept = record.length
-        }
-        file = store.descriptors.file(path: folder + "/stream", flags: O_RDWR | O_CREAT)
-        if try file.status().size < kept { kept = 0 }  // a record that outlived its data: start over
-        try file.truncate(to: kept)  // bytes past the durable length may be anything
-        if kept == 0 { try FileSystemCalls.removeFile(folder + "/stream-state") }
+        let kept = file.keptBytes
         state = Mutex(State(etag: metadata.etag, lastModified: metadata.lastModified, received: kept, durable: kept))
     }
 
@@ -134,7 +120,7 @@ public final class UnsizedDownload: Sendable {
         guard offset < available else { return .success(.bytes([])) }
         let count = Int(min(UInt64(count), available - offset))
         do {
-            return .success(.file(try file.lease(), offset: offset, count: count))
+            return .success(try file.reply(offset: offset, count: count))
         } catch {
             return .failure(.transport("cannot read the cached stream: \(error)"))
         }
@@ -219,13 +205,13 @@ public final class UnsizedDownload: Sendable {
                 woken.append(waiter.resume)
                 return true
             }
-            let due = !state.commitQueued && (state.received - state.durable >= UInt64(store.settings.commitBytes)
-                || ContinuousClock.now - state.lastCommit >= store.settings.commitInterval)
+            let due = !state.commitQueued && (state.received - state.durable >= file.commitBytes
+                || ContinuousClock.now - state.lastCommit >= file.commitInterval)
             if due { state.commitQueued = true }
             return (woken, due)
         }
         resume(woken, with: .success(()))
-        if commitDue { store.commitQueue.async { self.commit() } }
+        if commitDue { file.commitQueue.async { self.commit() } }
     }
 
     /// Keeps the cached bytes before `offset` (they match the server's) and drops the rest: another version.
@@ -248,15 +234,13 @@ public final class UnsizedDownload: Sendable {
     /// Makes the received bytes durable, then records their length.
     func commit() {
         commitLock.withLock { _ in
-            let (length, record) = state.withLock { state -> (UInt64, StreamRecord) in
+            let (length, etag, lastModified) = state.withLock { state -> (UInt64, String, String) in
                 state.commitQueued = false
                 state.lastCommit = .now
-                return (state.received, StreamRecord(length: state.received, url: url, etag: state.etag,
-                                                     lastModified: state.lastModified))
+                return (state.received, state.etag, state.lastModified)
             }
             do {
-                try file.synchronizeData()
-                try FileSystemCalls.replaceAtomically(folder + "/stream-state", with: record.encoded())
+                try file.makeDurable(length: length, etag: etag, lastModified: lastModified)
                 state.withLock { $0.durable = max($0.durable, min(length, $0.received)) }
             } catch {
                 logger.error("cannot make the stream of \(Redaction.redact(url)) durable: \(error)")
@@ -329,7 +313,7 @@ public final class UnsizedDownload: Sendable {
             let metadata = state.withLock { state in
                 RemoteMetadata(url: url, size: size, etag: state.etag, lastModified: state.lastModified)
             }
-            try store.installStream(file, of: metadata, blockSize: blockSize)
+            try file.install(as: metadata, blockSize: blockSize)
             logger.info("\(Redaction.redact(url)) is complete: \(size) bytes; its size is known from now on")
             completed(metadata)
             end(with: .success(size))
@@ -341,7 +325,7 @@ public final class UnsizedDownload: Sendable {
 
     private func resume(_ waiters: [Waiter], with result: Result<Void, FetchError>) {
         guard !waiters.isEmpty else { return }
-        store.pipeline.replyQueue.async { for waiter in waiters { waiter(result) } }
+        file.replyQueue.async { for waiter in waiters { waiter(result) } }
     }
 }
 
@@ -387,38 +371,5 @@ final class UnsizedStreamSink: RangeResponseSink, @unchecked Sendable {
     func complete(error: FetchError?) {
         let outcome = failure ?? error
         download.finish(length: outcome == nil ? position : nil, error: outcome, attempt: attempt)
-    }
-}
-
-extension CacheStore {
-    /// Makes the complete stream `file` (in the entry folder of `metadata.url`) an ordinary entry of
-    /// `metadata.size` bytes, every block present. The header is written last: a crash before it leaves the
-    /// stream and its record as they were, to be completed again.
-    func installStream(_ file: PooledFile, of metadata: RemoteMetadata, blockSize: Int) throws(SystemError) {
-        let folder = directory(for: metadata.url)
-        let header = CacheHeader(blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),
-                                 url: metadata.url, etag: metadata.etag, lastModified: metadata.lastModified)
-        for name in ["header", "bitmap"] { try FileSystemCalls.removeFile(folder + "/" + name) }
-        try FileSystemCalls.synchronizeDirectory(containing: folder + "/header")
-        var crcs = ByteWriter()
-        for index in 0..<header.blockCount {
-            let start = UInt64(index) * UInt64(blockSize)
-            let length = Int(min(UInt64(blockSize), metadata.size - start))
-            let block = try file.read(at: start, count: length)
-            guard block.count == length else { throw SystemError(call: "read", path: file.path, errno: EIO) }
-            crcs.write(CRC32C.checksum(block))
-        }
-        try FileSystemCalls.replaceAtomically(folder + "/crc32c", with: crcs.bytes)
-        try FileSystemCalls.removeFile(folder + "/data")
-        try retryingEINTR("link", folder + "/data") { link(file.path, folder + "/data") }
-        var present = BlockBitmap(blockCount: header.blockCount)
-        for index in 0..<header.blockCount { _ = present.insert(index) }
-        try FileSystemCalls.replaceAtomically(
-            folder + "/bitmap",
-            with: BitmapRecord(blockSize: blockSize, generation: header.generation, present: present).encoded())
-        try FileSystemCalls.replaceAtomically(folder + "/header", with: header.encoded())
-        forgetSummary(of: metadata.url)
-        for name in ["stream", "stream-state"] { try FileSystemCalls.removeFile(folder + "/" + name) }
-        try FileSystemCalls.synchronizeDirectory(containing: folder + "/stream")
     }
 }

@@ -1,0 +1,39 @@
+import Foundation
+
+// What a probe learns about a URL: the file's identity read from the response headers that carry it.
+
+extension RemoteMetadata {
+    /// Seconds since 1970 from Last-Modified, or nil when absent or unparsable.
+    public var modificationTime: Int64? { HTTPDate.parse(lastModified) }
+
+    /// Interprets the answer to a probe (`GET` with `Range: bytes=0-0`).
+    public init(url: String, probeResponse head: ResponseHead) throws(FetchError) {
+        // `http://host/pub` redirected to `http://host/pub/`: a directory, as web servers answer for one.
+        if let effective = head.effectiveURL, !url.hasSuffix("/"), effective == url + "/" {
+            throw .isDirectory(effective)
+        }
+        let size: UInt64?
+        switch head.status {
+        case 206:
+            guard let value = head["content-range"], let range = ContentRange(parsing: value)
+            else { throw .badContentRange(head["content-range"] ?? "(missing)") }
+            size = range.completeLength  // `bytes 0-0/*`: the server does not know the length either
+        case 200:
+            // No Content-Length: a chunked or close-delimited body, whose size shows only at its end.
+            size = head["content-length"].flatMap { UInt64($0) }
+        case 416:
+            // An empty file cannot satisfy bytes=0-0; servers say so with `Content-Range: bytes */0`.
+            guard let value = head["content-range"], let range = ContentRange(parsing: value),
+                  range.completeLength == 0
+            else { throw .httpStatus(416) }
+            size = 0
+        default:
+            throw head.statusError
+        }
+        self.init(
+            url: url, size: size ?? 0, etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "",
+            suggestedName: head["content-disposition"].flatMap(ContentDisposition.filename(from:))
+        )
+        sizeKnown = size != nil
+    }
+}
