@@ -56,6 +56,9 @@ let package = Package(
                     swiftSettings: [.swiftLanguageMode(.v5)]),
         .testTarget(name: "RangeFSHTTPTests", dependencies: ["RangeFSHTTP", "RangeFSCore", "RangeFSTestSupport"],
                     swiftSettings: [.swiftLanguageMode(.v5)]),
+        // The FUSE adapter's argument handling, without a mount.
+        .testTarget(name: "RangeFSFUSETests", dependencies: ["RangeFSFUSE"],
+                    swiftSettings: [.swiftLanguageMode(.v5)]),
         .testTarget(name: "RangefsCommandTests", dependencies: ["rangefs", "RangeFSCore", "RangeFSHTTP", "RangeFSFUSE"],
                     swiftSettings: [.swiftLanguageMode(.v5)]),
         .testTarget(name: "IntegrationTests", dependencies: ["rangefs", "RangeFSCore", "RangeFSTestSupport"],

@@ -26,27 +26,13 @@ final class FUSEContext: Sendable {
     /// The backing files of passthrough handles (Passthrough.swift).
     let backings = Mutex(Passthrough.Backings())
     /// Reads not answered yet, by ID. Whoever removes an ID (the read's completion or its INTERRUPT) replies.
-    private let pendingReads = Mutex(PendingReads())
-
-    private struct PendingReads {
-        var nextID: UInt = 1
-        var waiting: Set<UInt> = []
-    }
+    let pendingReads = PendingReads()
 
     /// Registers a read that may wait; returns its ID.
-    func beginRead() -> UInt {
-        pendingReads.withLock { pending in
-            let id = pending.nextID
-            pending.nextID += 1
-            pending.waiting.insert(id)
-            return id
-        }
-    }
+    func beginRead() -> UInt { pendingReads.begin() }
 
     /// Claims the right to answer read `id`; false if it was already answered.
-    func finishRead(_ id: UInt) -> Bool {
-        pendingReads.withLock { $0.waiting.remove(id) != nil }
-    }
+    func finishRead(_ id: UInt) -> Bool { pendingReads.finish(id) }
 
     init(fileSystem: RangeFS, owner: Owner, attributeTimeout: Double, entryTimeout: Double, maxBackground: UInt32,
          logger: Logger) {
@@ -251,25 +237,22 @@ private func readDirectory(_ req: fuse_req_t?, _ inode: fuse_ino_t, handle: UInt
                           plus: Bool) {
     let context = context(req), request = FUSERequest(raw: req!)
     let directory = UInt64(inode)
-    let first = max(0, Int(offset))
-    // Names that can fit: a plain entry takes at least 24 bytes, one with attributes about 152.
-    let fitting = size / (plus ? 152 : 24) + 1
-    context.fileSystem.readDirectory(directory, handle: handle, from: max(0, first - 2), count: fitting,
+    let (from, count) = DirectoryPage.children(offset: Int64(offset), bufferSize: size, plus: plus)
+    context.fileSystem.readDirectory(directory, handle: handle, from: from, count: count,
                                      attributes: plus) { result in
         let children: [RangeFS.DirectoryEntry]
         switch result {
         case .success(let entries): children = entries
         case .failure(let error): return request.fail(error)
         }
-        let fileSystem = context.fileSystem
-        var rows: [(offset: Int, name: String, inode: UInt64, isDirectory: Bool, attributes: FileAttributes?)] = []
-        if first == 0 { rows.append((1, ".", directory, true, nil)) }
-        if first <= 1 { rows.append((2, "..", fileSystem.parent(of: directory), true, nil)) }
-        for child in children {
-            var isDirectory = false
-            if case .directory = child.node { isDirectory = true }
-            rows.append((child.position + 3, child.node.name, child.node.inode, isDirectory, child.attributes))
-        }
+        let attributes = Dictionary(children.map { ($0.position + 3, $0.attributes) }, uniquingKeysWith: { $1 })
+        let rows = DirectoryPage.rows(
+            offset: Int64(offset), directory: directory, parent: context.fileSystem.parent(of: directory),
+            children: children.map { child in
+                var isDirectory = false
+                if case .directory = child.node { isDirectory = true }
+                return (child.position, child.node.name, child.node.inode, isDirectory)
+            })
         var buffer = [UInt8](repeating: 0, count: size)
         var used = 0
         for row in rows {
@@ -277,8 +260,8 @@ private func readDirectory(_ req: fuse_req_t?, _ inode: fuse_ino_t, handle: UInt
                 let place = raw.baseAddress!.assumingMemoryBound(to: CChar.self) + used
                 if plus {
                     var entry = fuse_entry_param()
-                    if let attributes = row.attributes {
-                        entry = FUSERequest.entryParameter(attributes, context: context)
+                    if let known = attributes[row.offset], let known {
+                        entry = FUSERequest.entryParameter(known, context: context)
                     } else {
                         entry.attr.st_ino = ino_t(row.inode)  // node ID 0: no attributes, the kernel looks it up
                         entry.attr.st_mode = row.isDirectory ? S_IFDIR : S_IFREG
@@ -314,14 +297,12 @@ private func rangefsListxattr(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: I
     }
 }
 
-/// The xattr protocol: size 0 asks how big the value is; a too-small buffer gets ERANGE.
+/// Answers an xattr request by the size protocol (`SizedAnswer`).
 private func replySized(_ request: FUSERequest, _ value: [UInt8], size: Int) {
-    if size == 0 {
-        fuse_reply_xattr(request.raw, value.count)
-    } else if size < value.count {
-        request.fail(.bufferTooSmall(needed: value.count))
-    } else {
-        request.replyBytes(value)
+    switch SizedAnswer(value, bufferSize: size) {
+    case .size(let count): fuse_reply_xattr(request.raw, count)
+    case .tooSmall(let needed): request.fail(.bufferTooSmall(needed: needed))
+    case .value(let bytes): request.replyBytes(bytes)
     }
 }
 
