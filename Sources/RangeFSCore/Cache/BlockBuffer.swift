@@ -13,17 +13,18 @@ import Synchronization
 public final class BlockBuffer: @unchecked Sendable, Equatable {
     // @unchecked Sendable: the bytes are written only by the one owner that fills the buffer (a fetch's sink),
     // before it hands the buffer over; afterwards they are only read.
-    public let address: UnsafeMutableRawPointer
-    public let capacity: Int
+    // SAFETY: owned by this buffer from init to deinit (aligned, `rounded(capacity)` bytes); never freed twice.
+    let address: UnsafeMutableRawPointer
+    let capacity: Int
     /// How many bytes are filled, from the start.
-    public private(set) var count = 0
+    private(set) var count = 0
     /// Where the memory goes back to; nil frees it.
     private let pool: BufferPool?
 
-    public static let alignment = 4096
+    static let alignment = 4096
 
     /// An empty buffer for `capacity` bytes, from `pool` if given.
-    public init(capacity: Int, pool: BufferPool? = nil) {
+    init(capacity: Int, pool: BufferPool? = nil) {
         address = pool?.take(Self.rounded(capacity)) ?? BufferPool.allocate(Self.rounded(capacity))
         self.capacity = capacity
         self.pool = pool
@@ -34,7 +35,7 @@ public final class BlockBuffer: @unchecked Sendable, Equatable {
     }
 
     /// A filled copy of `bytes`.
-    public convenience init(copying bytes: UnsafeRawBufferPointer) {
+    convenience init(copying bytes: UnsafeRawBufferPointer) {
         self.init(capacity: bytes.count)
         append(bytes)
     }
@@ -45,18 +46,20 @@ public final class BlockBuffer: @unchecked Sendable, Equatable {
 
     /// Appends as much of `bytes` as fits and returns how many bytes that was.
     @discardableResult
-    public func append(_ bytes: UnsafeRawBufferPointer) -> Int {
+    func append(_ bytes: UnsafeRawBufferPointer) -> Int {
         let take = min(capacity - count, bytes.count)
+        // SAFETY: `take` never exceeds the room left (capacity - count) nor the source's count.
         if take > 0, let base = bytes.baseAddress { (address + count).copyMemory(from: base, byteCount: take) }
         count += take
         return take
     }
 
-    public func reset() { count = 0 }
+    func reset() { count = 0 }
 
-    public var isFull: Bool { count == capacity }
+    var isFull: Bool { count == capacity }
 
-    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: address, count: count) }
+    // SAFETY: valid while the buffer lives; callers hold the buffer (a reply segment keeps it as its owner).
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: address, count: count) }
 
     public static func == (lhs: BlockBuffer, rhs: BlockBuffer) -> Bool { lhs === rhs }
 }
@@ -64,16 +67,17 @@ public final class BlockBuffer: @unchecked Sendable, Equatable {
 /// Recycles block memory. Blocks are allocated on the fetcher's thread and freed on others (the writer, the reply
 /// queue); left to malloc, that spread them over per-thread arenas, and the daemon's memory grew with the
 /// fragments (a peak RSS of 120 MiB with 8 copies, against 43 without buffers). Free memory kept here is bounded.
-public final class BufferPool: Sendable {
+final class BufferPool: Sendable {
     /// Free memory kept for reuse, by size (addresses as integers, which are Sendable).
     private let free = Mutex<(bySize: [Int: [UInt]], bytes: Int)>(([:], 0))
     private let keptBytes: Int
 
-    public init(keptBytes: Int) {
+    init(keptBytes: Int) {
         self.keptBytes = keptBytes
     }
 
     static func allocate(_ size: Int) -> UnsafeMutableRawPointer {
+        // SAFETY: posix_memalign gives `size` aligned bytes or fails, which traps below.
         var pointer: UnsafeMutableRawPointer?
         guard posix_memalign(&pointer, BlockBuffer.alignment, size) == 0, let pointer else {
             fatalError("cannot allocate \(size) bytes for a block")
@@ -87,6 +91,7 @@ public final class BufferPool: Sendable {
             pool.bytes -= size
             return address
         }
+        // SAFETY: a recycled address was allocated with this size and given back by its last owner.
         if let recycled, let pointer = UnsafeMutableRawPointer(bitPattern: recycled) { return pointer }
         return Self.allocate(size)
     }
@@ -105,12 +110,12 @@ public final class BufferPool: Sendable {
 
 /// Bounds the bytes of received blocks that wait to be written. Taking room waits while the bound is reached; the
 /// writer gives room back after each write, and never waits for a receiver, so this cannot deadlock.
-public final class WriteBudget: Sendable {
+final class WriteBudget: Sendable {
     private static let unit = 64 << 10
     private let units: Int
     private let room: DispatchSemaphore
 
-    public init(bytes: Int) {
+    init(bytes: Int) {
         units = max(1, bytes / Self.unit)
         room = DispatchSemaphore(value: units)
     }

@@ -3,7 +3,7 @@
 // a CRC or the store. `CacheEntry` is the one implementation (and the cache knows nothing of HTTP).
 
 /// One cached file, as the transfers that fill it see it.
-public protocol BlockStore: AnyObject, Sendable {
+protocol BlockStore: AnyObject, Sendable {
     // The file's shape and version.
     var size: UInt64 { get }
     var blockSize: Int { get }
@@ -50,9 +50,9 @@ public protocol BlockStore: AnyObject, Sendable {
 }
 
 extension CacheEntry: BlockStore {
-    public func makeBuffer(capacity: Int) -> BlockBuffer { BlockBuffer(capacity: capacity, pool: pipeline.buffers) }
+    func makeBuffer(capacity: Int) -> BlockBuffer { BlockBuffer(capacity: capacity, pool: pipeline.buffers) }
 
-    public func put(block index: Int, buffer: BlockBuffer, background: Bool, budgeted: Bool) {
+    func put(block index: Int, buffer: BlockBuffer, background: Bool, budgeted: Bool) {
         if let store {
             store.accept(block: index, of: self, buffer: buffer, writeBackNow: background, budgeted: budgeted)
         } else {

@@ -10,11 +10,11 @@
 // it claims those nobody is fetching, and it is woken once all of them are readable.
 
 /// Called once when every awaited block is readable, or with why one of them will not come.
-public typealias BlockWaiter = @Sendable (Result<Void, BlockFailure>) -> Void
+typealias BlockWaiter = @Sendable (Result<Void, BlockFailure>) -> Void
 
 /// Why blocks a reader waits for will not come, as the cache tells it. The cache knows no network: a failed
 /// transfer's own error travels inside `failed`, for the reader's side to interpret.
-public enum BlockFailure: Error, Sendable {
+enum BlockFailure: Error, Sendable {
     /// This version of the file was replaced (the entry is stale): the reader's handle is stale too.
     case replaced
     /// The transfer was cancelled (the mount is stopping); not recorded as the file's last error.
@@ -24,20 +24,20 @@ public enum BlockFailure: Error, Sendable {
 }
 
 /// The states of an entry's blocks and the readers waiting for them.
-public struct BlockTable: Sendable {
-    public let blockCount: Int
+struct BlockTable: Sendable {
+    let blockCount: Int
     /// In the data file: written by this process, or durable from an earlier one.
-    public private(set) var present: BlockBitmap
+    private(set) var present: BlockBitmap
     /// Held in memory: received and waiting for the writer, or unwritable (a full disk).
-    public private(set) var inMemory: BlockBitmap
+    private(set) var inMemory: BlockBitmap
     /// Claimed by a transfer, so nobody requests them twice; includes received blocks the writer has not written.
-    public private(set) var inFlight: BlockBitmap
+    private(set) var inFlight: BlockBitmap
     /// Matched their CRC since this process opened the entry. Blocks from an earlier run are checked first.
-    public private(set) var verified: BlockBitmap
+    private(set) var verified: BlockBitmap
     /// What the bitmap file on disk says, as of the last commit.
-    public private(set) var durable: BlockBitmap
+    private(set) var durable: BlockBitmap
     /// Present blocks written with O_DIRECT (so not in the page cache) that no reply has asked for yet.
-    public private(set) var writtenDirectly: BlockBitmap
+    private(set) var writtenDirectly: BlockBitmap
     private var waiters: [UInt64: Waiter] = [:]
     private var waitersByBlock: [Int: [UInt64]] = [:]
     private var nextWaiterID: UInt64 = 0
@@ -48,7 +48,7 @@ public struct BlockTable: Sendable {
     }
 
     /// What `request` found.
-    public enum Request {
+    enum Request {
         /// Every block is readable now.
         case ready
         /// The waiter runs later; `claimed` are the runs nobody was fetching, now in flight: fetch them.
@@ -56,7 +56,7 @@ public struct BlockTable: Sendable {
     }
 
     /// A table whose present blocks are those the bitmap on disk holds.
-    public init(durable: BlockBitmap) {
+    init(durable: BlockBitmap) {
         blockCount = durable.blockCount
         let empty = BlockBitmap(blockCount: durable.blockCount)
         present = durable
@@ -68,17 +68,17 @@ public struct BlockTable: Sendable {
     }
 
     /// Nothing is awaited, in flight or held in memory: the table could be dropped and loaded again from disk.
-    public var isQuiet: Bool { waiters.isEmpty && inFlight.setCount == 0 && inMemory.setCount == 0 }
+    var isQuiet: Bool { waiters.isEmpty && inFlight.setCount == 0 && inMemory.setCount == 0 }
 
-    public func isReadable(_ index: Int) -> Bool { present.contains(index) || inMemory.contains(index) }
+    func isReadable(_ index: Int) -> Bool { present.contains(index) || inMemory.contains(index) }
 
     /// Whether some reader waits for block `index`.
-    public func isAwaited(_ index: Int) -> Bool { waitersByBlock[index] != nil }
+    func isAwaited(_ index: Int) -> Bool { waitersByBlock[index] != nil }
 
     // MARK: Claims and waiters
 
     /// Registers `waiter` for the unreadable blocks of `blocks` and claims those nobody fetches yet.
-    public mutating func request(_ blocks: Range<Int>, waiter: @escaping BlockWaiter) -> Request {
+    mutating func request(_ blocks: Range<Int>, waiter: @escaping BlockWaiter) -> Request {
         let missing = blocks.filter { !isReadable($0) }
         if missing.isEmpty { return .ready }
         let id = nextWaiterID
@@ -89,7 +89,7 @@ public struct BlockTable: Sendable {
     }
 
     /// Claims the unreadable, unclaimed blocks of `blocks`, as runs; for readahead.
-    public mutating func claim(_ blocks: Range<Int>) -> [Range<Int>] {
+    mutating func claim(_ blocks: Range<Int>) -> [Range<Int>] {
         claim(blocks.filter { !isReadable($0) })
     }
 
@@ -101,7 +101,7 @@ public struct BlockTable: Sendable {
 
     /// Claims the first run of unreadable, unclaimed blocks at or after `cursor` (wrapping around once), at most
     /// `limit` long; returns it with the cursor for the next call, or nil if there is none. For background fill.
-    public mutating func claimNextRun(from cursor: Int, limit: Int) -> (run: Range<Int>, next: Int)? {
+    mutating func claimNextRun(from cursor: Int, limit: Int) -> (run: Range<Int>, next: Int)? {
         func isClaimable(_ index: Int) -> Bool { !isReadable(index) && !inFlight.contains(index) }
         for offset in 0..<blockCount {
             let index = (cursor + offset) % blockCount
@@ -117,17 +117,17 @@ public struct BlockTable: Sendable {
     }
 
     /// Claims every block that is not present, for one whole-file stream.
-    public mutating func claimAllAbsent() {
+    mutating func claimAllAbsent() {
         for index in 0..<blockCount where !present.contains(index) { inFlight.insert(index) }
     }
 
     /// Releases the claims on `blocks` without failing their readers; another transfer will bring them.
-    public mutating func releaseClaims(_ blocks: Range<Int>) {
+    mutating func releaseClaims(_ blocks: Range<Int>) {
         for index in blocks { inFlight.remove(index) }
     }
 
     /// Releases the claims on the absent blocks of `blocks`; returns the waiters of those blocks, which failed.
-    public mutating func abandon(_ blocks: Range<Int>) -> [BlockWaiter] {
+    mutating func abandon(_ blocks: Range<Int>) -> [BlockWaiter] {
         var failed: [BlockWaiter] = []
         for index in blocks where !present.contains(index) {
             inFlight.remove(index)
@@ -139,7 +139,7 @@ public struct BlockTable: Sendable {
     }
 
     /// Removes every waiter (the entry went stale) and returns them, to be failed.
-    public mutating func removeAllWaiters() -> [BlockWaiter] {
+    mutating func removeAllWaiters() -> [BlockWaiter] {
         let all = waiters.values.map(\.resume)
         waiters = [:]
         waitersByBlock = [:]
@@ -149,7 +149,7 @@ public struct BlockTable: Sendable {
     // MARK: Arrival and writing
 
     /// Block `index` was received and is readable from memory; returns the waiters that now have all their blocks.
-    public mutating func received(_ index: Int) -> [BlockWaiter] {
+    mutating func received(_ index: Int) -> [BlockWaiter] {
         inMemory.insert(index)
         var ready: [BlockWaiter] = []
         for id in waitersByBlock.removeValue(forKey: index) ?? [] {
@@ -166,7 +166,7 @@ public struct BlockTable: Sendable {
     }
 
     /// Block `index` is in the data file with its CRC: present, and trusted.
-    public mutating func written(_ index: Int, directly: Bool) {
+    mutating func written(_ index: Int, directly: Bool) {
         inFlight.remove(index)
         inMemory.remove(index)
         present.insert(index)
@@ -175,23 +175,23 @@ public struct BlockTable: Sendable {
     }
 
     /// Block `index` could not be written: readable from memory only, and no longer claimed.
-    public mutating func writeFailed(_ index: Int) {
+    mutating func writeFailed(_ index: Int) {
         inFlight.remove(index)
     }
 
     /// Block `index` no longer counts: neither claimed nor held in memory (the entry went stale meanwhile).
-    public mutating func discard(_ index: Int) {
+    mutating func discard(_ index: Int) {
         inFlight.remove(index)
         inMemory.remove(index)
     }
 
     /// The memory copy of block `index` was dropped; unless present, it is absent again.
-    public mutating func droppedFromMemory(_ index: Int) {
+    mutating func droppedFromMemory(_ index: Int) {
         inMemory.remove(index)
     }
 
     /// The blocks of `blocks` written with O_DIRECT, which a reply must ask for first; each is returned once.
-    public mutating func takeWrittenDirectly(_ blocks: Range<Int>) -> [Int] {
+    mutating func takeWrittenDirectly(_ blocks: Range<Int>) -> [Int] {
         let taken = blocks.filter { present.contains($0) && writtenDirectly.contains($0) }
         for index in taken { writtenDirectly.remove(index) }
         return taken
@@ -200,14 +200,14 @@ public struct BlockTable: Sendable {
     // MARK: Verification, eviction, commits
 
     /// Present blocks of `blocks` not yet checked against their CRC in this process.
-    public func unverified(_ blocks: Range<Int>) -> [Int] {
+    func unverified(_ blocks: Range<Int>) -> [Int] {
         blocks.filter { present.contains($0) && !verified.contains($0) }
     }
 
     /// Records a CRC check of block `index`; a failed one makes the block absent. Returns whether the present set
     /// changed.
     @discardableResult
-    public mutating func checked(_ index: Int, matches: Bool) -> Bool {
+    mutating func checked(_ index: Int, matches: Bool) -> Bool {
         if matches {
             verified.insert(index)
             return false
@@ -216,28 +216,28 @@ public struct BlockTable: Sendable {
     }
 
     /// Forgets every check, so that the next reads check the blocks again (`rangefs verify`).
-    public mutating func forgetChecks() {
+    mutating func forgetChecks() {
         verified = BlockBitmap(blockCount: blockCount)
     }
 
     /// Whether block `index` may be evicted: present, not claimed and not awaited.
-    public func isEvictable(_ index: Int) -> Bool {
+    func isEvictable(_ index: Int) -> Bool {
         present.contains(index) && !inFlight.contains(index) && !isAwaited(index)
     }
 
     /// Block `index` was evicted: absent again.
-    public mutating func evicted(_ index: Int) {
+    mutating func evicted(_ index: Int) {
         present.remove(index)
         verified.remove(index)
     }
 
     /// The bitmap file on disk now holds `snapshot`.
-    public mutating func committed(_ snapshot: BlockBitmap) {
+    mutating func committed(_ snapshot: BlockBitmap) {
         durable = snapshot
     }
 
     /// Consecutive indexes joined into runs.
-    public static func runs(of indexes: [Int]) -> [Range<Int>] {
+    static func runs(of indexes: [Int]) -> [Range<Int>] {
         var runs: [Range<Int>] = []
         for index in indexes {
             if let last = runs.last, last.upperBound == index {
@@ -251,19 +251,19 @@ public struct BlockTable: Sendable {
 }
 
 /// How a file of `size` bytes is cut into blocks of `blockSize` bytes (the last one may be short).
-public struct BlockGeometry: Sendable, Equatable {
-    public let blockSize: Int
-    public let size: UInt64
+struct BlockGeometry: Sendable, Equatable {
+    let blockSize: Int
+    let size: UInt64
 
-    public init(blockSize: Int, size: UInt64) {
+    init(blockSize: Int, size: UInt64) {
         self.blockSize = blockSize
         self.size = size
     }
 
-    public var blockCount: Int { Int((size + UInt64(blockSize) - 1) / UInt64(blockSize)) }
+    var blockCount: Int { Int((size + UInt64(blockSize) - 1) / UInt64(blockSize)) }
 
     /// The blocks that hold the bytes `range`.
-    public func blocks(covering range: Range<UInt64>) -> Range<Int> {
+    func blocks(covering range: Range<UInt64>) -> Range<Int> {
         guard !range.isEmpty else { return 0..<0 }
         let first = Int(range.lowerBound / UInt64(blockSize))
         let last = Int((min(range.upperBound, size) - 1) / UInt64(blockSize))
@@ -271,19 +271,19 @@ public struct BlockGeometry: Sendable, Equatable {
     }
 
     /// The bytes of `blocks`, clipped to the file's end.
-    public func byteRange(of blocks: Range<Int>) -> Range<UInt64> {
+    func byteRange(of blocks: Range<Int>) -> Range<UInt64> {
         let lower = min(size, UInt64(blocks.lowerBound) * UInt64(blockSize))
         let upper = min(size, UInt64(blocks.upperBound) * UInt64(blockSize))
         return lower..<upper
     }
 
     /// The length of block `index`.
-    public func length(ofBlock index: Int) -> Int {
+    func length(ofBlock index: Int) -> Int {
         Int(byteRange(of: index..<(index + 1)).count)
     }
 
     /// The bytes that the blocks of `present` hold.
-    public func bytes(in present: BlockBitmap) -> UInt64 {
+    func bytes(in present: BlockBitmap) -> UInt64 {
         var bytes = UInt64(present.setCount) * UInt64(blockSize)
         if blockCount > 0, present.contains(blockCount - 1) {
             bytes -= UInt64(blockCount) * UInt64(blockSize) - size

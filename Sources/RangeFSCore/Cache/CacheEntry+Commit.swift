@@ -10,7 +10,7 @@ extension CacheEntry {
     /// Makes the present set durable: fdatasync data and CRCs, then atomically replace the bitmap file.
     /// Returns whether anything was written.
     @discardableResult
-    public func commit() throws(SystemError) -> Bool {
+    func commit() throws(SystemError) -> Bool {
         try commitLock.withLock { _ throws(SystemError) -> Bool in
             let snapshot = state.withLock { state -> BlockBitmap? in
                 guard state.changedSinceCommit else { return nil }
@@ -33,5 +33,5 @@ extension CacheEntry {
     }
 
     /// What the bitmap file on disk says, as of the last commit.
-    public var durableBlocks: BlockBitmap { state.withLock { $0.blocks.durable } }
+    var durableBlocks: BlockBitmap { state.withLock { $0.blocks.durable } }
 }

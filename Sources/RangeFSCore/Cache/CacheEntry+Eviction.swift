@@ -23,7 +23,7 @@ struct EvictionMarks {
 }
 
 extension CacheEntry {
-    public var isPinned: Bool { state.withLock { $0.eviction.pinned } }
+    var isPinned: Bool { state.withLock { $0.eviction.pinned } }
 
     /// A handle of this file opened in passthrough mode: no block is evicted until `endPassthrough`.
     func beginPassthrough() { state.withLock { $0.eviction.passthroughHandles += 1 } }
@@ -33,12 +33,12 @@ extension CacheEntry {
     /// by it, or read back since the mount), and the entry current: only such a file may be handed to the kernel
     /// to read itself. The kernel reads holes as zeros and checks no CRC, so a block rotted on disk since it was
     /// written is first caught by a normal read (and fetched again), never passed through.
-    public var isDurablyComplete: Bool {
+    var isDurablyComplete: Bool {
         state.withLock { state in
             !state.stale && state.blocks.durable.isFull && state.blocks.verified.isFull && !state.changedSinceCommit
         }
     }
-    public func setPinned(_ pinned: Bool) { state.withLock { $0.eviction.pinned = pinned } }
+    func setPinned(_ pinned: Bool) { state.withLock { $0.eviction.pinned = pinned } }
 
     /// Records that `blocks` were used at `stamp` (the store's clock), for LRU eviction.
     func touch(_ blocks: Range<Int>, stamp: UInt64) {

@@ -13,7 +13,7 @@ extension CacheEntry {
     /// read per page once the mapping's readahead gives up. A cold copy that met fill's blocks ran at a third of
     /// its speed. Other blocks are in the page cache, or come there ahead of a sequential reader through
     /// `prefetchFromDisk` (advising every reply of a warm copy cost it a tenth of its speed).
-    public func reply(for range: Range<UInt64>) -> ReadReply? {
+    func reply(for range: Range<UInt64>) -> ReadReply? {
         let blocks = self.blocks(covering: range)
         let found = state.withLock { state -> (buffers: [Int: BlockBuffer], uncached: [Int])? in
             var buffers: [Int: BlockBuffer] = [:]
@@ -87,7 +87,7 @@ extension CacheEntry {
     /// lacks a page: the kernel's read path fills the page cache in large folios, where WILLNEED advice (and the
     /// mapping's page faults) allocate and account every 4 KiB page on its own. After a drop of the page cache
     /// that advice cost the daemon 0.36 CPU seconds per 512 MiB read, and pread 0.26.
-    public func prefetchFromDisk(_ range: Range<UInt64>) {
+    func prefetchFromDisk(_ range: Range<UInt64>) {
         guard !range.isEmpty else { return }
         let (runs, direct) = state.withLock { state in
             let checked = blocks(covering: range).filter {
@@ -102,6 +102,7 @@ extension CacheEntry {
                 // copy reads them once: advice brings them in without the copy a pread makes.
                 for run in direct { dataFile.adviseWillNeed(byteRange(of: run).clamped(to: range)) }
                 let chunk = 1 << 20
+                // SAFETY: allocated and deallocated in this scope; only pread writes into it, at most `chunk` bytes.
                 let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 4096)
                 defer { scratch.deallocate() }
                 for run in runs {
@@ -111,6 +112,7 @@ extension CacheEntry {
                         if mapping?.isResident(part) == true { continue }
                         // A hint like the advice it replaces: a read that fails here fails again, and is
                         // reported, when a reply or a check needs these bytes.
+                        // SAFETY: `part` is at most `chunk` bytes long, the scratch buffer's size.
                         _ = try? dataFile.read(into: UnsafeMutableRawBufferPointer(rebasing: scratch[0..<part.count]),
                                                at: part.lowerBound)
                     }
@@ -121,7 +123,7 @@ extension CacheEntry {
     }
 
     /// Reads present bytes with `pread`.
-    public func readPresent(_ range: Range<UInt64>) throws(SystemError) -> [UInt8] {
+    func readPresent(_ range: Range<UInt64>) throws(SystemError) -> [UInt8] {
         try dataFile.read(at: range.lowerBound, count: Int(range.count))
     }
 }

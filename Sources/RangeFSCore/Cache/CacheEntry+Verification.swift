@@ -23,6 +23,7 @@ extension CacheEntry {
                 let range = self.byteRange(of: index..<(index + 1))
                 let start = Int(range.lowerBound - span.lowerBound), end = start + Int(range.count)
                 let good = end <= raw.count
+                    // SAFETY: `end <= raw.count` is checked on the line before, and start < end.
                     && CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[start..<end])) == expected
                 return good ? nil : index
             }
@@ -32,6 +33,7 @@ extension CacheEntry {
             failed = checked
         } else {
             do {
+                // SAFETY: the bytes read are alive for the closure, which checks its bounds itself.
                 failed = try dataFile.read(at: span.lowerBound, count: Int(span.count)).withUnsafeBytes(mismatches)
             } catch {
                 logger.warning("cannot read cached blocks \(first)...\(last) of \(directory): \(error)")
@@ -61,7 +63,7 @@ extension CacheEntry {
 
     /// Checks every present block against its CRC now (`rangefs verify NAME` on a mount); blocks that fail become
     /// absent. Returns how many were checked and how many failed.
-    public func verifyAll() -> (checked: Int, failed: Int) {
+    func verifyAll() -> (checked: Int, failed: Int) {
         state.withLock { $0.blocks.forgetChecks() }
         let before = presentBlocks.setCount
         let chunk = max(1, (1 << 20) / blockSize)

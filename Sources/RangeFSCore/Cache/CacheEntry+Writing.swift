@@ -73,7 +73,7 @@ extension CacheEntry {
     /// receiving waits for it. It waits only after the block's readers were woken, and a reader's own blocks
     /// (`budgeted` false: demand) have a budget of their own, so that readahead and fill never hold them up.
     @discardableResult
-    public func accept(block index: Int, buffer: BlockBuffer, writeBackNow: Bool = false, budgeted: Bool = true,
+    func accept(block index: Int, buffer: BlockBuffer, writeBackNow: Bool = false, budgeted: Bool = true,
                        stored: @escaping @Sendable (Bool) -> Void = { _ in }) -> Bool {
         precondition(buffer.count == length(ofBlock: index), "block \(index) must be stored whole")
         let budget = budgeted ? pipeline.writeBudget : pipeline.demandBudget
@@ -104,7 +104,7 @@ extension CacheEntry {
     /// Stores one whole block now, on this thread: `accept`, then wait for the writer. Returns whether the block
     /// is now in the cache.
     @discardableResult
-    public func store(block index: Int, bytes: UnsafeRawBufferPointer, writeBackNow: Bool = false) -> Bool {
+    func store(block index: Int, bytes: UnsafeRawBufferPointer, writeBackNow: Bool = false) -> Bool {
         let buffer = BlockBuffer(copying: bytes)
         guard accept(block: index, buffer: buffer, writeBackNow: writeBackNow) else { return false }
         waitForWrites()
@@ -112,10 +112,10 @@ extension CacheEntry {
     }
 
     /// Returns once every block accepted so far (by any entry of the store) is written, or failed to be.
-    public func waitForWrites() { pipeline.waitForWrites() }
+    func waitForWrites() { pipeline.waitForWrites() }
 
     /// Whether a block could not be written since the entry was opened (a full disk): background fill stops.
-    public var hasWriteFailure: Bool { state.withLock { $0.memory.reportedWriteFailure } }
+    var hasWriteFailure: Bool { state.withLock { $0.memory.reportedWriteFailure } }
 
     /// The most one write takes: consecutive blocks waiting together are written with one pwritev.
     private static let writeBytes = 1 << 20

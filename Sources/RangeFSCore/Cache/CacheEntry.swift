@@ -17,17 +17,16 @@
 // Locks: `state` is the innermost lock of the cache (see CacheStore.swift for the whole order). Under it run only
 // the table's decisions and, for eviction, one fallocate.
 
-import CLinux
 import Dispatch
 import Glibc
 import Logging
 import Synchronization
 
 /// The local copy of one remote file.
-public final class CacheEntry: Sendable {
-    public let header: CacheHeader
-    public let directory: String
-    public let geometry: BlockGeometry
+final class CacheEntry: Sendable {
+    let header: CacheHeader
+    let directory: String
+    let geometry: BlockGeometry
     /// The store that opened this entry: `put` makes room and counts a block through it.
     weak let store: CacheStore?
     // The files hold no descriptor while idle: each call borrows one from the store's pool.
@@ -51,7 +50,7 @@ public final class CacheEntry: Sendable {
     let logger: Logger
 
     /// What `request` found.
-    public enum Availability {
+    enum Availability {
         /// Every block is readable now; call `reply(for:)`.
         case ready
         /// `whenReady` will run when they arrive or fail.
@@ -96,7 +95,7 @@ public final class CacheEntry: Sendable {
         self.dataFile = dataFile
         self.crcFile = crcFile
         mapping = FileMapping(file: dataFile, count: Int(header.size))
-        directFile = dataFile.pool.file(path: dataFile.path, flags: O_WRONLY | rfs_o_direct())
+        directFile = dataFile.pool.file(path: dataFile.path, flags: O_WRONLY | FileSystemCalls.directFlag)
         directWrites = Atomic(true)
         self.pipeline = pipeline
         self.logger = logger
@@ -117,13 +116,13 @@ public final class CacheEntry: Sendable {
     func noteActivity() { lastActivity.store(Self.milliseconds(), ordering: .relaxed) }
 
     /// A handle opened on this entry; the store keeps it open until the matching `endUse`.
-    public func beginUse() {
+    func beginUse() {
         users.add(1, ordering: .relaxed)
         noteActivity()
     }
 
     /// A handle on this entry closed.
-    public func endUse() {
+    func endUse() {
         users.subtract(1, ordering: .relaxed)
         noteActivity()
     }
@@ -140,48 +139,48 @@ public final class CacheEntry: Sendable {
 
     // MARK: Geometry
 
-    public var blockSize: Int { header.blockSize }
-    public var blockCount: Int { header.blockCount }
-    public var size: UInt64 { header.size }
+    var blockSize: Int { header.blockSize }
+    var blockCount: Int { header.blockCount }
+    var size: UInt64 { header.size }
 
     /// The blocks that hold the bytes `range`.
-    public func blocks(covering range: Range<UInt64>) -> Range<Int> { geometry.blocks(covering: range) }
+    func blocks(covering range: Range<UInt64>) -> Range<Int> { geometry.blocks(covering: range) }
 
     /// The bytes of `blocks`, clipped to the file's end.
-    public func byteRange(of blocks: Range<Int>) -> Range<UInt64> { geometry.byteRange(of: blocks) }
+    func byteRange(of blocks: Range<Int>) -> Range<UInt64> { geometry.byteRange(of: blocks) }
 
     /// The length of block `index` (the last one may be short).
-    public func length(ofBlock index: Int) -> Int { geometry.length(ofBlock: index) }
+    func length(ofBlock index: Int) -> Int { geometry.length(ofBlock: index) }
 
     // MARK: Progress
 
     /// How many bytes are present locally.
-    public var cachedBytes: UInt64 { geometry.bytes(in: state.withLock { $0.blocks.present }) }
+    var cachedBytes: UInt64 { geometry.bytes(in: state.withLock { $0.blocks.present }) }
 
-    public var isComplete: Bool { state.withLock { $0.blocks.present.isFull } }
+    var isComplete: Bool { state.withLock { $0.blocks.present.isFull } }
 
     /// A copy of the present set, for status displays and tests.
-    public var presentBlocks: BlockBitmap { state.withLock { $0.blocks.present } }
+    var presentBlocks: BlockBitmap { state.withLock { $0.blocks.present } }
 
-    public func isPresent(_ index: Int) -> Bool { state.withLock { $0.blocks.present.contains(index) } }
+    func isPresent(_ index: Int) -> Bool { state.withLock { $0.blocks.present.contains(index) } }
 
     /// Bytes stored since the entry was opened.
-    public var storedBytes: UInt64 { state.withLock { $0.storedBytes } }
+    var storedBytes: UInt64 { state.withLock { $0.storedBytes } }
 
     /// Why the last fetch failed, until one succeeds.
-    public var lastError: String? { state.withLock { $0.lastError } }
+    var lastError: String? { state.withLock { $0.lastError } }
 
     // MARK: Asking for blocks
 
     /// How long a block whose fetch failed counts as failed lately (see `recentFailure`).
-    public static let failureMemory: Duration = .seconds(2)
+    static let failureMemory: Duration = .seconds(2)
 
     /// Why the fetch of an unreadable block of `blocks` failed, if that was less than `failureMemory` ago. When a
     /// READ fails, the kernel asks again at once for its first page. That second READ must not start a second
     /// round of retries against a server that does not answer (it made one read of a hung origin take twice the
     /// retries' time): after a timeout it fails at once, and after another failure it gets one attempt, so a
     /// server that is back answers it.
-    public func recentFailure(_ blocks: Range<Int>) -> BlockFailure? {
+    func recentFailure(_ blocks: Range<Int>) -> BlockFailure? {
         state.withLock { state in
             guard !state.recentFailures.isEmpty else { return nil }
             let now = ContinuousClock.now
@@ -196,7 +195,7 @@ public final class CacheEntry: Sendable {
     /// Makes sure `blocks` will be readable. If they already are, or can never be, says so (`whenReady` is then
     /// not called). Otherwise `whenReady` runs once they all arrive or one fails, and `claimed` receives the runs of
     /// blocks that nobody was fetching yet, now marked in flight: the caller must fetch them.
-    public func request(blocks: Range<Int>, claimed: inout [Range<Int>],
+    func request(blocks: Range<Int>, claimed: inout [Range<Int>],
                         whenReady: @escaping BlockWaiter) -> Availability {
         verifyLoadedBlocks(blocks)
         return state.withLock { state in
@@ -212,7 +211,7 @@ public final class CacheEntry: Sendable {
 
     /// Claims the first run of absent, unclaimed blocks at or after `cursor` (wrapping around once), at most
     /// `limit` long; returns it with the cursor for the next call, or nil if there is none. For background fill.
-    public func claimNextRun(from cursor: Int, limit: Int) -> (Range<Int>, Int)? {
+    func claimNextRun(from cursor: Int, limit: Int) -> (Range<Int>, Int)? {
         state.withLock { state in
             guard !state.stale else { return nil }
             return state.blocks.claimNextRun(from: cursor, limit: limit)
@@ -220,12 +219,12 @@ public final class CacheEntry: Sendable {
     }
 
     /// Marks the absent, unclaimed blocks of `blocks` in flight and returns them as runs; for readahead and fill.
-    public func claim(blocks: Range<Int>) -> [Range<Int>] {
+    func claim(blocks: Range<Int>) -> [Range<Int>] {
         state.withLock { state in state.stale ? [] : state.blocks.claim(blocks) }
     }
 
     /// Releases the claim on the absent blocks of `blocks` and fails every reader waiting for one of them.
-    public func abandon(blocks: Range<Int>, error: BlockFailure) {
+    func abandon(blocks: Range<Int>, error: BlockFailure) {
         let failed = state.withLock { state -> [BlockWaiter] in
             switch error {
             case .cancelled:
@@ -244,7 +243,7 @@ public final class CacheEntry: Sendable {
     }
 
     /// Releases the claim on `blocks` without failing their readers; another transfer will bring them.
-    public func releaseClaims(_ blocks: Range<Int>) {
+    func releaseClaims(_ blocks: Range<Int>) {
         state.withLock { $0.blocks.releaseClaims(blocks) }
     }
 
@@ -253,7 +252,7 @@ public final class CacheEntry: Sendable {
     /// Marks this version of the file as replaced: every waiting reader fails with `.replaced`, and so
     /// does every later request. Returns false if it already was stale.
     @discardableResult
-    public func markStale() -> Bool {
+    func markStale() -> Bool {
         let (failed, changed) = state.withLock { state -> ([BlockWaiter], Bool) in
             guard !state.stale else { return ([], false) }
             state.stale = true
@@ -264,27 +263,27 @@ public final class CacheEntry: Sendable {
         return changed
     }
 
-    public var isStale: Bool { state.withLock { $0.stale } }
+    var isStale: Bool { state.withLock { $0.stale } }
 
     /// Whether this entry was made for the content `metadata` describes.
-    public func matches(_ metadata: RemoteMetadata) -> Bool {
+    func matches(_ metadata: RemoteMetadata) -> Bool {
         header.remoteMetadata.describesSameContent(as: metadata)
     }
 
     /// What to send as If-Range for this entry's version of the file.
-    public var validator: String? { header.remoteMetadata.ifRangeValidator }
+    var validator: String? { header.remoteMetadata.ifRangeValidator }
 
     /// Whether the user paused this file's downloads.
-    public var isPaused: Bool { state.withLock { $0.paused } }
-    public func setPaused(_ paused: Bool) { state.withLock { $0.paused = paused } }
+    var isPaused: Bool { state.withLock { $0.paused } }
+    func setPaused(_ paused: Bool) { state.withLock { $0.paused = paused } }
 
     /// Whether the server ignores Range for this file, so it must be streamed whole.
-    public var isRangeless: Bool { state.withLock { $0.rangeless } }
-    public func markRangeless() { state.withLock { $0.rangeless = true } }
+    var isRangeless: Bool { state.withLock { $0.rangeless } }
+    func markRangeless() { state.withLock { $0.rangeless = true } }
 
     /// Claims every absent block for one whole-file stream, unless a stream is already running.
     /// Returns false when one is.
-    public func beginStream() -> Bool {
+    func beginStream() -> Bool {
         state.withLock { state in
             // A complete entry needs no stream: a Range request answered with the whole file after another
             // stream completed it must not start the file over.
@@ -295,5 +294,5 @@ public final class CacheEntry: Sendable {
         }
     }
 
-    public func endStream() { state.withLock { $0.streaming = false } }
+    func endStream() { state.withLock { $0.streaming = false } }
 }

@@ -26,18 +26,18 @@
 // mismatched file makes the entry empty; it never stops the mount.
 
 /// The fixed part of an entry: what remote object it caches and how it is cut into blocks.
-public struct CacheHeader: Equatable, Sendable {
-    public static let magic = Array("RFSHEAD1".utf8)
-    public static let version: UInt32 = 1
+struct CacheHeader: Equatable, Sendable {
+    static let magic = Array("RFSHEAD1".utf8)
+    static let version: UInt32 = 1
 
-    public var blockSize: Int
-    public var size: UInt64
-    public var generation: UInt64
-    public var url: String
-    public var etag: String
-    public var lastModified: String
+    var blockSize: Int
+    var size: UInt64
+    var generation: UInt64
+    var url: String
+    var etag: String
+    var lastModified: String
 
-    public init(blockSize: Int, size: UInt64, generation: UInt64, url: String, etag: String, lastModified: String) {
+    init(blockSize: Int, size: UInt64, generation: UInt64, url: String, etag: String, lastModified: String) {
         self.blockSize = blockSize
         self.size = size
         self.generation = generation
@@ -47,14 +47,14 @@ public struct CacheHeader: Equatable, Sendable {
     }
 
     /// The number of blocks that cover `size` bytes.
-    public var blockCount: Int { Int((size + UInt64(blockSize) - 1) / UInt64(blockSize)) }
+    var blockCount: Int { Int((size + UInt64(blockSize) - 1) / UInt64(blockSize)) }
 
     /// The remote identity this header records, for comparing with a fresh probe.
-    public var remoteMetadata: RemoteMetadata {
+    var remoteMetadata: RemoteMetadata {
         RemoteMetadata(url: url, size: size, etag: etag, lastModified: lastModified)
     }
 
-    public func encoded() -> [UInt8] {
+    func encoded() -> [UInt8] {
         var writer = beginRecord(magic: Self.magic, version: Self.version)
         writer.write(UInt32(blockSize))
         writer.write(size)
@@ -65,7 +65,7 @@ public struct CacheHeader: Equatable, Sendable {
         return sealRecord(writer)
     }
 
-    public static func decode(_ bytes: [UInt8]) throws(FormatError) -> CacheHeader {
+    static func decode(_ bytes: [UInt8]) throws(FormatError) -> CacheHeader {
         var reader = try openRecord(bytes, magic: magic, version: version)
         let blockSize = Int(try reader.readUInt32())
         guard blockSize >= 512 else { throw .inconsistent("block size \(blockSize)") }
@@ -79,21 +79,21 @@ public struct CacheHeader: Equatable, Sendable {
 }
 
 /// The persisted set of blocks whose data (and CRC) is durable in the entry's files.
-public struct BitmapRecord: Equatable, Sendable {
-    public static let magic = Array("RFSBMAP1".utf8)
-    public static let version: UInt32 = 1
+struct BitmapRecord: Equatable, Sendable {
+    static let magic = Array("RFSBMAP1".utf8)
+    static let version: UInt32 = 1
 
-    public var blockSize: Int
-    public var generation: UInt64
-    public var present: BlockBitmap
+    var blockSize: Int
+    var generation: UInt64
+    var present: BlockBitmap
 
-    public init(blockSize: Int, generation: UInt64, present: BlockBitmap) {
+    init(blockSize: Int, generation: UInt64, present: BlockBitmap) {
         self.blockSize = blockSize
         self.generation = generation
         self.present = present
     }
 
-    public func encoded() -> [UInt8] {
+    func encoded() -> [UInt8] {
         var writer = beginRecord(magic: Self.magic, version: Self.version)
         writer.write(UInt32(blockSize))
         writer.write(UInt64(present.blockCount))
@@ -102,7 +102,7 @@ public struct BitmapRecord: Equatable, Sendable {
         return sealRecord(writer)
     }
 
-    public static func decode(_ bytes: [UInt8]) throws(FormatError) -> BitmapRecord {
+    static func decode(_ bytes: [UInt8]) throws(FormatError) -> BitmapRecord {
         var reader = try openRecord(bytes, magic: magic, version: version)
         let blockSize = Int(try reader.readUInt32())
         let blockCount = try reader.readUInt64()
@@ -117,23 +117,23 @@ public struct BitmapRecord: Equatable, Sendable {
 }
 
 /// How much of a stream-only file (one without a known size) is durable in its `stream` file.
-public struct StreamRecord: Equatable, Sendable {
-    public static let magic = Array("RFSSTRM1".utf8)
-    public static let version: UInt32 = 1
+struct StreamRecord: Equatable, Sendable {
+    static let magic = Array("RFSSTRM1".utf8)
+    static let version: UInt32 = 1
 
-    public var length: UInt64
-    public var url: String
-    public var etag: String
-    public var lastModified: String
+    var length: UInt64
+    var url: String
+    var etag: String
+    var lastModified: String
 
-    public init(length: UInt64, url: String, etag: String, lastModified: String) {
+    init(length: UInt64, url: String, etag: String, lastModified: String) {
         self.length = length
         self.url = url
         self.etag = etag
         self.lastModified = lastModified
     }
 
-    public func encoded() -> [UInt8] {
+    func encoded() -> [UInt8] {
         var writer = beginRecord(magic: Self.magic, version: Self.version)
         writer.write(length)
         writer.write(string: url)
@@ -142,7 +142,7 @@ public struct StreamRecord: Equatable, Sendable {
         return sealRecord(writer)
     }
 
-    public static func decode(_ bytes: [UInt8]) throws(FormatError) -> StreamRecord {
+    static func decode(_ bytes: [UInt8]) throws(FormatError) -> StreamRecord {
         var reader = try openRecord(bytes, magic: magic, version: version)
         return StreamRecord(length: try reader.readUInt64(), url: try reader.readString(), etag: try reader.readString(),
                             lastModified: try reader.readString())

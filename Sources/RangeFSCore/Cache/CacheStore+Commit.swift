@@ -83,7 +83,7 @@ extension CacheStore {
     }
 
     /// Commits every open entry now, on the calling thread.
-    public func commitAll() {
+    func commitAll() {
         let bytes = uncommittedBytes.exchange(0, ordering: .relaxed)
         let start = ContinuousClock.now
         var committed = 0

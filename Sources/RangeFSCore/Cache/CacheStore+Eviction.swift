@@ -26,7 +26,7 @@ struct EvictionQueue {
 
 extension CacheStore {
     /// Records that `blocks` of `entry` were just used; they become the most recently used.
-    public func recordUse(_ entry: CacheEntry, blocks: Range<Int>) {
+    func recordUse(_ entry: CacheEntry, blocks: Range<Int>) {
         guard maxBytes != nil, !blocks.isEmpty else { return }
         eviction.withLock { queue in
             queue.clock += 1
@@ -43,7 +43,7 @@ extension CacheStore {
     /// Evicts least recently used blocks until `bytes` more fit under the cap (as far as anything is evictable),
     /// and counts them as used: a block is counted from when it is received, not when it is written, so blocks on
     /// their way to the disk cannot overshoot the cap. Give them back with `account(-bytes)` if they never land.
-    public func reserveRoom(for bytes: Int) {
+    func reserveRoom(for bytes: Int) {
         guard let maxBytes else { return }
         eviction.withLock { queue in
             while queue.usedBytes + bytes > maxBytes && queue.head < queue.records.count {
@@ -63,5 +63,5 @@ extension CacheStore {
     }
 
     /// Bytes cached by this mount's files, as counted for the cap.
-    public var usedBytes: Int { eviction.withLock { $0.usedBytes } }
+    var usedBytes: Int { eviction.withLock { $0.usedBytes } }
 }

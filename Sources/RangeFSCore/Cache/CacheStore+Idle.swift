@@ -33,7 +33,7 @@ extension CacheStore {
     /// How many bytes of `metadata`'s version of its file are cached, without opening an entry. With
     /// `matchingSizeOnly`, any cached version of the same size counts: a listed file that no probe has seen yet
     /// has no validators to compare (its open probes it before anything is read).
-    public func cachedBytes(of metadata: RemoteMetadata, matchingSizeOnly: Bool = false) -> UInt64 {
+    func cachedBytes(of metadata: RemoteMetadata, matchingSizeOnly: Bool = false) -> UInt64 {
         func describes(_ cached: RemoteMetadata) -> Bool {
             matchingSizeOnly ? cached.size == metadata.size : cached.describesSameContent(as: metadata)
         }
@@ -50,7 +50,7 @@ extension CacheStore {
 
     /// The version of `url` that the cache holds (its open entry's, or its entry's on disk), without opening an
     /// entry; nil if it holds none.
-    public func storedVersion(of url: String) -> RemoteMetadata? {
+    func storedVersion(of url: String) -> RemoteMetadata? {
         if let entry = openEntry(for: url), !entry.isStale { return entry.header.remoteMetadata }
         return storedMetadata(for: url)
     }
@@ -106,7 +106,7 @@ extension CacheStore {
     /// The present blocks of `metadata`'s version as its entry says (open, or its bitmap on disk); nil if the
     /// cache holds no entry of that version. For status maps: read when asked, not kept.
     /// `matchingSizeOnly` as for `cachedBytes(of:matchingSizeOnly:)`.
-    public func storedPresentBlocks(of metadata: RemoteMetadata, matchingSizeOnly: Bool = false) -> BlockBitmap? {
+    func storedPresentBlocks(of metadata: RemoteMetadata, matchingSizeOnly: Bool = false) -> BlockBitmap? {
         func describes(_ cached: RemoteMetadata) -> Bool {
             matchingSizeOnly ? cached.size == metadata.size : cached.describesSameContent(as: metadata)
         }

@@ -5,7 +5,7 @@ import Glibc
 
 /// What verifying one entry found.
 public struct VerificationReport: Sendable, Equatable {
-    public var folder: String
+    var folder: String
     /// The entry's URL, credentials redacted; nil when the header is unreadable.
     public var url: String?
     public var presentBlocks = 0
@@ -14,7 +14,7 @@ public struct VerificationReport: Sendable, Equatable {
     public var damage: String?
     public var repaired = false
 
-    public var isHealthy: Bool { badBlocks.isEmpty && damage == nil }
+    var isHealthy: Bool { badBlocks.isEmpty && damage == nil }
 }
 
 extension CacheStore {
@@ -24,6 +24,7 @@ extension CacheStore {
         defer { closedir(directory) }
         var folders: [String] = []
         while let item = readdir(directory) {
+            // SAFETY: readdir's entry is valid until the next readdir call; the name is copied out before it.
             let name = withUnsafeBytes(of: item.pointee.d_name) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }

@@ -1,3 +1,6 @@
+// Folder Cache/: the local copies (entries, their blocks, CRCs, commits, eviction) and the BlockStore seam that
+// fetching writes through. It may use System/ only; it knows nothing of HTTP, fetching or the file system.
+//
 // The cache directory: one lock, one folder per entry, and the group-commit timer.
 //
 // Opening the store does no work proportional to what the cache holds: entries are opened when a mounted URL
@@ -21,14 +24,14 @@ import Synchronization
 /// The on-disk cache: a directory of entries, locked by one process at a time.
 public final class CacheStore: Sendable {
     public let root: String
-    public let settings: StoreSettings
+    let settings: StoreSettings
     /// The cap on cached bytes of this mount's files (`--cache-max-size`), or nil for none.
-    public var maxBytes: Int? { settings.maxBytes }
+    var maxBytes: Int? { settings.maxBytes }
     let pipeline: BlockPipeline
     let eviction = Mutex(EvictionQueue())
     private let lockFile: SystemFile
     /// The descriptors of every entry's files: bounded, whatever the number of entries.
-    public let descriptors: DescriptorPool
+    let descriptors: DescriptorPool
     let entries = Mutex<[String: CacheEntry]>([:])
     /// Held while an entry is opened from its files or started, so that one file never gets two entries.
     let opening = Mutex(())
@@ -36,7 +39,7 @@ public final class CacheStore: Sendable {
     let summaries = Mutex(EntrySummaries())
     /// Whether the owner still has work for an entry nobody holds (a fill queued or running); set by the file
     /// system, consulted before an idle entry is released.
-    public let hasWork = LockedBox<(@Sendable (CacheEntry) -> Bool)?>(nil)
+    let hasWork = LockedBox<(@Sendable (CacheEntry) -> Bool)?>(nil)
     // The group commit (CacheStore+Commit.swift).
     let commitQueue = DispatchQueue(label: "rangefs.commit")
     let committing = Mutex(false)
@@ -116,15 +119,15 @@ public final class CacheStore: Sendable {
     }
 
     /// Returns once every block accepted so far by this store's entries is written, or failed to be.
-    public func waitForWrites() { pipeline.waitForWrites() }
+    func waitForWrites() { pipeline.waitForWrites() }
 
     /// Memory for fetched blocks, recycled within this store.
-    public var bufferPool: BufferPool { pipeline.buffers }
+    var bufferPool: BufferPool { pipeline.buffers }
 
     /// Takes one whole block fetched for `entry`: makes room for it under the size cap, hands it to the entry
     /// (see `CacheEntry.accept`), and once it is written records its use and counts it towards the next group
     /// commit. A block that brings nothing new, or is never written, is given back to the cap.
-    public func accept(block index: Int, of entry: CacheEntry, buffer: BlockBuffer, writeBackNow: Bool,
+    func accept(block index: Int, of entry: CacheEntry, buffer: BlockBuffer, writeBackNow: Bool,
                        budgeted: Bool = true) {
         let length = buffer.count
         reserveRoom(for: length)
@@ -144,7 +147,7 @@ public final class CacheStore: Sendable {
 
     /// Closes the open entry of `url`, if any, committing what it stored so that a later mount or `add` finds it;
     /// it goes stale, so its readers get ESTALE.
-    public func forget(_ url: String) {
+    func forget(_ url: String) {
         close(url, committing: true)
     }
 
@@ -162,12 +165,12 @@ public final class CacheStore: Sendable {
     }
 
     /// The entry of `url` if one is open, without opening one.
-    public func openEntry(for url: String) -> CacheEntry? {
+    func openEntry(for url: String) -> CacheEntry? {
         entries.withLock { $0[url] }
     }
 
     /// Opens the entry for `metadata` (see `entry(for:blockSize:)`) for a handle: it stays open until `endUse`.
-    public func entryInUse(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
+    func entryInUse(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
         while true {
             let entry = try entry(for: metadata, blockSize: blockSize)
             // Counted under the table's lock, so that an idle release cannot take it in between.
@@ -182,7 +185,7 @@ public final class CacheStore: Sendable {
 
     /// Opens the entry for `metadata`, reusing what is cached if it describes the same remote content, else
     /// starting it empty. `blockSize` applies only to new entries; an existing entry keeps its own.
-    public func entry(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
+    func entry(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
         if let open = openMatching(metadata) { return open }
         // Two opens of a file that has no open entry must not both make one: the second would rename a header
         // over the first's and write the same files through another block table.

@@ -13,7 +13,7 @@ public struct RemoteMetadata: Sendable, Equatable {
     /// The Last-Modified header as sent; empty if none.
     public var lastModified: String
     /// The filename from Content-Disposition, if any.
-    public var suggestedName: String?
+    var suggestedName: String?
 
     public init(url: String, size: UInt64, etag: String, lastModified: String, suggestedName: String? = nil) {
         self.url = url
@@ -25,14 +25,14 @@ public struct RemoteMetadata: Sendable, Equatable {
 
     /// The value to send as If-Range: the ETag if it is strong, else Last-Modified, else nothing.
     /// RFC 9110 forbids weak ETags in If-Range.
-    public var ifRangeValidator: String? {
+    var ifRangeValidator: String? {
         if !etag.isEmpty && !etag.hasPrefix("W/") { return etag }
         return lastModified.isEmpty ? nil : lastModified
     }
 
     /// Whether a cache built for `self` still holds the bytes of `other`. Without a size on one side, only the
     /// validators can tell; a stream without any validator is taken to be the one cached.
-    public func describesSameContent(as other: RemoteMetadata) -> Bool {
+    func describesSameContent(as other: RemoteMetadata) -> Bool {
         guard size == other.size || !sizeKnown || !other.sizeKnown else { return false }
         if !etag.isEmpty || !other.etag.isEmpty { return etag == other.etag }
         return lastModified == other.lastModified

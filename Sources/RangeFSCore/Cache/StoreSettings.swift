@@ -13,20 +13,20 @@ public struct StoreSettings: Sendable, Equatable {
     /// The cap on cached bytes of the mounted files (`--cache-max-size`), or nil for none.
     public var maxBytes: Int?
     /// Bytes of blocks kept in memory per entry when they cannot be written (a full disk); oldest dropped first.
-    public var memoryBlockLimit = 64 << 20
+    var memoryBlockLimit = 64 << 20
     /// Received bytes of readahead and fill that may wait for the writer; receiving waits beyond this. With the
     /// demand budget and the commit backlog (twice `commitBytes`) it makes the crash bound: 8 + 8 + 16 = 32 MiB.
-    public var writeBudgetBytes = 8 << 20
+    var writeBudgetBytes = 8 << 20
     /// The same for the blocks readers wait for, which never wait behind readahead and fill.
-    public var demandBudgetBytes = 8 << 20
+    var demandBudgetBytes = 8 << 20
     /// Free block memory kept for reuse.
-    public var keptBufferBytes = 16 << 20
+    var keptBufferBytes = 16 << 20
     /// An entry nobody has used for this long is released from memory once it is quiet (it opens again from its
     /// files on the next use), so that memory follows the files in use, not the files mounted.
-    public var idleEntryTime: Duration = .seconds(30)
+    var idleEntryTime: Duration = .seconds(30)
     /// Descriptors the cache's files may hold open at once; nil takes the process's limit on open files (raised to
     /// its hard limit) less a reserve for sockets and FUSE (`DescriptorPool.capacityForThisProcess`).
-    public var openFiles: Int?
+    var openFiles: Int?
 
     public init() {}
 }

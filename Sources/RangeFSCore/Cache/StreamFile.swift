@@ -6,17 +6,17 @@ import Dispatch
 import Glibc
 
 /// The `stream` file of one stream-only file, and its record of durable bytes.
-public final class StreamFile: Sendable {
+final class StreamFile: Sendable {
     let url: String
     let folder: String
     let file: PooledFile
     let store: CacheStore
     /// The durable bytes an earlier stream of this version left, found when the file was opened.
-    public let keptBytes: UInt64
+    let keptBytes: UInt64
 
     /// Opens the stream file of `metadata`'s URL, keeping what an earlier stream of the same version made durable
     /// (and dropping anything past it, or everything if it is another version).
-    public init(for metadata: RemoteMetadata, in store: CacheStore) throws(SystemError) {
+    init(for metadata: RemoteMetadata, in store: CacheStore) throws(SystemError) {
         url = metadata.url
         folder = store.directory(for: metadata.url)
         self.store = store
@@ -41,39 +41,39 @@ public final class StreamFile: Sendable {
         keptBytes = kept
     }
 
-    public var path: String { file.path }
+    var path: String { file.path }
 
     /// How many received bytes, or how long, between two commits: the store's group-commit bounds.
-    public var commitBytes: UInt64 { UInt64(store.settings.commitBytes) }
-    public var commitInterval: Duration { store.settings.commitInterval }
+    var commitBytes: UInt64 { UInt64(store.settings.commitBytes) }
+    var commitInterval: Duration { store.settings.commitInterval }
     /// Where commits run, and where readers are answered.
-    public var commitQueue: DispatchQueue { store.commitQueue }
-    public var replyQueue: DispatchQueue { store.pipeline.replyQueue }
+    var commitQueue: DispatchQueue { store.commitQueue }
+    var replyQueue: DispatchQueue { store.pipeline.replyQueue }
 
-    public func read(at offset: UInt64, count: Int) throws(SystemError) -> [UInt8] {
+    func read(at offset: UInt64, count: Int) throws(SystemError) -> [UInt8] {
         try file.read(at: offset, count: count)
     }
 
-    public func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(SystemError) {
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(SystemError) {
         try file.write(bytes, at: offset)
     }
 
-    public func truncate(to length: UInt64) throws(SystemError) { try file.truncate(to: length) }
+    func truncate(to length: UInt64) throws(SystemError) { try file.truncate(to: length) }
 
     /// Makes the first `length` bytes durable, then records that they are, with the version they belong to.
-    public func makeDurable(length: UInt64, etag: String, lastModified: String) throws(SystemError) {
+    func makeDurable(length: UInt64, etag: String, lastModified: String) throws(SystemError) {
         try file.synchronizeData()
         let record = StreamRecord(length: length, url: url, etag: etag, lastModified: lastModified)
         try FileSystemCalls.replaceAtomically(folder + "/stream-state", with: record.encoded())
     }
 
     /// A reply of `count` received bytes at `offset`, straight from the file.
-    public func reply(offset: UInt64, count: Int) throws(SystemError) -> ReadReply {
+    func reply(offset: UInt64, count: Int) throws(SystemError) -> ReadReply {
         .file(try file.lease(), offset: offset, count: count)
     }
 
     /// The stream is complete at `metadata.size` bytes: it becomes an ordinary entry, every block present.
-    public func install(as metadata: RemoteMetadata, blockSize: Int) throws(SystemError) {
+    func install(as metadata: RemoteMetadata, blockSize: Int) throws(SystemError) {
         try store.installStream(file, of: metadata, blockSize: blockSize)
     }
 }

@@ -9,7 +9,7 @@ public struct SavedFile: Codable, Sendable, Equatable {
     public var name: String
     public var url: String
     /// Pinned with `rangefs pin`: kept complete and never evicted.
-    public var pinned: Bool?
+    var pinned: Bool?
 
     public init(name: String, url: String, pinned: Bool? = nil) {
         self.name = name
@@ -65,13 +65,13 @@ extension CacheStore {
     }
 
     /// Keeps `body`, the listing of directory `url` just read (replacing the one before).
-    public func saveListing(_ body: [UInt8], for url: String) throws {
+    func saveListing(_ body: [UInt8], for url: String) throws {
         try FileSystemCalls.makeDirectories(root + "/listings")
         try FileSystemCalls.replaceAtomically(listingPath(for: url), with: body)
     }
 
     /// The last listing kept for directory `url`, if any.
-    public func savedListing(for url: String) -> [UInt8]? {
+    func savedListing(for url: String) -> [UInt8]? {
         // An unreadable kept listing is as if none was kept: the directory is listed from its server, and a
         // failure to do so is what the user sees.
         (try? FileSystemCalls.readSmallFile(listingPath(for: url))) ?? nil
@@ -119,7 +119,7 @@ extension CacheStore {
     }
 
     /// Deletes the cached data of `url` (its whole entry folder). Handles still open keep reading the old files.
-    public func removeEntry(for url: String) throws {
+    func removeEntry(for url: String) throws {
         let folder = directory(for: url)
         close(url, committing: false)
         for file in ["bitmap", "data", "crc32c", "header", "stream", "stream-state"] {

@@ -1,3 +1,6 @@
+// Folder Catalog/: the mounted names and inodes, directory listings' parsing, and the saved set of mounted URLs.
+// It sits beside Cache/ and may use Cache/ and System/.
+//
 // The mounted files and directories: names, inode numbers and what each one points at. The root directory is
 // inode 1; files and directories get inodes from 2 upward in the order they are added and keep them for the life
 // of the mount. Names are unique within their directory.
@@ -191,7 +194,7 @@ public final class Catalog: Sendable {
     }
 
     /// Records that the listing of directory `inode` has been read, at `time` (monotonic seconds).
-    public func markListed(_ inode: UInt64, at time: Double) {
+    func markListed(_ inode: UInt64, at time: Double) {
         state.withLock { state in
             state.directories[inode]?.listed = true
             state.directories[inode]?.listedAt = time
@@ -199,7 +202,7 @@ public final class Catalog: Sendable {
     }
 
     /// Gives a listed file the size and date a newer listing states; a probe sees it again before it is read.
-    public func updateListed(inode: UInt64, metadata: RemoteMetadata, listedTime: Int64?) {
+    func updateListed(inode: UInt64, metadata: RemoteMetadata, listedTime: Int64?) {
         state.withLock { state in
             guard let item = state.files[inode] else { return }
             var updated = CatalogItem(inode: inode, name: item.name, metadata: metadata, parent: item.parent,
@@ -230,7 +233,7 @@ public final class Catalog: Sendable {
 
     /// Replaces the metadata of a file whose remote content changed, or that a probe has now seen; its name and
     /// inode stay.
-    public func update(inode: UInt64, metadata: RemoteMetadata) {
+    func update(inode: UInt64, metadata: RemoteMetadata) {
         state.withLock { state in
             guard var item = state.files[inode] else { return }
             let listedTime = item.listedTime
@@ -243,7 +246,7 @@ public final class Catalog: Sendable {
 
     /// Removes the file at `path` (a name in the root, or `folder/name`); returns it, or nil if there is none.
     @discardableResult
-    public func remove(named path: String) -> CatalogItem? {
+    func remove(named path: String) -> CatalogItem? {
         state.withLock { state in
             guard let inode = Self.resolve(path, in: state), let item = state.files[inode] else { return nil }
             state.unlist(inode, named: item.name, in: item.parent)
@@ -262,42 +265,42 @@ public final class Catalog: Sendable {
         return current == rootInode ? nil : current
     }
 
-    public func item(inode: UInt64) -> CatalogItem? {
+    func item(inode: UInt64) -> CatalogItem? {
         state.withLock { $0.files[inode] }
     }
 
     /// The file mounted from `url` (the first one, if two files share it).
-    public func item(url: String) -> CatalogItem? {
+    func item(url: String) -> CatalogItem? {
         state.withLock { state in state.fileOfURL[url].flatMap { state.files[$0] } }
     }
 
     /// Every file mounted from `url`.
-    public func items(url: String) -> [CatalogItem] {
+    func items(url: String) -> [CatalogItem] {
         state.withLock { $0.files(of: url) }
     }
 
-    public func directory(inode: UInt64) -> CatalogDirectory? {
+    func directory(inode: UInt64) -> CatalogDirectory? {
         state.withLock { $0.directories[inode] }
     }
 
     /// The file at `path` (a name in the root, or `folder/name`), if any.
-    public func item(named path: String) -> CatalogItem? {
+    func item(named path: String) -> CatalogItem? {
         state.withLock { state in Self.resolve(path, in: state).flatMap { state.files[$0] } }
     }
 
     /// What `name` is in directory `parent`, if anything.
-    public func node(named name: String, in parent: UInt64) -> CatalogNode? {
+    func node(named name: String, in parent: UInt64) -> CatalogNode? {
         state.withLock { state in state.names[parent]?[name].flatMap(state.node) }
     }
 
     /// The contents of directory `inode`, sorted by name.
-    public func children(of inode: UInt64) -> [CatalogNode] {
+    func children(of inode: UInt64) -> [CatalogNode] {
         state.withLock { state in state.sorted(inode).compactMap(state.node) }
     }
 
     /// At most `count` children of directory `inode` from position `start` in name order, and how many it has:
     /// one `readdir` call's worth, without copying the whole directory.
-    public func children(of inode: UInt64, from start: Int, count: Int) -> (nodes: [CatalogNode], total: Int) {
+    func children(of inode: UInt64, from start: Int, count: Int) -> (nodes: [CatalogNode], total: Int) {
         state.withLock { state in
             let sorted = state.sorted(inode)
             guard start < sorted.count else { return ([], sorted.count) }
@@ -307,7 +310,7 @@ public final class Catalog: Sendable {
 
     /// Up to `limit` files that follow `item` in its directory's name order and pass `wanted`, looking at most
     /// `scan` names past it: found by binary search, so a lookup costs O(log n), never a walk of the directory.
-    public func siblings(after item: CatalogItem, limit: Int, scan: Int,
+    func siblings(after item: CatalogItem, limit: Int, scan: Int,
                          where wanted: (CatalogItem) -> Bool) -> [CatalogItem] {
         state.withLock { state in
             let sorted = state.sorted(item.parent)
@@ -327,22 +330,22 @@ public final class Catalog: Sendable {
     }
 
     /// The inodes of directory `inode`'s children in name order.
-    public func childInodes(of inode: UInt64) -> [UInt64] {
+    func childInodes(of inode: UInt64) -> [UInt64] {
         state.withLock { $0.sorted(inode) }
     }
 
     /// The file or directory `inode`, if it is in the tree.
-    public func node(inode: UInt64) -> CatalogNode? {
+    func node(inode: UInt64) -> CatalogNode? {
         state.withLock { $0.node(inode) }
     }
 
     /// How many names directory `inode` holds.
-    public func childCount(of inode: UInt64) -> Int {
+    func childCount(of inode: UInt64) -> Int {
         state.withLock { $0.names[inode]?.count ?? 0 }
     }
 
     /// The path of a file or directory from the mount's root (`movies/a.mp4`).
-    public func path(of inode: UInt64) -> String {
+    func path(of inode: UInt64) -> String {
         state.withLock { state in
             var parts: [String] = []
             var current = inode
@@ -362,12 +365,12 @@ public final class Catalog: Sendable {
     }
 
     /// How many directories lie between `inode` and the root (0 for the root and what it holds directly).
-    public func depth(of inode: UInt64) -> Int {
+    func depth(of inode: UInt64) -> Int {
         path(of: inode).split(separator: "/").count
     }
 
     /// The directories whose listing has not been read yet (each has a URL), sorted by inode.
-    public var unlistedDirectories: [CatalogDirectory] {
+    var unlistedDirectories: [CatalogDirectory] {
         state.withLock { state in state.directories.values.filter { $0.url != nil && !$0.listed } }
             .sorted { $0.inode < $1.inode }
     }
@@ -379,7 +382,7 @@ public final class Catalog: Sendable {
 
     /// The files that pass `wanted`, sorted by name: picked under the lock, so that a few files of a tree of
     /// 100,000 cost no copy and no sort of all of them.
-    public func items(where wanted: (CatalogItem) -> Bool) -> [CatalogItem] {
+    func items(where wanted: (CatalogItem) -> Bool) -> [CatalogItem] {
         state.withLock { $0.files.values.filter(wanted) }.sorted { $0.name < $1.name }
     }
 

@@ -3,25 +3,25 @@
 
 /// One file in the mount.
 public struct CatalogItem: Sendable, Equatable {
-    public let inode: UInt64
+    let inode: UInt64
     public let name: String
     public let metadata: RemoteMetadata
     /// The directory that holds it.
-    public var parent: UInt64 = Catalog.rootInode
+    var parent: UInt64 = Catalog.rootInode
     /// It came from a directory listing (it is not saved on its own).
-    public var listed = false
+    var listed = false
     /// A probe has seen it (size, date and validators are the server's); false for a listed file until then.
-    public var validated = true
+    var validated = true
     /// For a listed file: whether the listing stated its size exactly and its date (to the minute at least), so
     /// that `ls -l` needs no probe.
-    public var attributesExact = true
+    var attributesExact = true
     /// For a listed file: the date its listing states (seconds since 1970). It is the date shown while a probe's
     /// date falls within the same minute, so that the date never changes because a probe brought the seconds
     /// (`rsync -a` would copy the file again).
-    public var listedTime: Int64?
+    var listedTime: Int64?
 
     /// The modification time to show: the listing's, unless a probe found the file changed since.
-    public var shownModificationTime: Int64? {
+    var shownModificationTime: Int64? {
         // Until a probe has seen it, its metadata holds the listing's date.
         if !validated, let listedTime { return listedTime }
         let probed = metadata.modificationTime
@@ -35,17 +35,17 @@ public struct CatalogItem: Sendable, Equatable {
 public struct CatalogDirectory: Sendable, Equatable {
     public let inode: UInt64
     public let name: String
-    public let parent: UInt64
+    let parent: UInt64
     /// The listing's URL (ending in `/`); nil for a root that only holds files mounted one by one.
     public let url: String?
     /// Whether its listing has been read into the catalog.
-    public var listed = false
+    var listed = false
     /// When its listing was last read (monotonic seconds), for refreshing it.
-    public var listedAt: Double?
+    var listedAt: Double?
     /// It was found in its parent's listing (a refresh of the parent may remove it).
-    public var fromListing = false
+    var fromListing = false
     /// Seconds since 1970 from the listing, if it stated them.
-    public var modificationTime: Int64?
+    var modificationTime: Int64?
 }
 
 /// A name in a directory.

@@ -18,18 +18,18 @@
 import Foundation
 
 /// One child of a listed directory.
-public struct ListedEntry: Sendable, Equatable {
+struct ListedEntry: Sendable, Equatable {
     /// The file name in the mount: the percent-decoded last segment.
-    public var name: String
+    var name: String
     /// The child's absolute URL (a directory's ends in `/`).
-    public var url: String
-    public var isDirectory: Bool
+    var url: String
+    var isDirectory: Bool
     /// The size in bytes, if the listing states it exactly.
-    public var size: UInt64?
+    var size: UInt64?
     /// Seconds since 1970, if the listing states the date (exactly, or to the minute in nginx's HTML).
-    public var modificationTime: Int64?
+    var modificationTime: Int64?
 
-    public init(name: String, url: String, isDirectory: Bool, size: UInt64? = nil, modificationTime: Int64? = nil) {
+    init(name: String, url: String, isDirectory: Bool, size: UInt64? = nil, modificationTime: Int64? = nil) {
         self.name = name
         self.url = url
         self.isDirectory = isDirectory
@@ -39,28 +39,28 @@ public struct ListedEntry: Sendable, Equatable {
 }
 
 /// What a listing held: its children, and the links that looked like children but were skipped, with why.
-public struct ParsedListing: Sendable, Equatable {
-    public var entries: [ListedEntry] = []
-    public var skipped: [(link: String, reason: String)] = []
+struct ParsedListing: Sendable, Equatable {
+    var entries: [ListedEntry] = []
+    var skipped: [(link: String, reason: String)] = []
     /// Set when the listing had more children than its limit (`DirectoryListing.maximumEntries`): the rest were
     /// dropped.
-    public var truncated = false
+    var truncated = false
 
-    public static func == (lhs: ParsedListing, rhs: ParsedListing) -> Bool {
+    static func == (lhs: ParsedListing, rhs: ParsedListing) -> Bool {
         lhs.entries == rhs.entries && lhs.truncated == rhs.truncated
             && lhs.skipped.map(\.link) == rhs.skipped.map(\.link) && lhs.skipped.map(\.reason) == rhs.skipped.map(\.reason)
     }
 }
 
-public enum DirectoryListing {
+enum DirectoryListing {
     /// The most children one directory may have; the rest are dropped, with a log line and a line in `status`.
-    public static let maximumEntries = 1_000_000
+    static let maximumEntries = 1_000_000
 
     /// Reads the listing `body` of the directory `base` (an http(s) URL ending in `/`), keeping at most `limit`
     /// children. JSON when the body is a JSON array (whatever the server called it), else HTML.
     /// Whether `body` can be a listing at all: a JSON array, or a page with at least one link (an empty
     /// directory's page links its parent). A file, a plain-text error or a page without links is not.
-    public static func looksLikeListing(_ body: [UInt8]) -> Bool {
+    static func looksLikeListing(_ body: [UInt8]) -> Bool {
         guard let first = body.first(where: { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) }) else {
             return false
         }
@@ -76,7 +76,7 @@ public enum DirectoryListing {
         return false
     }
 
-    public static func parse(_ body: [UInt8], base: String, limit: Int = maximumEntries) -> ParsedListing {
+    static func parse(_ body: [UInt8], base: String, limit: Int = maximumEntries) -> ParsedListing {
         guard let directory = DirectoryURL(base) else { return ParsedListing() }
         let text = String(decoding: body, as: UTF8.self)
         if text.drop(while: \.isWhitespace).first == "[", let listing = parseJSON(body, in: directory, limit: limit) {

@@ -14,7 +14,7 @@ public enum EntryNaming {
     }
 
     /// The last segment of the URL's path, percent-decoded; the host if the path is empty.
-    public static func lastPathSegment(of url: String) -> String {
+    static func lastPathSegment(of url: String) -> String {
         var rest = Substring(url)
         if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
         if let end = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
@@ -27,7 +27,7 @@ public enum EntryNaming {
     }
 
     /// Makes `name` a single safe path component: no `/` or NUL, not `.` or `..`, not empty, at most 255 bytes.
-    public static func sanitize(_ name: String) -> String {
+    static func sanitize(_ name: String) -> String {
         shorten(makeSafe(name), to: maximumLength)
     }
 
@@ -84,7 +84,7 @@ public enum EntryNaming {
 
     /// `name`, or `name (2).ext`, `name (3).ext`, ... whichever `isTaken` accepts first; the stem is shortened
     /// so that the result stays within 255 bytes.
-    public static func unique(_ name: String, isTaken: (String) -> Bool) -> String {
+    static func unique(_ name: String, isTaken: (String) -> Bool) -> String {
         guard isTaken(name) else { return name }
         var dot = name.lastIndex(of: ".").flatMap { $0 == name.startIndex ? nil : $0 }
         // An "extension" too long to keep beside a counter is part of the stem.

@@ -49,7 +49,7 @@ public struct FileStatus: Codable, Sendable, Equatable {
     /// Handles the kernel reads through itself, past the daemon (FUSE passthrough).
     public var passthroughHandles = 0
     /// READ requests the daemon answered for this file since the mount (a passthrough handle sends none).
-    public var daemonReads = 0
+    var daemonReads = 0
 
     enum CodingKeys: String, CodingKey {
         case name, url, size, state, map, pinned

@@ -7,13 +7,12 @@
 // stored bytes, 250 ms apart, unless an earlier status call left a recent sample, so even a one-shot `rangefs
 // status` shows real speeds.
 
-import CLinux
 import Foundation
 import Glibc
 
 extension ControlService {
     /// Cells in a status answer's block map.
-    public static let mapWidth = 50
+    static let mapWidth = 50
 
     /// The states a default status leaves out: nothing to see there.
     static let quietStates: Set<String> = ["complete", "empty"]
@@ -89,7 +88,7 @@ extension ControlService {
         // In path order, so that a tree reads as one (and `status` of the same mount reads the same each time).
         files.sort { $0.name < $1.name }
         // Describing a large tree takes memory for a moment: give it back rather than keep it as the daemon's size.
-        if items.count > 10_000 { _ = rfs_release_free_memory() }
+        if items.count > 10_000 { FileSystemCalls.releaseFreeMemory() }
         var response = ControlResponse(ok: true, files: files)
         response.totals = totals
         response.passthrough = fileSystem.passthroughMode.withLock { $0 }.description

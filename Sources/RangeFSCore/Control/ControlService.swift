@@ -1,3 +1,6 @@
+// Folder Control/: what `rangefs status|add|rm|...` asks of a running mount, and the wire protocol. It may use
+// everything in the core; nothing in the core uses it but the executable.
+//
 // What the control channel can ask of a running mount (`rangefs status|add|rm|pause|resume|verify`).
 //
 // Status is in ControlService+Status.swift. Adding and removing files saves the mounted set with the cache, so a restart
@@ -12,7 +15,7 @@ import Synchronization
 /// Answers the control channel's requests for one mounted file system, and keeps the mounted set saved with the
 /// cache (the files given or added, and the saved ones not mounted this run).
 public final class ControlService: Sendable {
-    public let fileSystem: RangeFS
+    let fileSystem: RangeFS
     /// Saved files not mounted this run (unreachable, nothing cached): they stay in the saved set.
     private let unmountedSaved = Mutex<[SavedFile]>([])
     /// Serializes saves of the mounted set: each writes one temporary file and renames it over the last.
@@ -34,7 +37,7 @@ public final class ControlService: Sendable {
     var logger: Logger { fileSystem.logger }
 
     /// The saved files that are not mounted this run.
-    public var unmountedFiles: [SavedFile] {
+    var unmountedFiles: [SavedFile] {
         unmountedSaved.withLock { $0 }
     }
 

@@ -150,6 +150,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
                 return false
             }
             let taken = partial.append(remaining)
+            // SAFETY: `append` took at most `remaining.count` bytes, so the rest is a valid slice.
             remaining = UnsafeRawBufferPointer(rebasing: remaining[taken...])
             if partial.isFull { storeBlock() }
         }

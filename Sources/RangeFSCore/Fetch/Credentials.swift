@@ -12,13 +12,13 @@ public struct OriginCredentials: Codable, Sendable, Equatable {
     public var password: String?
     public var headers: [String]
 
-    public init(user: String? = nil, password: String? = nil, headers: [String] = []) {
+    init(user: String? = nil, password: String? = nil, headers: [String] = []) {
         self.user = user
         self.password = password
         self.headers = headers
     }
 
-    public var isEmpty: Bool { user == nil && password == nil && headers.isEmpty }
+    var isEmpty: Bool { user == nil && password == nil && headers.isEmpty }
 }
 
 /// The parts of an http(s) URL that credentials hang on.

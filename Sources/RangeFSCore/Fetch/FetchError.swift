@@ -71,7 +71,7 @@ public enum FetchError: Error, Sendable, Equatable {
     }
 
     /// Whether trying the same request again may succeed.
-    public var isTransient: Bool {
+    var isTransient: Bool {
         switch self {
         case .timedOut, .shortBody, .transport, .connectionRefused, .proxy: true
         case .httpStatus(let status): status == 408 || status == 429 || status >= 500
@@ -83,7 +83,7 @@ public enum FetchError: Error, Sendable, Equatable {
     /// Whether the failure says only that the server could not be reached or could not answer now (refused,
     /// unresolvable, timed out, cut off, or a 5xx), as opposed to an answer about the file itself. A file that
     /// fails this way at mount is served from its cache entry, and stays in the saved set.
-    public var isOriginUnreachable: Bool {
+    var isOriginUnreachable: Bool {
         switch self {
         case .connectionRefused, .hostNotFound, .timedOut, .shortBody, .transport, .proxy, .proxyStatus: true
         case .httpStatus(let status): status >= 500
@@ -92,7 +92,7 @@ public enum FetchError: Error, Sendable, Equatable {
     }
 
     /// Whether the server says the file is gone (404, 410): the only failure that removes a URL from the saved set.
-    public var isGone: Bool { self == .httpStatus(404) || self == .httpStatus(410) }
+    var isGone: Bool { self == .httpStatus(404) || self == .httpStatus(410) }
 
     private static func reasonPhrase(_ status: Int) -> String {
         switch status {

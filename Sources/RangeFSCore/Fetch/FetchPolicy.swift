@@ -1,24 +1,24 @@
 // How fetching is tuned, with every default stated once; the command line's options take their defaults from here.
 
 /// How urgently blocks are wanted.
-public enum FetchPriority: Int, Comparable, Sendable {
+enum FetchPriority: Int, Comparable, Sendable {
     case fill = 0
     case readahead = 1
     case demand = 2
 
-    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+    static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
 /// Tunables for fetching. The defaults were chosen with the benchmark (see docs/performance.md).
 public struct FetchPolicy: Sendable, Equatable {
     /// The largest single Range request.
-    public var segmentBytes: UInt64 = 2 << 20
+    var segmentBytes: UInt64 = 2 << 20
     /// Readahead and fill transfers running at once, over all files (demand always starts).
     public var maxTransfers = 16
     /// Readahead and fill transfers running at once for one file.
     public var connectionsPerFile = 8
     /// Background fill transfers running at once, over all files.
-    public var fillTransfers = 4
+    var fillTransfers = 4
     /// Files completed in the background at once (`--max-downloads`); the others wait, shown as queued.
     public var maxDownloads: Int?
     /// Cap on the receive rate of background fill, in bytes per second over all fill transfers; nil for none.
@@ -26,14 +26,14 @@ public struct FetchPolicy: Sendable, Equatable {
     /// Attempts per request for transient failures; each retry resumes at the first byte not yet received.
     public var attempts = 4
     /// The first retry's delay; it doubles each time.
-    public var retryDelay: Duration = .milliseconds(200)
+    var retryDelay: Duration = .milliseconds(200)
     /// How long background fill stays paused after the last demand transfer ends.
-    public var fillResumeDelay: Duration = .milliseconds(100)
+    var fillResumeDelay: Duration = .milliseconds(100)
 
     public init() {}
 
     /// How long to wait before the attempt after `attempt` (1 for the first): `retryDelay`, doubled each time.
-    public func delay(after attempt: Int) -> Duration {
+    func delay(after attempt: Int) -> Duration {
         retryDelay * (1 << max(0, attempt - 1))
     }
 }

@@ -1,3 +1,6 @@
+// Folder Fetch/: turning wanted blocks into HTTP requests (scheduling, retries, sinks, probes' parsing, streams of
+// unknown length). It may use Cache/ through BlockStore and StreamFile, and System/; never FileSystem/.
+//
 // Turns claimed runs of blocks into Range requests and decides when each starts.
 //
 // Priorities (DESIGN.md §5): demand > readahead > fill.
@@ -23,7 +26,7 @@ import Synchronization
 
 /// Schedules the transfers that fill cache entries.
 public final class FetchScheduler: Sendable {
-    public let policy: FetchPolicy
+    let policy: FetchPolicy
     /// Readahead and fill go here; so do probes.
     let fetcher: RangeFetching
     /// Demand goes here, on its own thread and connections, so a reader's bytes never queue behind background
@@ -122,7 +125,7 @@ public final class FetchScheduler: Sendable {
     /// `singleAttempt` makes each request one attempt, without the policy's retries: for blocks whose fetch just
     /// failed after all of them, asked for again at once (the kernel's own retry of a failed READ), so that a
     /// server that does not answer costs one more timeout, not a second round of retries.
-    public func fetch(_ entry: any BlockStore, url: String, runs: [Range<Int>], priority: FetchPriority,
+    func fetch(_ entry: any BlockStore, url: String, runs: [Range<Int>], priority: FetchPriority,
                       singleAttempt: Bool = false) {
         if entry.isRangeless {
             // Range requests would only get the whole file again: one stream brings every block.
@@ -143,7 +146,7 @@ public final class FetchScheduler: Sendable {
 
     /// A reader waits for `blocks` of `entry`: starts at once any queued request that overlaps them, and makes a
     /// running fill transfer that holds them demand work (so it is not paused).
-    public func promote(_ entry: any BlockStore, blocks: Range<Int>) {
+    func promote(_ entry: any BlockStore, blocks: Range<Int>) {
         var promotedRunning = false
         schedule { state in
             for index in state.queue.indices
@@ -164,7 +167,7 @@ public final class FetchScheduler: Sendable {
     }
 
     /// Completes `entry` in the background, at fill priority, whether or not it stays open.
-    public func fill(_ entry: any BlockStore, url: String) {
+    func fill(_ entry: any BlockStore, url: String) {
         schedule { state in
             if !state.fillJobs.contains(where: { $0.entry === entry }) {
                 state.fillJobs.append(FillJob(entry: entry, url: url))
@@ -174,28 +177,28 @@ public final class FetchScheduler: Sendable {
     }
 
     /// Stops filling `entry` in the background (transfers already running finish).
-    public func stopFilling(_ entry: any BlockStore) {
+    func stopFilling(_ entry: any BlockStore) {
         state.withLock { state in state.fillJobs.removeAll { $0.entry === entry } }
     }
 
     /// Whether any transfer for `entry` is running.
-    public func isTransferring(_ entry: any BlockStore) -> Bool {
+    func isTransferring(_ entry: any BlockStore) -> Bool {
         state.withLock { ($0.runningPerEntry[ObjectIdentifier(entry)] ?? 0) > 0 }
     }
 
     /// Whether `entry` is waiting to be completed in the background (or being completed).
-    public func isFilling(_ entry: any BlockStore) -> Bool {
+    func isFilling(_ entry: any BlockStore) -> Bool {
         state.withLock { $0.fillJobs.contains { $0.entry === entry } }
     }
 
     /// Lets transfers that paused themselves (a file the user resumed) continue at once.
-    public func wakeTransfers() {
+    func wakeTransfers() {
         fetcher.wake()
         demandFetcher.wake()
     }
 
     /// How many transfers are running and queued, and how many files are being filled; for status and tests.
-    public var load: (running: Int, queued: Int, filling: Int) {
+    var load: (running: Int, queued: Int, filling: Int) {
         state.withLock { ($0.running, $0.queue.count, $0.fillJobs.count) }
     }
 
@@ -315,7 +318,7 @@ public final class FetchScheduler: Sendable {
     }
 
     /// Sets who is told when a fetch finds the remote file changed.
-    public func observeRemoteChanges(_ observer: @escaping @Sendable (any BlockStore) -> Void) {
+    func observeRemoteChanges(_ observer: @escaping @Sendable (any BlockStore) -> Void) {
         changeObserver.withLock { $0 = observer }
     }
 

@@ -6,11 +6,11 @@
 import Synchronization
 
 /// What a probe with its first bytes brings.
-public struct FirstBytes: Sendable {
-    public var metadata: RemoteMetadata
+struct FirstBytes: Sendable {
+    var metadata: RemoteMetadata
     /// The file's bytes from offset 0, as many as came (fewer than asked for if the file is shorter, or if the
     /// transfer broke after its head: the probe itself still succeeded).
-    public var bytes: [UInt8]
+    var bytes: [UInt8]
 }
 
 /// Collects the head and the first `limit` body bytes of a `bytes=0-(limit-1)` request.
@@ -61,7 +61,7 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
 
 extension RangeFetching {
     /// Probes `url` with a request for its first `count` bytes, and reports what a probe learns with those bytes.
-    public func probe(url: String, firstBytes count: Int,
+    func probe(url: String, firstBytes count: Int,
                       completion: @escaping @Sendable (Result<FirstBytes, FetchError>) -> Void) {
         start(RangeRequest(url: url, range: 0..<UInt64(max(1, count)), ifRange: nil),
               sink: FirstBytesSink(url: url, limit: max(1, count), completion: completion))

@@ -4,17 +4,17 @@
 import Foundation
 
 /// A parsed `Content-Range: bytes first-last/complete` (complete may be `*`), or `bytes */complete`.
-public struct ContentRange: Equatable, Sendable {
+struct ContentRange: Equatable, Sendable {
     /// The bytes this response carries, nil for the unsatisfied form `bytes */N`.
-    public var range: Range<UInt64>?
-    public var completeLength: UInt64?
+    var range: Range<UInt64>?
+    var completeLength: UInt64?
 
-    public init(range: Range<UInt64>?, completeLength: UInt64?) {
+    init(range: Range<UInt64>?, completeLength: UInt64?) {
         self.range = range
         self.completeLength = completeLength
     }
 
-    public init?(parsing text: String) {
+    init?(parsing text: String) {
         let trimmed = text.trimmingWhitespace()
         guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
         let spec = trimmed.dropFirst(6).trimmingWhitespace()
@@ -39,8 +39,8 @@ public struct ContentRange: Equatable, Sendable {
 }
 
 /// The filename parameter of a Content-Disposition header (RFC 6266), preferring `filename*`.
-public enum ContentDisposition {
-    public static func filename(from header: String) -> String? {
+enum ContentDisposition {
+    static func filename(from header: String) -> String? {
         var plain: String?
         var extended: String?
         for parameter in splitParameters(header).dropFirst() {
@@ -82,11 +82,11 @@ public enum ContentDisposition {
 }
 
 /// Parsing of HTTP dates (RFC 9110 §5.6.7): IMF-fixdate, and the obsolete RFC 850 and asctime forms.
-public enum HTTPDate {
+enum HTTPDate {
     private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
     /// Seconds since 1970-01-01 UTC, or nil.
-    public static func parse(_ text: String) -> Int64? {
+    static func parse(_ text: String) -> Int64? {
         let fields = text.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "-" }).map(String.init)
         // IMF: Sun 06 Nov 1994 08:49:37 GMT; RFC 850: Sunday 06 Nov 94 08:49:37 GMT; asctime: Sun Nov 6 08:49:37 1994
         let day: Int?, month: Int?, year: Int?, time: String
@@ -106,7 +106,7 @@ public enum HTTPDate {
     }
 
     /// `seconds` since 1970 as an IMF-fixdate: `Mon, 23 Nov 2026 10:00:00 GMT`.
-    public static func format(_ seconds: Int64) -> String {
+    static func format(_ seconds: Int64) -> String {
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let clock = seconds - days * 86_400
         // Civil date from days (Howard Hinnant's algorithm, inverted).
@@ -138,14 +138,14 @@ public enum HTTPDate {
 }
 
 /// RFC 3986 percent-decoding; invalid escapes and invalid UTF-8 are kept as written.
-public enum PercentEncoding {
+enum PercentEncoding {
     /// `text` percent-decoded; `text` itself if the result is not UTF-8.
-    public static func decode(_ text: String) -> String {
+    static func decode(_ text: String) -> String {
         String(validating: bytes(text), as: UTF8.self) ?? text
     }
 
     /// The bytes `text` stands for once percent-decoded (any bytes, UTF-8 or not).
-    public static func bytes(_ text: String) -> [UInt8] {
+    static func bytes(_ text: String) -> [UInt8] {
         var bytes: [UInt8] = []
         var utf8 = Array(text.utf8)[...]
         while let byte = utf8.popFirst() {

@@ -16,7 +16,7 @@ public struct RangeRequest: Sendable, Equatable {
     /// Sent as `Accept` (a directory listing asks for JSON first).
     public var accept: String?
 
-    public init(url: String, range: Range<UInt64>?, ifRange: String?) {
+    init(url: String, range: Range<UInt64>?, ifRange: String?) {
         self.url = url
         self.range = range
         self.ifRange = ifRange
@@ -26,11 +26,11 @@ public struct RangeRequest: Sendable, Equatable {
 /// The status and headers of a response, header names lowercased. For redirects, only the final response.
 public struct ResponseHead: Sendable, Equatable {
     public var status: Int
-    public var headers: [String: String]
+    var headers: [String: String]
     /// The URL that answered, after redirects; nil if the fetcher does not say.
-    public var effectiveURL: String?
+    var effectiveURL: String?
     /// For a server error (5xx): the proxy it came through (without credentials), if any.
-    public var proxy: String?
+    var proxy: String?
 
     public init(status: Int, headers: [String: String], effectiveURL: String? = nil, proxy: String? = nil) {
         self.status = status
@@ -39,11 +39,11 @@ public struct ResponseHead: Sendable, Equatable {
         self.proxy = proxy
     }
 
-    public subscript(name: String) -> String? { headers[name.lowercased()] }
+    subscript(name: String) -> String? { headers[name.lowercased()] }
 
     /// The error for a status that is not the answer wanted. A server error through a proxy names the proxy: it
     /// may be the proxy's own answer (tinyproxy says 500 "Unable to connect", squid 503, others 502 or 504).
-    public var statusError: FetchError {
+    var statusError: FetchError {
         if let proxy, status >= 500 { return .proxyStatus(status, proxy) }
         return .httpStatus(status)
     }
@@ -108,7 +108,7 @@ extension RangeFetching {
     /// GETs the whole of `url` (a directory listing), asking for JSON first, and hands its body to `completion`
     /// (on the fetcher's thread: hand heavy work on); fails with `.listingTooLarge` beyond `limit` bytes, or with
     /// the status of a response other than 200.
-    public func fetchListing(_ url: String, limit: Int,
+    func fetchListing(_ url: String, limit: Int,
                              completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
         var request = RangeRequest(url: url, range: nil, ifRange: nil)
         request.accept = "application/json, text/html;q=0.9, */*;q=0.1"

@@ -8,15 +8,15 @@
 // without planning again, so one READ never moves the window twice.
 
 /// Readahead planning for one open handle.
-public struct ReadPlanner: Sendable {
+struct ReadPlanner: Sendable {
     /// What one READ should do.
-    public struct Plan: Sendable, Equatable {
+    struct Plan: Sendable, Equatable {
         /// The bytes to answer, clipped to the file's end (empty past it).
-        public var range: Range<UInt64>
+        var range: Range<UInt64>
         /// Bytes ahead of the reader to fetch from the network at readahead priority, if any.
-        public var networkAhead: Range<UInt64>?
+        var networkAhead: Range<UInt64>?
         /// Bytes ahead of the reader to read from the cache file into the page cache, if any.
-        public var diskAhead: Range<UInt64>?
+        var diskAhead: Range<UInt64>?
     }
 
     private var window: ReadaheadWindow
@@ -25,20 +25,20 @@ public struct ReadPlanner: Sendable {
     /// How far the cache file has been advised into the page cache.
     private var diskAheadEnd: UInt64 = 0
 
-    public init(window: ReadaheadWindow) {
+    init(window: ReadaheadWindow) {
         self.window = window
     }
 
     /// The current readahead window in bytes (0 for a reader not seen to be sequential).
-    public var readaheadWindow: UInt64 { window.window }
+    var readaheadWindow: UInt64 { window.window }
 
     /// How many bytes this handle has been asked for so far, in all its READs: what tells a use from a probe.
     /// (Not the length of one sequential stream: the kernel's READs reach the daemon's threads out of order, by
     /// more than the readahead window tolerates when the machine is busy, and each such jump restarts a stream.)
-    public private(set) var bytesRead: UInt64 = 0
+    private(set) var bytesRead: UInt64 = 0
 
     /// Observes one READ of `count` bytes at `offset` in a file of `fileSize` bytes, and plans it.
-    public mutating func plan(offset: UInt64, count: Int, fileSize: UInt64) -> Plan {
+    mutating func plan(offset: UInt64, count: Int, fileSize: UInt64) -> Plan {
         bytesRead += UInt64(count)
         let ahead = window.observe(offset: offset, count: count)
         let readEnd = min(fileSize, offset + UInt64(count))

@@ -4,24 +4,24 @@
 /// "starts near where the stream got to", within `tolerance`. The window starts at `minimum` after two sequential
 /// reads in a row and doubles with each further one up to `maximum`; a jump elsewhere resets it, so random readers
 /// (a media player seeking, a 4 KiB probe) never pay for readahead.
-public struct ReadaheadWindow: Sendable {
-    public let minimum: UInt64
-    public let maximum: UInt64
-    public let tolerance: UInt64
+struct ReadaheadWindow: Sendable {
+    let minimum: UInt64
+    let maximum: UInt64
+    let tolerance: UInt64
     /// Where the stream got to: the furthest end of the reads that formed it.
     private var streamEnd: UInt64?
 
     private var sequentialReads = 0
-    public private(set) var window: UInt64 = 0
+    private(set) var window: UInt64 = 0
 
-    public init(minimum: UInt64 = 1 << 20, maximum: UInt64 = 32 << 20, tolerance: UInt64 = 256 << 10) {
+    init(minimum: UInt64 = 1 << 20, maximum: UInt64 = 32 << 20, tolerance: UInt64 = 256 << 10) {
         self.minimum = minimum
         self.maximum = maximum
         self.tolerance = tolerance
     }
 
     /// Records a read of `count` bytes at `offset`; returns how many bytes past its end to fetch.
-    public mutating func observe(offset: UInt64, count: Int) -> UInt64 {
+    mutating func observe(offset: UInt64, count: Int) -> UInt64 {
         let end = offset + UInt64(count)
         if let streamEnd, offset + tolerance >= streamEnd, offset <= streamEnd + tolerance {
             sequentialReads += 1

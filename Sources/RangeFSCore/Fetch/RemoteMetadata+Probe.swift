@@ -4,7 +4,7 @@ import Foundation
 
 extension RemoteMetadata {
     /// Seconds since 1970 from Last-Modified, or nil when absent or unparsable.
-    public var modificationTime: Int64? { HTTPDate.parse(lastModified) }
+    var modificationTime: Int64? { HTTPDate.parse(lastModified) }
 
     /// Interprets the answer to a probe (`GET` with `Range: bytes=0-0`).
     public init(url: String, probeResponse head: ResponseHead) throws(FetchError) {

@@ -22,8 +22,8 @@ import Logging
 import Synchronization
 
 /// The download of one stream-only file.
-public final class UnsizedDownload: Sendable {
-    public let url: String
+final class UnsizedDownload: Sendable {
+    let url: String
     let blockSize: Int
     let fetcher: RangeFetching
     let policy: FetchPolicy
@@ -36,7 +36,7 @@ public final class UnsizedDownload: Sendable {
     /// Told the file's metadata once its size is known (it is then an ordinary entry).
     let completed: @Sendable (RemoteMetadata) -> Void
 
-    public typealias Waiter = @Sendable (Result<Void, FetchError>) -> Void
+    typealias Waiter = @Sendable (Result<Void, FetchError>) -> Void
 
     struct State {
         /// The validators of the version being cached.
@@ -77,16 +77,16 @@ public final class UnsizedDownload: Sendable {
     // MARK: Progress
 
     /// Bytes cached so far (the whole file once `size` is known).
-    public var cachedBytes: UInt64 { state.withLock { $0.received } }
-    public var isStreaming: Bool { state.withLock { $0.running } }
-    public var lastError: String? { state.withLock { $0.lastError } }
-    public var generation: Int { state.withLock { $0.generation } }
+    var cachedBytes: UInt64 { state.withLock { $0.received } }
+    var isStreaming: Bool { state.withLock { $0.running } }
+    var lastError: String? { state.withLock { $0.lastError } }
+    var generation: Int { state.withLock { $0.generation } }
 
     // MARK: Reading
 
     /// The bytes `offset..<offset+count` (clipped at the end once it is known), when the stream has them; `reply`
     /// runs exactly once. A handle opened on an older version (`generation`) gets `.remoteChanged`.
-    public func read(offset: UInt64, count: Int, generation: Int,
+    func read(offset: UInt64, count: Int, generation: Int,
                      reply: @escaping @Sendable (Result<ReadReply, FetchError>) -> Void) {
         let end = offset + UInt64(count)
         enum Next { case stale, answer, wait, start }
@@ -127,11 +127,11 @@ public final class UnsizedDownload: Sendable {
     }
 
     /// Counts a handle open on the file (it keeps the stream going), or one closed.
-    public func opened() { state.withLock { $0.openHandles += 1 } }
-    public func closed() { state.withLock { $0.openHandles -= 1 } }
+    func opened() { state.withLock { $0.openHandles += 1 } }
+    func closed() { state.withLock { $0.openHandles -= 1 } }
 
     /// Downloads the file to its end whether or not anybody reads it (the prefetch policy asked for it).
-    public func fill() {
+    func fill() {
         let startNow = state.withLock { state -> Bool in
             state.fillWanted = true
             guard !state.running, state.size == nil else { return false }
@@ -189,9 +189,11 @@ public final class UnsizedDownload: Sendable {
                 let (etag, lastModified) = state.withLock { ($0.etag, $0.lastModified) }
                 startOver(at: offset + UInt64(mismatch), etag: etag, lastModified: lastModified)
                 offset += UInt64(mismatch)
+                // SAFETY: `mismatch` < `overlap` <= `rest.count`.
                 rest = UnsafeRawBufferPointer(rebasing: rest[mismatch...])
             } else {
                 offset += UInt64(overlap)
+                // SAFETY: `overlap` is at most `rest.count` (a min above).
                 rest = UnsafeRawBufferPointer(rebasing: rest[overlap...])
             }
         }

@@ -2,7 +2,6 @@
 // their answers do. A batch takes only never-probed siblings; a failed probe is remembered until the next listing
 // or an open; a dead link leaves its directory. An open's probe asks for the file's first bytes (FirstBytes.swift).
 
-import CLinux
 import Dispatch
 import Logging
 
@@ -122,7 +121,7 @@ extension DirectoryService {
             return (waiters, true)
         }
         for waiter in waiters { waiter() }
-        if lastOfBurst { _ = rfs_release_free_memory() }
+        if lastOfBurst { FileSystemCalls.releaseFreeMemory() }
     }
 
     /// Takes one probe's answer into the catalog.

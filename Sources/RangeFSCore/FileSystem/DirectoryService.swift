@@ -25,7 +25,6 @@
 // Locks: `state` is taken before `Catalog.state` (the batch's siblings are chosen under both); nothing else is
 // taken under it, and no waiter runs under it.
 
-import CLinux
 import Dispatch
 import Logging
 import Synchronization
@@ -243,7 +242,7 @@ final class DirectoryService: Sendable {
             catalog.markListed(inode, at: now)
             // Parsing a large listing takes many times its size for a moment; give that memory back to the
             // system rather than keep it as the daemon's high-water mark.
-            if listing.entries.count > 10_000 { _ = rfs_release_free_memory() }
+            if listing.entries.count > 10_000 { FileSystemCalls.releaseFreeMemory() }
             return .listed
         }
     }

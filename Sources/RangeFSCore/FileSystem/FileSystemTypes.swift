@@ -34,7 +34,7 @@ public struct FileSystemSettings: Sendable, Equatable {
     public var blockSize = 64 << 10
     /// How many bytes the probe of a listed file being opened asks for: the probe is then also its first data
     /// request, and a file this small costs one request in all (FirstBytes.swift). 0 probes with one byte.
-    public var openProbeBytes = 256 << 10
+    var openProbeBytes = 256 << 10
     /// Whether complete files are opened in FUSE passthrough mode when the kernel and privileges allow
     /// (`--passthrough auto|off`).
     public var passthrough = true
@@ -44,7 +44,7 @@ public struct FileSystemSettings: Sendable, Equatable {
     public var prefetch = PrefetchPolicy.use
     /// With `.use`, the bytes one handle must read before its file is completed in the background: more than a
     /// media prober reads (ffprobe's probe size is 5 MB), less than 30% of a 100 MiB movie.
-    public var fillAfterBytes: UInt64 = 16 << 20
+    var fillAfterBytes: UInt64 = 16 << 20
     /// An open re-probes its URL in the background when the last check is older than this; nil never.
     public var revalidateAfter: Duration? = .seconds(60)
     /// A directory visited again this long after its listing was read is listed again in the background: new files

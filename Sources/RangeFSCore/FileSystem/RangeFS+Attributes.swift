@@ -51,7 +51,7 @@ extension RangeFS {
 
     // MARK: Extended attributes
 
-    public static let attributeNames = [
+    static let attributeNames = [
         "user.rangefs.url", "user.rangefs.state", "user.rangefs.progress", "user.rangefs.cached_bytes",
         "user.rangefs.etag", "user.rangefs.passthrough_handles",
     ]
@@ -87,7 +87,7 @@ extension RangeFS {
     }
 
     /// `cached` of `size` as a percentage with one decimal, e.g. "42.5%"; an empty file is "100.0%".
-    public static func percent(_ cached: UInt64, of size: UInt64) -> String {
+    static func percent(_ cached: UInt64, of size: UInt64) -> String {
         guard size > 0 else { return "100.0%" }
         let tenths = cached * 1000 / size
         return "\(tenths / 10).\(tenths % 10)%"

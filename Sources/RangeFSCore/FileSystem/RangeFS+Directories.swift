@@ -8,7 +8,7 @@ import Synchronization
 
 extension RangeFS {
     /// The deepest a listed tree goes (see `DirectoryService.maximumDepth`).
-    public static var maximumDepth: Int { DirectoryService.maximumDepth }
+    static var maximumDepth: Int { DirectoryService.maximumDepth }
 
     /// Replies `reply` once, now or from a listing's or probe's completion.
     public typealias AttributesReply = @Sendable (Result<FileAttributes, FileSystemError>) -> Void
@@ -33,7 +33,7 @@ extension RangeFS {
     }
 
     /// Calls `reply` once directory `inode` has been listed, with its size in names.
-    public func whenListed(_ inode: UInt64, reply: @escaping @Sendable (Result<Int, FileSystemError>) -> Void) {
+    func whenListed(_ inode: UInt64, reply: @escaping @Sendable (Result<Int, FileSystemError>) -> Void) {
         guard catalog.directory(inode: inode) != nil else {
             return reply(.failure(catalog.item(inode: inode) == nil ? .notFound : .notADirectory))
         }
@@ -63,7 +63,7 @@ extension RangeFS {
     }
 
     /// Lists directory `inode` now and waits for the outcome (`rangefs add URL/`).
-    public func listNow(_ inode: UInt64) -> ListingOutcome {
+    func listNow(_ inode: UInt64) -> ListingOutcome {
         let done = DispatchSemaphore(value: 0)
         let result = LockedBox<ListingOutcome>(.listed)
         directories.listNow(inode) { outcome in
@@ -75,12 +75,12 @@ extension RangeFS {
     }
 
     /// The directories that cannot be listed and show nothing, with why (for `status`).
-    public var failedListings: [UInt64: String] {
+    var failedListings: [UInt64: String] {
         directories.failedListings
     }
 
     /// At most `count` children of directory `inode` from position `start` in name order.
-    public func children(of inode: UInt64, from start: Int, count: Int) -> [CatalogNode] {
+    func children(of inode: UInt64, from start: Int, count: Int) -> [CatalogNode] {
         catalog.children(of: inode, from: start, count: count).nodes
     }
 
@@ -172,13 +172,13 @@ extension RangeFS {
 
     /// Whether the kernel may be handed `node`'s attributes without a probe: not for a listed file whose listing
     /// stated no exact size and date, which a probe must see first.
-    public func attributesAreKnown(_ node: CatalogNode) -> Bool {
+    func attributesAreKnown(_ node: CatalogNode) -> Bool {
         guard case .file(let item) = node else { return true }
         return !item.listed || item.validated || item.attributesExact
     }
 
     /// Whether `inode` is a directory of the mount.
-    public func isDirectory(_ inode: UInt64) -> Bool {
+    func isDirectory(_ inode: UInt64) -> Bool {
         catalog.directory(inode: inode) != nil
     }
 
@@ -236,11 +236,13 @@ extension RangeFS {
             covered = covered.lowerBound..<last
         }
         guard !covered.isEmpty else { return }
+        // SAFETY: the pointer is used only inside the closure, while `bytes` is alive; each block copies its slice out.
         bytes.withUnsafeBytes { raw in
             for run in entry.claim(blocks: covered) {
                 for block in run {
                     let range = entry.byteRange(of: block..<(block + 1))
                     let buffer = BlockBuffer(capacity: Int(range.count), pool: store.bufferPool)
+                    // SAFETY: the range is one block of the entry, inside `bytes` (the first bytes cover it, checked above).
                     _ = buffer.append(UnsafeRawBufferPointer(rebasing: raw[Int(range.lowerBound)..<Int(range.upperBound)]))
                     store.accept(block: block, of: entry, buffer: buffer, writeBackNow: false, budgeted: false)
                 }

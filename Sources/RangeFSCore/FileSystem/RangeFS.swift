@@ -1,3 +1,6 @@
+// Folder FileSystem/: the file system's operations, open handles, revalidation and directory listings; the
+// composition of everything below it. It may use Fetch/, Cache/, Catalog/ and System/; the FUSE adapter uses it.
+//
 // The filesystem, without FUSE: every operation the adapter forwards, on plain Swift types. The adapter copies the
 // kernel's arguments in, calls one method here, and turns the result into a reply; everything worth testing is here.
 //
@@ -20,11 +23,11 @@ import Synchronization
 /// A mounted set of remote files, backed by a cache.
 public final class RangeFS: Sendable {
     public let catalog: Catalog
-    public let store: CacheStore
-    public let scheduler: FetchScheduler
+    let store: CacheStore
+    let scheduler: FetchScheduler
     public let settings: FileSystemSettings
     /// When the mount started, the root directory's time.
-    public let mountTime: Int64
+    let mountTime: Int64
     /// The files open through the kernel (OpenHandles.swift).
     let handles = OpenHandles()
     /// The cache generation whose pages the kernel may hold, per inode.
@@ -113,7 +116,7 @@ public final class RangeFS: Sendable {
         owner.object = self
     }
 
-    public var prefetch: PrefetchPolicy { settings.prefetch }
+    var prefetch: PrefetchPolicy { settings.prefetch }
 
     public typealias OpenReply = @Sendable (Result<OpenedFile, FileSystemError>) -> Void
 
@@ -185,7 +188,7 @@ public final class RangeFS: Sendable {
     }
 
     /// How many handles of `inode` the kernel reads itself (passthrough), and how many READs the daemon answered.
-    public func handleUsage(of inode: UInt64) -> (passthrough: Int, reads: Int) {
+    func handleUsage(of inode: UInt64) -> (passthrough: Int, reads: Int) {
         handles.usage(of: inode)
     }
 
@@ -207,12 +210,12 @@ public final class RangeFS: Sendable {
     }
 
     /// The readahead window of `handle` in bytes (0 for a reader not seen to be sequential); nil if not open.
-    public func readaheadWindow(of handle: UInt64) -> UInt64? {
+    func readaheadWindow(of handle: UInt64) -> UInt64? {
         handles.readaheadWindow(of: handle)
     }
 
     /// Whether any handle is open on `inode`.
-    public func isOpen(_ inode: UInt64) -> Bool {
+    func isOpen(_ inode: UInt64) -> Bool {
         handles.isOpen(inode)
     }
 
@@ -314,7 +317,7 @@ public final class RangeFS: Sendable {
 
     /// The cache entry of `item`, opened on first use so that mounting does no work per cached file.
     /// With `inUse`, the entry is counted as held by a handle until `endUse`, so that it is not released while idle.
-    public func entry(for item: CatalogItem, inUse: Bool = false) throws(CacheError) -> CacheEntry {
+    func entry(for item: CatalogItem, inUse: Bool = false) throws(CacheError) -> CacheEntry {
         guard item.metadata.sizeKnown else { throw .sizeUnknown(url: item.metadata.url) }
         if inUse { return try store.entryInUse(for: item.metadata, blockSize: settings.blockSize) }
         return try store.entry(for: item.metadata, blockSize: settings.blockSize)
@@ -322,7 +325,7 @@ public final class RangeFS: Sendable {
 
     /// The download of `item`, a file whose server sends no length, made on first use from what an earlier stream
     /// left in the cache; nil once the file's stream completed it (it is an ordinary file now).
-    public func download(for item: CatalogItem) throws(CacheError) -> UnsizedDownload? {
+    func download(for item: CatalogItem) throws(CacheError) -> UnsizedDownload? {
         let url = item.metadata.url
         do {
             // Made under the lock: a second download of the same files would cut the first one's stream short.

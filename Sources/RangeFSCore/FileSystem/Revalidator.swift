@@ -25,13 +25,13 @@ public final class Revalidator: Sendable {
     public static let offlineCheckInterval: Duration = .seconds(5)
 
     /// What the revalidator asks of the file system around it.
-    public struct Events: Sendable {
+    struct Events: Sendable {
         /// Makes the kernel drop its cached pages of an inode in a byte range (`UInt64.max`: to the end); may wait
         /// for pages a READ in flight holds.
-        public var forgetPages: @Sendable (UInt64, Range<UInt64>) -> Void = { _, _ in }
+        var forgetPages: @Sendable (UInt64, Range<UInt64>) -> Void = { _, _ in }
         /// The cache entry of a file, opened if need be (nil if it cannot be).
-        public var entry: @Sendable (CatalogItem) -> CacheEntry? = { _ in nil }
-        public init() {}
+        var entry: @Sendable (CatalogItem) -> CacheEntry? = { _ in nil }
+        init() {}
     }
 
     private let catalog: Catalog
@@ -54,7 +54,7 @@ public final class Revalidator: Sendable {
     /// Probes the offline files now and then (`startOfflineChecks`).
     private let offlineTimer = Mutex<RepeatingTimer?>(nil)
 
-    public init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, settings: FileSystemSettings,
+    init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, settings: FileSystemSettings,
                 events: Events, logger: Logger) {
         self.catalog = catalog
         self.store = store
@@ -72,7 +72,7 @@ public final class Revalidator: Sendable {
 
     /// Re-probes the URL of `entry` in the background if its last check is older than `revalidateAfter`, so that a
     /// file read only from the cache still notices a change on the server (close-to-open, with that much lag).
-    public func revalidateIfDue(_ entry: CacheEntry) {
+    func revalidateIfDue(_ entry: CacheEntry) {
         guard let revalidateAfter = settings.revalidateAfter else { return }
         let limit = revalidateAfter.seconds
         let now = MonotonicClock.seconds()
@@ -86,7 +86,7 @@ public final class Revalidator: Sendable {
     }
 
     /// Whether an open of `url` now would check it against its server (`revalidateIfDue`), without recording one.
-    public func isDue(_ url: String) -> Bool {
+    func isDue(_ url: String) -> Bool {
         guard let revalidateAfter = settings.revalidateAfter else { return false }
         let now = MonotonicClock.seconds()
         return lastValidated.withLock { checked in
@@ -101,12 +101,12 @@ public final class Revalidator: Sendable {
     }
 
     /// Re-probes the URL of `entry` in the background; see `revalidateNow`.
-    public func revalidate(_ entry: CacheEntry, knownChanged: Bool) {
+    func revalidate(_ entry: CacheEntry, knownChanged: Bool) {
         queue.async { self.revalidateNow(entry, knownChanged: knownChanged) }
     }
 
     /// Waits until every check queued so far has run (for tests and shutdown).
-    public func settle() {
+    func settle() {
         queue.sync {}
     }
 
@@ -179,7 +179,7 @@ public final class Revalidator: Sendable {
     /// queue behind the probe that the scheduler's report of the change queued, so the reader's next open finds
     /// the new version. The kernel holds the READ's pages locked until then, so they are recorded for
     /// `forgetKernelPages` to leave out.
-    public func answerStale(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64,
+    func answerStale(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64,
                             reply: @escaping @Sendable () -> Void) {
         staleReplies.withLock { $0[inode, default: []].append(range) }
         // Queued here as well, in case this reader saw the change before any report of it: the probe runs once.
@@ -221,17 +221,17 @@ public final class Revalidator: Sendable {
     }
 
     /// Why `url` is offline, or nil if its server answered.
-    public func offlineReason(_ url: String) -> String? {
+    func offlineReason(_ url: String) -> String? {
         offline.withLock { $0[url] }
     }
 
     /// Every offline URL with its reason.
-    public var offlineFiles: [String: String] {
+    var offlineFiles: [String: String] {
         offline.withLock { $0 }
     }
 
     /// Forgets `url`'s offline state and checks (it left the mount).
-    public func forget(_ url: String) {
+    func forget(_ url: String) {
         offline.withLock { _ = $0.removeValue(forKey: url) }
         lastValidated.withLock { _ = $0.removeValue(forKey: url) }
     }
@@ -263,7 +263,7 @@ public final class Revalidator: Sendable {
     }
 
     /// Probes the offline files now, on the revalidation queue, and returns when that is done.
-    public func checkOfflineFilesNow() {
+    func checkOfflineFilesNow() {
         queue.sync { checkOfflineFiles() }
     }
 }

@@ -2,26 +2,28 @@
 // and read one by one, so the format does not depend on the compiler's layout or the machine's byte order.
 
 /// Appends little-endian fixed-width fields to a byte buffer.
-public struct ByteWriter {
+struct ByteWriter {
     /// The encoded bytes so far.
-    public private(set) var bytes: [UInt8] = []
+    private(set) var bytes: [UInt8] = []
 
-    public init() {}
+    init() {}
 
-    public mutating func write(_ value: UInt32) {
+    mutating func write(_ value: UInt32) {
+        // SAFETY: the value's bytes are copied out inside the closure.
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
-    public mutating func write(_ value: UInt64) {
+    mutating func write(_ value: UInt64) {
+        // SAFETY: the value's bytes are copied out inside the closure.
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
-    public mutating func write(raw: some Sequence<UInt8>) {
+    mutating func write(raw: some Sequence<UInt8>) {
         bytes.append(contentsOf: raw)
     }
 
     /// A string as a 32-bit length followed by its UTF-8 bytes.
-    public mutating func write(string: String) {
+    mutating func write(string: String) {
         let utf8 = Array(string.utf8)
         write(UInt32(utf8.count))
         bytes.append(contentsOf: utf8)
@@ -29,35 +31,35 @@ public struct ByteWriter {
 }
 
 /// Reads little-endian fixed-width fields; every read fails cleanly on truncated input.
-public struct ByteReader {
+struct ByteReader {
     private let bytes: [UInt8]
     /// The offset of the next unread byte.
-    public private(set) var position: Int = 0
+    private(set) var position: Int = 0
 
-    public init(_ bytes: [UInt8]) {
+    init(_ bytes: [UInt8]) {
         self.bytes = bytes
     }
 
-    public var remaining: Int { bytes.count - position }
+    var remaining: Int { bytes.count - position }
 
-    public mutating func readUInt32() throws(FormatError) -> UInt32 {
+    mutating func readUInt32() throws(FormatError) -> UInt32 {
         let raw = try readBytes(4)
         return raw.reversed().reduce(0) { ($0 << 8) | UInt32($1) }
     }
 
-    public mutating func readUInt64() throws(FormatError) -> UInt64 {
+    mutating func readUInt64() throws(FormatError) -> UInt64 {
         let raw = try readBytes(8)
         return raw.reversed().reduce(0) { ($0 << 8) | UInt64($1) }
     }
 
-    public mutating func readBytes(_ count: Int) throws(FormatError) -> ArraySlice<UInt8> {
+    mutating func readBytes(_ count: Int) throws(FormatError) -> ArraySlice<UInt8> {
         guard count >= 0, count <= remaining else { throw .truncated }
         defer { position += count }
         return bytes[position..<(position + count)]
     }
 
     /// A string written by `ByteWriter.write(string:)`, at most `limit` bytes long.
-    public mutating func readString(limit: Int = 1 << 20) throws(FormatError) -> String {
+    mutating func readString(limit: Int = 1 << 20) throws(FormatError) -> String {
         let length = Int(try readUInt32())
         guard length <= limit else { throw .fieldTooLong }
         let raw = try readBytes(length)
@@ -67,7 +69,7 @@ public struct ByteReader {
 }
 
 /// Why a cache file could not be decoded. Any of these makes the entry empty; none is fatal.
-public enum FormatError: Error, Equatable, Sendable {
+enum FormatError: Error, Equatable, Sendable {
     case truncated
     case badMagic
     case unsupportedVersion(UInt32)

@@ -5,7 +5,7 @@
 import CChecksum
 
 /// CRC32C checksum, as stored per block and in every cache file's trailer.
-public enum CRC32C {
+enum CRC32C {
     private static let polynomial: UInt32 = 0x82F6_3B78
 
     /// Eight 256-entry tables, stored one after another: table `n` starts at `n * 256`.
@@ -29,7 +29,7 @@ public enum CRC32C {
     private static let hardwareAvailable = rfs_crc32c_hardware_available() != 0
 
     /// The checksum of `bytes`, continuing from `initial` (the result of an earlier call, or 0).
-    public static func checksum(_ bytes: UnsafeRawBufferPointer, initial: UInt32 = 0) -> UInt32 {
+    static func checksum(_ bytes: UnsafeRawBufferPointer, initial: UInt32 = 0) -> UInt32 {
         if hardwareAvailable {
             return rfs_crc32c_hardware(initial, bytes.baseAddress, bytes.count)
         }
@@ -37,8 +37,9 @@ public enum CRC32C {
     }
 
     /// The portable version, also used to check the hardware one.
-    public static func tableChecksum(_ bytes: UnsafeRawBufferPointer, initial: UInt32 = 0) -> UInt32 {
+    static func tableChecksum(_ bytes: UnsafeRawBufferPointer, initial: UInt32 = 0) -> UInt32 {
         var crc = ~initial
+        // SAFETY: indices are a byte (0...255) into a 256-entry table, used only inside the closure.
         Self.table.withUnsafeBufferPointer { table in
             var index = 0
             let count = bytes.count
@@ -62,8 +63,9 @@ public enum CRC32C {
         return ~crc
     }
 
-    public static func checksum(_ bytes: some Collection<UInt8>, initial: UInt32 = 0) -> UInt32 {
+    static func checksum(_ bytes: some Collection<UInt8>, initial: UInt32 = 0) -> UInt32 {
         let array = Array(bytes)
+        // SAFETY: the array is alive for the closure, which only reads it.
         return array.withUnsafeBytes { checksum($0, initial: initial) }
     }
 }

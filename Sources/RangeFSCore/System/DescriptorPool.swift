@@ -17,9 +17,9 @@ import Glibc
 import Synchronization
 
 /// A bounded set of open descriptors, shared by every `PooledFile` made from it.
-public final class DescriptorPool: Sendable {
+final class DescriptorPool: Sendable {
     /// Descriptors the pool keeps open at most (borrowed ones included).
-    public let capacity: Int
+    let capacity: Int
 
     struct Slot {
         let path: String
@@ -42,14 +42,14 @@ public final class DescriptorPool: Sendable {
 
     let state = Mutex(State())
 
-    public init(capacity: Int) {
+    init(capacity: Int) {
         self.capacity = max(1, capacity)
     }
 
     /// The capacity for this process: raises the soft limit on open files to the hard one (systemd's advice for
     /// services that need many), then leaves a reserve for sockets, FUSE, logs and metadata files: a quarter of the
     /// limit, between 32 and 512. At most 8,192 descriptors: beyond that more gives nothing.
-    public static func capacityForThisProcess() -> Int {
+    static func capacityForThisProcess() -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 256 }
         if limit.rlim_cur < limit.rlim_max {
@@ -63,7 +63,7 @@ public final class DescriptorPool: Sendable {
     }
 
     /// A file of this pool: opened with `flags` on first use, closed when the pool needs room.
-    public func file(path: String, flags: Int32) -> PooledFile {
+    func file(path: String, flags: Int32) -> PooledFile {
         let id = state.withLock { state in
             let id = state.nextID
             state.nextID += 1
@@ -74,10 +74,10 @@ public final class DescriptorPool: Sendable {
     }
 
     /// Descriptors open now.
-    public var openCount: Int { state.withLock { $0.open.count } }
+    var openCount: Int { state.withLock { $0.open.count } }
 
     /// How often an open met EMFILE or ENFILE and closed an idle descriptor of the pool to go on.
-    public var exhaustionCount: Int { state.withLock { $0.exhaustions } }
+    var exhaustionCount: Int { state.withLock { $0.exhaustions } }
 
     /// Opens the file behind `id` (or reuses its descriptor) and marks it borrowed.
     func borrow(_ id: UInt64) throws(SystemError) -> Int32 {
@@ -161,8 +161,8 @@ public final class DescriptorPool: Sendable {
 }
 
 /// A file of a `DescriptorPool`: it holds no descriptor of its own, and borrows one for each call.
-public final class PooledFile: FileOperations, Sendable {
-    public let path: String
+final class PooledFile: FileOperations, Sendable {
+    let path: String
     let pool: DescriptorPool
     let id: UInt64
 
@@ -174,7 +174,7 @@ public final class PooledFile: FileOperations, Sendable {
 
     deinit { pool.remove(id) }
 
-    public func withDescriptor<Result>(_ body: (Int32) throws(SystemError) -> Result) throws(SystemError) -> Result {
+    func withDescriptor<Result>(_ body: (Int32) throws(SystemError) -> Result) throws(SystemError) -> Result {
         let descriptor = try pool.borrow(id)
         defer { pool.giveBack(id) }
         return try body(descriptor)
@@ -182,7 +182,7 @@ public final class PooledFile: FileOperations, Sendable {
 
     /// A descriptor of this file held open until the lease is released, for a reply that reads it after the
     /// call that made it returned (a splice from the file).
-    public func lease() throws(SystemError) -> FileLease {
+    func lease() throws(SystemError) -> FileLease {
         FileLease(file: self, descriptor: try pool.borrow(id))
     }
 }

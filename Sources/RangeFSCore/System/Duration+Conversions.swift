@@ -8,13 +8,13 @@ extension Duration {
     }
 
     /// The duration for Dispatch's timers (`asyncAfter`), to the nanosecond.
-    public var dispatchInterval: DispatchTimeInterval {
+    var dispatchInterval: DispatchTimeInterval {
         .nanoseconds(Int(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000))
     }
 }
 
 /// Seconds on the monotonic clock, for ages of checks, listings and speed samples.
-public enum MonotonicClock {
+enum MonotonicClock {
     public static func seconds() -> Double {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)

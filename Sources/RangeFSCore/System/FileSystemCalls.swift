@@ -1,10 +1,18 @@
+import CLinux
 import Glibc
 
 /// Small-file and folder helpers for the cache's metadata files.
 public enum FileSystemCalls {
+    /// `O_DIRECT`, which Swift's Glibc module hides.
+    static var directFlag: Int32 { rfs_o_direct() }
+
+    /// Gives the heap's free pages back to the system (`malloc_trim`), after a burst that built large temporary
+    /// structures (a listing of 100,000 names): a hint, with nothing to report.
+    static func releaseFreeMemory() { _ = rfs_release_free_memory() }
+
     /// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over, fsync the folder.
     /// A reader (or a crash) sees the old contents or the new, never a mix.
-    public static func replaceAtomically(_ path: String, with bytes: [UInt8]) throws(SystemError) {
+    static func replaceAtomically(_ path: String, with bytes: [UInt8]) throws(SystemError) {
         let temporary = path + ".tmp"
         do {
             let file = try SystemFile(path: temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
@@ -16,14 +24,14 @@ public enum FileSystemCalls {
     }
 
     /// fsyncs the folder that holds `path`, so a rename or create in it is durable.
-    public static func synchronizeDirectory(containing path: String) throws(SystemError) {
+    static func synchronizeDirectory(containing path: String) throws(SystemError) {
         let folder = parentDirectory(of: path)
         let directory = try SystemFile(path: folder, flags: O_RDONLY | O_DIRECTORY)
         try retryingEINTR("fsync", folder) { fsync(directory.descriptor) }
     }
 
     /// The whole contents of a small file, or nil if it does not exist.
-    public static func readSmallFile(_ path: String, limit: Int = 64 << 20) throws(SystemError) -> [UInt8]? {
+    static func readSmallFile(_ path: String, limit: Int = 64 << 20) throws(SystemError) -> [UInt8]? {
         let file: SystemFile
         do {
             file = try SystemFile(path: path, flags: O_RDONLY)
@@ -47,7 +55,7 @@ public enum FileSystemCalls {
     }
 
     /// Removes `path` if it exists.
-    public static func removeFile(_ path: String) throws(SystemError) {
+    static func removeFile(_ path: String) throws(SystemError) {
         if unlink(path) != 0 && Errno.current != .noEntry {
             throw SystemError(call: "unlink", path: path)
         }

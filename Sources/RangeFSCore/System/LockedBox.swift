@@ -2,13 +2,13 @@ import Synchronization
 
 /// A weak reference that may be read from any thread: how a part made in its owner's initializer reaches the
 /// owner without keeping it alive.
-public final class WeakReference<Object: AnyObject & Sendable>: Sendable {
+final class WeakReference<Object: AnyObject & Sendable>: Sendable {
     private struct Slot { weak var object: Object? }
     private let slot = Mutex(Slot())
 
-    public init() {}
+    init() {}
 
-    public var object: Object? {
+    var object: Object? {
         get { slot.withLock { $0.object } }
         set { slot.withLock { $0.object = newValue } }
     }

@@ -2,7 +2,7 @@
 // API, and a 60-line implementation is cheaper than a cryptography dependency for one non-security use.
 
 /// SHA-256 digests of small inputs such as URLs.
-public enum SHA256 {
+enum SHA256 {
     private static let roundConstants: [UInt32] = [
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
         0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -15,7 +15,7 @@ public enum SHA256 {
     ]
 
     /// The 32-byte digest of `message`.
-    public static func digest(_ message: some Collection<UInt8>) -> [UInt8] {
+    static func digest(_ message: some Collection<UInt8>) -> [UInt8] {
         var state: [UInt32] = [
             0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
         ]
@@ -53,7 +53,7 @@ public enum SHA256 {
     }
 
     /// The digest as lowercase hexadecimal.
-    public static func hexDigest(_ message: String) -> String {
+    static func hexDigest(_ message: String) -> String {
         digest(Array(message.utf8)).map { byte in
             let hex = String(byte, radix: 16)
             return byte < 16 ? "0" + hex : hex
