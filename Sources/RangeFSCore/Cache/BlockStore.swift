@@ -2,6 +2,16 @@
 // blocks it receives, and fails the ones it cannot bring, through this protocol alone; it never sees a data file,
 // a CRC or the store. `CacheEntry` is the one implementation (and the cache knows nothing of HTTP).
 
+/// What a request for blocks found.
+enum BlockAvailability {
+    /// Every block is readable now.
+    case ready
+    /// The waiter runs when they arrive or one fails.
+    case waiting
+    /// Nothing will ever arrive for this version of the file.
+    case failed(BlockFailure)
+}
+
 /// One cached file, as the transfers that fill it see it.
 protocol BlockStore: AnyObject, Sendable {
     // The file's shape and version.
@@ -26,6 +36,12 @@ protocol BlockStore: AnyObject, Sendable {
     var hasWriteFailure: Bool { get }
 
     // Claims: blocks marked in flight, so that no two transfers bring the same block.
+    /// Makes sure `blocks` will be readable: says so if they are, or can never be (`whenReady` is then not
+    /// called); otherwise `whenReady` runs once they all arrive or one fails, and `claimed` receives the runs that
+    /// nobody was fetching yet, now claimed: the caller fetches them.
+    func request(blocks: Range<Int>, claimed: inout [Range<Int>], whenReady: @escaping BlockWaiter) -> BlockAvailability
+    /// Claims the absent, unclaimed blocks of `blocks` and returns them as runs (readahead, fill).
+    func claim(blocks: Range<Int>) -> [Range<Int>]
     /// The next run of absent, unclaimed blocks at or after `cursor` (wrapping once), at most `limit` long,
     /// now claimed, with the cursor for the next call.
     func claimNextRun(from cursor: Int, limit: Int) -> (Range<Int>, Int)?

@@ -49,15 +49,6 @@ final class CacheEntry: Sendable {
     let lastActivity = Atomic(CacheEntry.milliseconds())
     let logger: Logger
 
-    /// What `request` found.
-    enum Availability {
-        /// Every block is readable now; call `reply(for:)`.
-        case ready
-        /// `whenReady` will run when they arrive or fail.
-        case waiting
-        /// Nothing will ever arrive for this version of the file.
-        case failed(BlockFailure)
-    }
 
     struct State {
         var blocks: BlockTable
@@ -196,7 +187,7 @@ final class CacheEntry: Sendable {
     /// not called). Otherwise `whenReady` runs once they all arrive or one fails, and `claimed` receives the runs of
     /// blocks that nobody was fetching yet, now marked in flight: the caller must fetch them.
     func request(blocks: Range<Int>, claimed: inout [Range<Int>],
-                        whenReady: @escaping BlockWaiter) -> Availability {
+                        whenReady: @escaping BlockWaiter) -> BlockAvailability {
         verifyLoadedBlocks(blocks)
         return state.withLock { state in
             if state.stale { return .failed(.replaced) }

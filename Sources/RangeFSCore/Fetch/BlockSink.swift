@@ -192,8 +192,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             entry.releaseClaims(nextBlock..<blocks.upperBound)
             return finish(.rangeIgnored)
         }
-        if outcome.isTransient && attempt < policy.attempts {
-            let delay = policy.delay(after: attempt)
+        if let delay = policy.retry(after: outcome, attempt: attempt) {
             logger.info("retrying \(Redaction.redact(url)) from byte \(resumeOffset) in \(delay): \(outcome.userMessage)")
             owner.retry(self, after: delay)
             return

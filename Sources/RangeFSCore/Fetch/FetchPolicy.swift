@@ -36,4 +36,11 @@ public struct FetchPolicy: Sendable, Equatable {
     func delay(after attempt: Int) -> Duration {
         retryDelay * (1 << max(0, attempt - 1))
     }
+
+    /// The one retry rule of block transfers and of streams: after attempt `attempt` failed with `error`, how
+    /// long to wait before the next one, or nil to give up (a permanent error, or the attempts are spent).
+    func retry(after error: FetchError, attempt: Int) -> Duration? {
+        guard error.isTransient && attempt < attempts else { return nil }
+        return delay(after: attempt)
+    }
 }

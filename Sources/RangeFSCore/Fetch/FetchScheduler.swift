@@ -144,6 +144,26 @@ public final class FetchScheduler: Sendable {
         }
     }
 
+    /// Makes sure `blocks` of `store` become readable, for a reader: the ones nobody fetches yet are claimed and
+    /// fetched at demand priority, and the requests that already hold the others are promoted, so that the reader
+    /// never waits behind readahead or fill. The one claim-fetch-promote path of every read. Returns what the store
+    /// found; on `.waiting`, `then` runs once every block arrived or one failed. `singleAttempt` as for `fetch`.
+    func ensure(_ store: any BlockStore, url: String, blocks: Range<Int>, singleAttempt: Bool = false,
+                       then: @escaping BlockWaiter) -> BlockAvailability {
+        var claimed: [Range<Int>] = []
+        let availability = store.request(blocks: blocks, claimed: &claimed, whenReady: then)
+        if !claimed.isEmpty { fetch(store, url: url, runs: claimed, priority: .demand, singleAttempt: singleAttempt) }
+        if case .waiting = availability { promote(store, blocks: blocks) }
+        return availability
+    }
+
+    /// Fetches the blocks of `blocks` that are neither readable nor being fetched, at `priority` (readahead), with
+    /// nobody waiting for them.
+    func prefetch(_ store: any BlockStore, url: String, blocks: Range<Int>, priority: FetchPriority) {
+        let runs = store.claim(blocks: blocks)
+        if !runs.isEmpty { fetch(store, url: url, runs: runs, priority: priority) }
+    }
+
     /// A reader waits for `blocks` of `entry`: starts at once any queued request that overlaps them, and makes a
     /// running fill transfer that holds them demand work (so it is not paused).
     func promote(_ entry: any BlockStore, blocks: Range<Int>) {

@@ -264,8 +264,7 @@ final class UnsizedDownload: Sendable {
             return restartIfWanted()
         }
         commit()
-        if error.isTransient && attempt < policy.attempts {
-            let delay = policy.delay(after: attempt)
+        if let delay = policy.retry(after: error, attempt: attempt) {
             logger.info("streaming \(Redaction.redact(url)) again in \(delay): \(error.userMessage)")
             DispatchQueue.global().asyncAfter(deadline: .now() + delay.dispatchInterval) {
                 self.startStream(attempt: attempt + 1)

@@ -247,8 +247,8 @@ public final class RangeFS: Sendable {
                 serve(plan.range, of: entry, inode: file.inode, reply: reply)
             }
             if let networkAhead = plan.networkAhead, !networkAhead.isEmpty {
-                let runs = entry.claim(blocks: entry.blocks(covering: networkAhead))
-                if !runs.isEmpty { scheduler.fetch(entry, url: entry.header.url, runs: runs, priority: .readahead) }
+                scheduler.prefetch(entry, url: entry.header.url, blocks: entry.blocks(covering: networkAhead),
+                                   priority: .readahead)
             }
         }
     }
@@ -261,8 +261,8 @@ public final class RangeFS: Sendable {
         // The kernel's retry of a READ that just failed (see `CacheEntry.recentFailure`).
         let failedLately = entry.recentFailure(blocks)
         if failedLately?.fetchError == .timedOut { return reply(.failure(Self.fileSystemError(for: .timedOut))) }
-        var claimed: [Range<Int>] = []
-        let availability = entry.request(blocks: blocks, claimed: &claimed) { [weak self] result in
+        let availability = scheduler.ensure(entry, url: entry.header.url, blocks: blocks,
+                                            singleAttempt: failedLately != nil) { [weak self] result in
             guard let self else { return reply(.failure(.io("the file system is shutting down"))) }
             switch result {
             case .success: answer(range, of: entry, inode: inode, reply: reply)
@@ -271,13 +271,9 @@ public final class RangeFS: Sendable {
             case .failure(let failure): reply(.failure(Self.fileSystemError(for: failure.fetchError)))
             }
         }
-        if !claimed.isEmpty {
-            scheduler.fetch(entry, url: entry.header.url, runs: claimed, priority: .demand,
-                            singleAttempt: failedLately != nil)
-        }
         switch availability {
         case .ready: answer(range, of: entry, inode: inode, reply: reply)
-        case .waiting: scheduler.promote(entry, blocks: blocks)
+        case .waiting: break
         case .failed(let failure): reply(.failure(Self.fileSystemError(for: failure.fetchError)))
         }
     }
