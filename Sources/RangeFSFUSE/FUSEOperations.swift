@@ -245,7 +245,6 @@ private func readDirectory(_ req: fuse_req_t?, _ inode: fuse_ino_t, handle: UInt
         case .success(let entries): children = entries
         case .failure(let error): return request.fail(error)
         }
-        let attributes = Dictionary(children.map { ($0.position + 3, $0.attributes) }, uniquingKeysWith: { $1 })
         let rows = DirectoryPage.rows(
             offset: Int64(offset), directory: directory, parent: context.fileSystem.parent(of: directory),
             children: children.map { child in
@@ -260,7 +259,7 @@ private func readDirectory(_ req: fuse_req_t?, _ inode: fuse_ino_t, handle: UInt
                 let place = raw.baseAddress!.assumingMemoryBound(to: CChar.self) + used
                 if plus {
                     var entry = fuse_entry_param()
-                    if let known = attributes[row.offset], let known {
+                    if let child = row.child, let known = children[child].attributes {
                         entry = FUSERequest.entryParameter(known, context: context)
                     } else {
                         entry.attr.st_ino = ino_t(row.inode)  // node ID 0: no attributes, the kernel looks it up

@@ -11,6 +11,8 @@ struct DirectoryPage: Equatable {
         var name: String
         var inode: UInt64
         var isDirectory: Bool
+        /// Which of the given children this row is; nil for "." and "..".
+        var child: Int?
     }
 
     /// The smallest entry a buffer holds: a plain one takes at least 24 bytes, one with attributes about 152.
@@ -31,9 +33,9 @@ struct DirectoryPage: Equatable {
         var rows: [Row] = []
         if first == 0 { rows.append(Row(offset: 1, name: ".", inode: directory, isDirectory: true)) }
         if first <= 1 { rows.append(Row(offset: 2, name: "..", inode: parent, isDirectory: true)) }
-        for child in children {
+        for (index, child) in children.enumerated() {
             rows.append(Row(offset: child.position + 3, name: child.name, inode: child.inode,
-                            isDirectory: child.isDirectory))
+                            isDirectory: child.isDirectory, child: index))
         }
         return rows
     }
