@@ -27,6 +27,8 @@ public struct HTTPOptions: Sendable, Equatable {
     /// it (else no_proxy).
     public var proxy: String?
     public var noProxy: String?
+    /// With proxy groups in `proxy`: seconds after a failover before the first group is used again.
+    public var proxyResetAfter = 300
 
     /// Cookies in the Netscape format, sent to the hosts they name; and a .netrc to take logins from (nil: none;
     /// an empty path: ~/.netrc).

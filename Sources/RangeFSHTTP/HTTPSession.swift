@@ -10,6 +10,8 @@ public final class HTTPSession: Sendable {
     public let options: HTTPOptions
     public let credentials: CredentialTable
     let redirects = RedirectMemory()
+    /// The proxy groups of `--proxy` (one group of one proxy for a plain `--proxy URL`); nil without `--proxy`.
+    public let proxyChain: ProxyChain?
     private let environment: [String: String]
 
     public init(options: HTTPOptions = HTTPOptions(), credentials: CredentialTable = CredentialTable(),
@@ -17,6 +19,22 @@ public final class HTTPSession: Sendable {
         self.options = options
         self.credentials = credentials
         self.environment = environment
+        // The mount validated --proxy already; a value that does not parse is handed to libcurl as it is.
+        proxyChain = try? options.proxy.map { text throws(ProxyChainError) in
+            try ProxyChain(parsing: text, resetAfter: Double(options.proxyResetAfter))
+        }
+    }
+
+    /// The proxy of the chain for a request of `url` at byte `offset`, or nil when the chain is not used for it
+    /// (no `--proxy`, or `--noproxy`/`no_proxy` names its host).
+    func chainProxy(for url: String, offset: UInt64) -> ProxyChain.Proxy? {
+        guard let proxyChain, let origin = URLOrigin.of(url) else { return nil }
+        let https = origin.hasPrefix("https:")
+        let host = String(origin.dropFirst(https ? 8 : 7).split(separator: ":").dropLast().joined(separator: ":"))
+        let exceptions = options.noProxy ?? environment["no_proxy"] ?? environment["NO_PROXY"] ?? ""
+        if Self.matches(host: host, noProxy: exceptions) { return nil }
+        // Shards of 4 MiB: a request resumed inside one goes to the same proxy.
+        return proxyChain.choose(key: url + "#" + String(offset >> 22))
     }
 
     /// The proxy a request for `url` goes through, without its credentials, or nil: `--proxy`, else the

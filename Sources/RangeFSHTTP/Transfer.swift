@@ -40,6 +40,12 @@ final class Transfer: @unchecked Sendable {
     let hops: Int
     /// Whether `url` is a target remembered from an earlier request of `originalURL`.
     let remembered: Bool
+    /// The proxy of the chain this hop goes through (`--proxy` groups); nil when the chain is not used.
+    let chainProxy: ProxyChain.Proxy?
+    /// Proxies of the chain this request tried before this hop, each having failed.
+    let proxyTries: Int
+    /// Whether the sink heard anything (a head) from this hop: until then, a proxy failure is retried here.
+    private var sinkHeard = false
     /// What the engine does after this hop, instead of reporting it to the sink (set from the response head).
     private(set) var followUp: FollowUp?
 
@@ -48,11 +54,16 @@ final class Transfer: @unchecked Sendable {
         case redirect(String)
         /// A remembered target refused (401, 403, 404, 410): ask the original URL again.
         case resolveAgain
+        /// The proxy failed before the sink heard anything: ask again through the chain's next choice.
+        case nextProxy
     }
 
     init(request: RangeRequest?, url: String, originalURL: String? = nil, hops: Int = 0, remembered: Bool = false,
-         sink: RangeResponseSink, session: HTTPSession, pauseSignal: PauseSignal, requestLog: Logger? = nil) {
+         proxyTries: Int = 0, sink: RangeResponseSink, session: HTTPSession, pauseSignal: PauseSignal,
+         requestLog: Logger? = nil) {
         let options = session.options
+        self.proxyTries = proxyTries
+        chainProxy = session.chainProxy(for: url, offset: request?.range?.lowerBound ?? 0)
         self.pauseSignal = pauseSignal
         self.requestLog = requestLog
         self.url = url
@@ -87,7 +98,12 @@ final class Transfer: @unchecked Sendable {
         }
         rfs_easy_setopt_string(handle, CURLOPT_USERAGENT, options.userAgent)
         Self.configureTLS(handle, options)
-        if let proxy = options.proxy { rfs_easy_setopt_string(handle, CURLOPT_PROXY, proxy) }
+        if let chainProxy {
+            // DIRECT is the empty proxy, which also keeps libcurl from the environment's.
+            rfs_easy_setopt_string(handle, CURLOPT_PROXY, chainProxy.url ?? "")
+        } else if let proxy = options.proxy {
+            rfs_easy_setopt_string(handle, CURLOPT_PROXY, proxy)
+        }
         if let noProxy = options.noProxy { rfs_easy_setopt_string(handle, CURLOPT_NOPROXY, noProxy) }
         if let cookies = options.cookieFile { rfs_easy_setopt_string(handle, CURLOPT_COOKIEFILE, cookies) }
         if let netrc = options.netrcFile {
@@ -191,7 +207,12 @@ final class Transfer: @unchecked Sendable {
         guard let colon = line.firstIndex(of: ":") else { return }
         let name = line[..<colon].lowercased()
         let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-        responseHeaders[name] = value
+        // A repeated Link header adds links (RFC 9110 §5.3); any other repeated header keeps its last value.
+        if name == "link", let earlier = responseHeaders[name] {
+            responseHeaders[name] = earlier + ", " + value
+        } else {
+            responseHeaders[name] = value
+        }
     }
 
     private func deliverHeadIfNeeded() -> Bool {
@@ -213,11 +234,21 @@ final class Transfer: @unchecked Sendable {
             followUp = .resolveAgain
             return true
         }
+        // An error the proxy made itself (RFC 9209 Proxy-Status, or squid's X-Squid-Error) fails the proxy.
+        if status >= 500, let chainProxy,
+           let said = responseHeaders["proxy-status"] ?? responseHeaders["x-squid-error"] {
+            session.proxyChain?.fail(chainProxy, reason: "HTTP \(status): \(said)")
+            if proxyTries + 1 < session.proxyChain?.count ?? 0 {
+                followUp = .nextProxy
+                return true
+            }
+        }
         if (200..<300).contains(status) && effectiveURL != originalURL {
             session.redirects.remember(effectiveURL, for: originalURL)
         }
         let head = ResponseHead(status: status, headers: responseHeaders, effectiveURL: effectiveURL,
-                                proxy: status >= 500 ? session.proxy(for: url) : nil)
+                                proxy: status >= 500 ? proxyName : nil)
+        sinkHeard = true
         if !sink.receive(head: head) {
             cancelledBySink = true
             return false
@@ -254,13 +285,35 @@ final class Transfer: @unchecked Sendable {
         if code == CURLE_OK, !cancelledBySink, deliverHeadIfNeeded(), let followUp {
             return next(after: followUp)
         }
+        if code != CURLE_OK, !cancelledBySink, let chainProxy, let chain = session.proxyChain,
+           Self.proxyFailures.contains(code.rawValue) {
+            chain.fail(chainProxy, reason: String(cString: curl_easy_strerror(code)))
+            // Nothing reached the sink: the same request goes through the chain's next proxy, until the whole
+            // chain was tried. Once bytes arrived, the sink retries from where they stopped (on a good proxy).
+            if !sinkHeard && proxyTries + 1 < chain.count { return next(after: .nextProxy) }
+        }
         report(code)
         return nil
+    }
+
+    /// Failures that, through a proxy, are the proxy's: no connection, a timeout, a cut or empty answer.
+    static let proxyFailures: Set<UInt32> = [
+        CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_PROXY, CURLE_OPERATION_TIMEDOUT, CURLE_RECV_ERROR,
+        CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_PROXY,
+    ].map(\.rawValue).reduce(into: []) { $0.insert($1) }
+
+    /// The proxy this hop goes through, without credentials, to name it in errors.
+    private var proxyName: String? {
+        session.proxyChain != nil ? chainProxy?.url.map(Redaction.redact) : session.proxy(for: url)
     }
 
     /// The hop that `followUp` asks for; nil (and the sink told why) when there is none to take.
     private func next(after followUp: FollowUp) -> Transfer? {
         switch followUp {
+        case .nextProxy:
+            return Transfer(request: request, url: url, originalURL: originalURL, hops: hops, remembered: remembered,
+                            proxyTries: proxyTries + 1, sink: sink, session: session, pauseSignal: pauseSignal,
+                            requestLog: requestLog)
         case .resolveAgain:
             session.redirects.forget(originalURL)
             return Transfer(request: request.map { var again = $0; again.url = originalURL; return again },
@@ -303,8 +356,7 @@ final class Transfer: @unchecked Sendable {
         rfs_easy_getinfo_long(handle, CURLINFO_OS_ERRNO, &osErrno)
         let message = String(decoding: UnsafeRawBufferPointer(start: errorBuffer, count: strlen(errorBuffer)),
                              as: UTF8.self)
-        sink.complete(error: Self.fetchError(code, osErrno: Int32(osErrno), message: message,
-                                             proxy: session.proxy(for: url)))
+        sink.complete(error: Self.fetchError(code, osErrno: Int32(osErrno), message: message, proxy: proxyName))
     }
 
     /// One line per request: method and range, status, bytes received, time, and the URL without credentials.

@@ -92,3 +92,56 @@ final class HTTPSessionTests: XCTestCase {
         XCTAssertEqual(Transfer.fetchError(CURLE_COULDNT_CONNECT, osErrno: ECONNREFUSED, message: ""), .connectionRefused)
     }
 }
+
+/// Issue 28's proxy groups: sharding within a group, failover along the chain, and the return to the first group.
+final class ProxyChainTests: XCTestCase {
+    final class Clock: @unchecked Sendable {
+        var now = 100.0
+    }
+
+    func testGroupsAndDirectAreParsedAndNonsenseIsNamed() throws {
+        let chain = try ProxyChain(parsing: "http://p1:3128|p2:3128;DIRECT")
+        XCTAssertEqual(chain.groups.map { $0.map { $0.url } }, [["http://p1:3128", "p2:3128"], [nil]])
+        XCTAssertThrowsError(try ProxyChain(parsing: "http://p1:3128;;DIRECT"))
+        XCTAssertThrowsError(try ProxyChain(parsing: "http://:3128"))
+    }
+
+    func testRequestsAreShardedByURLAndBlockOverTheFirstGroup() throws {
+        let chain = try ProxyChain(parsing: "http://a:1|http://b:1;http://c:1")
+        var counts: [String: Int] = [:]
+        for block in 0..<200 { counts[chain.choose(key: "http://o/f#\(block)").url!, default: 0] += 1 }
+        XCTAssertNil(counts["http://c:1"], "the second group is not used while the first works")
+        XCTAssertGreaterThan(counts["http://a:1"] ?? 0, 60, "\(counts)")
+        XCTAssertGreaterThan(counts["http://b:1"] ?? 0, 60, "\(counts)")
+        // Consistent: the same block always goes to the same proxy.
+        XCTAssertEqual(chain.choose(key: "http://o/f#7"), chain.choose(key: "http://o/f#7"))
+    }
+
+    func testAFailedProxyMovesOnlyItsShareThenTheNextGroupThenBackAfterTheReset() throws {
+        let clock = Clock()
+        let chain = try ProxyChain(parsing: "http://a:1|http://b:1;http://c:1", resetAfter: 300, clock: { clock.now })
+        let keys = (0..<100).map { "http://o/f#\($0)" }
+        let before = keys.map { chain.choose(key: $0) }
+        let a = ProxyChain.Proxy(url: "http://a:1")
+        chain.fail(a, reason: "connection refused")
+        let after = keys.map { chain.choose(key: $0) }
+        for (old, new) in zip(before, after) where old != a { XCTAssertEqual(old, new, "a shard of b moved") }
+        XCTAssertFalse(after.contains(a))
+        chain.fail(ProxyChain.Proxy(url: "http://b:1"), reason: "timed out")
+        XCTAssertEqual(Set(keys.map { chain.choose(key: $0).url }), ["http://c:1"])
+        XCTAssertTrue(chain.report.contains("in use: group 2"), chain.report)
+        XCTAssertTrue(chain.report.contains("http://a:1 (failed: connection refused)"), chain.report)
+        clock.now += 299
+        XCTAssertEqual(chain.choose(key: keys[0]).url, "http://c:1")
+        clock.now += 2
+        XCTAssertEqual(keys.map { chain.choose(key: $0) }, before, "after the reset the first group serves again")
+    }
+
+    func testWhenTheWholeChainFailedItStartsOverFromTheFirstGroup() throws {
+        let chain = try ProxyChain(parsing: "http://a:1;http://c:1")
+        chain.fail(ProxyChain.Proxy(url: "http://a:1"), reason: "x")
+        chain.fail(ProxyChain.Proxy(url: "http://c:1"), reason: "x")
+        XCTAssertEqual(chain.choose(key: "k").url, "http://a:1")
+        XCTAssertEqual(chain.count, 2)
+    }
+}

@@ -104,6 +104,23 @@ final class MountOptionsTests: XCTestCase {
         XCTAssertTrue(parseError(["mount", "/mnt", "--cacert", "/nonexistent/ca.pem"])
             .contains("cannot read --cacert /nonexistent/ca.pem"))
         XCTAssertTrue(parseError(["mount", "/mnt", "--key", "/etc/hostname"]).contains("--key needs --cert"))
+        let badProxy = parseError(["mount", "/mnt", "--proxy", "http://u:secret@p1:3128||http://p2:3128"])
+        XCTAssertTrue(badProxy.contains("invalid --proxy"), badProxy)
+        XCTAssertTrue(badProxy.contains("'' is no proxy"), badProxy)
+        XCTAssertFalse(badProxy.contains("secret"), "a proxy's password is never shown")
+        XCTAssertTrue(parseError(["mount", "/mnt", "--proxy-reset-after", "0"]).contains("--proxy-reset-after"))
+    }
+
+    func testProxyGroupsAndMirrorsFromLinksReachTheirLayer() throws {
+        // The fstab shape: mount.rangefs LIST MOUNTPOINT -o OPTIONS.
+        let configuration = try self.configuration([
+            "/etc/rangefs/isos.list", "/mnt/isos", "-o",
+            "proxy=http://p1:3128|http://p2:3128;DIRECT,proxy_reset_after=60,mirrors_from_links",
+        ])
+        XCTAssertEqual(configuration.http.proxy, "http://p1:3128|http://p2:3128;DIRECT")
+        XCTAssertEqual(configuration.http.proxyResetAfter, 60)
+        XCTAssertTrue(configuration.mirrorsFromLinks)
+        XCTAssertEqual(try ProxyChain(parsing: configuration.http.proxy!).groups.map(\.count), [2, 1])
     }
 
     func testTheBackgroundChildsCommandLineHidesPasswordsAndTokens() {

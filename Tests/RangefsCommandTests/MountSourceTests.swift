@@ -12,6 +12,17 @@ final class MountSourceTests: XCTestCase {
         XCTAssertEqual(list, [MountSource(url: "http://h/a"), MountSource(url: "https://h/b", name: "b.bin")])
     }
 
+    func testAURLIsFollowedByItsMirrors() throws {
+        XCTAssertEqual(try MountSource(parsing: "big.iso=http://a/big.iso https://b/big.iso\thttp://c/x.iso"),
+                       MountSource(url: "http://a/big.iso", name: "big.iso",
+                                   mirrors: ["https://b/big.iso", "http://c/x.iso"]))
+        XCTAssertEqual(try MountSource(parsing: "http://a/f http://b/f"), MountSource(url: "http://a/f", mirrors: ["http://b/f"]))
+        // A lone URL with a raw space stays one URL, so that it gets the message about percent-encoding.
+        XCTAssertEqual(try MountSource(parsing: "http://a/my file.iso"), MountSource(url: "http://a/my file.iso"))
+        let list = try MountSource.parseList("isos/big.iso=http://a/big.iso http://b/big.iso\n")
+        XCTAssertEqual(list, [MountSource(url: "http://a/big.iso", name: "isos/big.iso", mirrors: ["http://b/big.iso"])])
+    }
+
     func testAnUnsafeNameIsTheErrorNotTheURL() {
         for (text, name) in [("../../etc/x=http://h/a", "../../etc/x"), ("a/b=https://u:pw@h/a", "a/b"), ("..=http://h/", "..")] {
             XCTAssertThrowsError(try MountSource(parsing: text)) { error in

@@ -14,6 +14,19 @@ public struct RemoteMetadata: Sendable, Equatable {
     public var lastModified: String
     /// The filename from Content-Disposition, if any.
     var suggestedName: String?
+    /// Other URLs of the same file, from the probe's `Link: <URL>; rel=duplicate` headers (RFC 6249); used as
+    /// mirrors with `--mirrors-from-links`. Not part of the file's identity (see `Duplicates`), and not stored.
+    var duplicates: [String] {
+        get { linkedDuplicates.urls }
+        set { linkedDuplicates.urls = newValue }
+    }
+    private var linkedDuplicates = Duplicates()
+
+    /// URLs that never make two descriptions of a file differ: every two are equal.
+    private struct Duplicates: Equatable, Sendable {
+        var urls: [String] = []
+        static func == (lhs: Self, rhs: Self) -> Bool { true }
+    }
 
     public init(url: String, size: UInt64, etag: String, lastModified: String, suggestedName: String? = nil) {
         self.url = url
@@ -39,7 +52,7 @@ public struct RemoteMetadata: Sendable, Equatable {
     }
 
     /// A file of unknown size, as a probe without a length finds it.
-    public static func unsized(url: String, etag: String, lastModified: String,
+    static func unsized(url: String, etag: String, lastModified: String,
                                suggestedName: String? = nil) -> RemoteMetadata {
         var metadata = RemoteMetadata(url: url, size: 0, etag: etag, lastModified: lastModified,
                                       suggestedName: suggestedName)

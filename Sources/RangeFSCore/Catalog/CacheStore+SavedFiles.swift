@@ -4,17 +4,20 @@
 import Foundation
 import Glibc
 
-/// One saved file: its name in the mount and its URL.
+/// One saved file: its name in the mount, its URL and its mirrors.
 public struct SavedFile: Codable, Sendable, Equatable {
     public var name: String
     public var url: String
     /// Pinned with `rangefs pin`: kept complete and never evicted.
     var pinned: Bool?
+    /// Other URLs of the same file, given by the user; absent when none (and in lists an older rangefs saved).
+    public var mirrors: [String]?
 
-    public init(name: String, url: String, pinned: Bool? = nil) {
+    public init(name: String, url: String, pinned: Bool? = nil, mirrors: [String]? = nil) {
         self.name = name
         self.url = url
         self.pinned = pinned
+        self.mirrors = mirrors
     }
 }
 

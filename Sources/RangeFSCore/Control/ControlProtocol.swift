@@ -13,15 +13,20 @@ public struct ControlRequest: Codable, Sendable, Equatable {
 
     public var command: Command
     /// The file a command applies to (a name in the mount), or nil for all where `all` is set.
-    public var name: String?
-    public var url: String?
-    public var all: Bool?
-    public var keepData: Bool?
+    // Read only by the control service, here in the core; the client sets them through `init`.
+    var name: String?
+    var url: String?
+    /// For add: other URLs of the same file.
+    var mirrors: [String]?
+    var all: Bool?
+    var keepData: Bool?
 
-    public init(command: Command, name: String? = nil, url: String? = nil, all: Bool? = nil, keepData: Bool? = nil) {
+    public init(command: Command, name: String? = nil, url: String? = nil, mirrors: [String]? = nil,
+                all: Bool? = nil, keepData: Bool? = nil) {
         self.command = command
         self.name = name
         self.url = url
+        self.mirrors = mirrors
         self.all = all
         self.keepData = keepData
     }
@@ -50,6 +55,8 @@ public struct FileStatus: Codable, Sendable, Equatable {
     public var passthroughHandles = 0
     /// READ requests the daemon answered for this file since the mount (a passthrough handle sends none).
     var daemonReads = 0
+    /// The file's URLs, its own first, when it has mirrors.
+    public var mirrors: [MirrorStatus]?
 
     enum CodingKeys: String, CodingKey {
         case name, url, size, state, map, pinned
@@ -59,6 +66,32 @@ public struct FileStatus: Codable, Sendable, Equatable {
         case lastError = "last_error"
         case passthroughHandles = "passthrough_handles"
         case daemonReads = "daemon_reads"
+        case mirrors
+    }
+}
+
+/// One URL of a file with mirrors, in a status answer (its fields are the JSON's; `description` is its line).
+public struct MirrorStatus: Codable, Sendable, Equatable, CustomStringConvertible {
+    var url: String
+    /// usable, set aside (failed lately; asked again after a backoff) or dropped (disagrees with the file).
+    var state: String
+    /// Bytes per second of one request from it, smoothed; nil until measured.
+    var bytesPerSecond: Double?
+    /// Bytes brought from it since the mount.
+    var bytes: UInt64
+    var lastError: String?
+
+    /// `URL: state, speed per request, bytes brought[, last error]`.
+    public var description: String {
+        func mebibytes(_ value: Double) -> String { String(format: "%.1f MiB", value / 1_048_576) }
+        return "\(url): \(state), " + (bytesPerSecond.map { mebibytes($0) + "/s per request, " } ?? "")
+            + "\(mebibytes(Double(bytes))) brought" + (lastError.map { ", last error: \($0)" } ?? "")
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case url, state, bytes
+        case bytesPerSecond = "bytes_per_second"
+        case lastError = "last_error"
     }
 }
 
@@ -72,7 +105,7 @@ public struct StatusTotals: Codable, Sendable, Equatable {
     public init() {}
 
     /// Adds one file.
-    public mutating func count(_ file: FileStatus) {
+    mutating func count(_ file: FileStatus) {
         files += 1
         size += file.size
         cachedBytes += file.cachedBytes
@@ -118,6 +151,8 @@ public struct ControlResponse: Codable, Sendable, Equatable {
     public var recentErrors: [LogRecord]?
     /// For status: whether the kernel reads complete files itself (FUSE passthrough), or why not.
     public var passthrough: String?
+    /// For status: the proxy chain, with the group in use and the proxies that failed; nil without --proxy.
+    public var proxy: String?
 
     public init(ok: Bool, error: String? = nil, files: [FileStatus]? = nil, message: String? = nil,
                 mountpoint: String? = nil, pid: Int32? = nil) {
@@ -132,7 +167,7 @@ public struct ControlResponse: Codable, Sendable, Equatable {
     public static func failure(_ message: String) -> ControlResponse { ControlResponse(ok: false, error: message) }
 
     enum CodingKeys: String, CodingKey {
-        case ok, error, files, message, mountpoint, pid, warnings, totals, passthrough
+        case ok, error, files, message, mountpoint, pid, warnings, totals, passthrough, proxy
         case recentErrors = "recent_errors"
     }
 }

@@ -52,6 +52,7 @@ extension ControlService {
             status.name = catalog.path(of: item.inode)
             status.url = Redaction.redact(item.metadata.url)
             (status.passthroughHandles, status.daemonReads) = fileSystem.handleUsage(of: item.inode)
+            status.mirrors = fileSystem.mirrorStatus(of: item.metadata.url)
             // The map of a file whose entry is not open comes from its bitmap on disk, read only when shown.
             if entry == nil, item.metadata.sizeKnown,
                let present = store.storedPresentBlocks(of: item.metadata, matchingSizeOnly: !item.validated) {
@@ -92,6 +93,7 @@ extension ControlService {
         var response = ControlResponse(ok: true, files: files)
         response.totals = totals
         response.passthrough = fileSystem.passthroughMode.withLock { $0 }.description
+        response.proxy = fileSystem.proxyReport?()
         return response
     }
 

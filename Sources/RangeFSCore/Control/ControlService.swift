@@ -46,7 +46,7 @@ public final class ControlService: Sendable {
     public func handle(_ request: ControlRequest) -> ControlResponse {
         switch request.command {
         case .status: return status(all: request.all ?? false)
-        case .add: return add(url: request.url, name: request.name)
+        case .add: return add(url: request.url, mirrors: request.mirrors ?? [], name: request.name)
         case .rm: return remove(name: request.name, keepData: request.keepData ?? false)
         case .pause, .resume: return setPaused(request.command == .pause, name: request.name, all: request.all ?? false)
         case .verify: return verify(name: request.name)
@@ -58,11 +58,13 @@ public final class ControlService: Sendable {
 
     // MARK: Changing the set of files
 
-    private func add(url given: String?, name: String?) -> ControlResponse {
+    private func add(url given: String?, mirrors givenMirrors: [String], name: String?) -> ControlResponse {
         guard let given, !given.isEmpty else { return .failure("add needs a URL") }
         // The mount knows the URL without its user and password; those go to the credentials (and their file).
         let (url, newCredentials) = fileSystem.credentials.adopt(given)
-        if newCredentials {
+        let adoptedMirrors = givenMirrors.map { fileSystem.credentials.adopt($0) }
+        let mirrors = adoptedMirrors.map(\.url)
+        if newCredentials || adoptedMirrors.contains(where: \.changed) {
             do {
                 try store.saveCredentials(fileSystem.credentials.snapshot)
             } catch {
@@ -102,6 +104,7 @@ public final class ControlService: Sendable {
             note = " (its server cannot be reached: \(reason); served from the cache until it answers)"
         }
         let item = catalog.add(metadata, explicitName: name)
+        fileSystem.useMirrors(mirrors, for: metadata)
         if let whole = EntryNaming.overlongName(explicit: name, metadata: metadata) {
             logger.warning("the name '\(whole.prefix(40))…' is \(whole.utf8.count) bytes, more than a file name can hold (255); it is shortened to '\(item.name.prefix(40))…'")
         }
@@ -295,9 +298,11 @@ public final class ControlService: Sendable {
                 // found, which the next mount lists again.
                 let items = catalog.items { !$0.listed }
                 let pinned = Set(items.filter { store.openEntry(for: $0.metadata.url)?.isPinned ?? false }.map(\.inode))
-                var files = items.map {
-                    SavedFile(name: catalog.path(of: $0.inode), url: $0.metadata.url,
-                              pinned: pinned.contains($0.inode) ? true : nil)
+                var files = items.map { item in
+                    let mirrors = fileSystem.mirrors(of: item.metadata.url)
+                    return SavedFile(name: catalog.path(of: item.inode), url: item.metadata.url,
+                                     pinned: pinned.contains(item.inode) ? true : nil,
+                                     mirrors: mirrors.isEmpty ? nil : mirrors)
                 }
                 files += catalog.directorySources.map { SavedFile(name: $0.name, url: $0.url ?? "") }
                 let mounted = Set(files.map(\.url))

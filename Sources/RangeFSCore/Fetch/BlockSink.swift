@@ -7,6 +7,10 @@
 //     re-probes the URL and readers of the old version get ESTALE;
 //   - the server ignores Range (same validator): the entry becomes "rangeless" and its blocks come from one
 //     whole-file stream, in order, which this sink also runs (`wholeFile`). Its readers wait for their bytes.
+//
+// A file with mirrors (`MirrorSet`) asks one of them per attempt. A mirror that fails is set aside and the attempt
+// goes on at once from the byte where it broke on another; one whose length disagrees, or that ignores Range, is
+// dropped for the file. A 200 from a mirror says that mirror changed or ignores Range, never that the file did.
 
 import Logging
 import Synchronization
@@ -37,7 +41,16 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     // a retry starts only after `complete` returned, so the mutable fields are never touched concurrently.
 
     private let entry: any BlockStore
+    /// The file's own URL (the primary, with mirrors).
     let url: String
+    /// The file's mirrors, if it has any; nil asks `url` every time.
+    private let mirrors: MirrorSet?
+    /// The mirror the current attempt asks.
+    private var choice: MirrorSet.Choice?
+    /// When the current attempt started (monotonic seconds), to measure the mirror.
+    private var attemptBegan = 0.0
+    /// Set when the current mirror turned out to disagree with the file: why it is dropped.
+    private var dropReason: String?
     private let blocks: Range<Int>
     /// Streams the whole file without a Range header, skipping blocks already present.
     private let wholeFile: Bool
@@ -60,10 +73,12 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// Why the current attempt was cancelled by us, if it was.
     private var failure: FetchError?
 
-    init(entry: any BlockStore, url: String, blocks: Range<Int>, wholeFile: Bool = false, priority: FetchPriority,
-         maxBytesPerSecond: Int?, policy: FetchPolicy, logger: Logger, owner: TransferOwner) {
+    init(entry: any BlockStore, url: String, mirrors: MirrorSet? = nil, blocks: Range<Int>, wholeFile: Bool = false,
+         priority: FetchPriority, maxBytesPerSecond: Int?, policy: FetchPolicy, logger: Logger,
+         owner: TransferOwner) {
         self.entry = entry
         self.url = url
+        self.mirrors = wholeFile ? nil : mirrors
         self.blocks = blocks
         self.wholeFile = wholeFile
         self.currentPriority = Mutex(priority)
@@ -92,7 +107,15 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         attempt += 1
         attemptStart = resumeOffset
         failure = nil
+        dropReason = nil
         var request = RangeRequest(url: url, range: wholeFile ? nil : wanted, ifRange: entry.validator)
+        if let mirrors {
+            let choice = mirrors.choose()
+            self.choice = choice
+            attemptBegan = MonotonicClock.seconds()
+            request.url = choice.url
+            if !choice.isPrimary { request.ifRange = choice.validator }
+        }
         request.maxBytesPerSecond = maxBytesPerSecond
         owner.started(self, request: request)
     }
@@ -121,6 +144,18 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
                 failure = .badContentRange(value)
                 return false
             }
+            if let choice, !choice.isPrimary {
+                // A mirror's own validator, for its own If-Range; its length must be the file's.
+                let validator = RemoteMetadata(url: choice.url, size: 0, etag: head["etag"] ?? "",
+                                               lastModified: head["last-modified"] ?? "").ifRangeValidator
+                if !mirrors!.learn(choice.index, size: contentRange.completeLength, expected: entry.size,
+                                   validator: validator) {
+                    dropReason = "its length is \(contentRange.completeLength ?? 0) bytes, not \(entry.size)"
+                    failure = .badContentRange(value)
+                    return false
+                }
+                return true
+            }
             if let total = contentRange.completeLength, total != entry.size {
                 failure = .remoteChanged
                 return false
@@ -129,6 +164,17 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         case 200:
             let now = RemoteMetadata(url: url, size: head["content-length"].flatMap(UInt64.init) ?? entry.size,
                                      etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "")
+            if let choice, !choice.isPrimary, !wholeFile {
+                // The mirror changed since its validator was learned (set aside, relearned later), or it ignores
+                // Range or holds another length (dropped).
+                if now.size != entry.size {
+                    dropReason = "its length is \(now.size) bytes, not \(entry.size)"
+                } else if choice.validator == nil || choice.validator == now.ifRangeValidator {
+                    dropReason = "it ignores Range requests"
+                }
+                failure = dropReason == nil ? .remoteChanged : .rangeIgnored
+                return false
+            }
             guard entry.matches(now) else {
                 failure = .remoteChanged
                 return false
@@ -176,6 +222,10 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
 
     func complete(error: FetchError?) {
         var outcome = failure ?? error
+        if let mirrors, let choice {
+            mirrors.finished(choice, bytes: resumeOffset - attemptStart,
+                             seconds: MonotonicClock.seconds() - attemptBegan, error: outcome)
+        }
         if resumeOffset > attemptStart { attempt = 0 }
         if outcome == nil && nextBlock < blocks.upperBound {
             // A 206 may carry less than asked for: ask for the rest. Only an answer with no progress is an error.
@@ -185,7 +235,26 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             }
             outcome = .shortBody
         }
-        guard let outcome else { return finish(.done) }
+        guard var outcome else { return finish(.done) }
+        if let mirrors, let choice, outcome != .cancelled, choice.isPrimary == false || outcome != .remoteChanged {
+            let shown = Redaction.redact(choice.url)
+            if let dropReason {
+                mirrors.drop(choice, reason: dropReason)
+                logger.warning("mirror \(shown) is dropped for \(Redaction.redact(url)): \(dropReason)")
+            } else {
+                mirrors.setAside(choice, because: outcome)
+            }
+            if !choice.isPrimary && outcome == .remoteChanged {
+                outcome = .transport("the mirror \(shown) changed")  // the file did not: another mirror may serve it
+            }
+            if mirrors.hasUsableMirror {
+                logger.info("\(shown) failed (\(outcome.userMessage)); going on from byte \(resumeOffset) on another mirror")
+                attempt = max(0, attempt - 1)  // a switch of mirror is not a retry
+                startAttempt()
+                return
+            }
+            if outcome == .rangeIgnored { outcome = .transport("every mirror failed; the last ignores Range requests") }
+        }
         if outcome == .rangeIgnored {
             logger.warning("\(Redaction.redact(url)) ignores Range requests; streaming it whole instead")
             entry.markRangeless()

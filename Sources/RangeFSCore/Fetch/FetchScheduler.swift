@@ -33,6 +33,8 @@ public final class FetchScheduler: Sendable {
     /// data the other fetcher is still processing.
     let demandFetcher: RangeFetching
     let logger: Logger
+    /// The mirrors of files that have some: each request of such a file asks one of them (see `MirrorSet`).
+    let mirrors = MirrorTable()
     private let state = Mutex(State())
     /// Told when a fetch finds that the remote file changed; RangeFS re-probes it.
     private let changeObserver = LockedBox<(@Sendable (any BlockStore) -> Void)?>(nil)
@@ -316,7 +318,8 @@ public final class FetchScheduler: Sendable {
         }
         var sinkPolicy = policy
         if pending.singleAttempt { sinkPolicy.attempts = 1 }
-        let sink = BlockSink(entry: pending.entry, url: pending.url, blocks: pending.blocks,
+        let sink = BlockSink(entry: pending.entry, url: pending.url, mirrors: mirrors.mirrors(of: pending.url),
+                             blocks: pending.blocks,
                              wholeFile: pending.wholeFile, priority: pending.priority, maxBytesPerSecond: rate,
                              policy: sinkPolicy, logger: logger, owner: self)
         if pending.priority == .fill {
@@ -334,6 +337,28 @@ public final class FetchScheduler: Sendable {
             state.nextSequence += 1
             Self.count(work, in: &state, by: 1)
             return [work]
+        }
+    }
+
+    /// Fetches the file `metadata` describes from `mirrors` too, and probes each of them now in the background:
+    /// one whose length disagrees is dropped with a log line before it serves a byte, and each one's validator
+    /// is learned for its own If-Range. No mirror forgets any the file had.
+    func useMirrors(_ mirrors: [String], for metadata: RemoteMetadata) {
+        guard let mirrorSet = self.mirrors.set([metadata.url] + mirrors), metadata.sizeKnown else { return }
+        let file = Redaction.redact(metadata.url)
+        for (index, url) in mirrorSet.urls.enumerated().dropFirst() {
+            fetcher.probe(url: url) { [logger] result in
+                switch result {
+                case .success(let found):
+                    if !mirrorSet.learn(index, size: found.sizeKnown ? found.size : nil, expected: metadata.size,
+                                        validator: found.ifRangeValidator) {
+                        logger.warning("mirror \(Redaction.redact(url)) is dropped for \(file): its length is \(found.size) bytes, not \(metadata.size)")
+                    }
+                case .failure(let error):
+                    mirrorSet.setAside(MirrorSet.Choice(index: index, url: url, validator: nil), because: error)
+                    logger.warning("mirror \(Redaction.redact(url)) of \(file) is set aside: \(error.userMessage)")
+                }
+            }
         }
     }
 

@@ -35,5 +35,31 @@ extension RemoteMetadata {
             suggestedName: head["content-disposition"].flatMap(ContentDisposition.filename(from:))
         )
         sizeKnown = size != nil
+        duplicates = Self.duplicates(inLink: head["link"], base: head.effectiveURL ?? url)
+    }
+
+    /// The URLs a `Link` header names as duplicates of the response (`<URL>; rel=duplicate`, RFC 6249), made
+    /// absolute against `base`; only http(s) ones.
+    static func duplicates(inLink value: String?, base: String) -> [String] {
+        guard let value else { return [] }
+        var found: [String] = []
+        var rest = Substring(value)
+        while let open = rest.firstIndex(of: "<"), let close = rest[open...].firstIndex(of: ">") {
+            let target = String(rest[rest.index(after: open)..<close])
+            // The parameters run to the next link (a comma outside <>), or the end.
+            let after = rest[rest.index(after: close)...]
+            let end = after.firstIndex(of: "<") ?? after.endIndex
+            let parameters = after[..<end].lowercased().replacingOccurrences(of: " ", with: "")
+            rest = after[end...]
+            let relations = parameters.split(separator: ";").compactMap { parameter -> [Substring]? in
+                guard parameter.hasPrefix("rel=") else { return nil }
+                return parameter.dropFirst(4).trimmingCharacters(in: CharacterSet(charactersIn: "\",")).split(separator: " ")
+            }.flatMap { $0 }
+            guard relations.contains("duplicate"),
+                  let absolute = URL(string: target, relativeTo: URL(string: base))?.absoluteString,
+                  absolute.hasPrefix("http://") || absolute.hasPrefix("https://") else { continue }
+            found.append(absolute)
+        }
+        return found
     }
 }

@@ -44,6 +44,8 @@ public final class RangeFS: Sendable {
     /// Tells the kernel to drop its cached attributes of an inode (set by the FUSE adapter): a listed file whose
     /// attributes the kernel keeps (see `kernelCacheSeconds`) is opened, or a new listing changed it.
     public let attributeInvalidator = LockedBox<(@Sendable (UInt64) -> Void)?>(nil)
+    /// Describes the proxy chain for status, when the mount has one (the network layer owns it).
+    let proxyReport: (@Sendable () -> String)?
     /// Lists web directories and probes their files (RangeFS+Directories.swift).
     let directories: DirectoryService
     /// Notices remote changes and keeps the files served while their server is unreachable (Revalidator.swift).
@@ -76,8 +78,9 @@ public final class RangeFS: Sendable {
 
     public init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler,
                 settings: FileSystemSettings = FileSystemSettings(), credentials: CredentialTable = CredentialTable(),
-                logger: Logger) {
+                proxyReport: (@Sendable () -> String)? = nil, logger: Logger) {
         self.credentials = credentials
+        self.proxyReport = proxyReport
         self.catalog = catalog
         self.store = store
         self.scheduler = scheduler

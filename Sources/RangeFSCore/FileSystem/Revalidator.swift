@@ -155,6 +155,10 @@ public final class Revalidator: Sendable {
             logger.notice("\(Redaction.redact(url)) changed on the server; open handles of the old version get ESTALE")
             for item in items { catalog.update(inode: item.inode, metadata: fresh) }
             markStale()
+            // The mirrors' validators belong to the old version: they are probed afresh against the new one.
+            if let mirrorSet = scheduler.mirrors.mirrors(of: url) {
+                scheduler.useMirrors(Array(mirrorSet.urls.dropFirst()), for: fresh)
+            }
             // Without a length, the new version is streamed when it is read.
             guard fresh.sizeKnown else { return scheduler.stopFilling(entry) }
             do {

@@ -71,14 +71,14 @@ struct StatusCommand: ParsableCommand {
                                                            "files": UInt64(totals.files)],
                                                   warnings: response.warnings ?? [],
                                                   recentErrors: response.recentErrors ?? [],
-                                                  passthrough: response.passthrough)
+                                                  passthrough: response.passthrough, proxy: response.proxy)
                     print(String(decoding: try encoder.encode(document), as: UTF8.self))
                 } else {
                     if watch && terminal { print("\u{1B}[H\u{1B}[2J", terminator: "") }
                     for warning in response.warnings ?? [] { print("warning: \(warning)") }
                     print(StatusTable.render(files, totals: totals, mountpoint: client.mountpoint,
                                              recentErrors: response.recentErrors ?? [],
-                                             passthrough: response.passthrough))
+                                             passthrough: response.passthrough, proxy: response.proxy))
                 }
                 fflush(nil)
                 if watch { sleep(1) }
@@ -94,25 +94,35 @@ struct StatusDocument: Encodable {
     var warnings: [String]
     var recentErrors: [LogRecord]
     var passthrough: String?
+    var proxy: String?
 
     enum CodingKeys: String, CodingKey {
-        case mountpoint, files, totals, warnings, passthrough
+        case mountpoint, files, totals, warnings, passthrough, proxy
         case recentErrors = "recent_errors"
     }
 }
 
-/// `rangefs add URL [--name N]`
+/// `rangefs add URL [MIRROR...] [--name N]`
 struct AddCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "add", abstract: "Add a URL to a running mount.")
 
-    @Argument(help: "An http:// or https:// URL.") var url: String
+    @Argument(help: "An http:// or https:// URL, then any mirrors of the same file (other URLs that serve the same bytes).")
+    var urls: [String]
     @Option(help: "The file name to use.") var name: String?
     @OptionGroup var selection: MountSelection
 
+    func validate() throws {
+        guard !urls.isEmpty else { throw ValidationError("add needs a URL") }
+    }
+
     func run() throws {
+        // One argument may hold the URL and its mirrors, as a list file's line does.
+        let source = urls.count == 1 ? try MountSource(parsing: urls[0]) : MountSource(url: urls[0],
+                                                                                       mirrors: Array(urls.dropFirst()))
         try runControl {
-            let response = try selection.perform(ControlRequest(command: .add, name: name, url: url))
-            print("added \(response.message ?? url)")
+            let response = try selection.perform(ControlRequest(command: .add, name: name, url: source.url,
+                                                                mirrors: source.mirrors.isEmpty ? nil : source.mirrors))
+            print("added \(response.message ?? source.url)")
         }
     }
 }
@@ -201,11 +211,12 @@ enum StatusTable {
     static let nameWidth = 60
 
     static func render(_ files: [FileStatus], totals: StatusTotals, mountpoint: String,
-                       recentErrors: [LogRecord] = [], passthrough: String? = nil) -> String {
+                       recentErrors: [LogRecord] = [], passthrough: String? = nil, proxy: String? = nil) -> String {
         var lines = ["\(mountpoint)"]
         lines.append("total: \(totals.files) files, \(bytes(totals.cachedBytes)) of \(bytes(totals.size)) local"
                      + (totals.bytesPerSecond > 0 ? ", \(bytes(UInt64(totals.bytesPerSecond)))/s" : ""))
         if let passthrough { lines.append("passthrough: \(passthrough)") }
+        if let proxy { lines.append("proxies: \(proxy)") }
         let width = min(nameWidth, max(4, files.map(\.name.count).max() ?? 4))
         if !files.isEmpty {
             lines.append(pad("NAME", width) + "  " + pad("SIZE", 9) + "  " + pad("LOCAL", 6) + "  " + pad("STATE", 11)
@@ -226,6 +237,7 @@ enum StatusTable {
             if let error = file.lastError, ["error", "offline", "unmounted", "listed in part"].contains(file.state) {
                 lines.append("    last error: \(error)")
             }
+            for mirror in file.mirrors ?? [] { lines.append("    mirror \(mirror)") }
         }
         let hidden = totals.files - files.filter { !$0.name.hasSuffix("/") }.count
         if hidden > 0 { lines.append("(\(hidden) complete or untouched files not shown; rangefs status --all shows them)") }

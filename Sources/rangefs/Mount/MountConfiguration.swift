@@ -20,6 +20,8 @@ struct MountConfiguration: Equatable {
     var foreground: Bool
     var verbose: Bool
     var logFile: String?
+    /// Whether a file's probe's `Link: <URL>; rel=duplicate` headers add mirrors (`--mirrors-from-links`).
+    var mirrorsFromLinks = false
     /// Header lines for the origins of the given URLs (`--header`, `--cookie`).
     var headers: [String] = []
 
@@ -57,6 +59,8 @@ struct MountConfiguration: Equatable {
         http.clientKey = options.key
         http.proxy = options.proxy
         http.noProxy = options.noproxy
+        http.proxyResetAfter = options.proxyResetAfter
+        mirrorsFromLinks = options.mirrorsFromLinks
         http.cookieFile = options.cookieFile
         http.netrcFile = options.netrcFile ?? (options.netrc ? "" : nil)
         headers = options.header + (options.cookie.map { ["Cookie: \($0)"] } ?? [])

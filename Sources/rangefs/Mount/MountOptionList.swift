@@ -7,14 +7,15 @@ import ArgumentParser
 
 enum MountOptionList {
     /// Options that take no value.
-    static let flags: Set<String> = ["foreground", "allow_other", "verbose", "insecure", "netrc", "http2"]
+    static let flags: Set<String> = ["foreground", "allow_other", "verbose", "insecure", "netrc", "http2",
+                                     "mirrors_from_links"]
     /// Options that take a value: every other long option of `MountOptions`.
     static let valued: Set<String> = [
         "cache", "list", "block_size", "uid", "gid", "umask", "log_file", "commit_interval", "commit_bytes",
         "readahead", "prefetch", "passthrough", "bwlimit", "cache_max_size", "max_downloads", "connections", "connections_per_file",
         "connections_per_host", "kernel_readahead", "revalidate", "dir_cache_time", "connect_timeout", "timeout",
         "retries", "cacert", "capath", "cert", "key", "header", "cookie", "cookie_file", "netrc_file", "user_agent",
-        "proxy", "noproxy",
+        "proxy", "noproxy", "proxy_reset_after",
     ]
     static let aliases = ["f": "foreground"]
     /// Always on: the kernel checks the mode bits.

@@ -169,8 +169,14 @@ struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "The User-Agent header.")
     var userAgent = Defaults.http.userAgent
 
-    @Option(name: .long, help: "Reach every server through this proxy, e.g. http://proxy:3128 (default: $http_proxy, $https_proxy).")
+    @Option(name: .long, help: "Reach every server through this proxy, e.g. http://proxy:3128, or through groups of proxies: 'http://p1:3128|http://p2:3128;http://p3:3128' ('|' shares the load within a group, ';' fails over to the next group, DIRECT is no proxy) (default: $http_proxy, $https_proxy).")
     var proxy: String?
+
+    @Option(name: .long, help: "With proxy groups: seconds after a failover before the first group is used again.")
+    var proxyResetAfter = Defaults.http.proxyResetAfter
+
+    @Flag(name: .long, help: "Also fetch each file from the URLs its server names in 'Link: <URL>; rel=duplicate' headers (RFC 6249).")
+    var mirrorsFromLinks = false
 
     @Option(name: .long, help: "Hosts reached without the proxy, comma-separated; * for all (default: $no_proxy).")
     var noproxy: String?
@@ -191,6 +197,14 @@ struct MountOptions: ParsableArguments {
                 throw ValidationError("cannot read \(option) \(path) (\(String(cString: strerror(errno)))); check the path")
             }
         }
+        if let proxy {
+            do {
+                _ = try ProxyChain(parsing: proxy)
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
+        guard proxyResetAfter >= 1 else { throw ValidationError("--proxy-reset-after must be at least 1 second") }
         if key != nil && cert == nil { throw ValidationError("--key needs --cert (the client certificate it belongs to)") }
         guard commitInterval >= 0.01 && commitInterval <= 60 else {
             throw ValidationError("--commit-interval \(commitInterval) is out of range; use 0.01 to 60 seconds, e.g. 0.5")

@@ -87,6 +87,9 @@ struct MountRunner {
         for warning in warnings { logger.warning("\(warning)") }
 
         let session = HTTPSession(options: configuration.http, credentials: credentials)
+        if let chain = session.proxyChain {
+            logger.info("proxies: \(chain.report)")
+        }
         let engine = CurlEngine(session: session, logger: logger)
         let demandEngine = CurlEngine(session: session, logger: logger)
         defer {
@@ -99,12 +102,18 @@ struct MountRunner {
 
         let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine,
                                        policy: configuration.fetch, logger: logger)
+        var proxyReport: (@Sendable () -> String)?
+        if let chain = session.proxyChain { proxyReport = { chain.report } }
         let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler,
-                                 settings: configuration.fileSystem, credentials: credentials, logger: logger)
+                                 settings: configuration.fileSystem, credentials: credentials,
+                                 proxyReport: proxyReport, logger: logger)
         for item in catalog.items where probed.offline[item.metadata.url] == nil {
             fileSystem.revalidator.markValidated(item.metadata.url)
         }
         for (url, reason) in probed.offline { fileSystem.revalidator.markOffline(url, reason: reason) }
+        for (metadata, mirrors) in probed.mirrored {
+            fileSystem.useMirrors(mirrors, for: metadata, fromLinks: configuration.mirrorsFromLinks)
+        }
         listDirectories(of: fileSystem, saved: saved, into: &probed)
         // Only now is it known whether anything mounts, and so whether the unmountable URLs stay saved.
         let mounting = catalog.fileCount > 0 || !catalog.directorySources.isEmpty
@@ -201,6 +210,7 @@ struct MountRunner {
         let credentials = CredentialTable(saved)
         for index in sources.indices {
             sources[index].url = adopt(sources[index].url, into: credentials, store: store)
+            sources[index].mirrors = sources[index].mirrors.map { credentials.adopt($0).url }
         }
         if !configuration.headers.isEmpty {
             for source in sources { credentials.setHeaders(configuration.headers, for: source.url) }
@@ -245,7 +255,8 @@ struct MountRunner {
             }
             for file in saved where !sources.contains(where: { $0.url == file.url }) {
                 // A directory mounted as the root is saved without a name.
-                sources.append(MountSource(url: file.url, name: file.name.isEmpty ? nil : file.name))
+                sources.append(MountSource(url: file.url, name: file.name.isEmpty ? nil : file.name,
+                                           mirrors: file.mirrors ?? []))
             }
             return saved
         } catch {
@@ -271,6 +282,8 @@ struct MountRunner {
         var unmounted: [SavedFile] = []
         /// Every URL that could not be mounted, reported once the mount knows whether it goes ahead.
         var unmountable: [Unmountable] = []
+        /// The mounted files that have mirrors (given, or named by their server's Link headers), and the given ones.
+        var mirrored: [(RemoteMetadata, [String])] = []
     }
 
     /// A URL that could not be mounted, and why.
@@ -304,8 +317,12 @@ struct MountRunner {
                 directories.append(MountSource(url: url, name: source.name))
             case .online(let metadata):
                 add(metadata, as: source.name, to: probed.catalog)
+                if !source.mirrors.isEmpty || configuration.mirrorsFromLinks {
+                    probed.mirrored.append((metadata, source.mirrors))
+                }
             case .offline(let stored, let reason):
                 add(stored, as: source.name, to: probed.catalog)
+                if !source.mirrors.isEmpty { probed.mirrored.append((stored, source.mirrors)) }
                 probed.offline[source.url] = reason
                 printError("rangefs: \(shown): \(reason); serving what is cached until it answers")
             case .gone(let error), .failed(let error, keepSaved: false):

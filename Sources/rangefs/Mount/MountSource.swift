@@ -1,18 +1,29 @@
-// What the user names to mount: URLs on the command line or in list files, each optionally `NAME=URL`, and the
-// byte sizes the options take.
+// What the user names to mount: URLs on the command line or in list files, each optionally `NAME=URL`, with its
+// mirrors after it (`NAME=URL MIRROR1 MIRROR2`), and the byte sizes the options take.
 
 import ArgumentParser
 import Foundation
 import RangeFSCore
 
-/// One thing to mount: a URL and, optionally, the name the user chose for it.
+/// One thing to mount: a URL, other URLs of the same file (its mirrors) and, optionally, the name the user chose.
 struct MountSource: Equatable, Sendable {
     var url: String
     var name: String?
+    var mirrors: [String] = []
 
-    init(url: String, name: String? = nil) {
+    init(url: String, name: String? = nil, mirrors: [String] = []) {
         self.url = url
         self.name = name
+        self.mirrors = mirrors
+    }
+
+    /// `text` as a URL followed by its mirrors, separated by spaces or tabs (a URL holds neither unencoded):
+    /// several URLs only when every part is one, so a lone URL with a raw space still gets the message that says
+    /// to percent-encode it.
+    private static func urls(in text: String) -> (url: String, mirrors: [String]) {
+        let parts = text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        guard parts.count > 1, parts.allSatisfy({ $0.contains("://") }) else { return (text, []) }
+        return (parts[0], Array(parts.dropFirst()))
     }
 
     /// Parses `URL` or `NAME=URL`. The text is split at the first `=` when what precedes it is not itself the
@@ -36,14 +47,17 @@ struct MountSource: Equatable, Sendable {
                         "'\(Redaction.redact(trimmed))': the name '\(name)' cannot name a file (\(problem)); give a "
                         + "plain file name before '=', or leave 'NAME=' out to name the file after its URL")
                 }
-                self.init(url: rest, name: name)
+                let (url, mirrors) = Self.urls(in: rest)
+                self.init(url: url, name: name, mirrors: mirrors)
                 return
             }
         }
-        self.init(url: trimmed)
+        let (url, mirrors) = Self.urls(in: trimmed)
+        self.init(url: url, mirrors: mirrors)
     }
 
-    /// Parses a list file: one `URL` or `NAME=URL` per line; blank lines and lines starting with `#` are skipped.
+    /// Parses a list file: one `URL` or `NAME=URL` per line, each optionally followed by mirrors of the same file
+    /// (`NAME=URL MIRROR...`); blank lines and lines starting with `#` are skipped.
     /// An error names the line.
     static func parseList(_ text: String, path: String = "list") throws(MountSourceError) -> [MountSource] {
         var sources: [MountSource] = []

@@ -1,0 +1,34 @@
+// A file's mirrors: registered for its transfers, and probed in the background, so that one whose length
+// disagrees is dropped (with a log line) before it serves a byte, and each one's validator is known for its own
+// If-Range.
+
+extension RangeFS {
+    /// Fetches the file `metadata` describes from `mirrors` too (besides its own URL), and, with `fromLinks`
+    /// (`--mirrors-from-links`: off by default, since a server then chooses where the bytes come from), from the
+    /// duplicates its probe's `Link` headers named. Each mirror is probed now, in the background. No mirror at all
+    /// forgets any the file had.
+    public func useMirrors(_ mirrors: [String], for metadata: RemoteMetadata, fromLinks: Bool = false) {
+        scheduler.useMirrors(mirrors + (fromLinks ? metadata.duplicates : []), for: metadata)
+    }
+
+    /// What status shows of the file at `url`'s URLs, when it has mirrors.
+    func mirrorStatus(of url: String) -> [MirrorStatus]? {
+        guard let mirrorSet = scheduler.mirrors.mirrors(of: url) else { return nil }
+        let now = MonotonicClock.seconds()
+        return mirrorSet.snapshot.map { mirror in
+            let state = switch mirror.condition {
+            case .usable: "usable"
+            case .setAside(let until) where until > now: "set aside"
+            case .setAside: "usable"
+            case .dropped: "dropped"
+            }
+            return MirrorStatus(url: Redaction.redact(mirror.url), state: state, bytesPerSecond: mirror.speed,
+                                bytes: mirror.bytes, lastError: mirror.lastError)
+        }
+    }
+
+    /// The mirrors of the file at `url` (without `url` itself), for the saved list and status.
+    func mirrors(of url: String) -> [String] {
+        Array(scheduler.mirrors.mirrors(of: url)?.urls.dropFirst() ?? [])
+    }
+}

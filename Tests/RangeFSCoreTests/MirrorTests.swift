@@ -1,0 +1,149 @@
+import Logging
+@testable import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Issue 28's mirrors in the core: which mirror a request asks, and what a failure does, without sockets.
+final class MirrorSetTests: XCTestCase {
+    final class Clock: @unchecked Sendable {
+        var now = 1000.0
+    }
+
+    func makeSet(_ count: Int, clock: Clock = Clock()) -> MirrorSet {
+        MirrorSet(urls: (0..<count).map { "http://m\($0)/f" }, clock: { clock.now })
+    }
+
+    func testEveryUnmeasuredMirrorIsTriedBeforeAnyGetsASecondRequest() {
+        let mirrors = makeSet(3)
+        let chosen = (0..<3).map { _ in mirrors.choose().index }
+        XCTAssertEqual(Set(chosen), [0, 1, 2])
+    }
+
+    func testLoadFollowsMeasuredSpeed() {
+        let mirrors = makeSet(2)
+        // Mirror 0 measured at 30 MB/s per request, mirror 1 at 10 MB/s.
+        mirrors.finished(mirrors.choose(), bytes: 30 << 20, seconds: 1, error: nil)
+        mirrors.finished(mirrors.choose(), bytes: 10 << 20, seconds: 1, error: nil)
+        let running = (0..<8).map { _ in mirrors.choose().index }
+        XCTAssertEqual(running.filter { $0 == 0 }.count, 6, "\(running)")
+        XCTAssertEqual(running.filter { $0 == 1 }.count, 2, "\(running)")
+    }
+
+    func testAFailedMirrorIsSetAsideWithAGrowingBackoffAndComesBack() {
+        let clock = Clock()
+        let mirrors = makeSet(2, clock: clock)
+        let first = mirrors.choose()
+        mirrors.finished(first, bytes: 0, seconds: 0.1, error: .connectionRefused)
+        mirrors.setAside(first, because: .connectionRefused)
+        XCTAssertTrue(mirrors.hasUsableMirror)
+        XCTAssertEqual((0..<5).map { _ in mirrors.choose().index }, Array(repeating: 1 - first.index, count: 5))
+        clock.now += 2.1
+        XCTAssertEqual(mirrors.snapshot[first.index].condition, .setAside(until: 1002))
+        _ = mirrors.choose()  // its backoff ended: usable again
+        XCTAssertEqual(mirrors.snapshot[first.index].condition, .usable)
+        mirrors.setAside(first, because: .timedOut)  // a second failure in a row: 4 s
+        XCTAssertEqual(mirrors.snapshot[first.index].condition, .setAside(until: clock.now + 4))
+        XCTAssertEqual(mirrors.snapshot[first.index].lastError, FetchError.timedOut.userMessage)
+    }
+
+    func testWhenEveryMirrorIsSetAsideTheOneBackFirstIsAsked() {
+        let clock = Clock()
+        let mirrors = makeSet(2, clock: clock)
+        let first = mirrors.choose()
+        mirrors.setAside(first, because: .connectionRefused)
+        clock.now += 1
+        let second = mirrors.choose()
+        mirrors.setAside(second, because: .connectionRefused)
+        XCTAssertFalse(mirrors.hasUsableMirror)
+        XCTAssertEqual(mirrors.choose().index, first.index, "the first one set aside is back first")
+    }
+
+    func testAMirrorOfAnotherLengthIsDroppedButThePrimaryNeverIs() {
+        let mirrors = makeSet(3)
+        XCTAssertFalse(mirrors.learn(2, size: 999, expected: 1000, validator: "\"x\""))
+        XCTAssertTrue(mirrors.learn(1, size: 1000, expected: 1000, validator: "\"b\""))
+        XCTAssertEqual(mirrors.snapshot[2].condition, .dropped)
+        XCTAssertEqual(mirrors.snapshot[1].validator, "\"b\"")
+        mirrors.drop(MirrorSet.Choice(index: 0, url: "http://m0/f", validator: nil), reason: "no")
+        XCTAssertEqual(mirrors.snapshot[0].condition, .usable)
+        XCTAssertFalse((0..<10).map { _ in mirrors.choose().index }.contains(2))
+    }
+}
+
+/// Mirrors through the scheduler and the cache, over an in-memory origin.
+final class MirrorFetchTests: XCTestCase {
+    let primary = "http://a/data.bin"
+    let mirror = "http://b/data.bin"
+    let bytes = pseudoRandomBytes(count: 3_000_000)
+    var directory: TemporaryDirectory!
+    var origin: MemoryOrigin!
+    var fileSystem: RangeFS!
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory(prefix: "mirrors")
+        origin = MemoryOrigin()
+        origin.serve(primary, bytes: bytes, etag: "\"a1\"")
+        origin.serve(mirror, bytes: bytes, etag: "\"b1\"")
+        var policy = FetchPolicy()
+        policy.retryDelay = .milliseconds(10)
+        fileSystem = try makeTestFileSystem(origin: origin, urls: [primary], directory: directory.path, policy: policy)
+        fileSystem.useMirrors([mirror], for: fileSystem.catalog.item(named: "data.bin")!.metadata)
+        let deadline = Date().addingTimeInterval(5)
+        while fileSystem.scheduler.mirrors.mirrors(of: primary)?.snapshot[1].validator == nil && Date() < deadline {
+            usleep(1000)
+        }
+    }
+
+    override func tearDown() {
+        fileSystem = nil
+        origin = nil
+        directory = nil
+        super.tearDown()
+    }
+
+    func read(offset: Int, count: Int) throws -> Result<[UInt8], FileSystemError> {
+        let inode = fileSystem.catalog.item(named: "data.bin")!.inode
+        let handle = try fileSystem.open(inode).get().handle
+        return try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: UInt64(offset), count: count))
+    }
+
+    func testEachMirrorGetsItsOwnValidatorAndACutRequestGoesOnFromItsByteOnTheOther() throws {
+        origin.dropAfterBytes = 100_000
+        origin.dropsLeft = 1
+        XCTAssertEqual(try read(offset: 0, count: 1_000_000).get(), Array(bytes[..<1_000_000]))
+        let requests = origin.requests
+        XCTAssertGreaterThanOrEqual(requests.count, 2)
+        XCTAssertNotEqual(requests[1].url, requests[0].url, "the rest was asked of the other mirror")
+        XCTAssertEqual(requests[1].range?.lowerBound, 100_000, "from the byte where the first broke")
+        for request in requests {
+            XCTAssertEqual(request.ifRange, request.url == primary ? "\"a1\"" : "\"b1\"", "\(request)")
+        }
+    }
+
+    func testAReaderSeesAnErrorOnlyWhenEveryMirrorFailed() throws {
+        origin.remove(primary)
+        XCTAssertEqual(try read(offset: 0, count: 500_000).get(), Array(bytes[..<500_000]))
+        origin.remove(mirror)
+        guard case .failure = try read(offset: 2_000_000, count: 100_000) else {
+            return XCTFail("a read with every mirror gone succeeded")
+        }
+    }
+
+    func testAMirrorThatIgnoresRangeIsDroppedAndTheFileIsNotMadeRangeless() throws {
+        // The mirror's server answers 200 with the whole body to a ranged request (same validator).
+        origin.ignoresRange = true
+        let result = try read(offset: 0, count: 200_000)
+        origin.ignoresRange = false
+        if case .success(let got) = result { XCTAssertEqual(got, Array(bytes[..<200_000])) }
+        XCTAssertEqual(try read(offset: 1_000_000, count: 200_000).get(), Array(bytes[1_000_000..<1_200_000]))
+        let states = fileSystem.mirrorStatus(of: primary)?.map(\.state) ?? []
+        XCTAssertEqual(states[1], "dropped", "\(states)")
+    }
+
+    func testLinkDuplicatesAreParsed() {
+        let found = RemoteMetadata.duplicates(
+            inLink: "<http://m1/f.iso>; rel=duplicate; pri=1, </other/f.iso>; rel=\"duplicate\", <http://x/>; rel=describedby",
+            base: "http://origin/dir/f.iso")
+        XCTAssertEqual(found, ["http://m1/f.iso", "http://origin/other/f.iso"])
+    }
+}
