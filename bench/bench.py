@@ -59,8 +59,13 @@ def make_file(path, size, seed):
 class Nginx:
     """A direct origin (nginx), and a proxy in front of it that caps each connection at 8 MiB/s (capproxy.py)."""
 
+    # The mirrors scenario: three more servers of the same files, each behind its own pacing proxy, unequal.
+    MIRROR_RATES = (4 * MiB, 8 * MiB, 16 * MiB)
+
     def __init__(self, work, www):
         self.work, self.direct, self.capped = work, free_port(), free_port()
+        self.mirror_direct = [free_port() for _ in Nginx.MIRROR_RATES]
+        self.mirror_capped = [free_port() for _ in Nginx.MIRROR_RATES]
         # The same files over TLS, HTTP/2 offered.
         self.tls = free_port()
         logs = os.path.join(work, "logs")
@@ -89,6 +94,8 @@ http {{
            # The library scenario: each folder of files listed as nginx's JSON too.
            location ~ ^/json/(?<folder>[^/]+)/(?<rest>.*)$ {{ alias {www}/library/$folder/$rest; autoindex on;
                                                             autoindex_format json; }} }}
+  {" ".join(f"server {{ listen 127.0.0.1:{port}; root {www}; keepalive_requests 100000; }}"
+            for port in self.mirror_direct)}
   log_format protocols '$server_port|$server_protocol|$body_bytes_sent';
   server {{ listen 127.0.0.1:{self.tls} ssl http2; {tls} }}
 }}
@@ -97,7 +104,11 @@ http {{
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.proxy = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "capproxy.py"), str(self.capped),
                                        str(self.direct), str(8 * MiB)])
-        for port in (self.direct, self.capped, self.tls):
+        self.mirror_proxies = [
+            subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "capproxy.py"), str(listen), str(port),
+                              str(rate)])
+            for listen, port, rate in zip(self.mirror_capped, self.mirror_direct, Nginx.MIRROR_RATES)]
+        for port in (self.direct, self.capped, self.tls, *self.mirror_capped):
             for _ in range(100):
                 try:
                     socket.create_connection(("127.0.0.1", port), 0.1).close()
@@ -107,6 +118,20 @@ http {{
 
     def url(self, name, capped=False):
         return f"http://127.0.0.1:{self.capped if capped else self.direct}/{name}"
+
+    def mirror_urls(self, name):
+        """The URLs of `name` on the three paced mirrors."""
+        return [f"http://127.0.0.1:{port}/{name}" for port in self.mirror_capped]
+
+    def mirror_bytes(self, name):
+        """Body bytes each mirror sent for `name` since the log was cleared, not counting 1-byte probes."""
+        sent = {port: 0 for port in self.mirror_direct}
+        with open(self.access_log) as f:
+            for line in f:
+                port, status, size, rng, uri = line.rstrip("\n").split("|")
+                if int(port) in sent and uri == "/" + name and rng != "bytes=0-0":
+                    sent[int(port)] += int(size)
+        return [sent[port] for port in self.mirror_direct]
 
     def tls_url(self, name):
         return f"https://127.0.0.1:{self.tls}/{name}"
@@ -144,7 +169,7 @@ http {{
         return pids
 
     def stop(self):
-        for process in (self.proxy, self.process):
+        for process in (self.proxy, *self.mirror_proxies, self.process):
             process.terminate()
             process.wait(timeout=10)
 
@@ -601,6 +626,35 @@ class Bench:
         self.compare_with_baseline("cold cp, capped", ours["rangefs"], ours.get("baseline"))
         self.results["  (curl, one capped connection)"] = (curl, "", 0, None)
 
+    def mirrors(self):
+        """Three mirrors of one file, paced at 4, 8 and 16 MiB/s per connection: rangefs given the three URLs (one
+        file) against aria2c given the same three, both with 8 connections."""
+        name, size = "capped.bin", self.sizes["capped.bin"]
+        urls = self.nginx.mirror_urls(name)
+        dest = os.path.join(self.work, "mirrored.out")
+        aria, shares = [], []
+        ours = {label: [] for label, _ in self.builds()}
+        for _ in range(self.args.runs):
+            drop_caches()
+            aria.append(size / timed(["aria2c", "-q", "-x8", "-s8", "-k1M", "--allow-overwrite=true",
+                                      "--auto-file-renaming=false", "-d", self.work, "-o", "mirrored.out", *urls]))
+            self.check_copy(dest, name)
+            os.remove(dest)
+            for label, binary in self.builds():
+                self.nginx.clear_log()
+                ours[label].append(self.cold_copy(binary, f"{name}={' '.join(urls)}", name, dest))
+                if label == "rangefs":
+                    shares.append(self.nginx.mirror_bytes(name))
+        self.results["cold cp, 3 mirrors, 4/8/16 MiB/s per conn"] = (statistics.median(ours["rangefs"]),
+                                                                      "aria2c -x8 -s8, 3 URLs",
+                                                                      statistics.median(aria), 0.9)
+        self.compare_with_baseline("cold cp, 3 mirrors", ours["rangefs"], ours.get("baseline"))
+        # Every mirror must have served part of each copy, the fastest the most.
+        last = shares[-1]
+        self.checks.append(("every mirror served part of the copy", all(b > 0 for b in last)))
+        log("  rangefs's bytes per mirror (4/8/16 MiB/s), last run: "
+            + ", ".join(f"{b / MiB:.1f} MiB" for b in last))
+
     def random_reads(self):
         """Goal 4: 200 cold random 4 KiB reads: p99 with a background fill of the same file running, against none
         (medians over the runs); and origin bytes per byte read with --prefetch=none."""
@@ -944,7 +998,8 @@ def main():
     parser.add_argument("--baseline", default=None, metavar="BINARY",
                         help="another rangefs build (e.g. the previous main) measured in the same runs, alternating")
     parser.add_argument("--json", help="also write the medians here")
-    parser.add_argument("--only", choices=["fast", "kill", "capped", "random", "memory", "scan", "tls", "library"],
+    parser.add_argument("--only", choices=["fast", "kill", "capped", "mirrors", "random", "memory", "scan", "tls",
+                                           "library"],
                         action="append")
     parser.add_argument("--rangefs-option", action="append", default=[], metavar="OPTION",
                         help="pass this option to every rangefs mount (repeat it), to compare settings")
@@ -968,8 +1023,9 @@ def main():
         log(f"preparing files in {bench.work} (big {args.size // MiB} MiB, capped {args.capped_size // MiB} MiB, "
             f"8 x {args.multi_size // MiB} MiB), {args.runs} run(s) each")
         bench.prepare()
-        only = args.only or ["fast", "kill", "capped", "random", "memory", "scan", "tls", "library"]
+        only = args.only or ["fast", "kill", "capped", "mirrors", "random", "memory", "scan", "tls", "library"]
         for key, scenario in [("fast", bench.cold_fast), ("kill", bench.kill_resume), ("capped", bench.capped),
+                              ("mirrors", bench.mirrors),
                               ("random", bench.random_reads), ("memory", bench.memory), ("scan", bench.scan),
                               ("tls", bench.tls), ("library", bench.library)]:
             if key in only:

@@ -43,6 +43,8 @@ final class MountOptionsTests: XCTestCase {
         XCTAssertEqual(config.fileSystem.revalidateAfter, .seconds(60))                  // --revalidate 60
         XCTAssertNil(config.store.maxBytes)                                              // --cache-max-size none
         XCTAssertNil(config.fetch.maxDownloads)                                          // --max-downloads none
+        XCTAssertEqual(config.http.proxyResetAfter, 300)                                 // --proxy-reset-after 300
+        XCTAssertFalse(config.mirrorsFromLinks)                                          // --mirrors-from-links off
         // And the rest of the usage line: 64K blocks, the default cache, background, owned by who mounts.
         XCTAssertEqual(config.fileSystem.blockSize, 64 << 10)
         XCTAssertEqual(config.cacheRoot, "/home/u/.cache/rangefs")
