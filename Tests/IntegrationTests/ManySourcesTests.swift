@@ -115,6 +115,46 @@ final class ManySourcesTests: MountTestCase {
                              "the changed mirror was never asked, so this test proved nothing")
     }
 
+    // Mirrors from the other two places: a server's `Link: <URL>; rel=duplicate` (with --mirrors-from-links),
+    // and `rangefs add URL MIRROR`; both show in status, serve bytes, and are saved with the file.
+    func testMirrorsFromLinkHeadersAndFromAdd() throws {
+        let second = try NginxOrigin()
+        defer { second.stop() }
+        var extras = NginxOrigin.Extras()
+        extras.locations = { _, _ in
+            "location = /linked.bin { add_header Link '<http://127.0.0.1:\(second.port)/linked.bin>; rel=duplicate'; }"
+        }
+        let first = try NginxOrigin(extras)
+        defer { first.stop() }
+        let linked = try first.serveRandomFile("linked.bin", size: 16 << 20)
+        try FileManager.default.copyItem(atPath: first.path("linked.bin"), toPath: second.path("linked.bin"))
+        let added = try first.serveRandomFile("added.bin", size: 16 << 20)
+        try FileManager.default.copyItem(atPath: first.path("added.bin"), toPath: second.path("added.bin"))
+
+        try mount([first.url("linked.bin")], extra: ["--mirrors-from-links"])
+        let result = try driver.run(["add", first.url("added.bin"), second.url("added.bin"), "--mount", mountpoint])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/linked.bin"), linked)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/added.bin"), added)
+        let files = try XCTUnwrap(try statusJSON()["files"] as? [[String: Any]])
+        for (name, mirror) in [("linked.bin", second.url("linked.bin")), ("added.bin", second.url("added.bin"))] {
+            let file = try XCTUnwrap(files.first { $0["name"] as? String == name })
+            let urls = (file["mirrors"] as? [[String: Any]] ?? []).compactMap { $0["url"] as? String }
+            XCTAssertEqual(urls, [first.url(name), mirror], "\(file)")
+            XCTAssertGreaterThan(dataBytes(second, "/" + name), 0, "the mirror of \(name) served nothing")
+        }
+        // Without the option, a Link header adds nothing.
+        try driver.unmount(mountpoint, cache: cache)
+        let saved = try String(contentsOfFile: cache + "/catalog.json", encoding: .utf8)
+        XCTAssertTrue(saved.contains(second.url("added.bin")), saved)
+        let plain = scratch.path + "/plain"
+        try FileManager.default.createDirectory(atPath: plain, withIntermediateDirectories: true)
+        let mounted = try driver.mount(plain, urls: [first.url("linked.bin")], cache: scratch.path + "/cache2")
+        XCTAssertEqual(mounted.status, 0, mounted.stderr)
+        let status = try driver.run(["status", plain, "--json"])
+        XCTAssertFalse(status.stdout.contains("\"mirrors\""), status.stdout)
+    }
+
     /// A tinyproxy on `port` (a random one when nil) that logs each request it carries.
     func tinyproxy(_ folder: String, name: String, port: Int? = nil) throws -> (BackgroundProcess, Int) {
         func start(_ port: Int) throws -> BackgroundProcess {
