@@ -247,7 +247,7 @@ final class Transfer: @unchecked Sendable {
             session.redirects.remember(effectiveURL, for: originalURL)
         }
         let head = ResponseHead(status: status, headers: responseHeaders, effectiveURL: effectiveURL,
-                                proxy: status >= 500 ? proxyName : nil)
+                                proxy: proxyName)
         sinkHeard = true
         if !sink.receive(head: head) {
             cancelledBySink = true

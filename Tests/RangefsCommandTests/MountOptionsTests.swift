@@ -45,6 +45,7 @@ final class MountOptionsTests: XCTestCase {
         XCTAssertNil(config.fetch.maxDownloads)                                          // --max-downloads none
         XCTAssertEqual(config.http.proxyResetAfter, 300)                                 // --proxy-reset-after 300
         XCTAssertFalse(config.mirrorsFromLinks)                                          // --mirrors-from-links off
+        XCTAssertNil(config.metrics)                                                     // --metrics none
         // And the rest of the usage line: 64K blocks, the default cache, background, owned by who mounts.
         XCTAssertEqual(config.fileSystem.blockSize, 64 << 10)
         XCTAssertEqual(config.cacheRoot, "/home/u/.cache/rangefs")

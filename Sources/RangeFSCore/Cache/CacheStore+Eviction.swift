@@ -50,7 +50,9 @@ extension CacheStore {
                 let record = queue.records[queue.head]
                 queue.head += 1
                 guard let entry = record.entry, entry.stamp(of: record.block) == record.stamp else { continue }
-                queue.usedBytes -= entry.evict(record.block, stamp: record.stamp)
+                let freed = entry.evict(record.block, stamp: record.stamp)
+                queue.usedBytes -= freed
+                Metrics.shared.add("rangefs_evicted_bytes_total", UInt64(freed))
             }
             queue.usedBytes += bytes
         }

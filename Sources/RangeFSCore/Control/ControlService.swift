@@ -53,6 +53,7 @@ public final class ControlService: Sendable {
         case .pin: return pin(name: request.name)
         case .evict: return evict(name: request.name)
         case .identify: return ControlResponse(ok: true, pid: getpid())
+        case .metrics: return ControlResponse(ok: true, message: Metrics.shared.prometheusText)
         }
     }
 

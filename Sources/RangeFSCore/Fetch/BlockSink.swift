@@ -51,6 +51,10 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private var attemptBegan = 0.0
     /// Set when the current mirror turned out to disagree with the file: why it is dropped.
     private var dropReason: String?
+    /// Body bytes received in the current attempt, and the proxy they came through: counted in `Metrics` once
+    /// the attempt ends (not per callback, on the hot path).
+    private var received = 0
+    private var proxy: String?
     private let blocks: Range<Int>
     /// Streams the whole file without a Range header, skipping blocks already present.
     private let wholeFile: Bool
@@ -135,6 +139,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     func promoteToDemand() { currentPriority.withLock { $0 = .demand } }
 
     func receive(head: ResponseHead) -> Bool {
+        proxy = head.proxy
         switch head.status {
         case 206 where !wholeFile:
             let value = head["content-range"] ?? "(missing)"
@@ -189,6 +194,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
+        received += body.count
         var remaining = body
         while !remaining.isEmpty {
             guard nextBlock < blocks.upperBound else {
@@ -222,6 +228,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
 
     func complete(error: FetchError?) {
         var outcome = failure ?? error
+        count(outcome)
         if let mirrors, let choice {
             mirrors.finished(choice, bytes: resumeOffset - attemptStart,
                              seconds: MonotonicClock.seconds() - attemptBegan, error: outcome)
@@ -271,6 +278,23 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         entry.abandon(blocks: nextBlock..<blocks.upperBound, error: BlockFailure(outcome))
         if outcome == .remoteChanged { owner.remoteChanged(entry) }
         finish(.done)
+    }
+
+    /// Adds the attempt's bytes (by source and proxy) and its failure, if any, to the process's metrics.
+    private func count(_ outcome: FetchError?) {
+        let metrics = Metrics.shared
+        if received > 0 {
+            let source = choice?.url ?? url
+            metrics.add("rangefs_fetched_bytes_total", UInt64(received),
+                        labels: ["source": URLOrigin.of(source) ?? "unknown",
+                                 "role": choice.map { $0.isPrimary ? "origin" : "mirror" } ?? "origin"])
+            if let proxy { metrics.add("rangefs_proxy_bytes_total", UInt64(received), labels: ["proxy": proxy]) }
+        }
+        received = 0
+        proxy = nil
+        if let outcome, outcome != .cancelled {
+            metrics.add("rangefs_fetch_errors_total", labels: ["kind": outcome.metricKind])
+        }
     }
 
     private func finish(_ outcome: TransferOutcome) {

@@ -70,6 +70,27 @@ public enum FetchError: Error, Sendable, Equatable {
         }
     }
 
+    /// The error's kind as a metrics label: a fixed word, never a message.
+    var metricKind: String {
+        switch self {
+        case .malformedURL, .needsPercentEncoding, .unsupportedScheme: "bad_url"
+        case .connectionRefused: "connection_refused"
+        case .hostNotFound: "host_not_found"
+        case .timedOut: "timed_out"
+        case .httpStatus(let status): status >= 500 ? "http_5xx" : "http_4xx"
+        case .badContentRange: "bad_content_range"
+        case .rangeIgnored: "range_ignored"
+        case .remoteChanged: "remote_changed"
+        case .shortBody: "cut_transfer"
+        case .transport: "transport"
+        case .cancelled: "cancelled"
+        case .certificate, .clientCertificate, .caCertificates: "tls"
+        case .proxy, .proxyStatus: "proxy"
+        case .listingTooLarge: "listing_too_large"
+        case .isDirectory: "is_directory"
+        }
+    }
+
     /// Whether trying the same request again may succeed.
     var isTransient: Bool {
         switch self {

@@ -29,7 +29,8 @@ public struct ResponseHead: Sendable, Equatable {
     var headers: [String: String]
     /// The URL that answered, after redirects; nil if the fetcher does not say.
     var effectiveURL: String?
-    /// For a server error (5xx): the proxy it came through (without credentials), if any.
+    /// The proxy the response came through (without credentials), if any: a 5xx names it, and its bytes are
+    /// counted for it.
     var proxy: String?
 
     public init(status: Int, headers: [String: String], effectiveURL: String? = nil, proxy: String? = nil) {

@@ -167,6 +167,7 @@ public final class RangeFS: Sendable {
         revalidator.revalidateIfDue(cacheEntry)
         if passthrough {
             cacheEntry.beginPassthrough()
+            Metrics.shared.add("rangefs_passthrough_opens_total")
             return .success(OpenedFile(handle: handle, keepCache: false, passthroughFile: cacheEntry.directory + "/data"))
         }
         let generation = cacheEntry.header.generation
@@ -247,7 +248,7 @@ public final class RangeFS: Sendable {
             if plan.range.isEmpty {
                 reply(.success(.bytes([])))
             } else {
-                serve(plan.range, of: entry, inode: file.inode, reply: reply)
+                serve(plan.range, of: entry, inode: file.inode, counted: true, reply: reply)
             }
             if let networkAhead = plan.networkAhead, !networkAhead.isEmpty {
                 scheduler.prefetch(entry, url: entry.header.url, blocks: entry.blocks(covering: networkAhead),
@@ -259,7 +260,14 @@ public final class RangeFS: Sendable {
     /// Answers a read of `range` once its blocks are readable, fetching those nobody fetches yet at demand
     /// priority. Also the retry of a read whose memory-held block was dropped before its reply: it asks for the
     /// blocks again without planning the read again.
-    private func serve(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, reply: @escaping Reply) {
+    private static let hitBytes = Metrics.Series("rangefs_read_bytes_total", labels: ["result": "hit"])
+    private static let missBytes = Metrics.Series("rangefs_read_bytes_total", labels: ["result": "miss"])
+    private static let hits = Metrics.Series("rangefs_reads_total", labels: ["result": "hit"])
+    private static let misses = Metrics.Series("rangefs_reads_total", labels: ["result": "miss"])
+
+    /// `counted`: the read is new (not a retry), and counts as a hit or a miss in the metrics.
+    private func serve(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, counted: Bool = false,
+                       reply: @escaping Reply) {
         let blocks = entry.blocks(covering: range)
         // The kernel's retry of a READ that just failed (see `CacheEntry.recentFailure`).
         let failedLately = entry.recentFailure(blocks)
@@ -273,6 +281,11 @@ public final class RangeFS: Sendable {
                 revalidator.answerStale(range, of: entry, inode: inode) { reply(.failure(.stale)) }
             case .failure(let failure): reply(.failure(Self.fileSystemError(for: failure.fetchError)))
             }
+        }
+        if counted {
+            let hit = if case .ready = availability { true } else { false }
+            Metrics.shared.add(hit ? Self.hitBytes : Self.missBytes, UInt64(range.count))
+            Metrics.shared.add(hit ? Self.hits : Self.misses)
         }
         switch availability {
         case .ready: answer(range, of: entry, inode: inode, reply: reply)

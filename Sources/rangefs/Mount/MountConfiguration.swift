@@ -22,6 +22,8 @@ struct MountConfiguration: Equatable {
     var logFile: String?
     /// Whether a file's probe's `Link: <URL>; rel=duplicate` headers add mirrors (`--mirrors-from-links`).
     var mirrorsFromLinks = false
+    /// Where `--metrics` serves the counters; nil for nowhere.
+    var metrics: MetricsServer.Address?
     /// Header lines for the origins of the given URLs (`--header`, `--cookie`).
     var headers: [String] = []
 
@@ -61,6 +63,7 @@ struct MountConfiguration: Equatable {
         http.noProxy = options.noproxy
         http.proxyResetAfter = options.proxyResetAfter
         mirrorsFromLinks = options.mirrorsFromLinks
+        metrics = options.metrics.flatMap(MetricsServer.parse)
         http.cookieFile = options.cookieFile
         http.netrcFile = options.netrcFile ?? (options.netrc ? "" : nil)
         headers = options.header + (options.cookie.map { ["Cookie: \($0)"] } ?? [])

@@ -178,6 +178,9 @@ struct MountOptions: ParsableArguments {
     @Flag(name: .long, help: "Also fetch each file from the URLs its server names in 'Link: <URL>; rel=duplicate' headers (RFC 6249).")
     var mirrorsFromLinks = false
 
+    @Option(name: .long, help: "Serve the mount's counters in the Prometheus text format at http://ADDR:PORT/metrics; ADDR defaults to 127.0.0.1 (e.g. --metrics 9464).")
+    var metrics: String?
+
     @Option(name: .long, help: "Hosts reached without the proxy, comma-separated; * for all (default: $no_proxy).")
     var noproxy: String?
 
@@ -203,6 +206,9 @@ struct MountOptions: ParsableArguments {
             } catch {
                 throw ValidationError(error.message)
             }
+        }
+        if let metrics, MetricsServer.parse(metrics) == nil {
+            throw ValidationError("invalid --metrics '\(metrics)'; give ADDR:PORT or PORT, e.g. --metrics 127.0.0.1:9464")
         }
         guard proxyResetAfter >= 1 else { throw ValidationError("--proxy-reset-after must be at least 1 second") }
         if key != nil && cert == nil { throw ValidationError("--key needs --cert (the client certificate it belongs to)") }

@@ -132,6 +132,19 @@ struct MountRunner {
         }
         // A URL given or saved before stays saved unless its server said it is gone.
         let controlService = ControlService(fileSystem: fileSystem, unmounted: probed.unmounted)
+        var metricsServer: MetricsServer?
+        if let metrics = configuration.metrics {
+            do {
+                metricsServer = try MetricsServer(address: metrics.address, port: metrics.port) {
+                    controlService.handle(ControlRequest(command: .metrics)).message ?? ""
+                }
+            } catch let failure as Failure {
+                return fail(failure.message)
+            } catch {
+                return fail("\(error)")
+            }
+        }
+        defer { metricsServer?.stop() }
         let mount: FUSEMount
         do {
             mount = try FUSEMount(fileSystem: fileSystem, mountpoint: target, settings: configuration.mount,

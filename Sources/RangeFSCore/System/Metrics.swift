@@ -1,0 +1,75 @@
+// What the daemon did, as counters for the people who run many machines (`--metrics ADDR:PORT` serves them as
+// Prometheus text; `rangefs status` stays the view of one mount). One registry per process, as Prometheus client
+// libraries have it: a mount is one process. Labels are bounded: sources are origins (scheme, host, port), never
+// whole URLs, so a library of 100,000 files from one server is one series.
+
+import Synchronization
+
+/// Counters, each a name and a set of labels; only ever added to.
+final class Metrics: Sendable {
+    static let shared = Metrics()
+
+    /// One series: a counter's name and its labels, sorted and formatted. Made once for series added on every
+    /// read, so that counting allocates nothing there.
+    struct Series: Hashable, Sendable {
+        let name: String
+        let labels: [String]
+
+        init(_ name: String, labels: KeyValuePairs<String, String> = [:]) {
+            self.name = name
+            self.labels = labels.map { "\($0.key)=\"\(Metrics.escape($0.value))\"" }.sorted()
+        }
+    }
+
+    private let counters = Mutex<[Series: UInt64]>([:])
+
+    /// What each counter means, for its `# HELP` line; every counter added is named here.
+    static let help: [String: String] = [
+        "rangefs_fetched_bytes_total": "Body bytes received for the cache, by source (origin or mirror, as scheme://host:port) and role.",
+        "rangefs_proxy_bytes_total": "Body bytes received for the cache through each proxy of --proxy.",
+        "rangefs_fetch_errors_total": "Failed transfer attempts, by kind.",
+        "rangefs_read_bytes_total": "Bytes read through the daemon: hit when every block was local, miss when a block had to be fetched.",
+        "rangefs_reads_total": "READ requests answered by the daemon, hit or miss as for rangefs_read_bytes_total.",
+        "rangefs_evicted_bytes_total": "Bytes dropped from the cache to stay under --cache-max-size.",
+        "rangefs_passthrough_opens_total": "Opens of complete files that the kernel reads itself (FUSE passthrough).",
+    ]
+
+    /// Counters without labels: shown as 0 before anything was added, so that a dashboard finds them.
+    static let unlabeled: Set<String> = ["rangefs_evicted_bytes_total", "rangefs_passthrough_opens_total"]
+
+    func add(_ name: String, _ value: UInt64 = 1, labels: KeyValuePairs<String, String> = [:]) {
+        add(Series(name, labels: labels), value)
+    }
+
+    func add(_ series: Series, _ value: UInt64 = 1) {
+        guard value > 0 else { return }
+        counters.withLock { $0[series, default: 0] &+= value }
+    }
+
+    /// The value of one series, 0 if it was never added to.
+    func value(_ name: String, labels: KeyValuePairs<String, String> = [:]) -> UInt64 {
+        let series = Series(name, labels: labels)
+        return counters.withLock { $0[series] ?? 0 }
+    }
+
+    /// The Prometheus text exposition format (version 0.0.4): HELP and TYPE once per name, then its series.
+    var prometheusText: String {
+        let snapshot = counters.withLock { $0 }
+        var text = ""
+        for name in Self.help.keys.sorted() {
+            text += "# HELP \(name) \(Self.help[name]!)\n# TYPE \(name) counter\n"
+            let series = snapshot.filter { $0.key.name == name }.sorted { $0.key.labels.lexicographicallyPrecedes($1.key.labels) }
+            if series.isEmpty && Self.unlabeled.contains(name) { text += "\(name) 0\n" }
+            for (key, value) in series {
+                text += name + (key.labels.isEmpty ? "" : "{" + key.labels.joined(separator: ",") + "}") + " \(value)\n"
+            }
+        }
+        return text
+    }
+
+    /// A label value as the format writes it: backslash, double quote and line feed escaped.
+    fileprivate static func escape(_ value: String) -> String {
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n")
+    }
+}

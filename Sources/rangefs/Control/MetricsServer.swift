@@ -1,0 +1,106 @@
+// `--metrics ADDR:PORT`: the mount's counters over HTTP, in the Prometheus text format, for the people who run
+// rangefs on many machines. One thread accepts; each request is one GET answered and closed (HTTP/1.0), so a
+// scraper that hangs holds nothing else up for longer than its 5 s read timeout.
+
+import Foundation
+import Glibc
+import Logging
+import RangeFSCore
+
+/// Serves `GET /metrics` on a TCP address until `stop`.
+final class MetricsServer: @unchecked Sendable {
+    // @unchecked Sendable: `listener` is immutable; the text source is a Sendable closure.
+    private let listener: Int32
+    private let text: @Sendable () -> String
+
+    /// Where to listen.
+    struct Address: Equatable {
+        let address: String
+        let port: UInt16
+    }
+
+    /// `ADDR:PORT`, `:PORT` or `PORT` (address 127.0.0.1); nil when the text is no such thing.
+    static func parse(_ text: String) -> Address? {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count <= 2, let port = UInt16(parts.last ?? ""), port > 0 else { return nil }
+        let address = parts.count == 2 && !parts[0].isEmpty ? String(parts[0]) : "127.0.0.1"
+        var probe = in_addr()
+        guard inet_pton(AF_INET, address, &probe) == 1 else { return nil }
+        return Address(address: address, port: port)
+    }
+
+    /// Listens on `address:port`; throws the one-line reason when it cannot.
+    init(address: String, port: UInt16, text: @escaping @Sendable () -> String) throws {
+        self.text = text
+        listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var yes: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var socketAddress = sockaddr_in()
+        socketAddress.sin_family = sa_family_t(AF_INET)
+        socketAddress.sin_port = port.bigEndian
+        inet_pton(AF_INET, address, &socketAddress.sin_addr)
+        let bound = withUnsafePointer(to: &socketAddress) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, listen(listener, 16) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(listener)
+            throw MountRunner.Failure("cannot serve --metrics on \(address):\(port) (\(reason)); choose another port")
+        }
+        let thread = Thread { [self] in serve() }
+        thread.name = "rangefs-metrics"
+        thread.start()
+    }
+
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    private func serve() {
+        while true {
+            let connection = accept(listener, nil, nil)
+            if connection < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            answer(connection)
+            close(connection)
+        }
+    }
+
+    private func answer(_ connection: Int32) {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        // The request line is all that matters; the headers end at an empty line.
+        while received.count < 16 << 10 {
+            let got = recv(connection, &buffer, buffer.count, 0)
+            if got <= 0 { break }
+            received += buffer[..<got]
+            if String(decoding: received, as: UTF8.self).contains("\r\n\r\n") { break }
+        }
+        let line = String(decoding: received.prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") },
+                          as: UTF8.self).split(separator: " ")
+        let response: String
+        if line.count >= 2, line[0] == "GET", line[1] == "/metrics" || line[1].hasPrefix("/metrics?") {
+            let body = text()
+            response = "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+        } else {
+            let body = "rangefs serves its metrics at GET /metrics\n"
+            response = "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: \(body.utf8.count)\r\n"
+                + "Connection: close\r\n\r\n" + body
+        }
+        let bytes = Array(response.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let wrote = bytes[sent...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if wrote <= 0 { return }
+            sent += wrote
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import Glibc
+@testable import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Issue 29's metrics: `--metrics ADDR:PORT` serves Prometheus text whose values match the servers' access logs.
+final class MetricsTests: MountTestCase {
+    /// A port nothing listens on now (the kernel's choice for a socket bound to port 0).
+    func freePort() throws -> Int {
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(probe) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &address) { pointer in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                guard bind(probe, $0, length) == 0, getsockname(probe, $0, &length) == 0 else {
+                    throw TestSupportError("cannot find a free port")
+                }
+            }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// The value of the series `name{labels}` in `text`, or nil when it is not there.
+    func value(_ text: String, _ series: String) -> UInt64? {
+        text.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { UInt64($0.split(separator: " ").last!) }
+    }
+
+    func scrape(_ port: Int, path: String = "/metrics") throws -> ProcessResult {
+        try Shell.run("/usr/bin/curl", ["-s", "-w", "\n%{http_code}", "http://127.0.0.1:\(port)\(path)"])
+    }
+
+    /// Body bytes a server sent for `path` in 206 answers, without 1-byte probes.
+    func dataBytes(_ origin: NginxOrigin, _ path: String) -> UInt64 {
+        origin.accessLog().filter { $0.path == path && $0.status == 206 && $0.range != "bytes=0-0" }
+            .reduce(0) { $0 + $1.bodyBytes }
+    }
+
+    func testTheEndpointsCountersMatchTheAccessLogsOfACopy() throws {
+        let mirror = try NginxOrigin()
+        defer { mirror.stop() }
+        let size = 24 << 20
+        let expected = try origin.serveRandomFile("metered.bin", size: size)
+        try FileManager.default.copyItem(atPath: origin.path("metered.bin"), toPath: mirror.path("metered.bin"))
+        origin.clearAccessLog()
+        let port = try freePort()
+        try mount(["metered.bin=\(origin.url("metered.bin")) \(mirror.url("metered.bin"))"],
+                  extra: ["--metrics", "127.0.0.1:\(port)"])
+        let copy = scratch.path + "/copy"
+        try Shell.run("/bin/cp", [mountpoint + "/metered.bin", copy])
+        XCTAssertEqual(try Shell.sha256(of: copy), expected)
+        usleep(300_000)  // nginx logs a response once it is sent
+
+        let scraped = try scrape(port)
+        XCTAssertTrue(scraped.stdout.hasSuffix("\n200"), scraped.stdout)
+        let text = scraped.stdout
+        XCTAssertTrue(text.contains("# TYPE rangefs_fetched_bytes_total counter"), text)
+        let fromOrigin = value(text, "rangefs_fetched_bytes_total{role=\"origin\",source=\"http://127.0.0.1:\(origin.port)\"}")
+        let fromMirror = value(text, "rangefs_fetched_bytes_total{role=\"mirror\",source=\"http://127.0.0.1:\(mirror.port)\"}")
+        XCTAssertEqual(fromOrigin, dataBytes(origin, "/metered.bin"), text)
+        XCTAssertEqual(fromMirror, dataBytes(mirror, "/metered.bin"), text)
+        XCTAssertEqual((fromOrigin ?? 0) + (fromMirror ?? 0), UInt64(size), "each byte fetched once")
+        let hits = value(text, "rangefs_read_bytes_total{result=\"hit\"}") ?? 0
+        let misses = value(text, "rangefs_read_bytes_total{result=\"miss\"}") ?? 0
+        XCTAssertEqual(hits + misses, UInt64(size), "every byte the copy read counted once: \(text)")
+        XCTAssertGreaterThan(misses, 0, "the first read had to wait for the network")
+        XCTAssertEqual(value(text, "rangefs_evicted_bytes_total"), 0)
+        XCTAssertNil(value(text, "rangefs_fetch_errors_total{kind=\"connection_refused\"}"))
+
+        // A complete file opened again once it is committed (0.5 s): the kernel reads it itself, and the counter
+        // says so.
+        sleep(1)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/metered.bin"), expected)
+        XCTAssertGreaterThanOrEqual(value(try scrape(port).stdout, "rangefs_passthrough_opens_total") ?? 0, 1)
+
+        // The mirror goes down: the next fetch's failure is counted by kind.
+        let evicted = try driver.run(["evict", "metered.bin", "--mount", mountpoint])
+        XCTAssertEqual(evicted.status, 0, evicted.stderr)
+        mirror.halt()
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/metered.bin"), expected)
+        let after = try scrape(port).stdout
+        XCTAssertNotNil(value(after, "rangefs_fetch_errors_total{kind=\"connection_refused\"}"), after)
+
+        XCTAssertTrue(try scrape(port, path: "/").stdout.hasSuffix("\n404"))
+    }
+
+    func testABadMetricsAddressIsNamedWithItsFix() throws {
+        let result = try driver.run(["mount", mountpoint, origin.url("x.bin"), "--cache", cache, "--metrics", "localhost:99999"])
+        XCTAssertNotEqual(result.status, 0)
+        XCTAssertTrue(result.stderr.contains("invalid --metrics 'localhost:99999'; give ADDR:PORT or PORT"), result.stderr)
+    }
+}
