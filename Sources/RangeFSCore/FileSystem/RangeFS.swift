@@ -260,11 +260,6 @@ public final class RangeFS: Sendable {
     /// Answers a read of `range` once its blocks are readable, fetching those nobody fetches yet at demand
     /// priority. Also the retry of a read whose memory-held block was dropped before its reply: it asks for the
     /// blocks again without planning the read again.
-    private static let hitBytes = Metrics.Series("rangefs_read_bytes_total", labels: ["result": "hit"])
-    private static let missBytes = Metrics.Series("rangefs_read_bytes_total", labels: ["result": "miss"])
-    private static let hits = Metrics.Series("rangefs_reads_total", labels: ["result": "hit"])
-    private static let misses = Metrics.Series("rangefs_reads_total", labels: ["result": "miss"])
-
     /// `counted`: the read is new (not a retry), and counts as a hit or a miss in the metrics.
     private func serve(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, counted: Bool = false,
                        reply: @escaping Reply) {
@@ -284,8 +279,7 @@ public final class RangeFS: Sendable {
         }
         if counted {
             let hit = if case .ready = availability { true } else { false }
-            Metrics.shared.add(hit ? Self.hitBytes : Self.missBytes, UInt64(range.count))
-            Metrics.shared.add(hit ? Self.hits : Self.misses)
+            Metrics.shared.countRead(bytes: range.count, hit: hit)
         }
         switch availability {
         case .ready: answer(range, of: entry, inode: inode, reply: reply)

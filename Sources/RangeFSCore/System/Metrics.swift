@@ -22,6 +22,22 @@ final class Metrics: Sendable {
     }
 
     private let counters = Mutex<[Series: UInt64]>([:])
+    /// The counters of every READ, kept apart in atomics: no lock on the read path. Bytes and READs, hit and miss.
+    private let hitBytes = Atomic<UInt64>(0)
+    private let missBytes = Atomic<UInt64>(0)
+    private let hits = Atomic<UInt64>(0)
+    private let misses = Atomic<UInt64>(0)
+
+    /// Counts one READ of `bytes`: a hit when every block was local.
+    func countRead(bytes: Int, hit: Bool) {
+        if hit {
+            hitBytes.add(UInt64(bytes), ordering: .relaxed)
+            hits.add(1, ordering: .relaxed)
+        } else {
+            missBytes.add(UInt64(bytes), ordering: .relaxed)
+            misses.add(1, ordering: .relaxed)
+        }
+    }
 
     /// What each counter means, for its `# HELP` line; every counter added is named here.
     static let help: [String: String] = [
@@ -49,12 +65,25 @@ final class Metrics: Sendable {
     /// The value of one series, 0 if it was never added to.
     func value(_ name: String, labels: KeyValuePairs<String, String> = [:]) -> UInt64 {
         let series = Series(name, labels: labels)
-        return counters.withLock { $0[series] ?? 0 }
+        return snapshot[series] ?? 0
+    }
+
+    /// Every series with its value, the read counters included.
+    private var snapshot: [Series: UInt64] {
+        var all = counters.withLock { $0 }
+        let reads: [(String, String, UInt64)] = [
+            ("rangefs_read_bytes_total", "hit", hitBytes.load(ordering: .relaxed)),
+            ("rangefs_read_bytes_total", "miss", missBytes.load(ordering: .relaxed)),
+            ("rangefs_reads_total", "hit", hits.load(ordering: .relaxed)),
+            ("rangefs_reads_total", "miss", misses.load(ordering: .relaxed)),
+        ]
+        for (name, result, value) in reads where value > 0 { all[Series(name, labels: ["result": result])] = value }
+        return all
     }
 
     /// The Prometheus text exposition format (version 0.0.4): HELP and TYPE once per name, then its series.
     var prometheusText: String {
-        let snapshot = counters.withLock { $0 }
+        let snapshot = self.snapshot
         var text = ""
         for name in Self.help.keys.sorted() {
             text += "# HELP \(name) \(Self.help[name]!)\n# TYPE \(name) counter\n"
