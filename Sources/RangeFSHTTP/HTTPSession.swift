@@ -28,11 +28,7 @@ public final class HTTPSession: Sendable {
     /// The proxy of the chain for a request of `url` at byte `offset`, or nil when the chain is not used for it
     /// (no `--proxy`, or `--noproxy`/`no_proxy` names its host).
     func chainProxy(for url: String, offset: UInt64) -> ProxyChain.Proxy? {
-        guard let proxyChain, let origin = URLOrigin.of(url) else { return nil }
-        let https = origin.hasPrefix("https:")
-        let host = String(origin.dropFirst(https ? 8 : 7).split(separator: ":").dropLast().joined(separator: ":"))
-        let exceptions = options.noProxy ?? environment["no_proxy"] ?? environment["NO_PROXY"] ?? ""
-        if Self.matches(host: host, noProxy: exceptions) { return nil }
+        guard let proxyChain, let origin = URLOrigin.of(url), !bypassesProxy(origin) else { return nil }
         // Shards of 4 MiB: a request resumed inside one goes to the same proxy.
         return proxyChain.choose(key: url + "#" + String(offset >> 22))
     }
@@ -41,16 +37,21 @@ public final class HTTPSession: Sendable {
     /// environment libcurl reads (`http_proxy` for http, `https_proxy`/`HTTPS_PROXY` for https, then
     /// `all_proxy`/`ALL_PROXY`), unless `--noproxy`/`no_proxy` names the host.
     public func proxy(for url: String) -> String? {
-        guard let origin = URLOrigin.of(url) else { return nil }
+        guard let origin = URLOrigin.of(url), !bypassesProxy(origin) else { return nil }
         let https = origin.hasPrefix("https:")
-        let host = String(origin.dropFirst(https ? 8 : 7).split(separator: ":").dropLast().joined(separator: ":"))
-        let exceptions = options.noProxy ?? environment["no_proxy"] ?? environment["NO_PROXY"] ?? ""
-        if Self.matches(host: host, noProxy: exceptions) { return nil }
         let candidates = https ? ["https_proxy", "HTTPS_PROXY"] : ["http_proxy"]
         let proxy = options.proxy ?? (candidates + ["all_proxy", "ALL_PROXY"]).lazy
             .compactMap { self.environment[$0] }.first { !$0.isEmpty }
         guard let proxy, !proxy.isEmpty else { return nil }
         return Redaction.redact(proxy)
+    }
+
+    /// Whether `--noproxy` (else `no_proxy`) names the host of `origin` (`scheme://host:port`).
+    private func bypassesProxy(_ origin: String) -> Bool {
+        let https = origin.hasPrefix("https:")
+        let host = String(origin.dropFirst(https ? 8 : 7).split(separator: ":").dropLast().joined(separator: ":"))
+        let exceptions = options.noProxy ?? environment["no_proxy"] ?? environment["NO_PROXY"] ?? ""
+        return Self.matches(host: host, noProxy: exceptions)
     }
 
     /// Whether `host` is in a no_proxy list (`*`, or comma-separated names that match it or a domain it is in).

@@ -297,10 +297,10 @@ final class Transfer: @unchecked Sendable {
     }
 
     /// Failures that, through a proxy, are the proxy's: no connection, a timeout, a cut or empty answer.
-    static let proxyFailures: Set<UInt32> = [
+    static let proxyFailures = Set([
         CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_PROXY, CURLE_OPERATION_TIMEDOUT, CURLE_RECV_ERROR,
         CURLE_SEND_ERROR, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING, CURLE_PROXY,
-    ].map(\.rawValue).reduce(into: []) { $0.insert($1) }
+    ].map(\.rawValue))
 
     /// The proxy this hop goes through, without credentials, to name it in errors.
     private var proxyName: String? {

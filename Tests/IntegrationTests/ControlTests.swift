@@ -10,12 +10,6 @@ final class ControlTests: MountTestCase {
         try driver.run(arguments + ["--mount", mountpoint])
     }
 
-    func statusJSON() throws -> [String: Any] {
-        let result = try driver.run(["status", mountpoint, "--json"])
-        XCTAssertEqual(result.status, 0, result.stderr)
-        return try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
-    }
-
     func file(_ name: String, in status: [String: Any]) throws -> [String: Any] {
         let files = try XCTUnwrap(status["files"] as? [[String: Any]])
         return try XCTUnwrap(files.first { $0["name"] as? String == name }, "no \(name) in \(files)")

@@ -27,12 +27,6 @@ final class FirstHourTests: MountTestCase {
         return digests
     }
 
-    func statusJSON(_ mountpoint: String? = nil) throws -> [String: Any] {
-        let result = try driver.run(["status", "--mount", mountpoint ?? self.mountpoint, "--json"])
-        XCTAssertEqual(result.status, 0, result.stderr)
-        return try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
-    }
-
     func cachedBytesAttribute(_ path: String) throws -> UInt64? {
         let result = try Shell.run("/usr/bin/getfattr", ["--only-values", "-n", "user.rangefs.cached_bytes", path])
         XCTAssertEqual(result.status, 0, result.stderr)

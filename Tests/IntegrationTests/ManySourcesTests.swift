@@ -17,18 +17,6 @@ final class ManySourcesTests: MountTestCase {
         }
     }
 
-    func statusJSON() throws -> [String: Any] {
-        let result = try driver.run(["status", mountpoint, "--json"])
-        XCTAssertEqual(result.status, 0, result.stderr)
-        return try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
-    }
-
-    /// Data requests a mirror answered (206 with body), without the 1-byte probes.
-    func dataBytes(_ origin: NginxOrigin, _ path: String) -> UInt64 {
-        origin.accessLog().filter { $0.path == path && $0.status == 206 && $0.range != "bytes=0-0" }
-            .reduce(0) { $0 + $1.bodyBytes }
-    }
-
     /// Waits until `path` holds at least `bytes` (a copy in progress), or `timeout` passes.
     func waitForSize(_ path: String, atLeast bytes: Int, timeout: Double) {
         let deadline = Date().addingTimeInterval(timeout)

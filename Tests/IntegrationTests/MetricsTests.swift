@@ -33,12 +33,6 @@ final class MetricsTests: MountTestCase {
         try Shell.run("/usr/bin/curl", ["-s", "-w", "\n%{http_code}", "http://127.0.0.1:\(port)\(path)"])
     }
 
-    /// Body bytes a server sent for `path` in 206 answers, without 1-byte probes.
-    func dataBytes(_ origin: NginxOrigin, _ path: String) -> UInt64 {
-        origin.accessLog().filter { $0.path == path && $0.status == 206 && $0.range != "bytes=0-0" }
-            .reduce(0) { $0 + $1.bodyBytes }
-    }
-
     func testTheEndpointsCountersMatchTheAccessLogsOfACopy() throws {
         let mirror = try NginxOrigin()
         defer { mirror.stop() }

@@ -72,6 +72,19 @@ class MountTestCase: XCTestCase {
         return [UInt8](try handle.read(upToCount: count) ?? Data())
     }
 
+    /// `status --json` of the mount at `mountpoint` (this test's by default).
+    func statusJSON(_ mountpoint: String? = nil) throws -> [String: Any] {
+        let result = try driver.run(["status", "--mount", mountpoint ?? self.mountpoint, "--json"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        return try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+    }
+
+    /// Body bytes `origin` sent for `path` in 206 answers (data), without the 1-byte probes.
+    func dataBytes(_ origin: NginxOrigin, _ path: String) -> UInt64 {
+        origin.accessLog().filter { $0.path == path && $0.status == 206 && $0.range != "bytes=0-0" }
+            .reduce(0) { $0 + $1.bodyBytes }
+    }
+
     /// Body bytes nginx sent for `path`, not counting the 1-byte mount-time probes.
     func bytesFetched(_ path: String) -> UInt64 {
         origin.accessLog().filter { $0.path == path && $0.range != "bytes=0-0" }.reduce(0) { $0 + $1.bodyBytes }

@@ -37,15 +37,6 @@ struct CacheHeader: Equatable, Sendable {
     var etag: String
     var lastModified: String
 
-    init(blockSize: Int, size: UInt64, generation: UInt64, url: String, etag: String, lastModified: String) {
-        self.blockSize = blockSize
-        self.size = size
-        self.generation = generation
-        self.url = url
-        self.etag = etag
-        self.lastModified = lastModified
-    }
-
     /// The number of blocks that cover `size` bytes.
     var blockCount: Int { Int((size + UInt64(blockSize) - 1) / UInt64(blockSize)) }
 
@@ -87,12 +78,6 @@ struct BitmapRecord: Equatable, Sendable {
     var generation: UInt64
     var present: BlockBitmap
 
-    init(blockSize: Int, generation: UInt64, present: BlockBitmap) {
-        self.blockSize = blockSize
-        self.generation = generation
-        self.present = present
-    }
-
     func encoded() -> [UInt8] {
         var writer = beginRecord(magic: Self.magic, version: Self.version)
         writer.write(UInt32(blockSize))
@@ -125,13 +110,6 @@ struct StreamRecord: Equatable, Sendable {
     var url: String
     var etag: String
     var lastModified: String
-
-    init(length: UInt64, url: String, etag: String, lastModified: String) {
-        self.length = length
-        self.url = url
-        self.etag = etag
-        self.lastModified = lastModified
-    }
 
     func encoded() -> [UInt8] {
         var writer = beginRecord(magic: Self.magic, version: Self.version)

@@ -149,11 +149,11 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
                 failure = .badContentRange(value)
                 return false
             }
-            if let choice, !choice.isPrimary {
+            if let mirrors, let choice, !choice.isPrimary {
                 // A mirror's own validator, for its own If-Range; its length must be the file's.
                 let validator = RemoteMetadata(url: choice.url, size: 0, etag: head["etag"] ?? "",
                                                lastModified: head["last-modified"] ?? "").ifRangeValidator
-                if !mirrors!.learn(choice.index, size: contentRange.completeLength, expected: entry.size,
+                if !mirrors.learn(choice.index, size: contentRange.completeLength, expected: entry.size,
                                    validator: validator) {
                     dropReason = "its length is \(contentRange.completeLength ?? 0) bytes, not \(entry.size)"
                     failure = .badContentRange(value)

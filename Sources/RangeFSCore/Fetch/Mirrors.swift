@@ -20,6 +20,15 @@ final class MirrorSet: Sendable {
         case setAside(until: Double)
         /// Disagrees with the file (length, Range): never asked again for this file.
         case dropped
+
+        /// Whether a request may ask it at `now`: usable, or set aside until no later than `now`.
+        func isUsable(at now: Double) -> Bool {
+            switch self {
+            case .usable: true
+            case .setAside(let until): until <= now
+            case .dropped: false
+            }
+        }
     }
 
     struct Mirror {
@@ -63,20 +72,17 @@ final class MirrorSet: Sendable {
         self.clock = clock
     }
 
-    var primary: String { mirrors.withLock { $0[0].url } }
     var urls: [String] { mirrors.withLock { $0.map(\.url) } }
     var snapshot: [Mirror] { mirrors.withLock { $0 } }
 
     /// The mirror the next request should ask, counted as running there until `finished`. Among the usable ones,
     /// the one with the most speed per request it would run; when every one is set aside, the one whose backoff
-    /// ends first (the request was going to wait anyway); nil only when all but dropped ones are gone.
+    /// ends first (the request was going to wait anyway).
     func choose() -> Choice {
         let now = clock()
         return mirrors.withLock { mirrors in
-            for index in mirrors.indices {
-                if case .setAside(let until) = mirrors[index].condition, until <= now {
-                    mirrors[index].condition = .usable
-                }
+            for index in mirrors.indices where mirrors[index].condition.isUsable(at: now) {
+                mirrors[index].condition = .usable  // a backoff that ended
             }
             let fastest = mirrors.compactMap(\.speed).max() ?? 1
             var best: (index: Int, score: Double)?
@@ -101,15 +107,7 @@ final class MirrorSet: Sendable {
     /// Whether a request that just failed on `choice` can go on at once elsewhere.
     var hasUsableMirror: Bool {
         let now = clock()
-        return mirrors.withLock { mirrors in
-            mirrors.contains {
-                switch $0.condition {
-                case .usable: true
-                case .setAside(let until): until <= now
-                case .dropped: false
-                }
-            }
-        }
+        return mirrors.withLock { mirrors in mirrors.contains { $0.condition.isUsable(at: now) } }
     }
 
     /// A request on `choice` ended having stored `bytes` in `seconds`, and failed with `error` if it did.

@@ -16,12 +16,8 @@ extension RangeFS {
         guard let mirrorSet = scheduler.mirrors.mirrors(of: url) else { return nil }
         let now = MonotonicClock.seconds()
         return mirrorSet.snapshot.map { mirror in
-            let state = switch mirror.condition {
-            case .usable: "usable"
-            case .setAside(let until) where until > now: "set aside"
-            case .setAside: "usable"
-            case .dropped: "dropped"
-            }
+            let state = mirror.condition == .dropped ? "dropped"
+                : mirror.condition.isUsable(at: now) ? "usable" : "set aside"
             return MirrorStatus(url: Redaction.redact(mirror.url), state: state, bytesPerSecond: mirror.speed,
                                 bytes: mirror.bytes, lastError: mirror.lastError)
         }

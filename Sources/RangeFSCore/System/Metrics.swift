@@ -9,9 +9,8 @@ import Synchronization
 final class Metrics: Sendable {
     static let shared = Metrics()
 
-    /// One series: a counter's name and its labels, sorted and formatted. Made once for series added on every
-    /// read, so that counting allocates nothing there.
-    struct Series: Hashable, Sendable {
+    /// One series: a counter's name and its labels, sorted and formatted.
+    private struct Series: Hashable, Sendable {
         let name: String
         let labels: [String]
 
@@ -54,11 +53,8 @@ final class Metrics: Sendable {
     static let unlabeled: Set<String> = ["rangefs_evicted_bytes_total", "rangefs_passthrough_opens_total"]
 
     func add(_ name: String, _ value: UInt64 = 1, labels: KeyValuePairs<String, String> = [:]) {
-        add(Series(name, labels: labels), value)
-    }
-
-    func add(_ series: Series, _ value: UInt64 = 1) {
         guard value > 0 else { return }
+        let series = Series(name, labels: labels)
         counters.withLock { $0[series, default: 0] &+= value }
     }
 

@@ -53,14 +53,7 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private func serve() {
-        while true {
-            let connection = accept(listener, nil, nil)
-            if connection < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            var timeout = timeval(tv_sec: 5, tv_usec: 0)
-            setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        SocketServing.acceptConnections(on: listener) { connection in
             slots.wait()
             answering.async { [self] in
                 answer(connection)
@@ -94,13 +87,6 @@ public final class ControlServer: @unchecked Sendable {
             data = Data(#"{"ok":false,"error":"the mount could not encode its answer; see its log"}"#.utf8)
         }
         data.append(UInt8(ascii: "\n"))
-        data.withUnsafeBytes { raw in
-            var sent = 0
-            while sent < raw.count {
-                let wrote = send(connection, raw.baseAddress! + sent, raw.count - sent, Int32(MSG_NOSIGNAL))
-                if wrote <= 0 { return }
-                sent += wrote
-            }
-        }
+        data.withUnsafeBytes { SocketServing.send($0, to: connection) }
     }
 }

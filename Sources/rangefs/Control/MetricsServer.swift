@@ -60,14 +60,7 @@ final class MetricsServer: @unchecked Sendable {
     }
 
     private func serve() {
-        while true {
-            let connection = accept(listener, nil, nil)
-            if connection < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            var timeout = timeval(tv_sec: 5, tv_usec: 0)
-            setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        SocketServing.acceptConnections(on: listener) { connection in
             answer(connection)
             close(connection)
         }
@@ -95,12 +88,6 @@ final class MetricsServer: @unchecked Sendable {
             response = "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: \(body.utf8.count)\r\n"
                 + "Connection: close\r\n\r\n" + body
         }
-        let bytes = Array(response.utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let wrote = bytes[sent...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if wrote <= 0 { return }
-            sent += wrote
-        }
+        Array(response.utf8).withUnsafeBytes { SocketServing.send($0, to: connection) }
     }
 }
