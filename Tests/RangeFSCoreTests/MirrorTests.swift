@@ -1,3 +1,5 @@
+import Dispatch
+import Foundation
 import Logging
 @testable import RangeFSCore
 import RangeFSTestSupport
@@ -145,5 +147,48 @@ final class MirrorFetchTests: XCTestCase {
             inLink: "<http://m1/f.iso>; rel=duplicate; pri=1, </other/f.iso>; rel=\"duplicate\", <http://x/>; rel=describedby",
             base: "http://origin/dir/f.iso")
         XCTAssertEqual(found, ["http://m1/f.iso", "http://origin/other/f.iso"])
+    }
+}
+
+/// Mirrors of a library: 10,000 files with a mirror each must not start 10,000 probes at once.
+final class MirrorProbeWindowTests: XCTestCase {
+    /// Answers probes after a delay, counting how many are in flight at once.
+    final class SlowProbes: RangeFetching, @unchecked Sendable {
+        private let lock = NSLock()
+        private var inFlight = 0
+        private(set) var peak = 0
+        private(set) var answered = 0
+
+        func start(_ request: RangeRequest, sink: RangeResponseSink) { sink.complete(error: .cancelled) }
+        func pauseBackground(_ paused: Bool) {}
+        func wake() {}
+        func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
+            lock.withLock {
+                inFlight += 1
+                peak = max(peak, inFlight)
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.005) { [self] in
+                lock.withLock {
+                    inFlight -= 1
+                    answered += 1
+                }
+                completion(.success(RemoteMetadata(url: url, size: 1000, etag: "\"m\"", lastModified: "")))
+            }
+        }
+    }
+
+    func testMirrorProbesRunAtMost64AtATime() {
+        let probes = SlowProbes()
+        let scheduler = FetchScheduler(fetcher: probes, logger: Logger(label: "test"))
+        let files = 1_000
+        for index in 0..<files {
+            scheduler.useMirrors(["http://m/\(index)"],
+                                 for: RemoteMetadata(url: "http://o/\(index)", size: 1000, etag: "\"o\"", lastModified: ""))
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while probes.answered < files && Date() < deadline { usleep(5000) }
+        XCTAssertEqual(probes.answered, files)
+        XCTAssertLessThanOrEqual(probes.peak, 64)
+        XCTAssertEqual(scheduler.mirrors.mirrors(of: "http://o/999")?.snapshot[1].validator, "\"m\"")
     }
 }
