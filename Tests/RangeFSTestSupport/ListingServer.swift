@@ -41,7 +41,7 @@ public final class ListingServer: @unchecked Sendable {
             """
         }
         for _ in 0..<5 {
-            let port = Int.random(in: 20000...60000)
+            let port = TestPorts.random()
             let configuration = folder.path + "/server.conf"
             try (Self.configuration(kind, root: root, port: port, folder: folder.path) + extra)
                 .write(toFile: configuration, atomically: false, encoding: .utf8)

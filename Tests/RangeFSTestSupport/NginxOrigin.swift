@@ -42,7 +42,7 @@ public final class NginxOrigin: @unchecked Sendable {
         try FileManager.default.createDirectory(atPath: prefix + "/logs", withIntermediateDirectories: true)
         var lastError: Error?
         for _ in 0..<5 {
-            let port = Int.random(in: 20000...60000)
+            let port = TestPorts.random()
             let config = Self.configuration(prefix: prefix, port: port, extras: extras)
             try config.write(toFile: prefix + "/nginx.conf", atomically: false, encoding: .utf8)
             guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/nginx") else {

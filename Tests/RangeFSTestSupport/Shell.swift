@@ -101,7 +101,7 @@ public final class BackgroundProcess: @unchecked Sendable {
     /// say, by one of the many client sockets the tests leave in TIME_WAIT), up to 5 times; returns it and its port.
     public static func listening(_ start: (Int) throws -> BackgroundProcess) throws -> (BackgroundProcess, Int) {
         for _ in 0..<5 {
-            let port = Int.random(in: 20000...60000)
+            let port = TestPorts.random()
             let process = try start(port)
             if process.waitForPort(port) { return (process, port) }
             process.stop()
@@ -160,4 +160,12 @@ public final class TemporaryDirectory: @unchecked Sendable {
     deinit {
         if !kept { try? FileManager.default.removeItem(atPath: path) }
     }
+}
+
+/// Ports for the tests' servers: below Linux's ephemeral range (32768-60999), from which client sockets take
+/// their local ports. A server halted on a port in that range could find it taken by a client when it restarts,
+/// and a client connecting to a halted server's port could be given that very port as its own and connect to
+/// itself (TCP simultaneous open), reading back its own request as the answer.
+public enum TestPorts {
+    public static func random() -> Int { Int.random(in: 20000...32000) }
 }
