@@ -15,6 +15,8 @@ let package = Package(
         // C shims: typed wrappers around macros, bitfields and variadic functions. Nothing else is C.
         .systemLibrary(name: "CFUSE", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // SHA-256 and SHA-512 of completed files, checked against published digests.
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
         // CRC32C with the CPU's crc32 instruction; Swift cannot reach it, and checksums must keep up with the network.
         .target(name: "CChecksum"),
@@ -24,7 +26,7 @@ let package = Package(
 
         .target(
             name: "RangeFSCore",
-            dependencies: ["CChecksum", "CLinux", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CChecksum", "CCrypto", "CLinux", .product(name: "Logging", package: "swift-log")]
         ),
         // Starting helper programs (fusermount3) and rangefs's own background child; the core never does.
         .target(name: "RangeFSProcess", dependencies: ["CLinux"]),

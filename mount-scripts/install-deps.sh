@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what rangefs needs to build, run and test, from Debian's packages; installs only what is missing.
-#   build:  libfuse3-dev libcurl4-openssl-dev pkg-config (and Swift 6 at /opt/swift or on PATH)
+#   build:  libfuse3-dev libcurl4-openssl-dev libssl-dev (libcrypto's SHA-256) pkg-config (and Swift 6 at /opt/swift or on PATH)
 #   run:    fuse3 (fusermount3, /dev/fuse)
 #   tests:  nginx-light (a real origin with Range and ETag; TLS, auth, a slice cache), apache2 and lighttpd (their
 #           directory listings), tinyproxy (a proxy), openssl (test CAs),
@@ -10,7 +10,7 @@
 #           (its mount, for the library scenario), python3
 set -euo pipefail
 
-packages=(fuse3 libfuse3-dev libcurl4-openssl-dev pkg-config nginx-light apache2 lighttpd tinyproxy openssl attr ffmpeg curl rsync git aria2
+packages=(fuse3 libfuse3-dev libcurl4-openssl-dev libssl-dev pkg-config nginx-light apache2 lighttpd tinyproxy openssl attr ffmpeg curl rsync git aria2
           httpdirfs httpfs2 rclone python3)
 missing=()
 for package in "${packages[@]}"; do

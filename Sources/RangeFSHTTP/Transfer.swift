@@ -116,6 +116,8 @@ final class Transfer: @unchecked Sendable {
             }
         } else {
             rfs_easy_setopt_string(handle, CURLOPT_RANGE, "0-0")  // a probe
+            // RFC 9530: a server that can send the file's digest is asked to (it is checked at completion).
+            headerList = curl_slist_append(headerList, "Want-Repr-Digest: sha-256=10, sha-512=3")
         }
         if let rate = request?.maxBytesPerSecond {
             rfs_easy_setopt_off(handle, CURLOPT_MAX_RECV_SPEED_LARGE, curl_off_t(rate))
@@ -207,8 +209,8 @@ final class Transfer: @unchecked Sendable {
         guard let colon = line.firstIndex(of: ":") else { return }
         let name = line[..<colon].lowercased()
         let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-        // A repeated Link header adds links (RFC 9110 §5.3); any other repeated header keeps its last value.
-        if name == "link", let earlier = responseHeaders[name] {
+        // A repeated list header adds members (RFC 9110 §5.3); any other repeated header keeps its last value.
+        if name == "link" || name == "repr-digest" || name == "digest", let earlier = responseHeaders[name] {
             responseHeaders[name] = earlier + ", " + value
         } else {
             responseHeaders[name] = value

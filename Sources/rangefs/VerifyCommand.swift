@@ -62,17 +62,8 @@ struct VerifyCommand: ParsableCommand {
         var damaged = 0
         for folder in folders {
             let report = store.verify(folder: folder, repair: repair)
-            let name = report.url ?? folder
-            if let damage = report.damage {
-                damaged += 1
-                print("DAMAGED \(name): \(damage); the entry starts empty on its next mount")
-            } else if report.badBlocks.isEmpty {
-                print("OK      \(name): \(report.presentBlocks) blocks verified")
-            } else {
-                damaged += 1
-                let action = report.repaired ? "dropped; they will be fetched again" : "run with --repair to drop them"
-                print("BAD     \(name): \(report.badBlocks.count) of \(report.presentBlocks) blocks fail their CRC (\(action))")
-            }
+            print(report.line)
+            if !report.isHealthy { damaged += 1 }
         }
         if damaged > 0 { throw ExitCode(1) }
     }

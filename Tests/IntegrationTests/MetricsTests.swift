@@ -41,7 +41,7 @@ final class MetricsTests: MountTestCase {
         try FileManager.default.copyItem(atPath: origin.path("metered.bin"), toPath: mirror.path("metered.bin"))
         origin.clearAccessLog()
         let port = try freePort()
-        try mount(["metered.bin=\(origin.url("metered.bin")) \(mirror.url("metered.bin"))"],
+        try mount(["metered.bin=\(origin.url("metered.bin")) \(mirror.url("metered.bin")) sha256=\(expected)"],
                   extra: ["--metrics", "127.0.0.1:\(port)"])
         let copy = scratch.path + "/copy"
         try Shell.run("/bin/cp", [mountpoint + "/metered.bin", copy])
@@ -63,6 +63,14 @@ final class MetricsTests: MountTestCase {
         XCTAssertGreaterThan(misses, 0, "the first read had to wait for the network")
         XCTAssertEqual(value(text, "rangefs_evicted_bytes_total"), 0)
         XCTAssertNil(value(text, "rangefs_fetch_errors_total{kind=\"connection_refused\"}"))
+
+        // The copy completed the file, and its digest check counts once it has run.
+        var checks: UInt64?
+        for _ in 0..<100 where checks == nil {
+            checks = value(try scrape(port).stdout, "rangefs_digest_checks_total{result=\"verified\"}")
+            usleep(100_000)
+        }
+        XCTAssertEqual(checks, 1)
 
         // A complete file opened again once it is committed (0.5 s): the kernel reads it itself, and the counter
         // says so.

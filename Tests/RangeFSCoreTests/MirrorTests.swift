@@ -89,7 +89,7 @@ final class MirrorFetchTests: XCTestCase {
         var policy = FetchPolicy()
         policy.retryDelay = .milliseconds(10)
         fileSystem = try makeTestFileSystem(origin: origin, urls: [primary], directory: directory.path, policy: policy)
-        fileSystem.useMirrors([mirror], for: fileSystem.catalog.item(named: "data.bin")!.metadata)
+        fileSystem.configure(fileSystem.catalog.item(named: "data.bin")!.metadata, mirrors: [mirror])
         let deadline = Date().addingTimeInterval(5)
         while fileSystem.scheduler.mirrors.mirrors(of: primary)?.snapshot[1].validator == nil && Date() < deadline {
             usleep(1000)

@@ -23,6 +23,20 @@ final class MountSourceTests: XCTestCase {
         XCTAssertEqual(list, [MountSource(url: "http://a/big.iso", name: "isos/big.iso", mirrors: ["http://b/big.iso"])])
     }
 
+    func testADigestMayFollowTheURLsAndABadOneIsNamedWithItsFix() throws {
+        let hex = String(repeating: "0a", count: 32)
+        XCTAssertEqual(try MountSource(parsing: "iso=http://a/x.iso http://b/x.iso sha256=\(hex.uppercased())"),
+                       MountSource(url: "http://a/x.iso", name: "iso", mirrors: ["http://b/x.iso"], checksum: "sha256=" + hex))
+        XCTAssertEqual(try MountSource(parsing: "http://a/x.iso sha256=\(hex)"),
+                       MountSource(url: "http://a/x.iso", checksum: "sha256=" + hex))
+        let list = try MountSource.parseList("x.iso=http://a/x.iso\tsha512=\(hex + hex)\n")
+        XCTAssertEqual(list.first?.checksum, "sha512=" + hex + hex)
+        XCTAssertThrowsError(try MountSource.parseList("http://a/x.iso sha256=abc\n", path: "my.list")) { error in
+            XCTAssertEqual((error as? MountSourceError)?.message,
+                           "my.list line 1: " + MountSource.checksumProblem("sha256=abc"))
+        }
+    }
+
     func testAnUnsafeNameIsTheErrorNotTheURL() {
         for (text, name) in [("../../etc/x=http://h/a", "../../etc/x"), ("a/b=https://u:pw@h/a", "a/b"), ("..=http://h/", "..")] {
             XCTAssertThrowsError(try MountSource(parsing: text)) { error in

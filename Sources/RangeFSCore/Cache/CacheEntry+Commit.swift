@@ -12,10 +12,12 @@ extension CacheEntry {
     @discardableResult
     func commit() throws(SystemError) -> Bool {
         try commitLock.withLock { _ throws(SystemError) -> Bool in
-            let snapshot = state.withLock { state -> BlockBitmap? in
-                guard state.changedSinceCommit else { return nil }
+            let (snapshot, wasComplete) = state.withLock { state -> (BlockBitmap?, Bool) in
+                guard state.changedSinceCommit else { return (nil, false) }
                 state.changedSinceCommit = false
-                return state.blocks.present
+                let refetched = state.refetching && state.blocks.present.isFull
+                if refetched { state.refetching = false }
+                return (state.blocks.present, state.blocks.durable.isFull && !refetched)
             }
             guard let snapshot else { return false }
             do throws(SystemError) {
@@ -28,6 +30,8 @@ extension CacheEntry {
                 throw error
             }
             state.withLock { $0.blocks.committed(snapshot) }
+            // The whole file is durable now: its end-to-end check may read it.
+            if snapshot.isFull && !wasComplete, let observe = store?.completions.withLock({ $0 }) { observe(self) }
             return true
         }
     }

@@ -4,6 +4,7 @@
 //   CacheEntry+Writing       a fetched block's way to the data file, and the memory fallback of a full disk;
 //   CacheEntry+Commit        the group commit that makes present blocks durable;
 //   CacheEntry+Verification  CRC checks of blocks that come from an earlier run;
+//   CacheEntry+Digest        the end-to-end digest of the complete file, and its recorded verdict;
 //   CacheEntry+Eviction      what the store's LRU eviction may take (see CacheStore+Eviction).
 // Which blocks are present, in memory, claimed or awaited is decided by the pure `BlockTable`.
 //
@@ -37,6 +38,9 @@ final class CacheEntry: Sendable {
     /// Cleared when a direct write fails (or the file system refuses O_DIRECT), after which every block is written
     /// through the page cache.
     let directWrites: Atomic<Bool>
+    /// Set once the data is known to be wrong: its digest mismatched again after a refetch (CacheEntry+Digest).
+    /// An atomic, so that every READ can ask without a lock.
+    let failedDigest: Atomic<Bool>
     /// The data file mapped read-only, so replies are copied by the kernel straight from the page cache.
     let mapping: FileMapping?
     let pipeline: BlockPipeline
@@ -75,10 +79,16 @@ final class CacheEntry: Sendable {
         var recentFailures: [(blocks: Range<Int>, at: ContinuousClock.Instant, error: BlockFailure)] = []
         /// Bytes stored since the entry was opened, for download speed.
         var storedBytes: UInt64 = 0
+        /// The verdict of the end-to-end check of this version (CacheEntry+Digest.swift).
+        var digest: DigestRecord?
+        /// Every block was dropped for a refetch: the next commit of a full set is a completion again, even if no
+        /// commit saw the file incomplete in between.
+        var refetching = false
     }
 
     init(header: CacheHeader, directory: String, dataFile: PooledFile, crcFile: PooledFile,
-         durable: BlockBitmap, crcs: [UInt32], store: CacheStore, pipeline: BlockPipeline, logger: Logger) {
+         durable: BlockBitmap, crcs: [UInt32], digest: DigestRecord? = nil, store: CacheStore,
+         pipeline: BlockPipeline, logger: Logger) {
         self.header = header
         self.store = store
         self.directory = directory
@@ -88,10 +98,11 @@ final class CacheEntry: Sendable {
         mapping = FileMapping(file: dataFile, count: Int(header.size))
         directFile = dataFile.pool.file(path: dataFile.path, flags: O_WRONLY | FileSystemCalls.directFlag)
         directWrites = Atomic(true)
+        failedDigest = Atomic(digest?.verdict == .mismatch)
         self.pipeline = pipeline
         self.logger = logger
         state = Mutex(State(blocks: BlockTable(durable: durable), crcs: crcs,
-                            eviction: EvictionMarks(blockCount: header.blockCount)))
+                            eviction: EvictionMarks(blockCount: header.blockCount), digest: digest))
     }
 
     // MARK: Use

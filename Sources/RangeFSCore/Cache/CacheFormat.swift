@@ -19,6 +19,13 @@
 // dropped when the download is loaded again. When the stream reaches its end, `stream` is linked as `data` beside
 // a crc32c file and a full bitmap, and the header written last makes it an ordinary entry of the size now known.
 //
+// The end-to-end check of a complete entry leaves one more file (DigestRecord), replaced whole like the bitmap:
+//
+//   digest        magic "RFSDGST1" | u32 version=1 | u64 generation | u32 verdict (1 verified, 2 refetching,
+//                 3 mismatch) | str expected "sha256=HEX" | str computed | str origin | u32 crc32c
+//
+// A record of another generation, or a damaged one, is no record: the file counts as unchecked.
+//
 // All integers are little-endian; `str` is a u32 byte length followed by UTF-8. `generation` is a random number
 // chosen whenever an entry is (re)created: a bitmap whose generation differs from its header's belongs to an
 // older version of the remote file and is ignored. header and bitmap are only ever replaced whole (temp file,
@@ -124,6 +131,50 @@ struct StreamRecord: Equatable, Sendable {
         var reader = try openRecord(bytes, magic: magic, version: version)
         return StreamRecord(length: try reader.readUInt64(), url: try reader.readString(), etag: try reader.readString(),
                             lastModified: try reader.readString())
+    }
+}
+
+/// What the end-to-end check of an entry's complete data found (the `digest` file of its folder).
+struct DigestRecord: Equatable, Sendable {
+    static let magic = Array("RFSDGST1".utf8)
+    static let version: UInt32 = 1
+
+    enum Verdict: UInt32, Sendable {
+        /// The data's digest is the one expected.
+        case verified = 1
+        /// The digest differed once; the data was dropped and is being fetched again.
+        case refetching = 2
+        /// The digest differed again after the refetch: the entry serves nothing.
+        case mismatch = 3
+    }
+
+    var generation: UInt64
+    var verdict: Verdict
+    var expected: ContentDigest
+    var computed: ContentDigest
+    /// Where the expected digest came from: `--checksum`, `Repr-Digest`, or the sums file's URL.
+    var origin: String
+
+    func encoded() -> [UInt8] {
+        var writer = beginRecord(magic: Self.magic, version: Self.version)
+        writer.write(generation)
+        writer.write(verdict.rawValue)
+        writer.write(string: expected.description)
+        writer.write(string: computed.description)
+        writer.write(string: origin)
+        return sealRecord(writer)
+    }
+
+    static func decode(_ bytes: [UInt8]) throws(FormatError) -> DigestRecord {
+        var reader = try openRecord(bytes, magic: magic, version: version)
+        let generation = try reader.readUInt64()
+        let code = try reader.readUInt32()
+        guard let verdict = Verdict(rawValue: code) else { throw .inconsistent("digest verdict \(code)") }
+        let expectedText = try reader.readString(), computedText = try reader.readString()
+        guard let expected = ContentDigest(parsing: expectedText), let computed = ContentDigest(parsing: computedText)
+        else { throw .inconsistent("digest \(expectedText) / \(computedText)") }
+        return DigestRecord(generation: generation, verdict: verdict, expected: expected, computed: computed,
+                            origin: try reader.readString())
     }
 }
 

@@ -19,6 +19,8 @@ import Synchronization
 struct EntrySummary {
     let metadata: RemoteMetadata
     let cachedBytes: UInt64
+    /// The recorded verdict of the file's end-to-end check (read only for a complete file).
+    var digest: DigestRecord?
 }
 
 /// What is known of entries that are not open: their summaries, and the URLs that have none in the cache
@@ -48,6 +50,21 @@ extension CacheStore {
         return summary.cachedBytes
     }
 
+    /// The recorded verdict of the end-to-end check of `metadata`'s version of its file (open or not), without
+    /// opening an entry; nil if it was not checked.
+    /// `matchingSizeOnly` as for `cachedBytes(of:matchingSizeOnly:)`.
+    func storedDigest(of metadata: RemoteMetadata, matchingSizeOnly: Bool = false) -> DigestRecord? {
+        func describes(_ cached: RemoteMetadata) -> Bool {
+            matchingSizeOnly ? cached.size == metadata.size : cached.describesSameContent(as: metadata)
+        }
+        if let entry = openEntry(for: metadata.url), !entry.isStale {
+            return describes(entry.header.remoteMetadata) ? entry.digestRecord : nil
+        }
+        let remembered = summaries.withLock { $0.known[metadata.url] }
+        guard let summary = remembered ?? readSummary(of: metadata.url), describes(summary.metadata) else { return nil }
+        return summary.digest
+    }
+
     /// The version of `url` that the cache holds (its open entry's, or its entry's on disk), without opening an
     /// entry; nil if it holds none.
     func storedVersion(of url: String) -> RemoteMetadata? {
@@ -68,7 +85,8 @@ extension CacheStore {
         }
         let present = loadBitmap(folder: folder, header: header, quietly: true) ?? BlockBitmap(blockCount: header.blockCount)
         let geometry = BlockGeometry(blockSize: header.blockSize, size: header.size)
-        let summary = EntrySummary(metadata: header.remoteMetadata, cachedBytes: geometry.bytes(in: present))
+        let summary = EntrySummary(metadata: header.remoteMetadata, cachedBytes: geometry.bytes(in: present),
+                                   digest: present.isFull ? loadDigestRecord(folder: folder, generation: header.generation) : nil)
         summaries.withLock { $0.known[url] = summary }
         return summary
     }
@@ -94,7 +112,8 @@ extension CacheStore {
             }
             guard removed else { continue }
             summaries.withLock {
-                $0.known[url] = EntrySummary(metadata: entry.header.remoteMetadata, cachedBytes: entry.cachedBytes)
+                $0.known[url] = EntrySummary(metadata: entry.header.remoteMetadata, cachedBytes: entry.cachedBytes,
+                                             digest: entry.digestRecord)
             }
             // Anything that still holds it (a status being computed) reads it; nothing fetches into it again.
             entry.markStale()

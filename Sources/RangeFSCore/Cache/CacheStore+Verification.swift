@@ -7,14 +7,23 @@ import Glibc
 public struct VerificationReport: Sendable, Equatable {
     var folder: String
     /// The entry's URL, credentials redacted; nil when the header is unreadable.
-    public var url: String?
-    public var presentBlocks = 0
-    public var badBlocks: [Int] = []
+    var url: String?
+    var presentBlocks = 0
+    var badBlocks: [Int] = []
     /// Why the entry as a whole is unusable (it will start empty), if it is.
-    public var damage: String?
-    public var repaired = false
+    var damage: String?
+    var repaired = false
 
-    var isHealthy: Bool { badBlocks.isEmpty && damage == nil }
+    public var isHealthy: Bool { badBlocks.isEmpty && damage == nil }
+
+    /// The report as `rangefs verify --cache` prints it: `OK`, `BAD` or `DAMAGED`, the URL and what was found.
+    public var line: String {
+        let name = url ?? folder
+        if let damage { return "DAMAGED \(name): \(damage); the entry starts empty on its next mount" }
+        if badBlocks.isEmpty { return "OK      \(name): \(presentBlocks) blocks verified" }
+        let action = repaired ? "dropped; they will be fetched again" : "run with --repair to drop them"
+        return "BAD     \(name): \(badBlocks.count) of \(presentBlocks) blocks fail their CRC (\(action))"
+    }
 }
 
 extension CacheStore {

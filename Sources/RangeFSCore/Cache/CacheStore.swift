@@ -40,6 +40,9 @@ public final class CacheStore: Sendable {
     /// Whether the owner still has work for an entry nobody holds (a fill queued or running); set by the file
     /// system, consulted before an idle entry is released.
     let hasWork = LockedBox<(@Sendable (CacheEntry) -> Bool)?>(nil)
+    /// Told when a commit made an entry's whole file durable (set by the file system, for its digest check); it
+    /// runs on the commit queue and must only hand the work on.
+    let completions = LockedBox<(@Sendable (CacheEntry) -> Void)?>(nil)
     // The group commit (CacheStore+Commit.swift).
     let commitQueue = DispatchQueue(label: "rangefs.commit")
     let committing = Mutex(false)
@@ -280,7 +283,9 @@ public final class CacheStore: Sendable {
             }
         }
         return CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
-                          durable: durable, crcs: crcs, store: self, pipeline: pipeline, logger: logger)
+                          durable: durable, crcs: crcs,
+                          digest: loadDigestRecord(folder: folder, generation: header.generation), store: self,
+                          pipeline: pipeline, logger: logger)
     }
 
     /// The present blocks the bitmap file of `folder` records for `header`'s version; nil (with a log line unless
@@ -316,7 +321,7 @@ public final class CacheStore: Sendable {
     /// the old entry keeps reading the old bytes, never a mix.
     private func createEntry(in folder: String, for metadata: RemoteMetadata,
                              blockSize: Int) throws(SystemError) -> CacheEntry {
-        for file in ["bitmap", "data", "crc32c"] { try FileSystemCalls.removeFile(folder + "/" + file) }
+        for file in ["bitmap", "data", "crc32c", "digest"] { try FileSystemCalls.removeFile(folder + "/" + file) }
         try FileSystemCalls.synchronizeDirectory(containing: folder + "/bitmap")
         let header = CacheHeader(
             blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),

@@ -17,14 +17,21 @@ public struct RemoteMetadata: Sendable, Equatable {
     /// Other URLs of the same file, from the probe's `Link: <URL>; rel=duplicate` headers (RFC 6249); used as
     /// mirrors with `--mirrors-from-links`. Not part of the file's identity (see `Duplicates`), and not stored.
     var duplicates: [String] {
-        get { linkedDuplicates.urls }
-        set { linkedDuplicates.urls = newValue }
+        get { announced.urls }
+        set { announced.urls = newValue }
     }
-    private var linkedDuplicates = Duplicates()
+    /// The whole file's digest, as a response's `Repr-Digest` or `Digest` header announced it. Not part of the
+    /// file's identity, and not stored in the header (the entry's digest record keeps it once it is checked).
+    var announcedDigest: ContentDigest? {
+        get { announced.digest }
+        set { announced.digest = newValue }
+    }
+    private var announced = Announced()
 
-    /// URLs that never make two descriptions of a file differ: every two are equal.
-    private struct Duplicates: Equatable, Sendable {
+    /// What a response announces besides the file's identity: never makes two descriptions of a file differ.
+    private struct Announced: Equatable, Sendable {
         var urls: [String] = []
+        var digest: ContentDigest?
         static func == (lhs: Self, rhs: Self) -> Bool { true }
     }
 

@@ -12,12 +12,15 @@ public struct SavedFile: Codable, Sendable, Equatable {
     var pinned: Bool?
     /// Other URLs of the same file, given by the user; absent when none (and in lists an older rangefs saved).
     public var mirrors: [String]?
+    /// The file's digest as the user gave it (`sha256=HEX`); absent when none.
+    public var checksum: String?
 
-    public init(name: String, url: String, pinned: Bool? = nil, mirrors: [String]? = nil) {
+    public init(name: String, url: String, pinned: Bool? = nil, mirrors: [String]? = nil, checksum: String? = nil) {
         self.name = name
         self.url = url
         self.pinned = pinned
         self.mirrors = mirrors
+        self.checksum = checksum
     }
 }
 
@@ -125,7 +128,7 @@ extension CacheStore {
     func removeEntry(for url: String) throws {
         let folder = directory(for: url)
         close(url, committing: false)
-        for file in ["bitmap", "data", "crc32c", "header", "stream", "stream-state"] {
+        for file in ["bitmap", "data", "crc32c", "header", "stream", "stream-state", "digest"] {
             try FileSystemCalls.removeFile(folder + "/" + file)
         }
         _ = rmdir(folder)

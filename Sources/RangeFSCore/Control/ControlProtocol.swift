@@ -20,15 +20,18 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     var url: String?
     /// For add: other URLs of the same file.
     var mirrors: [String]?
+    /// For add: the file's digest as the user gave it (`sha256=HEX`).
+    var checksum: String?
     var all: Bool?
     var keepData: Bool?
 
     public init(command: Command, name: String? = nil, url: String? = nil, mirrors: [String]? = nil,
-                all: Bool? = nil, keepData: Bool? = nil) {
+                checksum: String? = nil, all: Bool? = nil, keepData: Bool? = nil) {
         self.command = command
         self.name = name
         self.url = url
         self.mirrors = mirrors
+        self.checksum = checksum
         self.all = all
         self.keepData = keepData
     }
@@ -59,9 +62,11 @@ public struct FileStatus: Codable, Sendable, Equatable {
     var daemonReads = 0
     /// The file's URLs, its own first, when it has mirrors.
     public var mirrors: [MirrorStatus]?
+    /// The end-to-end check of a complete file: `verified sha256 (ORIGIN)`, `MISMATCH ...`, `unverified ...`.
+    public var digest: String?
 
     enum CodingKeys: String, CodingKey {
-        case name, url, size, state, map, pinned
+        case name, url, size, state, map, pinned, digest
         case cachedBytes = "cached_bytes"
         case bytesPerSecond = "bytes_per_second"
         case etaSeconds = "eta_seconds"

@@ -121,8 +121,19 @@ extension ControlService {
         }
         let eta: Double? = state == "downloading" && speed > 0 ? Double(size - cached) / speed : nil
         let map = entry.map { Self.blockMap($0.presentBlocks) } ?? Self.blankMap
-        return FileStatus(name: "", url: "", size: size, cachedBytes: cached, state: state, bytesPerSecond: speed, etaSeconds: eta, map: map,
-                          lastError: offline ?? probeFailure ?? entry?.lastError, pinned: entry?.isPinned ?? false)
+        var status = FileStatus(name: "", url: "", size: size, cachedBytes: cached, state: state, bytesPerSecond: speed,
+                                etaSeconds: eta, map: map, lastError: offline ?? probeFailure ?? entry?.lastError,
+                                pinned: entry?.isPinned ?? false)
+        // The end-to-end check: of a complete file, or one being fetched again after a mismatch.
+        let digest = fileSystem.digestState(of: item)
+        if cached == size || digest.detail != nil {
+            status.digest = digest.detail ?? digest.short
+            if digest.failed {
+                status.state = "error"
+                status.lastError = digest.detail
+            }
+        }
+        return status
     }
 
     /// A file whose server sends no length: its size is what the stream has brought so far.

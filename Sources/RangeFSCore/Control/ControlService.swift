@@ -46,7 +46,8 @@ public final class ControlService: Sendable {
     public func handle(_ request: ControlRequest) -> ControlResponse {
         switch request.command {
         case .status: return status(all: request.all ?? false)
-        case .add: return add(url: request.url, mirrors: request.mirrors ?? [], name: request.name)
+        case .add: return add(url: request.url, mirrors: request.mirrors ?? [], checksum: request.checksum,
+                              name: request.name)
         case .rm: return remove(name: request.name, keepData: request.keepData ?? false)
         case .pause, .resume: return setPaused(request.command == .pause, name: request.name, all: request.all ?? false)
         case .verify: return verify(name: request.name)
@@ -59,7 +60,8 @@ public final class ControlService: Sendable {
 
     // MARK: Changing the set of files
 
-    private func add(url given: String?, mirrors givenMirrors: [String], name: String?) -> ControlResponse {
+    private func add(url given: String?, mirrors givenMirrors: [String], checksum: String?,
+                     name: String?) -> ControlResponse {
         guard let given, !given.isEmpty else { return .failure("add needs a URL") }
         // The mount knows the URL without its user and password; those go to the credentials (and their file).
         let (url, newCredentials) = fileSystem.credentials.adopt(given)
@@ -105,7 +107,7 @@ public final class ControlService: Sendable {
             note = " (its server cannot be reached: \(reason); served from the cache until it answers)"
         }
         let item = catalog.add(metadata, explicitName: name)
-        fileSystem.useMirrors(mirrors, for: metadata)
+        fileSystem.configure(metadata, mirrors: mirrors, checksum: checksum)
         if let whole = EntryNaming.overlongName(explicit: name, metadata: metadata) {
             logger.warning("the name '\(whole.prefix(40))…' is \(whole.utf8.count) bytes, more than a file name can hold (255); it is shortened to '\(item.name.prefix(40))…'")
         }
@@ -303,7 +305,8 @@ public final class ControlService: Sendable {
                     let mirrors = fileSystem.mirrors(of: item.metadata.url)
                     return SavedFile(name: catalog.path(of: item.inode), url: item.metadata.url,
                                      pinned: pinned.contains(item.inode) ? true : nil,
-                                     mirrors: mirrors.isEmpty ? nil : mirrors)
+                                     mirrors: mirrors.isEmpty ? nil : mirrors,
+                                     checksum: fileSystem.givenDigest(of: item.metadata.url)?.description)
                 }
                 files += catalog.directorySources.map { SavedFile(name: $0.name, url: $0.url ?? "") }
                 let mounted = Set(files.map(\.url))

@@ -114,7 +114,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         dropReason = nil
         var request = RangeRequest(url: url, range: wholeFile ? nil : wanted, ifRange: entry.validator)
         if let mirrors {
-            let choice = mirrors.choose()
+            let choice = mirrors.choose(avoiding: mirrors.earlierSources(of: remainingBlocks))
             self.choice = choice
             attemptBegan = MonotonicClock.seconds()
             request.url = choice.url
@@ -216,6 +216,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         if handOver {
             let current = priority
             entry.put(block: nextBlock, buffer: partial, background: current == .fill, budgeted: current != .demand)
+            if let mirrors, let choice { mirrors.recordSource(block: nextBlock, mirror: choice.index) }
         }
         nextBlock += 1
         let nextLength = entry.length(ofBlock: nextBlock)

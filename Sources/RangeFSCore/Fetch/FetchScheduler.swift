@@ -140,7 +140,7 @@ public final class FetchScheduler: Sendable {
         }
         schedule { state in
             for run in runs {
-                for blocks in segments(of: run, in: entry) {
+                for blocks in segments(of: run, in: entry, url: url) {
                     state.queue.append(Pending(sequence: state.nextSequence, priority: priority, entry: entry,
                                                url: url, blocks: blocks, singleAttempt: singleAttempt))
                     state.nextSequence += 1
@@ -228,10 +228,14 @@ public final class FetchScheduler: Sendable {
         state.withLock { ($0.running, $0.queue.count, $0.fillJobs.count) }
     }
 
-    private func segments(of run: Range<Int>, in entry: any BlockStore) -> [Range<Int>] {
+    /// `run` in requests of at most a segment each, cut also where a refetch wants another mirror.
+    private func segments(of run: Range<Int>, in entry: any BlockStore, url: String) -> [Range<Int>] {
         let blocksPerSegment = max(1, Int(policy.segmentBytes / UInt64(entry.blockSize)))
-        return stride(from: run.lowerBound, to: run.upperBound, by: blocksPerSegment).map {
-            $0..<min(run.upperBound, $0 + blocksPerSegment)
+        let pieces = mirrors.mirrors(of: url)?.pieces(of: run) ?? [run]
+        return pieces.flatMap { piece in
+            stride(from: piece.lowerBound, to: piece.upperBound, by: blocksPerSegment).map {
+                $0..<min(piece.upperBound, $0 + blocksPerSegment)
+            }
         }
     }
 
@@ -285,8 +289,13 @@ public final class FetchScheduler: Sendable {
                 continue
             }
             let blocksPerSegment = max(1, Int(policy.segmentBytes / UInt64(job.entry.blockSize)))
-            guard let (blocks, cursor) = job.entry.claimNextRun(from: job.cursor, limit: blocksPerSegment) else {
+            guard var (blocks, cursor) = job.entry.claimNextRun(from: job.cursor, limit: blocksPerSegment) else {
                 continue  // everything missing is already being fetched by someone
+            }
+            // A refetch after a digest mismatch: one earlier mirror per request (see MirrorSet.pieces).
+            if let first = mirrors.mirrors(of: job.url)?.pieces(of: blocks).first, first != blocks {
+                job.entry.releaseClaims(first.upperBound..<blocks.upperBound)
+                (blocks, cursor) = (first, first.upperBound)
             }
             state.fillJobs[jobIndex].cursor = cursor
             let work = Pending(sequence: state.nextSequence, priority: .fill, entry: job.entry, url: job.url,

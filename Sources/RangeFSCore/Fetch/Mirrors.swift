@@ -8,6 +8,11 @@
 // Each mirror keeps its own validator (from its probe or its first 206) for its own If-Range: mirrors of one
 // file have different ETags, and a 200 to a mirror's If-Range says that mirror changed, not the file. When the
 // file itself changes (its primary's version), its mirrors are registered and probed afresh.
+//
+// Which mirror served each block is remembered (in memory). When the complete file fails its digest check, the
+// refetch asks each block of another mirror than the one that served it before (`beginRefetch`): requests are cut
+// where the earlier source changes, and each avoids its blocks' earlier source. So one mirror that served other
+// bytes of the same length cannot spoil the refetch too.
 
 import Synchronization
 
@@ -65,6 +70,13 @@ final class MirrorSet: Sendable {
     private let mirrors: Mutex<[Mirror]>
     private let clock: @Sendable () -> Double
 
+    /// The mirror (index + 1; 0 for unknown) that served each block, and during a refetch what served it before.
+    private struct BlockSources {
+        var served: [UInt8] = []
+        var earlier: [UInt8]?
+    }
+    private let sources = Mutex(BlockSources())
+
     /// `urls[0]` is the primary.
     init(urls: [String], clock: @escaping @Sendable () -> Double = MonotonicClock.seconds) {
         var seen = Set<String>()
@@ -78,15 +90,19 @@ final class MirrorSet: Sendable {
     /// The mirror the next request should ask, counted as running there until `finished`. Among the usable ones,
     /// the one with the most speed per request it would run; when every one is set aside, the one whose backoff
     /// ends first (the request was going to wait anyway).
-    func choose() -> Choice {
+    /// A request of blocks that a refetch wants from other mirrors than before passes their earlier sources as
+    /// `avoiding`; they are asked only when no other mirror is usable.
+    func choose(avoiding: Set<Int> = []) -> Choice {
         let now = clock()
         return mirrors.withLock { mirrors in
             for index in mirrors.indices where mirrors[index].condition.isUsable(at: now) {
                 mirrors[index].condition = .usable  // a backoff that ended
             }
             let fastest = mirrors.compactMap(\.speed).max() ?? 1
+            let others = mirrors.indices.contains { mirrors[$0].condition == .usable && !avoiding.contains($0) }
             var best: (index: Int, score: Double)?
-            for (index, mirror) in mirrors.enumerated() where mirror.condition == .usable {
+            for (index, mirror) in mirrors.enumerated()
+            where mirror.condition == .usable && !(others && avoiding.contains(index)) {
                 // Unmeasured mirrors count as a little faster than the fastest, so each is tried early.
                 let score = (mirror.speed ?? fastest * 1.01) / Double(mirror.running + 1)
                 if best == nil || score > best!.score { best = (index, score) }
@@ -165,6 +181,56 @@ final class MirrorSet: Sendable {
             }
             if mirrors[index].validator == nil { mirrors[index].validator = validator }
             return true
+        }
+    }
+}
+
+extension MirrorSet {
+    /// Records that mirror `index` served block `block`.
+    func recordSource(block: Int, mirror index: Int) {
+        guard block >= 0, index < 255 else { return }
+        sources.withLock { sources in
+            if sources.served.count <= block { sources.served += [UInt8](repeating: 0, count: block + 1 - sources.served.count) }
+            sources.served[block] = UInt8(index + 1)
+        }
+    }
+
+    /// The file failed its digest check and is fetched again: from now on each block avoids the mirror that served
+    /// it, until `endRefetch`.
+    func beginRefetch() {
+        sources.withLock { sources in
+            sources.earlier = sources.served
+            sources.served = []
+        }
+    }
+
+    /// The refetched file passed its check.
+    func endRefetch() { sources.withLock { $0.earlier = nil } }
+
+    /// The mirrors that served `blocks` before the refetch (none outside a refetch).
+    func earlierSources(of blocks: Range<Int>) -> Set<Int> {
+        sources.withLock { sources in
+            guard let earlier = sources.earlier else { return [] }
+            var found = Set<Int>()
+            for block in blocks where block < earlier.count && earlier[block] > 0 { found.insert(Int(earlier[block]) - 1) }
+            return found
+        }
+    }
+
+    /// `run` cut where the mirror that served its blocks before the refetch changes, so that each piece can ask
+    /// another mirror than its own earlier one; `run` whole outside a refetch.
+    func pieces(of run: Range<Int>) -> [Range<Int>] {
+        sources.withLock { sources in
+            guard let earlier = sources.earlier, !run.isEmpty else { return [run] }
+            func source(_ block: Int) -> UInt8 { block < earlier.count ? earlier[block] : 0 }
+            var pieces: [Range<Int>] = []
+            var start = run.lowerBound
+            for block in run.dropFirst() where source(block) != source(block - 1) {
+                pieces.append(start..<block)
+                start = block
+            }
+            pieces.append(start..<run.upperBound)
+            return pieces
         }
     }
 }

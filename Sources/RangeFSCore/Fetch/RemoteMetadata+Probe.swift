@@ -36,6 +36,34 @@ extension RemoteMetadata {
         )
         sizeKnown = size != nil
         duplicates = Self.duplicates(inLink: head["link"], base: head.effectiveURL ?? url)
+        announcedDigest = Self.digest(reprDigest: head["repr-digest"], digest: head["digest"])
+    }
+
+    /// The digest of the whole file a response announces: `Repr-Digest: sha-256=:BASE64:` (RFC 9530; it describes
+    /// the representation, so a 206 carries the whole file's) or the older `Digest: SHA-256=BASE64` (RFC 3230).
+    /// SHA-256 is taken before SHA-512 (it is the faster to check); other algorithms are ignored.
+    static func digest(reprDigest: String?, digest: String?) -> ContentDigest? {
+        func members(_ value: String?) -> [(String, String)] {
+            (value ?? "").split(separator: ",").compactMap { member in
+                guard let equals = member.firstIndex(of: "=") else { return nil }
+                let key = member[..<equals].trimmingWhitespace().lowercased()
+                var value = member[member.index(after: equals)...].trimmingWhitespace()
+                // A structured field's byte sequence is wrapped in colons; parameters after `;` are ignored.
+                if let semicolon = value.firstIndex(of: ";") { value = String(value[..<semicolon]) }
+                return (key, value.trimmingCharacters(in: CharacterSet(charactersIn: ":")))
+            }
+        }
+        let found = members(reprDigest) + members(digest)
+        for algorithm in [DigestAlgorithm.sha256, .sha512] {
+            let names = algorithm == .sha256 ? ["sha-256", "sha256"] : ["sha-512", "sha512"]
+            for (key, value) in found where names.contains(key) {
+                if let decoded = Data(base64Encoded: value),
+                   let digest = ContentDigest(algorithm: algorithm, bytes: Array(decoded)) {
+                    return digest
+                }
+            }
+        }
+        return nil
     }
 
     /// The URLs a `Link` header names as duplicates of the response (`<URL>; rel=duplicate`, RFC 6249), made

@@ -53,7 +53,7 @@ extension RangeFS {
 
     static let attributeNames = [
         "user.rangefs.url", "user.rangefs.state", "user.rangefs.progress", "user.rangefs.cached_bytes",
-        "user.rangefs.etag", "user.rangefs.passthrough_handles",
+        "user.rangefs.etag", "user.rangefs.passthrough_handles", "user.rangefs.digest",
     ]
 
     public func extendedAttributeNames(of inode: UInt64) -> Result<[String], FileSystemError> {
@@ -78,8 +78,10 @@ extension RangeFS {
         case "user.rangefs.etag": return .success(item.metadata.etag)
         case "user.rangefs.passthrough_handles": return .success(String(handles.usage(of: inode).passthrough))
         case "user.rangefs.cached_bytes": return .success(String(cached))
+        case "user.rangefs.digest": return .success(digestState(of: item).short)
         case "user.rangefs.progress" where !item.metadata.sizeKnown: return .success("size unknown")
         case "user.rangefs.progress": return .success(Self.percent(cached, of: size))
+        case "user.rangefs.state" where digestState(of: item).failed: return .success("error: digest mismatch")
         case "user.rangefs.state":
             return .success(cached == size && item.metadata.sizeKnown ? "complete" : cached == 0 ? "empty" : "partial")
         default: return .failure(.noSuchAttribute)

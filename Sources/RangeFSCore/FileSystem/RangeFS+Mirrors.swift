@@ -3,13 +3,7 @@
 // If-Range.
 
 extension RangeFS {
-    /// Fetches the file `metadata` describes from `mirrors` too (besides its own URL), and, with `fromLinks`
-    /// (`--mirrors-from-links`: off by default, since a server then chooses where the bytes come from), from the
-    /// duplicates its probe's `Link` headers named. Each mirror is probed now, in the background. No mirror at all
-    /// forgets any the file had.
-    public func useMirrors(_ mirrors: [String], for metadata: RemoteMetadata, fromLinks: Bool = false) {
-        scheduler.useMirrors(mirrors + (fromLinks ? metadata.duplicates : []), for: metadata)
-    }
+    // A file's mirrors are given with `configure` (RangeFS+Digests.swift), beside its digest.
 
     /// What status shows of the file at `url`'s URLs, when it has mirrors.
     func mirrorStatus(of url: String) -> [MirrorStatus]? {

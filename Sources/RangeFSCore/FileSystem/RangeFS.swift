@@ -46,6 +46,8 @@ public final class RangeFS: Sendable {
     public let attributeInvalidator = LockedBox<(@Sendable (UInt64) -> Void)?>(nil)
     /// Describes the proxy chain for status, when the mount has one (the network layer owns it).
     let proxyReport: (@Sendable () -> String)?
+    /// The end-to-end digest checks of complete files (RangeFS+Digests.swift).
+    let digests = DigestChecks()
     /// Lists web directories and probes their files (RangeFS+Directories.swift).
     let directories: DirectoryService
     /// Notices remote changes and keeps the files served while their server is unreachable (Revalidator.swift).
@@ -109,6 +111,10 @@ public final class RangeFS: Sendable {
         scheduler.observeRemoteChanges { [weak revalidator] changed in
             if let entry = changed as? CacheEntry { revalidator?.revalidate(entry, knownChanged: true) }
         }
+        // A file whose whole data just became durable is checked against its digest.
+        store.completions.withLock { completions in
+            completions = { entry in owner.object?.checkDigest(of: entry, again: true) }
+        }
         // An entry with a fill queued or running stays open while nobody reads it.
         store.hasWork.withLock { hasWork in
             hasWork = { [weak scheduler] entry in
@@ -151,6 +157,16 @@ public final class RangeFS: Sendable {
         } catch {
             logger.error("cannot open the cache for \(item.name): \(error)")
             return .failure(.cacheUnusable(error))
+        }
+        // Bytes known to be wrong are never served (RangeFS+Digests.swift).
+        if cacheEntry.isKnownWrong {
+            cacheEntry.endUse()
+            return .failure(.io("digest mismatch"))
+        }
+        if cacheEntry.isComplete {
+            checkDigest(of: cacheEntry)
+        } else if cacheEntry.digestRecord?.verdict == .refetching {
+            scheduler.fill(cacheEntry, url: item.metadata.url)  // a refetch a remount interrupted
         }
         // Passthrough for a complete, committed file whose validator needs no check now, with no handle open the
         // normal way; once one handle of an inode is in passthrough, the others must be too (the kernel refuses
@@ -263,6 +279,7 @@ public final class RangeFS: Sendable {
     /// `counted`: the read is new (not a retry), and counts as a hit or a miss in the metrics.
     private func serve(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, counted: Bool = false,
                        reply: @escaping Reply) {
+        if entry.isKnownWrong { return reply(.failure(.io("digest mismatch"))) }
         let blocks = entry.blocks(covering: range)
         // The kernel's retry of a READ that just failed (see `CacheEntry.recentFailure`).
         let failedLately = entry.recentFailure(blocks)

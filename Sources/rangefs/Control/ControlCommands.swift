@@ -102,11 +102,11 @@ struct StatusDocument: Encodable {
     }
 }
 
-/// `rangefs add URL [MIRROR...] [--name N]`
+/// `rangefs add URL [MIRROR...] [sha256=HEX] [--name N]`
 struct AddCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "add", abstract: "Add a URL to a running mount.")
 
-    @Argument(help: "An http:// or https:// URL, then any mirrors of the same file (other URLs that serve the same bytes).")
+    @Argument(help: "An http:// or https:// URL, then any mirrors of the same file (other URLs that serve the same bytes), then optionally its digest as sha256=HEX.")
     var urls: [String]
     @Option(help: "The file name to use.") var name: String?
     @OptionGroup var selection: MountSelection
@@ -116,12 +116,18 @@ struct AddCommand: ParsableCommand {
     }
 
     func run() throws {
-        // One argument may hold the URL and its mirrors, as a list file's line does.
-        let source = urls.count == 1 ? try MountSource(parsing: urls[0]) : MountSource(url: urls[0],
-                                                                                       mirrors: Array(urls.dropFirst()))
+        // One argument may hold the URL, its mirrors and its digest, as a list file's line does; or each its own.
+        let source: MountSource
+        do {
+            source = try MountSource(parsing: urls.joined(separator: " "))
+        } catch {
+            printError("rangefs: \(error.message)")
+            throw ExitCode(2)
+        }
         try runControl {
             let response = try selection.perform(ControlRequest(command: .add, name: name, url: source.url,
-                                                                mirrors: source.mirrors.isEmpty ? nil : source.mirrors))
+                                                                mirrors: source.mirrors.isEmpty ? nil : source.mirrors,
+                                                                checksum: source.checksum))
             print("added \(response.message ?? source.url)")
         }
     }
@@ -238,6 +244,7 @@ enum StatusTable {
                 lines.append("    last error: \(error)")
             }
             for mirror in file.mirrors ?? [] { lines.append("    mirror \(mirror)") }
+            if let digest = file.digest { lines.append("    digest: \(digest)") }
         }
         let hidden = totals.files - files.filter { !$0.name.hasSuffix("/") }.count
         if hidden > 0 { lines.append("(\(hidden) complete or untouched files not shown; rangefs status --all shows them)") }

@@ -22,6 +22,8 @@ struct MountConfiguration: Equatable {
     var logFile: String?
     /// Whether a file's probe's `Link: <URL>; rel=duplicate` headers add mirrors (`--mirrors-from-links`).
     var mirrorsFromLinks = false
+    /// The digest of the one URL given (`--checksum sha256=HEX`).
+    var checksum: String?
     /// Where `--metrics` serves the counters; nil for nowhere.
     var metrics: MetricsServer.Address?
     /// Header lines for the origins of the given URLs (`--header`, `--cookie`).
@@ -63,6 +65,7 @@ struct MountConfiguration: Equatable {
         http.noProxy = options.noproxy
         http.proxyResetAfter = options.proxyResetAfter
         mirrorsFromLinks = options.mirrorsFromLinks
+        checksum = options.checksum
         metrics = options.metrics.flatMap(MetricsServer.parse)
         http.cookieFile = options.cookieFile
         http.netrcFile = options.netrcFile ?? (options.netrc ? "" : nil)

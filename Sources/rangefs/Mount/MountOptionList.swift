@@ -15,7 +15,7 @@ enum MountOptionList {
         "readahead", "prefetch", "passthrough", "bwlimit", "cache_max_size", "max_downloads", "connections", "connections_per_file",
         "connections_per_host", "kernel_readahead", "revalidate", "dir_cache_time", "connect_timeout", "timeout",
         "retries", "cacert", "capath", "cert", "key", "header", "cookie", "cookie_file", "netrc_file", "user_agent",
-        "proxy", "noproxy", "proxy_reset_after", "metrics",
+        "proxy", "noproxy", "proxy_reset_after", "metrics", "checksum",
     ]
     static let aliases = ["f": "foreground"]
     /// Always on: the kernel checks the mode bits.

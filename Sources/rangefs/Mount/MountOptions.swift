@@ -178,6 +178,9 @@ struct MountOptions: ParsableArguments {
     @Flag(name: .long, help: "Also fetch each file from the URLs its server names in 'Link: <URL>; rel=duplicate' headers (RFC 6249).")
     var mirrorsFromLinks = false
 
+    @Option(name: .long, help: "The digest of the one URL given, as sha256=HEX (or sha512=HEX): the file is checked against it once complete. In a list file, put sha256=HEX after the URL instead.")
+    var checksum: String?
+
     @Option(name: .long, help: "Serve the mount's counters in the Prometheus text format at http://ADDR:PORT/metrics; ADDR defaults to 127.0.0.1 (e.g. --metrics 9464).")
     var metrics: String?
 

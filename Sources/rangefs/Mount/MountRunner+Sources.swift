@@ -17,6 +17,16 @@ extension MountRunner {
                 }
                 sources += try MountSource.parseList(String(decoding: data, as: UTF8.self), path: path)
             }
+            if let checksum = configuration.checksum {
+                guard MountSource.isChecksum(checksum) else {
+                    throw Failure("--checksum \(MountSource.checksumProblem(checksum))")
+                }
+                guard sources.count == 1, !sources[0].url.hasSuffix("/") else {
+                    throw Failure("--checksum gives the digest of one file, but \(sources.count) URLs are given; "
+                                  + "put sha256=HEX after each URL in a list file instead")
+                }
+                sources[0].checksum = checksum.lowercased()
+            }
             return sources
         } catch let error as MountSourceError {
             throw Failure(error.message)
@@ -82,7 +92,7 @@ extension MountRunner {
             for file in saved where !sources.contains(where: { $0.url == file.url }) {
                 // A directory mounted as the root is saved without a name.
                 sources.append(MountSource(url: file.url, name: file.name.isEmpty ? nil : file.name,
-                                           mirrors: file.mirrors ?? []))
+                                           mirrors: file.mirrors ?? [], checksum: file.checksum))
             }
             return saved
         } catch {
@@ -108,8 +118,9 @@ extension MountRunner {
         var unmounted: [SavedFile] = []
         /// Every URL that could not be mounted, reported once the mount knows whether it goes ahead.
         var unmountable: [Unmountable] = []
-        /// The mounted files that have mirrors (given, or named by their server's Link headers), and the given ones.
-        var mirrored: [(RemoteMetadata, [String])] = []
+        /// The mounted files that have mirrors (given, or named by their server's Link headers) or a given digest,
+        /// with what was given for each.
+        var configured: [(RemoteMetadata, MountSource)] = []
     }
 
     /// A URL that could not be mounted, and why.
@@ -143,12 +154,12 @@ extension MountRunner {
                 directories.append(MountSource(url: url, name: source.name))
             case .online(let metadata):
                 add(metadata, as: source.name, to: probed.catalog)
-                if !source.mirrors.isEmpty || configuration.mirrorsFromLinks {
-                    probed.mirrored.append((metadata, source.mirrors))
+                if !source.mirrors.isEmpty || source.checksum != nil || configuration.mirrorsFromLinks {
+                    probed.configured.append((metadata, source))
                 }
             case .offline(let stored, let reason):
                 add(stored, as: source.name, to: probed.catalog)
-                if !source.mirrors.isEmpty { probed.mirrored.append((stored, source.mirrors)) }
+                if !source.mirrors.isEmpty || source.checksum != nil { probed.configured.append((stored, source)) }
                 probed.offline[source.url] = reason
                 printError("rangefs: \(shown): \(reason); serving what is cached until it answers")
             case .gone(let error), .failed(let error, keepSaved: false):

@@ -111,8 +111,9 @@ struct MountRunner {
             fileSystem.revalidator.markValidated(item.metadata.url)
         }
         for (url, reason) in probed.offline { fileSystem.revalidator.markOffline(url, reason: reason) }
-        for (metadata, mirrors) in probed.mirrored {
-            fileSystem.useMirrors(mirrors, for: metadata, fromLinks: configuration.mirrorsFromLinks)
+        for (metadata, source) in probed.configured {
+            fileSystem.configure(metadata, mirrors: source.mirrors, checksum: source.checksum,
+                                 mirrorsFromLinks: configuration.mirrorsFromLinks)
         }
         listDirectories(of: fileSystem, saved: saved, into: &probed)
         // Only now is it known whether anything mounts, and so whether the unmountable URLs stay saved.

@@ -1,5 +1,6 @@
 // What the user names to mount: URLs on the command line or in list files, each optionally `NAME=URL`, with its
-// mirrors after it (`NAME=URL MIRROR1 MIRROR2`), and the byte sizes the options take.
+// mirrors after it (`NAME=URL MIRROR1 MIRROR2`) and its digest last (`NAME=URL sha256=HEX`), and the byte sizes
+// the options take.
 
 import ArgumentParser
 import Foundation
@@ -10,20 +11,49 @@ struct MountSource: Equatable, Sendable {
     var url: String
     var name: String?
     var mirrors: [String] = []
+    /// The file's digest as the user gave it (`sha256=HEX`), checked when the file is complete.
+    var checksum: String?
 
-    init(url: String, name: String? = nil, mirrors: [String] = []) {
+    init(url: String, name: String? = nil, mirrors: [String] = [], checksum: String? = nil) {
         self.url = url
         self.name = name
         self.mirrors = mirrors
+        self.checksum = checksum
     }
 
-    /// `text` as a URL followed by its mirrors, separated by spaces or tabs (a URL holds neither unencoded):
-    /// several URLs only when every part is one, so a lone URL with a raw space still gets the message that says
-    /// to percent-encode it.
-    private static func urls(in text: String) -> (url: String, mirrors: [String]) {
-        let parts = text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-        guard parts.count > 1, parts.allSatisfy({ $0.contains("://") }) else { return (text, []) }
-        return (parts[0], Array(parts.dropFirst()))
+    /// Whether `text` is a digest as `--checksum` and list files take it: `sha256=` and 64 hex digits, or
+    /// `sha512=` and 128.
+    static func isChecksum(_ text: String) -> Bool {
+        let lower = text.lowercased()
+        for (prefix, digits) in [("sha256=", 64), ("sha512=", 128)] where lower.hasPrefix(prefix) {
+            let hex = lower.dropFirst(prefix.count)
+            return hex.count == digits && hex.allSatisfy(\.isHexDigit)
+        }
+        return false
+    }
+
+    /// The error for a `--checksum` value or a list-file token that looks like a digest but is not one.
+    static func checksumProblem(_ text: String) -> String {
+        "'\(text)' is not a digest rangefs can check; write sha256= followed by the 64 hex digits of the file's "
+            + "SHA-256 (or sha512= and 128 digits), as sha256sum prints them"
+    }
+
+    /// `text` as a URL followed by its mirrors and, last, optionally its digest, separated by spaces or tabs (a URL
+    /// holds neither unencoded): several parts only when every other part is a URL, so a lone URL with a raw space
+    /// still gets the message that says to percent-encode it.
+    private static func urls(in text: String) throws(MountSourceError) -> (url: String, mirrors: [String], checksum: String?) {
+        var parts = text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        var checksum: String?
+        if parts.count > 1, let last = parts.last, !last.contains("://"),
+           last.lowercased().hasPrefix("sha256") || last.lowercased().hasPrefix("sha512") {
+            guard isChecksum(last) else { throw MountSourceError(checksumProblem(last)) }
+            checksum = last.lowercased()
+            parts.removeLast()
+        }
+        guard parts.count > 1, parts.allSatisfy({ $0.contains("://") }) else {
+            return (checksum == nil ? text : parts.joined(separator: " "), [], checksum)
+        }
+        return (parts[0], Array(parts.dropFirst()), checksum)
     }
 
     /// Parses `URL` or `NAME=URL`. The text is split at the first `=` when what precedes it is not itself the
@@ -47,17 +77,17 @@ struct MountSource: Equatable, Sendable {
                         "'\(Redaction.redact(trimmed))': the name '\(name)' cannot name a file (\(problem)); give a "
                         + "plain file name before '=', or leave 'NAME=' out to name the file after its URL")
                 }
-                let (url, mirrors) = Self.urls(in: rest)
-                self.init(url: url, name: name, mirrors: mirrors)
+                let (url, mirrors, checksum) = try Self.urls(in: rest)
+                self.init(url: url, name: name, mirrors: mirrors, checksum: checksum)
                 return
             }
         }
-        let (url, mirrors) = Self.urls(in: trimmed)
-        self.init(url: url, mirrors: mirrors)
+        let (url, mirrors, checksum) = try Self.urls(in: trimmed)
+        self.init(url: url, mirrors: mirrors, checksum: checksum)
     }
 
     /// Parses a list file: one `URL` or `NAME=URL` per line, each optionally followed by mirrors of the same file
-    /// (`NAME=URL MIRROR...`); blank lines and lines starting with `#` are skipped.
+    /// (`NAME=URL MIRROR...`) and its digest (`sha256=HEX`); blank lines and lines starting with `#` are skipped.
     /// An error names the line.
     static func parseList(_ text: String, path: String = "list") throws(MountSourceError) -> [MountSource] {
         var sources: [MountSource] = []

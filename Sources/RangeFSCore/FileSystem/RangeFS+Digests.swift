@@ -1,0 +1,171 @@
+// The end-to-end digest checks of complete files (the order of the sources and what a mismatch does are described
+// in DigestChecks.swift).
+
+import Logging
+
+extension RangeFS {
+    /// Sets up the file `metadata` describes: fetched from `mirrors` too (and, with `mirrorsFromLinks`, from the
+    /// duplicates its probe's `Link` headers named; off by default, since a server then chooses where the bytes
+    /// come from), and checked against `checksum` (`sha256=HEX`, as the user gave it) once complete. Each mirror
+    /// is probed now, in the background. No mirror at all forgets any the file had.
+    public func configure(_ metadata: RemoteMetadata, mirrors: [String], checksum: String? = nil,
+                          mirrorsFromLinks: Bool = false) {
+        if !mirrors.isEmpty || mirrorsFromLinks || scheduler.mirrors.mirrors(of: metadata.url) != nil {
+            scheduler.useMirrors(mirrors + (mirrorsFromLinks ? metadata.duplicates : []), for: metadata)
+        }
+        guard let checksum, let digest = ContentDigest(parsing: checksum) else { return }
+        digests.given.withLock { $0[metadata.url] = digest }
+        // A file already complete is checked against it now.
+        if let entry = store.openEntry(for: metadata.url), entry.digestRecord == nil { checkDigest(of: entry) }
+    }
+
+    /// The digest the user gave for `url`, if any (saved with the file).
+    func givenDigest(of url: String) -> ContentDigest? {
+        digests.given.withLock { $0[url] }
+    }
+
+    /// Checks the complete file of `entry` against its expected digest, in the background, unless it is being
+    /// checked now or, without `again`, was checked already. A file without a known digest stays unverified.
+    /// `again`: the file just became complete (after an eviction or a refetch): whatever was recorded is checked anew.
+    func checkDigest(of entry: CacheEntry, again: Bool = false) {
+        guard entry.isComplete, !entry.isStale else { return }
+        if !again, let record = entry.digestRecord, record.verdict != .refetching { return }
+        guard digests.running.withLock({ $0.insert(entry.directory).inserted }) else { return }
+        let url = entry.header.url
+        expectedDigest(for: url) { [self] expected in
+            guard let expected else {
+                digests.running.withLock { _ = $0.remove(entry.directory) }
+                return
+            }
+            digests.queue.async { [self] in
+                defer { digests.running.withLock { _ = $0.remove(entry.directory) } }
+                guard let computed = entry.computeDigest(expected.digest.algorithm) else { return }
+                judge(entry, expected: expected, computed: computed)
+            }
+        }
+    }
+
+    /// Acts on a check's result: a match is recorded; a first mismatch drops the file and fetches it again, from
+    /// other mirrors where it has them; a second one makes the file serve nothing.
+    private func judge(_ entry: CacheEntry, expected: ExpectedDigest, computed: ContentDigest) {
+        let url = entry.header.url, shown = Redaction.redact(url)
+        let refetched = entry.digestRecord?.verdict == .refetching
+        var record = DigestRecord(generation: entry.header.generation, verdict: .verified, expected: expected.digest,
+                                  computed: computed, origin: expected.origin)
+        if computed == expected.digest {
+            entry.record(record)
+            Metrics.shared.add("rangefs_digest_checks_total", labels: ["result": "verified"])
+            logger.info("\(shown) is verified: its \(computed.algorithm.rawValue) matches \(expected.origin)")
+            if refetched, let mirrorSet = scheduler.mirrors.mirrors(of: url) { mirrorSet.endRefetch() }
+            return
+        }
+        let mismatch = "its \(computed.algorithm.rawValue) is \(computed.hex), but \(expected.origin) says "
+            + "\(expected.digest.hex)"
+        if refetched {
+            record.verdict = .mismatch
+            entry.record(record)
+            Metrics.shared.add("rangefs_digest_checks_total", labels: ["result": "mismatch"])
+            logger.error("\(shown) fails its digest check again after a refetch: \(mismatch); its opens fail with EIO until it changes on the server or rangefs evict drops it")
+        } else {
+            record.verdict = .refetching
+            entry.record(record)
+            Metrics.shared.add("rangefs_digest_checks_total", labels: ["result": "refetch"])
+            let mirrorSet = scheduler.mirrors.mirrors(of: url)
+            mirrorSet?.beginRefetch()
+            let how = mirrorSet == nil ? "" : ", each part from another mirror than before"
+            logger.warning("\(shown) fails its digest check: \(mismatch); fetching it again\(how)")
+            _ = entry.dropAllBlocks()
+            scheduler.fill(entry, url: url)
+        }
+        // The kernel may hold pages of the wrong bytes: it must ask again (and get EIO, or the new bytes).
+        for item in catalog.items(url: url) {
+            invalidationQueue.async { [self] in pageInvalidator.withLock { $0 }?(item.inode, 0..<UInt64.max) }
+        }
+    }
+
+    /// Finds the digest `url`'s file is expected to have (see DigestChecks.swift for the order); `completion` gets
+    /// nil when none is known. Reading a sums file happens once per sums file, whoever asks.
+    func expectedDigest(for url: String, completion: @escaping @Sendable (ExpectedDigest?) -> Void) {
+        if let given = givenDigest(of: url) { return completion(ExpectedDigest(digest: given, origin: "--checksum")) }
+        guard let item = catalog.item(url: url) else { return completion(nil) }
+        if let announced = item.metadata.announcedDigest {
+            return completion(ExpectedDigest(digest: announced, origin: "the server's Repr-Digest"))
+        }
+        guard item.listed else { return completion(nil) }
+        let candidates = DigestChecks.sumsNames(for: item.name).compactMap { name -> String? in
+            guard case .file(let sums) = catalog.node(named: name, in: item.parent) else { return nil }
+            return sums.metadata.url
+        }
+        lookUp(item.name, in: candidates[...], completion: completion)
+    }
+
+    /// Looks `name` up in the first of `sumsURLs` that lists it.
+    private func lookUp(_ name: String, in sumsURLs: ArraySlice<String>,
+                        completion: @escaping @Sendable (ExpectedDigest?) -> Void) {
+        guard let sumsURL = sumsURLs.first else { return completion(nil) }
+        readSums(sumsURL, fallbackName: name) { [self] listed in
+            if let digest = listed[name] {
+                completion(ExpectedDigest(digest: digest, origin: Redaction.redact(sumsURL)))
+            } else {
+                lookUp(name, in: sumsURLs.dropFirst(), completion: completion)
+            }
+        }
+    }
+
+    /// The digests the sums file at `url` lists, read with one request the first time anyone asks (and again
+    /// after a failed read, on the next check).
+    private func readSums(_ url: String, fallbackName: String,
+                          completion: @escaping @Sendable ([String: ContentDigest]) -> Void) {
+        let (start, known) = digests.sums.withLock { files -> (Bool, [String: ContentDigest]?) in
+            switch files[url] {
+            case .loaded(let listed)?:
+                return (false, listed)
+            case .loading(let waiting)?:
+                files[url] = .loading(waiting + [completion])
+                return (false, nil)
+            case nil:
+                files[url] = .loading([completion])
+                return (true, nil)
+            }
+        }
+        if let known { return completion(known) }
+        guard start else { return }
+        scheduler.fetcher.fetchListing(url, limit: DigestChecks.sumsLimit) { [self] result in
+            var listed: [String: ContentDigest] = [:]
+            switch result {
+            case .success(let body):
+                listed = DigestChecks.parseSums(String(decoding: body, as: UTF8.self), fallbackName: fallbackName)
+            case .failure(let error):
+                logger.warning("cannot read \(Redaction.redact(url)) for the digests it lists: \(error.userMessage)")
+            }
+            let waiting = digests.sums.withLock { files -> [@Sendable ([String: ContentDigest]) -> Void] in
+                guard case .loading(let waiting)? = files[url] else { return [] }
+                // A failed read is tried again by the next check; a read one is kept.
+                files[url] = result.isSuccess ? .loaded(listed) : nil
+                return waiting
+            }
+            for resume in waiting { resume(listed) }
+        }
+    }
+
+    /// What status and `user.rangefs.digest` say of `item`'s check.
+    func digestState(of item: CatalogItem) -> (short: String, detail: String?, failed: Bool) {
+        guard let record = store.storedDigest(of: item.metadata, matchingSizeOnly: !item.validated) else {
+            return ("unverified", nil, false)
+        }
+        let algorithm = record.expected.algorithm.rawValue
+        switch record.verdict {
+        case .verified:
+            return ("verified \(algorithm)", "verified \(algorithm) (\(record.origin))", false)
+        case .refetching:
+            return ("unverified", "unverified: its \(algorithm) did not match \(record.origin); fetching it again", false)
+        case .mismatch:
+            return ("MISMATCH", "digest mismatch: its \(algorithm) is \(record.computed.hex), but \(record.origin) "
+                    + "says \(record.expected.hex)", true)
+        }
+    }
+}
+
+private extension Result {
+    var isSuccess: Bool { if case .success = self { true } else { false } }
+}
