@@ -610,12 +610,13 @@ final class RealWorldHTTPTests: MountTestCase {
 
 /// The nginx slice-cache location docs/many-machines.md gives, as the test runs it.
 enum SliceCache {
-    static func location(upstream: String) -> String {
+    /// `key` goes before the URI in the cache key: `$http_host` for a cache that is a forward proxy of any host.
+    static func location(upstream: String, key: String = "") -> String {
         """
         location / {
             slice 1m;
             proxy_cache slices;
-            proxy_cache_key $uri$is_args$args$slice_range;
+            proxy_cache_key \(key)$uri$is_args$args$slice_range;
             proxy_set_header Range $slice_range;
             proxy_cache_valid 200 206 1h;
             proxy_cache_lock on;

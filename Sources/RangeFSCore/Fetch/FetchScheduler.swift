@@ -228,14 +228,22 @@ public final class FetchScheduler: Sendable {
         state.withLock { ($0.running, $0.queue.count, $0.fillJobs.count) }
     }
 
-    /// `run` in requests of at most a segment each, cut also where a refetch wants another mirror.
+    /// `run` in requests of at most a segment each, cut at the file's segment boundaries (multiples of the
+    /// segment size), and where a refetch wants another mirror. Aligned requests never straddle a proxy group's
+    /// 4 MiB shards or a slice cache's slices: every client asks each shard of the same proxy, whole, so a group
+    /// of caches holds and fetches each slice once.
     private func segments(of run: Range<Int>, in entry: any BlockStore, url: String) -> [Range<Int>] {
         let blocksPerSegment = max(1, Int(policy.segmentBytes / UInt64(entry.blockSize)))
         let pieces = mirrors.mirrors(of: url)?.pieces(of: run) ?? [run]
         return pieces.flatMap { piece in
-            stride(from: piece.lowerBound, to: piece.upperBound, by: blocksPerSegment).map {
-                $0..<min(piece.upperBound, $0 + blocksPerSegment)
+            var segments: [Range<Int>] = []
+            var start = piece.lowerBound
+            while start < piece.upperBound {
+                let boundary = (start / blocksPerSegment + 1) * blocksPerSegment
+                segments.append(start..<min(piece.upperBound, boundary))
+                start = boundary
             }
+            return segments
         }
     }
 
@@ -292,8 +300,9 @@ public final class FetchScheduler: Sendable {
             guard var (blocks, cursor) = job.entry.claimNextRun(from: job.cursor, limit: blocksPerSegment) else {
                 continue  // everything missing is already being fetched by someone
             }
-            // A refetch after a digest mismatch: one earlier mirror per request (see MirrorSet.pieces).
-            if let first = mirrors.mirrors(of: job.url)?.pieces(of: blocks).first, first != blocks {
+            // Aligned to the segment boundaries, and for a refetch after a digest mismatch one earlier mirror per
+            // request (see `segments` and MirrorSet.pieces).
+            if let first = segments(of: blocks, in: job.entry, url: job.url).first, first != blocks {
                 job.entry.releaseClaims(first.upperBound..<blocks.upperBound)
                 (blocks, cursor) = (first, first.upperBound)
             }
