@@ -34,7 +34,12 @@ final class DigestChecks: Sendable {
     enum SumsFile {
         case loading([@Sendable ([String: ContentDigest]) -> Void])
         case loaded([String: ContentDigest])
+        /// The read failed at this time (monotonic seconds); tried again after `sumsRetry`.
+        case failed(Double)
     }
+
+    /// Seconds before a sums file that could not be read is asked for again.
+    static let sumsRetry = 60.0
 
     /// The largest sums file read: a distribution's SHA256SUMS holds a few hundred lines.
     static let sumsLimit = 16 << 20

@@ -67,14 +67,21 @@ extension RangeFS {
             Metrics.shared.add("rangefs_digest_checks_total", labels: ["result": "mismatch"])
             logger.error("\(shown) fails its digest check again after a refetch: \(mismatch); its opens fail with EIO until it changes on the server or rangefs evict drops it")
         } else {
-            record.verdict = .refetching
-            entry.record(record)
             Metrics.shared.add("rangefs_digest_checks_total", labels: ["result": "refetch"])
             let mirrorSet = scheduler.mirrors.mirrors(of: url)
             mirrorSet?.beginRefetch()
             let how = mirrorSet == nil ? "" : ", each part from another mirror than before"
             logger.warning("\(shown) fails its digest check: \(mismatch); fetching it again\(how)")
+            // The drop is made durable before the record says a refetch is under way: a crash in between leaves
+            // an incomplete file with no record, which is checked afresh, never one judged on its old bytes.
             _ = entry.dropAllBlocks()
+            do {
+                try entry.commit()
+            } catch {
+                logger.warning("cannot commit the drop of \(shown) before its refetch: \(error)")
+            }
+            record.verdict = .refetching
+            entry.record(record)
             scheduler.fill(entry, url: url)
         }
         // The kernel may hold pages of the wrong bytes: it must ask again (and get EIO, or the new bytes).
@@ -120,10 +127,12 @@ extension RangeFS {
             switch files[url] {
             case .loaded(let listed)?:
                 return (false, listed)
+            case .failed(let at)? where MonotonicClock.seconds() - at < DigestChecks.sumsRetry:
+                return (false, [:])
             case .loading(let waiting)?:
                 files[url] = .loading(waiting + [completion])
                 return (false, nil)
-            case nil:
+            case nil, .failed?:
                 files[url] = .loading([completion])
                 return (true, nil)
             }
@@ -140,8 +149,8 @@ extension RangeFS {
             }
             let waiting = digests.sums.withLock { files -> [@Sendable ([String: ContentDigest]) -> Void] in
                 guard case .loading(let waiting)? = files[url] else { return [] }
-                // A failed read is tried again by the next check; a read one is kept.
-                files[url] = result.isSuccess ? .loaded(listed) : nil
+                // A read one is kept; a failed one answers "none listed" for a minute, then is tried again.
+                files[url] = result.isSuccess ? .loaded(listed) : .failed(MonotonicClock.seconds())
                 return waiting
             }
             for resume in waiting { resume(listed) }
