@@ -45,6 +45,11 @@ extension RangeFS {
         }
     }
 
+    /// Whether `entry`'s digest check is queued or running.
+    func isCheckingDigest(of entry: CacheEntry) -> Bool {
+        digests.running.withLock { $0.contains(entry.directory) }
+    }
+
     /// Acts on a check's result: a match is recorded; a first mismatch drops the file and fetches it again, from
     /// other mirrors where it has them; a second one makes the file serve nothing.
     private func judge(_ entry: CacheEntry, expected: ExpectedDigest, computed: ContentDigest) {

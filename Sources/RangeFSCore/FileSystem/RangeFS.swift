@@ -168,12 +168,13 @@ public final class RangeFS: Sendable {
         } else if cacheEntry.digestRecord?.verdict == .refetching {
             scheduler.fill(cacheEntry, url: item.metadata.url)  // a refetch a remount interrupted
         }
-        // Passthrough for a complete, committed file whose validator needs no check now, with no handle open the
-        // normal way; once one handle of an inode is in passthrough, the others must be too (the kernel refuses
-        // an inode open both ways).
+        // Passthrough for a complete, committed file whose validator needs no check now and whose digest is not
+        // being checked (a handle the kernel reads itself could not be stopped if the check failed), with no
+        // handle open the normal way; once one handle of an inode is in passthrough, the others must be too (the
+        // kernel refuses an inode open both ways).
         let url = item.metadata.url
         let passthroughAllowed = settings.passthrough && passthroughMode.withLock { $0 == .on }
-            && cacheEntry.isDurablyComplete
+            && cacheEntry.isDurablyComplete && !isCheckingDigest(of: cacheEntry)
         let (handle, passthrough) = handles.open(inode: inode, entry: cacheEntry,
                                                  readaheadMaximum: settings.readaheadMaximum) { normal, passing in
             guard passthroughAllowed else { return false }
