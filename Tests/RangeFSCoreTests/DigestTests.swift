@@ -1,4 +1,7 @@
+import Foundation
+import Glibc
 @testable import RangeFSCore
+import RangeFSTestSupport
 import XCTest
 
 /// Issue 29's digests without a mount: the hashes, the places a digest is read from, the record that keeps the
@@ -91,5 +94,46 @@ final class DigestTests: XCTestCase {
         XCTAssertEqual(mirrors.choose(avoiding: [0]).index, 0)
         mirrors.endRefetch()
         XCTAssertEqual(mirrors.pieces(of: 0..<8), [0..<8])
+    }
+}
+
+/// A digest check through the file system, over an in-memory origin.
+final class DigestCheckTests: XCTestCase {
+    let url = "http://origin/checked.bin"
+    let bytes = pseudoRandomBytes(count: 300_000)
+
+    /// A check waiting behind others keeps its entry open: idle release used to close it under the queued check,
+    /// which then hashed a released (stale) entry, gave up, and left the complete file unverified.
+    func testAQueuedCheckKeepsItsEntryOpenThroughIdleRelease() throws {
+        let directory = try TemporaryDirectory(prefix: "digest-idle")
+        let origin = MemoryOrigin()
+        origin.serve(url, bytes: bytes, etag: "\"v1\"")
+        var storeSettings = StoreSettings()
+        storeSettings.idleEntryTime = .zero
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path,
+                                                storeSettings: storeSettings)
+        let hasher = DigestHasher(.sha256)
+        hasher.update(bytes)
+        let item = try XCTUnwrap(fileSystem.catalog.item(named: "checked.bin"))
+        fileSystem.configure(item.metadata, mirrors: [], checksum: "sha256=" + hasher.finish().hex)
+
+        let handle = try fileSystem.open(item.inode).get().handle
+        XCTAssertEqual(try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: 0, count: bytes.count)).get(),
+                       bytes)
+        fileSystem.release(handle)
+        let entry = try XCTUnwrap(fileSystem.store.openEntry(for: url))
+        // Other checks hold the queue: this one waits while the commit that completed the file releases what is idle.
+        fileSystem.digests.queue.suspend()
+        fileSystem.store.commitAll()
+        XCTAssertTrue(entry.isComplete)
+        XCTAssertTrue(fileSystem.isCheckingDigest(of: entry), "the completing commit queued the check")
+        fileSystem.store.commitAll()
+        XCTAssertTrue(fileSystem.store.openEntry(for: url) === entry, "an entry with its check queued stays open")
+        fileSystem.digests.queue.resume()
+
+        let deadline = Date().addingTimeInterval(10)
+        while fileSystem.isCheckingDigest(of: entry) && Date() < deadline { usleep(1000) }
+        XCTAssertEqual(entry.digestRecord?.verdict, .verified)
+        XCTAssertEqual(fileSystem.store.storedDigest(of: item.metadata)?.verdict, .verified)
     }
 }

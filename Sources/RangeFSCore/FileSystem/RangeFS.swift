@@ -115,11 +115,12 @@ public final class RangeFS: Sendable {
         store.completions.withLock { completions in
             completions = { entry in owner.object?.checkDigest(of: entry, again: true) }
         }
-        // An entry with a fill queued or running stays open while nobody reads it.
+        // An entry with a fill queued or running, or its digest check, stays open while nobody reads it.
         store.hasWork.withLock { hasWork in
             hasWork = { [weak scheduler] entry in
                 guard let scheduler else { return false }
                 return scheduler.isFilling(entry) || scheduler.isTransferring(entry)
+                    || owner.object?.isCheckingDigest(of: entry) == true
             }
         }
         owner.object = self
