@@ -102,8 +102,14 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
 
     // MARK: The engine thread
 
+    /// How often transfers with a stall timeout are checked, and the gap between two checks that says the engine
+    /// thread itself was held up (uptime nanoseconds).
+    private static let stallCheckInterval: UInt64 = 250_000_000
+    private static let heldUpAfter: UInt64 = 1_500_000_000
+
     private func run() {
         var active: [UnsafeMutableRawPointer: Unmanaged<Transfer>] = [:]
+        var lastStallCheck = DispatchTime.now().uptimeNanoseconds
         while true {
             let (incoming, stopping) = queue.withLock { queue in
                 defer { queue.pending.removeAll() }
@@ -115,9 +121,11 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
                 curl_multi_add_handle(multi, transfer.handle)
             }
             let paused = pauseSignal.isPaused
+            var watching = false
             for reference in active.values {
                 let transfer = reference.takeUnretainedValue()
                 if !transfer.sink.isPaused && (!paused || !transfer.sink.isBackground) { transfer.resume() }
+                watching = watching || transfer.watchesStall
             }
             var running: Int32 = 0
             curl_multi_perform(multi, &running)
@@ -134,7 +142,18 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
                     reference.release()
                 }
             }
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            let now = DispatchTime.now().uptimeNanoseconds
+            if watching && now - lastStallCheck >= Self.stallCheckInterval {
+                let heldUp = now - lastStallCheck > Self.heldUpAfter
+                for (handle, reference) in active where reference.takeUnretainedValue().isStalled(now: now, heldUp: heldUp) {
+                    curl_multi_remove_handle(multi, handle)
+                    active.removeValue(forKey: handle)
+                    reference.takeUnretainedValue().abandonStalled()
+                    reference.release()
+                }
+            }
+            if !watching || now - lastStallCheck >= Self.stallCheckInterval { lastStallCheck = now }
+            curl_multi_poll(multi, nil, 0, watching ? 250 : 1000, nil)
         }
         for (handle, reference) in active {
             curl_multi_remove_handle(multi, handle)

@@ -24,12 +24,17 @@ final class Transfer: @unchecked Sendable {
     private let errorBuffer: UnsafeMutablePointer<CChar>
     private var responseHeaders: [String: String] = [:]
     private var headDelivered = false
-    private var cancelledBySink = false
+    private(set) var cancelledBySink = false
+    /// When this transfer last showed progress (uptime nanoseconds), for `RangeRequest.stallTimeout`: 0 until
+    /// its request went out; then each header line or body callback, and each check while it was paused.
+    var progressAt: UInt64 = 0
+    /// Whether the engine watches this transfer for stalls.
+    let watchesStall: Bool
 
     /// Where to log one line when the request ends (`-v`); nil logs nothing.
-    private let requestLog: Logger?
+    let requestLog: Logger?
     /// The request as that line shows it: method and range.
-    private let requestLine: String
+    let requestLine: String
     /// The URL this hop asks.
     let url: String
     /// The URL the mount asked for; `url` differs after a redirect, or when a remembered target is used.
@@ -66,6 +71,7 @@ final class Transfer: @unchecked Sendable {
         chainProxy = session.chainProxy(for: url, offset: request?.range?.lowerBound ?? 0)
         self.pauseSignal = pauseSignal
         self.requestLog = requestLog
+        watchesStall = request?.stallTimeout != nil
         self.url = url
         self.originalURL = originalURL ?? url
         self.request = request
@@ -202,6 +208,7 @@ final class Transfer: @unchecked Sendable {
     }
 
     fileprivate func receiveHeaderLine(_ line: String) {
+        if watchesStall { progressAt = DispatchTime.now().uptimeNanoseconds }
         if line.hasPrefix("HTTP/") {
             responseHeaders = [:]  // a new response in a redirect chain
             return
@@ -267,6 +274,7 @@ final class Transfer: @unchecked Sendable {
         // transfer is not aborted but goes on: without this check the rest of a refused response (a 200 to a
         // Range request, another version of the file) reached the sink.
         if cancelledBySink { return .abort }
+        if watchesStall { progressAt = DispatchTime.now().uptimeNanoseconds }
         if sink.isPaused || (sink.isBackground && pauseSignal.isPaused) {
             pausedInCallback = true
             return .pause

@@ -79,6 +79,41 @@ final class ManySourcesTests: MountTestCase {
         for url in urls.dropFirst() { XCTAssertTrue(saved.contains(url), saved) }
     }
 
+    // 1a. A mirror that stops answering mid-copy (its process frozen, its connections open) is left after seconds:
+    //     the copy goes on from the other two and ends with the right bytes, long before libcurl's low-speed
+    //     timeout (20 s, which a copy used to wait out on each request the frozen mirror held).
+    func testAMirrorThatFreezesMidCopyIsLeftWithinSeconds() throws {
+        let size = 128 << 20
+        let mirrors = try (0..<3).map { _ in try NginxOrigin() }
+        defer { mirrors.forEach { $0.stop() } }
+        let expected = try mirrors[0].serveRandomFile("big.bin", size: size)
+        for mirror in mirrors.dropFirst() {
+            XCTAssertEqual(link(mirrors[0].path("big.bin"), mirror.path("big.bin")), 0)
+        }
+        let paced = try mirrors.map { try capProxy(to: $0.port, bytesPerSecond: 8 << 20) }
+        defer {
+            kill(paced[1].0.pid, SIGCONT)
+            paced.forEach { _ = $0.0.stop(signal: SIGKILL) }
+        }
+        let urls = paced.map { "http://127.0.0.1:\($0.1)/big.bin" }
+        try mount(["big.bin=" + urls.joined(separator: " ")])
+        let copy = scratch.path + "/copy"
+        let cp = try BackgroundProcess("/bin/cp", [mountpoint + "/big.bin", copy])
+        waitForSize(copy, atLeast: 32 << 20, timeout: 60)
+        XCTAssertEqual(kill(paced[1].0.pid, SIGSTOP), 0)  // the second mirror freezes with requests in flight
+        let frozen = Date()
+        let frozenAt = dataBytes(mirrors[1], "/big.bin")
+        XCTAssertEqual(cp.waitForExit(timeout: 60), 0, "the copy ended with an error or hung")
+        let afterFreeze = Date().timeIntervalSince(frozen)
+        XCTAssertEqual(try Shell.sha256(of: copy), expected)
+        XCTAssertLessThan(afterFreeze, 14, "the copy waited on the frozen mirror")
+        XCTAssertGreaterThan(frozenAt, 0, "the frozen mirror had served nothing before it froze")
+
+        let file = try XCTUnwrap((try statusJSON()["files"] as? [[String: Any]])?.first { $0["name"] as? String == "big.bin" })
+        let second = try XCTUnwrap((file["mirrors"] as? [[String: Any]])?[1])
+        XCTAssertTrue((second["last_error"] as? String ?? "").contains("stopped sending"), "\(second)")
+    }
+
     // 1b. A mirror whose file changed answers its own If-Range with 200: it is set aside (a remote change is a
     //     mirror failure), the read goes on elsewhere, and none of its new bytes is ever mixed in.
     func testAMirrorWhoseFileChangedIsSetAsideAndTheReadGoesOnElsewhere() throws {

@@ -48,6 +48,26 @@ final class MirrorSetTests: XCTestCase {
         XCTAssertEqual(mirrors.snapshot[first.index].lastError, FetchError.timedOut.userMessage)
     }
 
+    func testAMirrorBackFromItsBackoffGetsOneRequestUntilOneSucceeds() {
+        let clock = Clock()
+        let mirrors = makeSet(2, clock: clock)
+        // Both measured alike, then mirror 1 stalls and is set aside.
+        mirrors.finished(mirrors.choose(), bytes: 8 << 20, seconds: 1, error: nil)
+        mirrors.finished(mirrors.choose(), bytes: 8 << 20, seconds: 1, error: nil)
+        let stalled = MirrorSet.Choice(index: 1, url: "http://m1/f", validator: nil)
+        mirrors.setAside(stalled, because: .stalled(3))
+        XCTAssertEqual(mirrors.choose().index, 0, "set aside")
+        clock.now += 2.1
+        // Back: of eight requests started now, it gets one (it may still be dead), not its half.
+        let chosen = (0..<8).map { _ in mirrors.choose() }
+        XCTAssertEqual(chosen.filter { $0.index == 1 }.count, 1, "\(chosen.map(\.index))")
+        // Once that one succeeds, it gets its share again.
+        mirrors.finished(chosen.first { $0.index == 1 }!, bytes: 8 << 20, seconds: 1, error: nil)
+        for choice in chosen where choice.index == 0 { mirrors.finished(choice, bytes: 8 << 20, seconds: 1, error: nil) }
+        let after = (0..<8).map { _ in mirrors.choose().index }
+        XCTAssertEqual(after.filter { $0 == 1 }.count, 4, "\(after)")
+    }
+
     func testWhenEveryMirrorIsSetAsideTheOneBackFirstIsAsked() {
         let clock = Clock()
         let mirrors = makeSet(2, clock: clock)
@@ -120,6 +140,28 @@ final class MirrorFetchTests: XCTestCase {
         for request in requests {
             XCTAssertEqual(request.ifRange, request.url == primary ? "\"a1\"" : "\"b1\"", "\(request)")
         }
+    }
+
+    func testARequestMayStallOnlyBrieflyWhereAnotherMirrorCanTakeOver() throws {
+        XCTAssertEqual(try read(offset: 0, count: 1_000_000).get(), Array(bytes[..<1_000_000]))
+        XCTAssertFalse(origin.requests.isEmpty)
+        for request in origin.requests {
+            XCTAssertEqual(request.stallTimeout, FetchPolicy().mirrorStallTime, "another mirror could take over: \(request)")
+        }
+        // With the other mirror set aside, nothing could take over: only the low-speed timeout applies.
+        fileSystem.scheduler.mirrors.mirrors(of: primary)!
+            .setAside(MirrorSet.Choice(index: 1, url: mirror, validator: nil), because: .stalled(3))
+        let before = origin.requests.count
+        XCTAssertEqual(try read(offset: 2_000_000, count: 100_000).get(), Array(bytes[2_000_000..<2_100_000]))
+        let later = origin.requests.dropFirst(before)
+        XCTAssertFalse(later.isEmpty)
+        for request in later {
+            XCTAssertEqual(request.url, primary)
+            XCTAssertNil(request.stallTimeout, "\(request)")
+        }
+        // A fill capped at 64 KiB/s reads 256 KiB at a time: its gaps of seconds are no stall.
+        XCTAssertEqual(FetchPolicy().mirrorStallTime(cappedAt: 64 << 10), 16)
+        XCTAssertEqual(FetchPolicy().mirrorStallTime(cappedAt: 100 << 20), FetchPolicy().mirrorStallTime)
     }
 
     func testAReaderSeesAnErrorOnlyWhenEveryMirrorFailed() throws {

@@ -92,4 +92,66 @@ final class CurlEngineTests: XCTestCase {
         XCTAssertEqual(sink.done.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(sink.head?.status, 200)
     }
+
+    // A request with a stall timeout (one mirror of several) is given up once its server sends nothing for that
+    // long; one without keeps waiting (the 20 s low-speed timeout), and a transfer paused by rangefs is no stall.
+    func testARequestWithAStallTimeoutIsGivenUpWhenItsServerFallsSilent() throws {
+        let origin = try FaultOrigin()
+        defer { origin.stop() }
+        origin.serve("silent.bin", bytes: Self.content, etag: "\"s1\"")
+        origin.setFault(.stall, for: "silent.bin")
+        var request = RangeRequest(url: origin.url("silent.bin"), range: 0..<1_000_000, ifRange: nil)
+        request.stallTimeout = 1
+        let watched = CollectingSink()
+        let started = Date()
+        Self.engine.start(request, sink: watched)
+        request.stallTimeout = nil
+        let unwatched = CollectingSink()
+        Self.engine.start(request, sink: unwatched)
+        XCTAssertEqual(watched.done.wait(timeout: .now() + 5), .success, "the stalled request was not given up")
+        XCTAssertEqual(watched.error, .stalled(1))
+        XCTAssertLessThan(Date().timeIntervalSince(started), 3.5)
+        XCTAssertEqual(unwatched.done.wait(timeout: .now() + 1), .timedOut, "without a stall timeout it waits on")
+        // The origin gives up on its side (it closes the connection unanswered): the request ends as a cut one.
+        origin.setFault(.none, for: "silent.bin")
+        XCTAssertEqual(unwatched.done.wait(timeout: .now() + 10), .success)
+        XCTAssertNotNil(unwatched.error)
+        XCTAssertNotEqual(unwatched.error, .stalled(1))
+    }
+
+    func testATransferPausedForReadersIsNoStall() {
+        let engine = CurlEngine(logger: Logger(label: "test"))
+        defer { engine.shutdown() }
+        engine.pauseBackground(true)
+        var request = RangeRequest(url: Self.origin.url("file.bin"), range: 0..<3_000_000, ifRange: nil)
+        request.stallTimeout = 1
+        let sink = BackgroundSink()
+        engine.start(request, sink: sink)
+        XCTAssertEqual(sink.done.wait(timeout: .now() + 3), .timedOut, "a paused background transfer finished")
+        engine.pauseBackground(false)
+        XCTAssertEqual(sink.done.wait(timeout: .now() + 10), .success)
+        XCTAssertNil(sink.error, "paused for 3 s with a stall timeout of 1 s")
+        XCTAssertEqual(sink.received, 3_000_000)
+    }
+}
+
+/// Background work: paused while readers wait.
+final class BackgroundSink: RangeResponseSink, @unchecked Sendable {
+    private let lock = NSLock()
+    private var bytes = 0
+    private var failure: FetchError?
+    let done = DispatchSemaphore(value: 0)
+    var isBackground: Bool { true }
+    var received: Int { lock.withLock { bytes } }
+    var error: FetchError? { lock.withLock { failure } }
+
+    func receive(head: ResponseHead) -> Bool { head.status == 206 }
+    func receive(body: UnsafeRawBufferPointer) -> Bool {
+        lock.withLock { bytes += body.count }
+        return true
+    }
+    func complete(error: FetchError?) {
+        lock.withLock { failure = error }
+        done.signal()
+    }
 }

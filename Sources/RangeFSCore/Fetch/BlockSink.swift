@@ -119,6 +119,11 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             attemptBegan = MonotonicClock.seconds()
             request.url = choice.url
             if !choice.isPrimary { request.ifRange = choice.validator }
+            // Where another mirror could take over, a server that stops sending is left after seconds, not after
+            // the low-speed timeout: the request goes on from its byte elsewhere (see `complete`).
+            if mirrors.hasUsableMirror(besides: choice.index) {
+                request.stallTimeout = policy.mirrorStallTime(cappedAt: maxBytesPerSecond)
+            }
         }
         request.maxBytesPerSecond = maxBytesPerSecond
         owner.started(self, request: request)

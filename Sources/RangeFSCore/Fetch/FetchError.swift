@@ -10,6 +10,8 @@ public enum FetchError: Error, Sendable, Equatable {
     case connectionRefused
     case hostNotFound
     case timedOut
+    /// The server sent nothing for this many seconds in the middle of a request (`RangeRequest.stallTimeout`).
+    case stalled(Double)
     case httpStatus(Int)
     /// 206 whose Content-Range does not match what was asked for (or is missing).
     case badContentRange(String)
@@ -46,6 +48,7 @@ public enum FetchError: Error, Sendable, Equatable {
         case .connectionRefused: "connection refused (check that the server is running and the port is right)"
         case .hostNotFound: "host not found; check the host name"
         case .timedOut: "timed out; the server did not answer in time"
+        case .stalled(let seconds): "the server stopped sending (nothing for \(Int(seconds.rounded())) s)"
         case .httpStatus(let status): "HTTP \(status) \(Self.reasonPhrase(status)); check the URL"
         case .badContentRange(let value): "the server sent a wrong Content-Range (\(value))"
         case .rangeIgnored: "the server ignores Range requests"
@@ -77,6 +80,7 @@ public enum FetchError: Error, Sendable, Equatable {
         case .connectionRefused: "connection_refused"
         case .hostNotFound: "host_not_found"
         case .timedOut: "timed_out"
+        case .stalled: "stalled"
         case .httpStatus(let status): status >= 500 ? "http_5xx" : "http_4xx"
         case .badContentRange: "bad_content_range"
         case .rangeIgnored: "range_ignored"
@@ -94,9 +98,17 @@ public enum FetchError: Error, Sendable, Equatable {
     /// Whether trying the same request again may succeed.
     var isTransient: Bool {
         switch self {
-        case .timedOut, .shortBody, .transport, .connectionRefused, .proxy: true
+        case .timedOut, .stalled, .shortBody, .transport, .connectionRefused, .proxy: true
         case .httpStatus(let status): status == 408 || status == 429 || status >= 500
         case .proxyStatus: true
+        default: false
+        }
+    }
+
+    /// Whether the server kept the request waiting until it was given up (no answer, or it stopped sending).
+    var isTimeout: Bool {
+        switch self {
+        case .timedOut, .stalled: true
         default: false
         }
     }
@@ -106,7 +118,7 @@ public enum FetchError: Error, Sendable, Equatable {
     /// fails this way at mount is served from its cache entry, and stays in the saved set.
     var isOriginUnreachable: Bool {
         switch self {
-        case .connectionRefused, .hostNotFound, .timedOut, .shortBody, .transport, .proxy, .proxyStatus: true
+        case .connectionRefused, .hostNotFound, .timedOut, .stalled, .shortBody, .transport, .proxy, .proxyStatus: true
         case .httpStatus(let status): status >= 500
         default: false
         }

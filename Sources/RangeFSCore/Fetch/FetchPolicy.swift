@@ -29,6 +29,17 @@ public struct FetchPolicy: Sendable, Equatable {
     var retryDelay: Duration = .milliseconds(200)
     /// How long background fill stays paused after the last demand transfer ends.
     var fillResumeDelay: Duration = .milliseconds(100)
+    /// Seconds without a byte after which a request on one mirror of several is moved to another (a server that
+    /// stopped answering). A healthy server sends within milliseconds; the 20 s low-speed timeout stays for a
+    /// request that has nowhere else to go.
+    var mirrorStallTime = 3.0
+
+    /// The stall timeout of a request whose receive rate is capped at `bytesPerSecond`: a capped transfer reads
+    /// a buffer (256 KiB) at a time, so a low cap leaves long gaps that are no stall.
+    func mirrorStallTime(cappedAt bytesPerSecond: Int?) -> Double {
+        guard let bytesPerSecond, bytesPerSecond > 0 else { return mirrorStallTime }
+        return max(mirrorStallTime, 4 * Double(256 << 10) / Double(bytesPerSecond))
+    }
 
     public init() {}
 

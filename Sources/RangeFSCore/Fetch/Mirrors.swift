@@ -1,8 +1,10 @@
 // One file, several URLs: the file's own (the primary, whose size and validators its cache entry records) and its
 // mirrors. Each request of a mirrored file asks the mirror that should finish it first: the one with the best
 // measured speed per running request, so load follows speed; a mirror not measured yet is tried first. A mirror
-// that fails is set aside with a backoff (2 s, doubling to 60 s) and the request goes on at once, from the byte
-// where it broke, on another; one that disagrees on the length, or ignores Range, is dropped for this file.
+// that fails, or stalls (sends nothing for `FetchPolicy.mirrorStallTime` while another mirror could take over), is
+// set aside with a backoff (2 s, doubling to 60 s) and the request goes on at once, from the byte where it broke,
+// on another; back from its backoff it gets one request until one succeeds, so a mirror that is still dead costs
+// one request, not its share. One that disagrees on the length, or ignores Range, is dropped for this file.
 // Only when every mirror is set aside does a request wait, and it fails only after the retry policy's attempts.
 //
 // Each mirror keeps its own validator (from its probe or its first 206) for its own If-Range: mirrors of one
@@ -102,7 +104,9 @@ final class MirrorSet: Sendable {
             let others = mirrors.indices.contains { mirrors[$0].condition == .usable && !avoiding.contains($0) }
             var best: (index: Int, score: Double)?
             for (index, mirror) in mirrors.enumerated()
-            where mirror.condition == .usable && !(others && avoiding.contains(index)) {
+            where mirror.condition == .usable && !(others && avoiding.contains(index))
+                // Back from a backoff, a mirror gets one request to show it works before it gets its share.
+                && !(mirror.failures > 0 && mirror.running > 0) {
                 // Unmeasured mirrors count as a little faster than the fastest, so each is tried early.
                 let score = (mirror.speed ?? fastest * 1.01) / Double(mirror.running + 1)
                 if best == nil || score > best!.score { best = (index, score) }
@@ -124,6 +128,14 @@ final class MirrorSet: Sendable {
     var hasUsableMirror: Bool {
         let now = clock()
         return mirrors.withLock { mirrors in mirrors.contains { $0.condition.isUsable(at: now) } }
+    }
+
+    /// Whether a mirror other than `index` could take a request now.
+    func hasUsableMirror(besides index: Int) -> Bool {
+        let now = clock()
+        return mirrors.withLock { mirrors in
+            mirrors.indices.contains { $0 != index && mirrors[$0].condition.isUsable(at: now) }
+        }
     }
 
     /// A request on `choice` ended having stored `bytes` in `seconds`, and failed with `error` if it did.

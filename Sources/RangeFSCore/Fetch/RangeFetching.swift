@@ -15,6 +15,10 @@ public struct RangeRequest: Sendable, Equatable {
     public var maxBytesPerSecond: Int?
     /// Sent as `Accept` (a directory listing asks for JSON first).
     public var accept: String?
+    /// Seconds without progress after which the fetcher gives the transfer up and fails it with `.stalled`: no
+    /// byte since its request went out, leaving out the time it was paused. Nil leaves only the connection's
+    /// low-speed timeout. Set for a request on one of several mirrors, where another can take over at once.
+    public var stallTimeout: Double?
 
     init(url: String, range: Range<UInt64>?, ifRange: String?) {
         self.url = url

@@ -285,7 +285,9 @@ public final class RangeFS: Sendable {
         let blocks = entry.blocks(covering: range)
         // The kernel's retry of a READ that just failed (see `CacheEntry.recentFailure`).
         let failedLately = entry.recentFailure(blocks)
-        if failedLately?.fetchError == .timedOut { return reply(.failure(Self.fileSystemError(for: .timedOut))) }
+        if let error = failedLately?.fetchError, error.isTimeout {
+            return reply(.failure(Self.fileSystemError(for: error)))
+        }
         let availability = scheduler.ensure(entry, url: entry.header.url, blocks: blocks,
                                             singleAttempt: failedLately != nil) { [weak self] result in
             guard let self else { return reply(.failure(.io("the file system is shutting down"))) }
