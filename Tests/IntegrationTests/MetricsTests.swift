@@ -89,6 +89,35 @@ final class MetricsTests: MountTestCase {
         XCTAssertTrue(try scrape(port, path: "/").stdout.hasSuffix("\n404"))
     }
 
+    /// Clients that hang (connected, half a request sent, never reading) hold up no other scrape.
+    func testAHangingClientHoldsUpNoScrape() throws {
+        try origin.serveRandomFile("small.bin", size: 1 << 20)
+        let port = try freePort()
+        try mount([origin.url("small.bin")], extra: ["--metrics", "127.0.0.1:\(port)"])
+        var hanging: [Int32] = []
+        defer { hanging.forEach { close($0) } }
+        for _ in 0..<3 {
+            let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = UInt16(port).bigEndian
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(client, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            XCTAssertEqual(connected, 0)
+            _ = "GET /metr".withCString { send(client, $0, 9, 0) }
+            hanging.append(client)
+        }
+        usleep(200_000)
+        let started = Date()
+        let scraped = try scrape(port)
+        XCTAssertTrue(scraped.stdout.hasSuffix("\n200"), scraped.stdout)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 2, "a scrape waited behind clients that hang")
+    }
+
     func testABadMetricsAddressIsNamedWithItsFix() throws {
         let result = try driver.run(["mount", mountpoint, origin.url("x.bin"), "--cache", cache, "--metrics", "localhost:99999"])
         XCTAssertNotEqual(result.status, 0)

@@ -1,6 +1,7 @@
 // `--metrics ADDR:PORT`: the mount's counters over HTTP, in the Prometheus text format, for the people who run
-// rangefs on many machines. One thread accepts; each request is one GET answered and closed (HTTP/1.0), so a
-// scraper that hangs holds nothing else up for longer than its 5 s read timeout.
+// rangefs on many machines. One thread accepts; each request is one GET answered and closed (HTTP/1.0), up to four
+// at once, and a client gets 5 s to send its request and 5 s per send to take the answer: a scraper that hangs, or
+// trickles its request a byte at a time, holds up no other.
 
 import Foundation
 import Glibc
@@ -12,6 +13,10 @@ final class MetricsServer: @unchecked Sendable {
     // @unchecked Sendable: `listener` is immutable; the text source is a Sendable closure.
     private let listener: Int32
     private let text: @Sendable () -> String
+    private let slots = DispatchSemaphore(value: 4)
+    private let answering = DispatchQueue(label: "rangefs.metrics", attributes: .concurrent)
+    /// The time a client has to send its request.
+    private static let requestDeadline = 5.0
 
     /// Where to listen.
     struct Address: Equatable {
@@ -61,8 +66,12 @@ final class MetricsServer: @unchecked Sendable {
 
     private func serve() {
         SocketServing.acceptConnections(on: listener) { connection in
-            answer(connection)
-            close(connection)
+            slots.wait()
+            answering.async { [self] in
+                answer(connection)
+                close(connection)
+                slots.signal()
+            }
         }
     }
 
@@ -70,7 +79,8 @@ final class MetricsServer: @unchecked Sendable {
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         // The request line is all that matters; the headers end at an empty line.
-        while received.count < 16 << 10 {
+        let deadline = Date().addingTimeInterval(Self.requestDeadline)
+        while received.count < 16 << 10 && Date() < deadline {
             let got = recv(connection, &buffer, buffer.count, 0)
             if got <= 0 { break }
             received += buffer[..<got]

@@ -4,8 +4,8 @@
 import Glibc
 
 enum SocketServing {
-    /// Accepts connections on `listener` until it is closed, each with a 5 s receive timeout, and hands each to
-    /// `handle`, which closes it.
+    /// Accepts connections on `listener` until it is closed, each with a 5 s receive timeout and a 5 s send timeout
+    /// (a client that stops reading its answer), and hands each to `handle`, which closes it.
     static func acceptConnections(on listener: Int32, _ handle: (Int32) -> Void) {
         while true {
             let connection = accept(listener, nil, nil)
@@ -15,6 +15,7 @@ enum SocketServing {
             }
             var timeout = timeval(tv_sec: 5, tv_usec: 0)
             setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             handle(connection)
         }
     }
