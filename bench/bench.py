@@ -306,9 +306,28 @@ def memory(pid, field="VmRSS"):
     return 0
 
 
-def timed(command):
+def timed(command, freeze=None):
+    """Seconds `command` takes. `freeze` is (pid, seconds): that process is stopped (SIGSTOP) so many seconds into
+    the command, as a server that hangs with its connections open, and let go (SIGCONT) once the command ended."""
     start = time.perf_counter()
-    run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if freeze is None:
+        run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return time.perf_counter() - start
+    pid, after = freeze
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        try:
+            process.wait(timeout=after)
+        except subprocess.TimeoutExpired:
+            os.kill(pid, signal.SIGSTOP)
+            process.wait(timeout=300)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    if process.returncode != 0:
+        raise subprocess.CalledProcessError(process.returncode, command)
     return time.perf_counter() - start
 
 
@@ -373,13 +392,13 @@ class Bench:
     def fresh_cache(self):
         return tempfile.mkdtemp(dir=self.work, prefix="cache-")
 
-    def cold_copy(self, binary, url, name, dest, options=()):
+    def cold_copy(self, binary, url, name, dest, options=(), freeze=None):
         """Bytes per second of a `cp` of `name` from a fresh mount of `url` (fresh cache, page cache dropped); the
-        copy is checked, then removed with the mount and its cache."""
+        copy is checked, then removed with the mount and its cache. `freeze` as for `timed`."""
         cache = self.fresh_cache()
         mount = Mount(binary, self.work, [url], cache, options)
         drop_caches()
-        speed = self.sizes[name] / timed(["cp", mount.path(name), dest])
+        speed = self.sizes[name] / timed(["cp", mount.path(name), dest], freeze)
         self.check_copy(dest, name)
         os.remove(dest)
         mount.close()
@@ -632,12 +651,13 @@ class Bench:
         name, size = "capped.bin", self.sizes["capped.bin"]
         urls = self.nginx.mirror_urls(name)
         dest = os.path.join(self.work, "mirrored.out")
+        aria_command = ["aria2c", "-q", "-x8", "-s8", "-k1M", "--allow-overwrite=true", "--auto-file-renaming=false",
+                        "-d", self.work, "-o", "mirrored.out", *urls]
         aria, shares = [], []
         ours = {label: [] for label, _ in self.builds()}
         for _ in range(self.args.runs):
             drop_caches()
-            aria.append(size / timed(["aria2c", "-q", "-x8", "-s8", "-k1M", "--allow-overwrite=true",
-                                      "--auto-file-renaming=false", "-d", self.work, "-o", "mirrored.out", *urls]))
+            aria.append(size / timed(aria_command))
             self.check_copy(dest, name)
             os.remove(dest)
             for label, binary in self.builds():
@@ -654,6 +674,23 @@ class Bench:
         self.checks.append(("every mirror served part of the copy", all(b > 0 for b in last)))
         log("  rangefs's bytes per mirror (4/8/16 MiB/s), last run: "
             + ", ".join(f"{b / MiB:.1f} MiB" for b in last))
+        if self.args.smoke:
+            return  # a tiny copy is over before the freeze
+        # The same, with the fastest mirror frozen (its pacing proxy stopped, its connections open) half a second
+        # into each copy: a server that hangs. Each tool with its default timeouts.
+        freeze = (self.nginx.mirror_proxies[2].pid, 0.5)
+        aria, ours = [], {label: [] for label, _ in self.builds()}
+        for _ in range(self.args.runs):
+            drop_caches()
+            aria.append(size / timed(aria_command, freeze))
+            self.check_copy(dest, name)
+            os.remove(dest)
+            for label, binary in self.builds():
+                ours[label].append(self.cold_copy(binary, f"{name}={' '.join(urls)}", name, dest, freeze=freeze))
+        self.results["  the 16 MiB/s mirror frozen at 0.5 s"] = (statistics.median(ours["rangefs"]),
+                                                                 "aria2c -x8 -s8, 3 URLs", statistics.median(aria),
+                                                                 1.0)
+        self.compare_with_baseline("3 mirrors, one frozen", ours["rangefs"], ours.get("baseline"))
 
     def random_reads(self):
         """Goal 4: 200 cold random 4 KiB reads: p99 with a background fill of the same file running, against none
