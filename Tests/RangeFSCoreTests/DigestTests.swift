@@ -118,21 +118,26 @@ final class DigestCheckTests: XCTestCase {
         fileSystem.configure(item.metadata, mirrors: [], checksum: "sha256=" + hasher.finish().hex)
 
         let handle = try fileSystem.open(item.inode).get().handle
-        XCTAssertEqual(try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: 0, count: bytes.count)).get(),
-                       bytes)
-        fileSystem.release(handle)
+        XCTAssertTrue(try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: 0, count: bytes.count)).get()
+                      == bytes)
         let entry = try XCTUnwrap(fileSystem.store.openEntry(for: url))
-        // Other checks hold the queue: this one waits while the commit that completed the file releases what is idle.
+        // Other checks hold the queue: this one waits there once the commit that completes the file queued it.
         fileSystem.digests.queue.suspend()
-        fileSystem.store.commitAll()
+        let deadline = Date().addingTimeInterval(10)
+        while !fileSystem.isCheckingDigest(of: entry) && Date() < deadline {
+            fileSystem.store.commitAll()  // the open handle keeps the entry from being released meanwhile
+            usleep(1000)
+        }
         XCTAssertTrue(entry.isComplete)
         XCTAssertTrue(fileSystem.isCheckingDigest(of: entry), "the completing commit queued the check")
+        // Nobody uses the file now; the next commit releases what is idle.
+        fileSystem.release(handle)
         fileSystem.store.commitAll()
         XCTAssertTrue(fileSystem.store.openEntry(for: url) === entry, "an entry with its check queued stays open")
         fileSystem.digests.queue.resume()
 
-        let deadline = Date().addingTimeInterval(10)
-        while fileSystem.isCheckingDigest(of: entry) && Date() < deadline { usleep(1000) }
+        let checked = Date().addingTimeInterval(10)
+        while fileSystem.isCheckingDigest(of: entry) && Date() < checked { usleep(1000) }
         XCTAssertEqual(entry.digestRecord?.verdict, .verified)
         XCTAssertEqual(fileSystem.store.storedDigest(of: item.metadata)?.verdict, .verified)
     }
