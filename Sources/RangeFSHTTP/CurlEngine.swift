@@ -145,7 +145,8 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
             let now = DispatchTime.now().uptimeNanoseconds
             if watching && now - lastStallCheck >= Self.stallCheckInterval {
                 let heldUp = now - lastStallCheck > Self.heldUpAfter
-                for (handle, reference) in active where reference.takeUnretainedValue().isStalled(now: now, heldUp: heldUp) {
+                for (handle, reference) in active {
+                    guard reference.takeUnretainedValue().isStalled(now: now, heldUp: heldUp) else { continue }
                     curl_multi_remove_handle(multi, handle)
                     active.removeValue(forKey: handle)
                     reference.takeUnretainedValue().abandonStalled()
