@@ -21,6 +21,9 @@ public enum FetchError: Error, Sendable, Equatable {
     case remoteChanged
     /// The body ended before the requested range did.
     case shortBody
+    /// An answer whose body is not the bytes its head names (another encoding than identity, a length other than
+    /// its range's): refused whole, none of its bytes kept. The server's (or a proxy's) fault.
+    case untrustedBody(String)
     case transport(String)
     case cancelled
     /// The server's certificate cannot be verified (libcurl's reason).
@@ -54,6 +57,9 @@ public enum FetchError: Error, Sendable, Equatable {
         case .rangeIgnored: "the server ignores Range requests"
         case .remoteChanged: "the remote file changed"
         case .shortBody: "the server closed the connection before sending the whole range"
+        case .untrustedBody(let reason):
+            "the server's answer was refused, none of its bytes kept: \(reason); the server (or a proxy or CDN in "
+                + "front of it that rewrites answers) is at fault"
         case .transport(let message): message
         case .cancelled: "cancelled"
         case .certificate(let reason):
@@ -86,6 +92,7 @@ public enum FetchError: Error, Sendable, Equatable {
         case .rangeIgnored: "range_ignored"
         case .remoteChanged: "remote_changed"
         case .shortBody: "cut_transfer"
+        case .untrustedBody: "untrusted_body"
         case .transport: "transport"
         case .cancelled: "cancelled"
         case .certificate, .clientCertificate, .caCertificates: "tls"
@@ -98,7 +105,8 @@ public enum FetchError: Error, Sendable, Equatable {
     /// Whether trying the same request again may succeed.
     var isTransient: Bool {
         switch self {
-        case .timedOut, .stalled, .shortBody, .transport, .connectionRefused, .proxy: true
+        // A wrong answer may come from one node of several behind a load balancer: another try may be right.
+        case .timedOut, .stalled, .shortBody, .transport, .connectionRefused, .proxy, .untrustedBody: true
         case .httpStatus(let status): status == 408 || status == 429 || status >= 500
         case .proxyStatus: true
         default: false

@@ -248,8 +248,9 @@ public final class RangeFS: Sendable {
         stream?.download.closed()
     }
 
-    /// Reads `count` bytes at `offset`; `reply` runs exactly once, now or when the blocks arrive.
-    public func read(handle: UInt64, offset: UInt64, count: Int, reply: @escaping Reply) {
+    /// Reads `count` bytes at `offset` for process `pid` (0: unknown); `reply` runs exactly once, now or when the
+    /// blocks arrive. While it waits, the READ counts as its process's use of the file (CacheEntry+Readers).
+    public func read(handle: UInt64, offset: UInt64, count: Int, pid: Int32 = 0, reply: @escaping Reply) {
         let fillAfter = settings.prefetch == .use ? settings.fillAfterBytes : nil
         switch handles.plan(handle, offset: offset, count: count, fillAfter: fillAfter) {
         case nil:
@@ -266,7 +267,11 @@ public final class RangeFS: Sendable {
             if plan.range.isEmpty {
                 reply(.success(.bytes([])))
             } else {
-                serve(plan.range, of: entry, inode: file.inode, counted: true, reply: reply)
+                entry.beginRead(pid: pid)
+                serve(plan.range, of: entry, inode: file.inode, counted: true) { result in
+                    entry.endRead(pid: pid)
+                    reply(result)
+                }
             }
             if let networkAhead = plan.networkAhead, !networkAhead.isEmpty {
                 scheduler.prefetch(entry, url: entry.header.url, blocks: entry.blocks(covering: networkAhead),
