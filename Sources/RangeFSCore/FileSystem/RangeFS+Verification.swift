@@ -18,8 +18,8 @@ extension RangeFS {
     /// Calls `completion` with the file at `path` (`name`, or `folder/name` from the root) as an open would find
     /// it: every directory on the way listed if it was not, and the file's validators known (see above). Fails
     /// with `.notFound` if there is no such file, `.isADirectory` for a directory, or the probe's error.
-    public func findForReading(_ path: String,
-                               completion: @escaping @Sendable (Result<CatalogItem, FileSystemError>) -> Void) {
+    func findForReading(_ path: String,
+                        completion: @escaping @Sendable (Result<CatalogItem, FileSystemError>) -> Void) {
         let components = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard !components.isEmpty else { return completion(.failure(.notFound)) }
         walk(components[...], from: Catalog.rootInode) { [self] result in
