@@ -13,7 +13,13 @@
 // directory's path plus one segment (a trailing `/` marks a subdirectory). Sort links (`?C=N;O=D`), fragments,
 // the parent, other hosts, `mailto:` and `javascript:` are not children. A child's name is its percent-decoded
 // segment; one that cannot name a file (it decodes to `..`, or holds `/` as `%2F`, or is not UTF-8, or is longer
-// than a file name can be) is skipped with the reason, for the log.
+// than a file name can be) is skipped with the reason, for the log. A name holding a control character (NUL,
+// newline, tab, any other C0 byte, or DEL) is left out too, gathered apart so that a directory full of them costs
+// one log line: such a name breaks `ls | while read`, `find | xargs` and every line-based tool.
+//
+// Names are bytes (FileName.swift): two spellings of `é.txt` (NFC `%C3%A9`, NFD `e%CC%81`) are two children,
+// and a link's non-ASCII bytes are percent-encoded in its URL, so that no URL-keyed table can take one spelling
+// for the other either.
 
 import Foundation
 
@@ -42,12 +48,14 @@ struct ListedEntry: Sendable, Equatable {
 struct ParsedListing: Sendable, Equatable {
     var entries: [ListedEntry] = []
     var skipped: [(link: String, reason: String)] = []
+    /// The names left out because they hold a control character, as decoded (logged escaped, in one line).
+    var controlNames: [String] = []
     /// Set when the listing had more children than its limit (`DirectoryListing.maximumEntries`): the rest were
     /// dropped.
     var truncated = false
 
     static func == (lhs: ParsedListing, rhs: ParsedListing) -> Bool {
-        lhs.entries == rhs.entries && lhs.truncated == rhs.truncated
+        lhs.entries == rhs.entries && lhs.truncated == rhs.truncated && lhs.controlNames == rhs.controlNames
             && lhs.skipped.map(\.link) == rhs.skipped.map(\.link) && lhs.skipped.map(\.reason) == rhs.skipped.map(\.reason)
     }
 }
@@ -90,16 +98,20 @@ enum DirectoryListing {
     private static func parseJSON(_ body: [UInt8], in directory: DirectoryURL, limit: Int) -> ParsedListing? {
         guard let items = ListingJSON.objects(body) ?? foundationObjects(body) else { return nil }
         var listing = ParsedListing()
-        var seen = Set<String>()
+        var seen = Set<FileName>()
         for item in items {
             guard let name = item.strings["name"] else { continue }
             // nginx: "type": "directory"; Caddy: "is_dir": true.
             let isDirectory = item.strings["type"] == "directory" || item.booleans["is_dir"] == true
+            if holdsControlCharacter(name) {
+                listing.controlNames.append(name)
+                continue
+            }
             if let problem = problem(withName: name) {
                 listing.skipped.append((name, problem))
                 continue
             }
-            guard seen.insert(name).inserted else { continue }
+            guard seen.insert(FileName(name)).inserted else { continue }
             guard listing.entries.count < limit else {
                 listing.truncated = true
                 break
@@ -157,11 +169,15 @@ enum DirectoryListing {
                 listing.skipped.append((link, reason))
                 continue
             }
-            let url = directory.child(encodedSegment: child.segment, isDirectory: child.isDirectory)
+            let url = directory.child(encodedSegment: encodeNonASCII(child.segment), isDirectory: child.isDirectory)
             // An icon and a name often link to the same file.
             guard seenURLs.insert(url).inserted else { continue }
             guard let name = String(validating: PercentEncoding.bytes(child.segment), as: UTF8.self) else {
                 listing.skipped.append((link, "its name is not UTF-8"))
+                continue
+            }
+            if holdsControlCharacter(name) {
+                listing.controlNames.append(name)
                 continue
             }
             if let problem = problem(withName: name) {
@@ -274,6 +290,41 @@ enum DirectoryListing {
             return "its name is \(name.utf8.count) bytes, more than a file name can hold (255)"
         }
         return nil
+    }
+
+    /// Whether `name` holds a C0 control character (NUL, tab, newline, ...) or DEL.
+    static func holdsControlCharacter(_ name: String) -> Bool {
+        name.utf8.contains { $0 < 0x20 || $0 == 0x7F }
+    }
+
+    /// `name` for a log line: control characters written as `\n`, `\t` or `\xNN`, so that one name is one line.
+    static func escapedForLog(_ name: String) -> String {
+        var shown = ""
+        for scalar in name.unicodeScalars {
+            switch scalar.value {
+            case 0x0A: shown += "\\n"
+            case 0x09: shown += "\\t"
+            case 0x0D: shown += "\\r"
+            case 0..<0x20, 0x7F: shown += String(format: "\\x%02X", scalar.value)
+            default: shown.unicodeScalars.append(scalar)
+            }
+        }
+        return shown
+    }
+
+    /// `segment` (percent-encoded as a link wrote it) with its non-ASCII bytes percent-encoded too: one spelling
+    /// per URL, whose `String` comparison is then byte for byte.
+    static func encodeNonASCII(_ segment: String) -> String {
+        guard segment.utf8.contains(where: { $0 >= 0x80 }) else { return segment }
+        var encoded = ""
+        for byte in segment.utf8 {
+            if byte < 0x80 {
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                encoded += String(format: "%%%02X", byte)
+            }
+        }
+        return encoded
     }
 
     /// `name` percent-encoded as one path segment.

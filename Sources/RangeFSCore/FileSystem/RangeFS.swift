@@ -349,10 +349,12 @@ public final class RangeFS: Sendable {
 
     /// The cache entry of `item`, opened on first use so that mounting does no work per cached file.
     /// With `inUse`, the entry is counted as held by a handle until `endUse`, so that it is not released while idle.
+    /// A listed file no probe has seen opens the version its cache holds unless its listing contradicts it.
     func entry(for item: CatalogItem, inUse: Bool = false) throws(CacheError) -> CacheEntry {
         guard item.metadata.sizeKnown else { throw .sizeUnknown(url: item.metadata.url) }
-        if inUse { return try store.entryInUse(for: item.metadata, blockSize: settings.blockSize) }
-        return try store.entry(for: item.metadata, blockSize: settings.blockSize)
+        let metadata = directories.versionToOpen(item)
+        if inUse { return try store.entryInUse(for: metadata, blockSize: settings.blockSize) }
+        return try store.entry(for: metadata, blockSize: settings.blockSize)
     }
 
     /// The download of `item`, a file whose server sends no length, made on first use from what an earlier stream
