@@ -64,15 +64,46 @@ enum DirectoryListing {
     /// The most children one directory may have; the rest are dropped, with a log line and a line in `status`.
     static let maximumEntries = 1_000_000
 
-    /// Reads the listing `body` of the directory `base` (an http(s) URL ending in `/`), keeping at most `limit`
-    /// children. JSON when the body is a JSON array (whatever the server called it), else HTML.
-    /// Whether `body` can be a listing at all: a JSON array, or a page with at least one link (an empty
-    /// directory's page links its parent). A file, a plain-text error or a page without links is not.
+    /// Why `body`, which parsed as `listing`, is no directory listing; nil when it is one. Bytes that are not text
+    /// (a file's content) never are, whatever links chance put in them: 2 MiB of random bytes hold `<a ` about
+    /// half the time. Text is a listing when it gave children, or when it can be an empty one (`looksLikeListing`).
+    /// A server's Content-Type is not asked: python's http.server calls anything it cannot name text/html, and
+    /// a listing's own type varies (Caddy, nginx's JSON), so the bytes decide.
+    static func problem(with body: [UInt8], parsed listing: ParsedListing) -> String? {
+        if !isText(body) {
+            return "the answer is not a directory listing but binary data (\(body.count) bytes); check that the URL "
+                + "names a directory whose server lists it (nginx autoindex, Apache Indexes), or mount it without "
+                + "the trailing /"
+        }
+        if listing.entries.isEmpty && !looksLikeListing(body) {
+            return "the answer is not a directory listing (no links to files or directories in it)"
+        }
+        return nil
+    }
+
+    /// Whether `body` reads as text: no NUL byte, and at most 1 in 100 bytes a control character other than
+    /// tab, newline, form feed and carriage return, in its first 64 KiB (a file's bytes show there at once; no
+    /// HTML or JSON listing holds a NUL).
+    static func isText(_ body: [UInt8]) -> Bool {
+        let sample = body.prefix(64 << 10)
+        var controls = 0
+        for byte in sample where byte < 0x20 || byte == 0x7F {
+            if byte == 0 { return false }
+            if byte != 0x09 && byte != 0x0A && byte != 0x0C && byte != 0x0D { controls += 1 }
+        }
+        return controls * 100 <= sample.count
+    }
+
+    /// Whether `body` can be a listing at all: a JSON array, a page with at least one link (an empty directory's
+    /// page links its parent), or python's page of an empty folder. A file, a plain-text error or another page
+    /// without links is not.
     static func looksLikeListing(_ body: [UInt8]) -> Bool {
         guard let first = body.first(where: { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) }) else {
             return false
         }
-        if first == UInt8(ascii: "[") { return true }
+        // A JSON array (an empty one is nginx's and Caddy's empty folder); text that merely starts with `[`
+        // (an INI file, a log) is not.
+        if first == UInt8(ascii: "[") { return (try? JSONSerialization.jsonObject(with: Data(body))) is [Any] }
         var index = 0
         while index + 2 < body.count {
             if body[index] == UInt8(ascii: "<"), body[index + 1] | 0x20 == UInt8(ascii: "a"),
@@ -81,9 +112,13 @@ enum DirectoryListing {
             }
             index += 1
         }
-        return false
+        // python's http.server lists an empty folder with no link at all, under this title.
+        let head = String(decoding: body.prefix(4096), as: UTF8.self)
+        return head.contains("<title>Directory listing for /")
     }
 
+    /// Reads the listing `body` of the directory `base` (an http(s) URL ending in `/`), keeping at most `limit`
+    /// children. JSON when the body is a JSON array (whatever the server called it), else HTML.
     static func parse(_ body: [UInt8], base: String, limit: Int = maximumEntries) -> ParsedListing {
         guard let directory = DirectoryURL(base) else { return ParsedListing() }
         let text = String(decoding: body, as: UTF8.self)

@@ -52,6 +52,7 @@ public enum FetchError: Error, Sendable, Equatable {
         case .hostNotFound: "host not found; check the host name"
         case .timedOut: "timed out; the server did not answer in time"
         case .stalled(let seconds): "the server stopped sending (nothing for \(Int(seconds.rounded())) s)"
+        case .httpStatus(let status) where status == 401 || status == 403: Self.loginAdvice(status)
         case .httpStatus(let status): "HTTP \(status) \(Self.reasonPhrase(status)); check the URL"
         case .badContentRange(let value): "the server sent a wrong Content-Range (\(value))"
         case .rangeIgnored: "the server ignores Range requests"
@@ -134,6 +135,18 @@ public enum FetchError: Error, Sendable, Equatable {
 
     /// Whether the server says the file is gone (404, 410): the only failure that removes a URL from the saved set.
     var isGone: Bool { self == .httpStatus(404) || self == .httpStatus(410) }
+
+    /// A 401 or 403 names the three ways to give a login, since "check the URL" would send a user to the wrong
+    /// place: a 401 asks for one, and a 403 is also what a server says to a login it does not take (or an
+    /// expired signed URL).
+    private static func loginAdvice(_ status: Int) -> String {
+        let ways = "give a login as user:password@ in the URL (http://user:password@host/path), from ~/.netrc with "
+            + "--netrc (or --netrc-file FILE), or as a header with --header 'Authorization: Bearer TOKEN'"
+        return status == 401
+            ? "HTTP 401 Unauthorized: the server wants a login; \(ways)"
+            : "HTTP 403 Forbidden: the server refuses this URL; if it needs a login (or another one), \(ways); "
+                + "a signed URL may have expired"
+    }
 
     private static func reasonPhrase(_ status: Int) -> String {
         switch status {

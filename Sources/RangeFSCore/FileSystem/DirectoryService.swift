@@ -230,8 +230,7 @@ final class DirectoryService: Sendable {
             return .failed(error.userMessage, gone: error.isGone)
         case .success(let body):
             let listing = DirectoryListing.parse(body, base: url)
-            if listing.entries.isEmpty, !DirectoryListing.looksLikeListing(body) {
-                let why = "the answer is not a directory listing (no links to files or directories in it)"
+            if let why = DirectoryListing.problem(with: body, parsed: listing) {
                 logger.log(level: failureLevel, "cannot list \(shown): \(why)")
                 return .failed(why, gone: false)
             }
