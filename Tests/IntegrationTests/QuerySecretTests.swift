@@ -9,7 +9,7 @@ import XCTest
 /// 0600 credentials.json; requests still send it, and a remount with no URLs still has it.
 final class QuerySecretTests: MountTestCase {
     /// A server (Python's standard library) that serves the files of a folder, with Range, only to requests whose
-    /// query has the right `token`; others get 403. It logs `STATUS ok|bad RANGE` per request.
+    /// query has the right `token`; others get 403. It logs `STATUS ok|bad RANGE` per request, before answering.
     struct TokenOrigin {
         let folder: TemporaryDirectory
         let server: BackgroundProcess
@@ -59,14 +59,15 @@ final class QuerySecretTests: MountTestCase {
                         last = min(int(last) if last else len(data) - 1, len(data) - 1)
                         status, body = 206, data[first:last + 1]
                         headers["Content-Range"] = f"bytes {first}-{last}/{len(data)}"
+                # Logged before the answer: a request whose answer rangefs saw is always in the log.
+                with open(log, "a") as file:
+                    file.write(f"{status} {'ok' if right else 'bad'} {wanted.replace(' ', '')}\\n")
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
-                with open(log, "a") as file:
-                    file.write(f"{status} {'ok' if right else 'bad'} {wanted.replace(' ', '')}\\n")
             def log_message(self, *arguments):
                 pass
         class Server(http.server.ThreadingHTTPServer):
