@@ -9,12 +9,18 @@ import XCTest
 /// 0600 credentials.json; requests still send it, and a remount with no URLs still has it.
 final class QuerySecretTests: MountTestCase {
     /// A server (Python's standard library) that serves the files of a folder, with Range, only to requests whose
-    /// query has the right `token`; others get 403. It logs `STATUS ok|bad RANGE` per request, before answering.
+    /// query has the right `token` (the one in its `token` file, read per request); others get 403. It logs
+    /// `STATUS ok|bad RANGE` per request, before answering.
     struct TokenOrigin {
         let folder: TemporaryDirectory
         let server: BackgroundProcess
         let port: Int
         let log: String
+
+        /// From now on only `token` is right.
+        func accept(_ token: String) throws {
+            try token.write(toFile: folder.path + "/token", atomically: true, encoding: .utf8)
+        }
 
         /// The logged requests, as (status, whether the token was right, range).
         var requests: [(status: Int, tokenRight: Bool, range: String)] {
@@ -33,13 +39,14 @@ final class QuerySecretTests: MountTestCase {
         let log = folder.path + "/requests.log"
         try """
         import http.server, os, sys, urllib.parse
-        port, root, log, token = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+        port, root, log, token_file = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
         class TokenHandler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             disable_nagle_algorithm = True
             def do_GET(self):
                 path, _, query = self.path.partition("?")
-                right = urllib.parse.parse_qs(query).get("token") == [token]
+                with open(token_file) as file:
+                    right = urllib.parse.parse_qs(query).get("token") == [file.read()]
                 name = os.path.join(root, urllib.parse.unquote(path).lstrip("/"))
                 wanted = self.headers.get("Range", "-")
                 headers = {}
@@ -76,10 +83,12 @@ final class QuerySecretTests: MountTestCase {
         Server(("127.0.0.1", port), TokenHandler).serve_forever()
         """.write(toFile: script, atomically: false, encoding: .utf8)
         let (server, port) = try BackgroundProcess.listening { port in
-            try BackgroundProcess("/usr/bin/python3", [script, String(port), folder.path + "/root", log, token],
-                                  logPath: folder.path + "/server.out")
+            try BackgroundProcess("/usr/bin/python3", [script, String(port), folder.path + "/root", log,
+                                                       folder.path + "/token"], logPath: folder.path + "/server.out")
         }
-        return TokenOrigin(folder: folder, server: server, port: port, log: log)
+        let origin = TokenOrigin(folder: folder, server: server, port: port, log: log)
+        try origin.accept(token)
+        return origin
     }
 
     /// Writes `size` random bytes as `name` in the origin's folder; returns their SHA-256.
@@ -211,5 +220,31 @@ final class QuerySecretTests: MountTestCase {
         XCTAssertEqual(access(old, F_OK), -1, "the entry moved to the URL's identity")
         XCTAssertEqual(try filesHolding(secret, under: cache).map(\.path), ["credentials.json"])
         XCTAssertTrue(try String(contentsOfFile: cache + "/catalog.json", encoding: .utf8).contains(identity))
+    }
+
+    func testAURLIssuedAgainWithANewTokenFindsItsCacheAndSendsTheNewToken() throws {
+        let first = "q-FIRST-" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
+        let second = "q-SECOND-" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
+        let origin = try startTokenOrigin(token: first)
+        defer { _ = origin.server.stop() }
+        let expected = try serveRandom(origin, "p.bin", size: 3 << 20)
+        let base = "http://127.0.0.1:\(origin.port)/p.bin?token="
+        try mount([base + first])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/p.bin"), expected)
+        try driver.unmount(mountpoint, cache: cache)
+
+        // The server now takes only the new token (the old one expired): the same file, found in the cache.
+        try origin.accept(second)
+        let before = origin.requests.count
+        try mount([base + second])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/p.bin"), expected)
+        let after = Array(origin.requests.dropFirst(before))
+        XCTAssertFalse(after.isEmpty, "the new token was checked with the server")
+        XCTAssertFalse(after.contains { $0.range != "bytes=0-0" }, "no byte fetched again: \(after)")
+        XCTAssertFalse(after.contains { !$0.tokenRight }, "every request sent the new token: \(after)")
+        try driver.unmount(mountpoint, cache: cache)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: cache + "/entries").count, 1)
+        let kept = try String(contentsOfFile: cache + "/credentials.json", encoding: .utf8)
+        XCTAssertTrue(kept.contains(second) && !kept.contains(first), "the new token replaced the old: \(kept)")
     }
 }
