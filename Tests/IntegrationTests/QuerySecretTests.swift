@@ -182,6 +182,25 @@ final class QuerySecretTests: MountTestCase {
         XCTAssertEqual(origin.requests.filter { !$0.tokenRight }.count, 0, "every request had the token")
     }
 
+    /// Lays the cache out as an older rangefs left it after mounting `url`: the entry under the whole URL, which
+    /// its header, the catalog (`token` in it) and nothing else hold (no credentials.json). Returns the folder.
+    func makeOlderCache(url: String, identity: String, token: String) throws -> String {
+        // Folders named as CacheStore.directory(for:) names them; a CacheStore would take the cache's lock.
+        let kept = cache + "/entries/" + SHA256.hexDigest(identity).prefix(32)
+        let old = cache + "/entries/" + SHA256.hexDigest(url).prefix(32)
+        var header = try CacheHeader.decode(try XCTUnwrap(FileSystemCalls.readSmallFile(kept + "/header")))
+        XCTAssertEqual(header.url, identity, "the header holds the URL without the token")
+        header.url = url
+        try FileSystemCalls.replaceAtomically(kept + "/header", with: header.encoded())
+        XCTAssertEqual(rename(kept, old), 0)
+        let catalog = try String(contentsOfFile: cache + "/catalog.json", encoding: .utf8)
+        XCTAssertTrue(catalog.contains("token=***"), catalog)
+        try catalog.replacingOccurrences(of: "token=***", with: "token=\(token)")
+            .write(toFile: cache + "/catalog.json", atomically: false, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: cache + "/credentials.json")
+        return old
+    }
+
     func testACacheThatHoldsTheWholeURLMountsMovesItAsideAndKeepsItsData() throws {
         let secret = "q-SECRET-" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
         let origin = try startTokenOrigin(token: secret)
@@ -193,21 +212,7 @@ final class QuerySecretTests: MountTestCase {
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/old.bin"), expected)
         try driver.unmount(mountpoint, cache: cache)
 
-        // The cache as an older rangefs left it: the entry under the whole URL, which its header, the catalog and
-        // nothing else hold (no credentials.json).
-        // (Folders named as CacheStore.directory(for:) names them; a CacheStore would take the cache's lock.)
-        let kept = cache + "/entries/" + SHA256.hexDigest(identity).prefix(32)
-        let old = cache + "/entries/" + SHA256.hexDigest(url).prefix(32)
-        var header = try CacheHeader.decode(try XCTUnwrap(FileSystemCalls.readSmallFile(kept + "/header")))
-        XCTAssertEqual(header.url, identity, "the header holds the URL without the token")
-        header.url = url
-        try FileSystemCalls.replaceAtomically(kept + "/header", with: header.encoded())
-        XCTAssertEqual(rename(kept, old), 0)
-        let catalog = try String(contentsOfFile: cache + "/catalog.json", encoding: .utf8)
-        XCTAssertTrue(catalog.contains("token=***"), catalog)
-        try catalog.replacingOccurrences(of: "token=***", with: "token=\(secret)")
-            .write(toFile: cache + "/catalog.json", atomically: false, encoding: .utf8)
-        try FileManager.default.removeItem(atPath: cache + "/credentials.json")
+        let old = try makeOlderCache(url: url, identity: identity, token: secret)
 
         let before = origin.requests.count
         try mount([])
@@ -246,5 +251,30 @@ final class QuerySecretTests: MountTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: cache + "/entries").count, 1)
         let kept = try String(contentsOfFile: cache + "/credentials.json", encoding: .utf8)
         XCTAssertTrue(kept.contains(second) && !kept.contains(first), "the new token replaced the old: \(kept)")
+    }
+
+    func testATokenGivenAgainWinsOverTheOneAnOlderCatalogHolds() throws {
+        let stale = "q-STALE-" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
+        let fresh = "q-FRESH-" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
+        let origin = try startTokenOrigin(token: stale)
+        defer { _ = origin.server.stop() }
+        let expected = try serveRandom(origin, "s.bin", size: 2 << 20)
+        let base = "http://127.0.0.1:\(origin.port)/s.bin?token="
+        try mount([base + stale])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/s.bin"), expected)
+        try driver.unmount(mountpoint, cache: cache)
+        _ = try makeOlderCache(url: base + stale, identity: base + "***", token: stale)
+
+        // The old token expired; the URL is given again with a new one, beside the older catalog's whole URL.
+        try origin.accept(fresh)
+        let before = origin.requests.count
+        try mount([base + fresh])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/s.bin"), expected)
+        let after = Array(origin.requests.dropFirst(before))
+        XCTAssertFalse(after.contains { !$0.tokenRight }, "every request sent the token given: \(after)")
+        XCTAssertFalse(after.contains { $0.range != "bytes=0-0" }, "the cached data was kept: \(after)")
+        try driver.unmount(mountpoint, cache: cache)
+        XCTAssertEqual(try filesHolding(stale, under: cache).map(\.path), [], "the stale token is gone")
+        XCTAssertEqual(try filesHolding(fresh, under: cache).map(\.path), ["credentials.json"])
     }
 }

@@ -56,6 +56,11 @@ final class URLQueryTests: XCTestCase {
         XCTAssertEqual(table.adopt("http://h:81/f.bin?token=NEW&n=1").url, identity)
         XCTAssertEqual(table.wireURL(for: identity), "http://h:81/f.bin?token=NEW&n=1")
 
+        // A whole URL from an older catalog does not undo the newer token (nor the login).
+        XCTAssertEqual(table.adopt("http://eve:old@h:81/f.bin?token=OLD&n=1", replacing: false).url, identity)
+        XCTAssertEqual(table.wireURL(for: identity), "http://h:81/f.bin?token=NEW&n=1")
+        XCTAssertEqual(table.credentials(for: identity)?.user, "bob")
+
         // Saved and read back the way credentials.json is; a file an older rangefs saved (no queries) still reads.
         let saved = try JSONEncoder().encode(table.snapshot)
         let restored = CredentialTable(try JSONDecoder().decode([String: OriginCredentials].self, from: saved))

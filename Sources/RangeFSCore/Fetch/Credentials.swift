@@ -92,20 +92,23 @@ public final class CredentialTable: Sendable {
     /// Splits the userinfo and the query's values off `url` and keeps them for the URL's origin (replacing the
     /// user and password kept before, and the query kept before for the same identity: a presigned URL issued
     /// again); returns the URL's identity, the URL the mount knows the file by. Returns whether that changed the
-    /// table, so the caller can save it. An identity comes back as it is, and changes nothing.
+    /// table, so the caller can save it. An identity comes back as it is, and changes nothing. With `replacing`
+    /// false, what is kept already wins: a whole URL from an older catalog never undoes a newer token or login.
     @discardableResult
-    public func adopt(_ url: String) -> (url: String, changed: Bool) {
+    public func adopt(_ url: String, replacing: Bool = true) -> (url: String, changed: Bool) {
         let split = URLOrigin.removingUserinfo(url)
         let (identity, query) = URLQuery.split(split.url)
         guard split.user != nil || query != nil, let origin = URLOrigin.of(url) else { return (identity, false) }
         let changed = table.withLock { table -> Bool in
             var entry = table[origin] ?? OriginCredentials()
             let before = entry
-            if split.user != nil {
+            if split.user != nil && (replacing || entry.user == nil) {
                 entry.user = split.user
                 entry.password = split.password
             }
-            if let query { entry.queries = (entry.queries ?? [:]).merging([identity: query]) { $1 } }
+            if let query, replacing || entry.queries?[identity] == nil {
+                entry.queries = (entry.queries ?? [:]).merging([identity: query]) { $1 }
+            }
             table[origin] = entry
             return entry != before
         }

@@ -57,8 +57,8 @@ extension MountRunner {
 
     /// `full` without its `user:password@` and its query's values, which go to `credentials`; the cached data an
     /// older rangefs stored under the whole URL moves to the URL's identity.
-    func adopt(_ full: String, into credentials: CredentialTable, store: CacheStore) -> String {
-        let url = credentials.adopt(full).url
+    func adopt(_ full: String, into credentials: CredentialTable, store: CacheStore, replacing: Bool = true) -> String {
+        let url = credentials.adopt(full, replacing: replacing).url
         guard full != url else { return url }
         do {
             try store.moveEntry(from: full, to: url)
@@ -77,10 +77,13 @@ extension MountRunner {
         do {
             var saved = try store.savedFiles()
             var adopted = false
+            // What was given this time, or kept in credentials.json, wins over what an older catalog holds.
             for index in saved.indices {
-                let url = adopt(saved[index].url, into: credentials, store: store)
-                guard url != saved[index].url else { continue }
+                let url = adopt(saved[index].url, into: credentials, store: store, replacing: false)
+                let mirrors = saved[index].mirrors?.map { credentials.adopt($0, replacing: false).url }
+                guard url != saved[index].url || mirrors != saved[index].mirrors else { continue }
                 saved[index].url = url
+                saved[index].mirrors = mirrors
                 adopted = true
             }
             if adopted {
