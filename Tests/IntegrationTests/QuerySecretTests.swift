@@ -277,4 +277,34 @@ final class QuerySecretTests: MountTestCase {
         XCTAssertEqual(try filesHolding(stale, under: cache).map(\.path), [], "the stale token is gone")
         XCTAssertEqual(try filesHolding(fresh, under: cache).map(\.path), ["credentials.json"])
     }
+
+    func testAForegroundMountIsTheDaemonAndItsOwnArgvShowsNoToken() throws {
+        let secret = "q-SECRET-" + String(UInt64.random(in: 1...UInt64.max), radix: 16)
+        let origin = try startTokenOrigin(token: secret)
+        defer { _ = origin.server.stop() }
+        let expected = try serveRandom(origin, "fg.bin", size: 1 << 20)
+        if mkdir(mountpoint, 0o755) != 0 && errno != EEXIST { throw TestSupportError("mkdir \(mountpoint)") }
+        let daemon = try BackgroundProcess(driver.binary, ["mount", "-f", mountpoint,
+                                                           "http://127.0.0.1:\(origin.port)/fg.bin?token=\(secret)",
+                                                           "--cache", cache, "--header", "X-Key: \(secret)"],
+                                           logPath: scratch.path + "/fg.log")
+        defer { _ = daemon.stop(signal: SIGTERM, timeout: 20) }
+        let deadline = Date().addingTimeInterval(60)
+        while !driver.isMounted(mountpoint) {
+            guard Date() < deadline, daemon.isRunning else {
+                throw TestSupportError("no mount: " + ((try? String(contentsOfFile: scratch.path + "/fg.log",
+                                                                          encoding: .utf8)) ?? ""))
+            }
+            usleep(20_000)
+        }
+        driver.record(mountpoint)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/fg.bin"), expected)
+        let bytes = try XCTUnwrap(FileManager.default.contents(atPath: "/proc/\(daemon.pid)/cmdline"))
+        let shown = String(decoding: bytes.map { $0 == 0 ? 32 : $0 }, as: UTF8.self)
+        XCTAssertFalse(shown.contains(secret), "the foreground daemon's argv: \(shown)")
+        XCTAssertTrue(shown.contains("/fg.bin?token=***") && shown.contains("--header ***"), shown)
+        let status = daemon.stop(signal: SIGTERM, timeout: 20)
+        XCTAssertEqual(status.map { ($0 >> 8) & 0xff }, 0, "a clean exit after SIGTERM")
+        XCTAssertFalse(driver.isMounted(mountpoint))
+    }
 }
