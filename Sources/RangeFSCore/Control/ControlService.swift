@@ -83,6 +83,8 @@ public final class ControlService: Sendable {
         }
         defer { adding.withLock { _ = $0.remove(url) } }
         if let existing = catalog.item(url: url) {
+            // The same URL with a new login or query (a presigned URL issued again): its requests use them now.
+            if newCredentials { return ControlResponse(ok: true, message: existing.name + " (new credentials)") }
             return .failure("\(Redaction.redact(url)) is already mounted as \(existing.name)")
         }
         if url.hasSuffix("/") { return addDirectory(url: url, name: name) }
@@ -155,6 +157,7 @@ public final class ControlService: Sendable {
                return files.remove(at: index)
            }) {
             saveCatalog()
+            forgetQuery(of: saved.url)
             if !keepData {
                 do {
                     try store.removeEntry(for: saved.url)
@@ -172,6 +175,7 @@ public final class ControlService: Sendable {
         if let open = store.openEntry(for: item.metadata.url) { scheduler.stopFilling(open) }
         fileSystem.forgetDownload(of: item.metadata.url)
         saveCatalog()
+        forgetQuery(of: item.metadata.url)
         do {
             if keepData { store.forget(item.metadata.url) } else { try store.removeEntry(for: item.metadata.url) }
         } catch {
@@ -344,6 +348,16 @@ public final class ControlService: Sendable {
             } catch {
                 logger.error("cannot save the list of mounted files: \(error)")
             }
+        }
+    }
+
+    /// Drops the query kept for `url`, a file that left the mount, so credentials.json keeps no token nobody uses.
+    private func forgetQuery(of url: String) {
+        guard fileSystem.credentials.forgetQuery(of: url) else { return }
+        do {
+            try store.saveCredentials(fileSystem.credentials.snapshot)
+        } catch {
+            logger.error("cannot save the credentials for remounts: \(error)")
         }
     }
 }
