@@ -68,7 +68,7 @@ final class TreeTests: MountTestCase {
     func testAJSONListedTreeOfAThousandFilesCostsOneRequestPerDirectory() throws {
         let tree = try makeTree(files: 1000)
         origin.clearAccessLog()
-        try mount([origin.url("listed-json/")])  // lists the root
+        try mount([origin.url("listed-json/")], extra: Self.steadyListings)  // lists the root
         try assertMountShowsTheOrigin(tree)
         let listings = requests(under: "/listed-json/")
         XCTAssertEqual(listings.count, 13, "one request per directory: the root, d0-d2 and their e0-e2")
@@ -89,7 +89,7 @@ final class TreeTests: MountTestCase {
     func testAnHTMLListedTreeCostsOneRequestPerDirectory() throws {
         let tree = try makeTree(files: 1000)
         origin.clearAccessLog()
-        try mount([origin.url("listed/")])  // lists the root
+        try mount([origin.url("listed/")], extra: Self.steadyListings)  // lists the root
         try assertMountShowsTheOrigin(tree, datesToTheMinute: true)
         let log = requests(under: "/listed/")
         XCTAssertEqual(log.filter { $0.path.hasSuffix("/") }.count, 13)
@@ -126,7 +126,7 @@ final class TreeTests: MountTestCase {
             if !up { usleep(50_000) }
         }
         let before = requests().count
-        try mount(["http://127.0.0.1:\(port)/"])  // lists the root
+        try mount(["http://127.0.0.1:\(port)/"], extra: Self.steadyListings)  // lists the root
         try assertMountShowsTheOrigin(tree)
         let listing = Array(requests().dropFirst(before))
         XCTAssertEqual(listing.filter { $0.hasSuffix("/") }.count, 13, "one request per directory")
@@ -155,7 +155,8 @@ final class TreeTests: MountTestCase {
             defer { server.stop() }
             let ownCache = scratch.path + "/cache-" + kind.rawValue  // each its own saved set
             server.clearAccessLog()
-            let mounted = try driver.mount(mountpoint, urls: [server.url("listed/")], cache: ownCache)  // lists the root
+            let mounted = try driver.mount(mountpoint, urls: [server.url("listed/")], cache: ownCache,
+                                           extra: Self.steadyListings)  // lists the root
             XCTAssertEqual(mounted.status, 0, mounted.stderr)
             try assertMountShowsTheOrigin(tree)
             let log = server.accessLog().filter { $0.path.hasPrefix("/listed/") }
@@ -189,7 +190,7 @@ final class TreeTests: MountTestCase {
         """
         for index in 0..<100_000 { page += "<a href=\"f\(index).bin\">f\(index)</a>\n" }
         try page.write(toFile: folder + "/index.html", atomically: false, encoding: .utf8)
-        try mount([origin.url("hostile/")])
+        try mount([origin.url("hostile/")], extra: Self.steadyListings)  // counted: no re-listing midway
         origin.clearAccessLog()
         let names = try FileManager.default.contentsOfDirectory(atPath: mountpoint)
         XCTAssertTrue(names.contains("good.bin"))
