@@ -160,4 +160,33 @@ final class DirectoryServiceTests: XCTestCase {
         XCTAssertEqual(try mountAndRead(cache.path), pseudoRandomBytes(count: 5000, seed: 4),
                        "a listing that states another date makes the open probe: the new version")
     }
+
+    // Issue 35: a listed file's attributes are kept by the kernel while its entry is closed; when the entry opens
+    // (here through the open's probe, which stores the first bytes), the kernel is told to drop them, and is
+    // given them for no time while the entry is open, so `ls -s` shows the bytes as they come.
+    func testAnEntryThatOpensMakesTheKernelDropTheAttributesItKeeps() throws {
+        let json = "http://origin/json/"
+        origin.serve(json, bytes: Array(#"[{"name":"e.bin","type":"file","mtime":"\#(origin.lastModified)","size":3000}]"#.utf8))
+        origin.serve(json + "e.bin", bytes: pseudoRandomBytes(count: 3000, seed: 5))
+        let folder = fileSystem.catalog.addDirectory(url: json)
+        let dropped = LockedBox<[UInt64]>([])
+        fileSystem.attributeInvalidator.withLock { $0 = { inode in dropped.withLock { $0.append(inode) } } }
+        let found = try fileSystem.lookup(parent: folder.inode, name: "e.bin").get()
+        XCTAssertEqual(found.cachedBytes, 0)
+        XCTAssertGreaterThan(found.kernelCacheSeconds, 0, "kept as long as the listing is fresh")
+        let handle = try fileSystem.open(found.inode).get().handle
+        defer { fileSystem.release(handle) }
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 3000)?.get(),
+                       pseudoRandomBytes(count: 3000, seed: 5))
+        let deadline = Date().addingTimeInterval(30)
+        while !dropped.withLock({ $0.contains(found.inode) }) && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(dropped.withLock { $0 }, [found.inode], "the kernel was told once to drop them")
+        // The read is answered from the received bytes; they count as cached once written.
+        while (try? fileSystem.attributes(of: found.inode).get().cachedBytes) != 3000 && Date() < deadline {
+            usleep(10_000)
+        }
+        let now = try fileSystem.attributes(of: found.inode).get()
+        XCTAssertEqual(now.cachedBytes, 3000)
+        XCTAssertEqual(now.kernelCacheSeconds, 0, "not kept while the entry is open")
+    }
 }

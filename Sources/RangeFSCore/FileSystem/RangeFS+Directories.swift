@@ -191,10 +191,14 @@ extension RangeFS {
     /// fresh, unless its cache entry is open (its cached bytes change as it downloads, and `ls -s` must show
     /// that). Zero for files mounted one by one, whose progress always shows.
     func kernelCacheSeconds(of item: CatalogItem) -> Double {
-        guard item.listed, item.validated || item.attributesExact, item.metadata.sizeKnown,
-              store.openEntry(for: item.metadata.url) == nil
-        else { return 0 }
+        guard keepsAttributesInKernel(item), store.openEntry(for: item.metadata.url) == nil else { return 0 }
         return settings.directoryCacheTime.seconds
+    }
+
+    /// Whether the kernel is given `item`'s attributes for as long as its listing is fresh while its entry is
+    /// closed: a listed file whose size and date are known exactly.
+    func keepsAttributesInKernel(_ item: CatalogItem) -> Bool {
+        item.listed && (item.validated || item.attributesExact) && item.metadata.sizeKnown
     }
 
     /// Makes the directory service that lists and probes for this file system, with its reports wired to the
