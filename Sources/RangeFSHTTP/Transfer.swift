@@ -37,6 +37,8 @@ final class Transfer: @unchecked Sendable {
     let requestLine: String
     /// The URL this hop asks.
     let url: String
+    /// What this hop sends: `url` with the real query put back when the credentials keep one for it.
+    private let wireURL: String
     /// The URL the mount asked for; `url` differs after a redirect, or when a remembered target is used.
     let originalURL: String
     let request: RangeRequest?
@@ -87,7 +89,9 @@ final class Transfer: @unchecked Sendable {
         self.sink = sink
         errorBuffer = .allocate(capacity: Int(rfs_curl_error_size()))
         errorBuffer.initialize(repeating: 0, count: Int(rfs_curl_error_size()))
-        rfs_easy_setopt_string(handle, CURLOPT_URL, url)
+        // The URL the mount knows hides its query's values (URLQuery); the request sends the real one.
+        wireURL = session.credentials.wireURL(for: url)
+        rfs_easy_setopt_string(handle, CURLOPT_URL, wireURL)
         rfs_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         rfs_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
         rfs_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT, options.connectTimeout)
@@ -231,10 +235,11 @@ final class Transfer: @unchecked Sendable {
         rfs_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
         var effective: UnsafeMutablePointer<CChar>?
         rfs_easy_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
-        let effectiveURL = effective.map { String(cString: $0) } ?? url
+        // libcurl follows no redirect, so the effective URL is the one sent: never shown or kept with its query.
+        let effectiveURL = wireURL != url ? url : effective.map { String(cString: $0) } ?? url
         if [301, 302, 303, 307, 308].contains(status) {
             // From the header: libcurl fills CURLINFO_REDIRECT_URL only once the transfer is over.
-            if let location = responseHeaders["location"].flatMap({ Self.resolve($0, against: url) }) {
+            if let location = responseHeaders["location"].flatMap({ Self.resolve($0, against: wireURL) }) {
                 followUp = .redirect(location)
                 return true  // the redirect's own body is read and dropped
             }

@@ -28,6 +28,8 @@ struct RangefsCommand: ParsableCommand {
             // A background child takes its arguments from its parent's pipe: its own argv has the secrets masked.
             let isChild = ProcessInfo.processInfo.environment[daemonChildVariable] == "1"
             let arguments = (isChild ? Daemon.receiveArguments() : nil) ?? Array(CommandLine.arguments.dropFirst())
+            // A foreground mount is the daemon itself: `ps` shows its URLs without their secrets too.
+            if !isChild { OwnCommandLine.maskSecrets() }
             var command = try parseCommandLine(arguments)
             try command.run()
         } catch {

@@ -199,7 +199,11 @@ final class CrashSafetyTests: MountTestCase {
         XCTAssertTrue(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("the cache disk is full"))
         XCTAssertEqual(try statFile(mountpoint + "/full.bin").st_size, off_t(size), "the mount is alive")
         XCTAssertLessThanOrEqual(UInt64(try statFile(mountpoint + "/full.bin").st_blocks) * 512, 64 << 20)
-        try driver.unmount(mountpoint, cache: small + "/cache")
+        // What could not be written is not "committed": the unmount says what was kept, and fails.
+        let unmounted = try driver.run(["unmount", mountpoint])
+        XCTAssertNotEqual(unmounted.status, 0, unmounted.stdout)
+        XCTAssertTrue(unmounted.stderr.contains("its cache did not keep everything"), unmounted.stderr)
+        try driver.waitForUnlock(small + "/cache")
     }
 
     // 5b. A file opened when the cache disk has no room for its cache entry fails with ENOSPC, which says what is

@@ -48,6 +48,37 @@ final class CatalogTests: XCTestCase {
                        ["a", "b", "bb", "c", "d", "e"])
     }
 
+    /// Issue 35: names are bytes. `é.txt` spelled NFC (C3 A9) and NFD (65 CC 81) are two names of one directory,
+    /// neither numbered, each found by its own bytes (a lookup, a path, the binary searches of the sorted
+    /// children), sorted by bytes; the same bytes again is a duplicate and is numbered.
+    func testNamesAreBytesNotCanonicallyEquivalentText() {
+        let nfc = "\u{E9}.txt", nfd = "e\u{301}.txt"
+        XCTAssertEqual(nfc, nfd, "Swift's String == holds them equal: the catalog must not")
+        func bytes(_ name: String?) -> [UInt8] { Array((name ?? "").utf8) }
+        let catalog = Catalog()
+        let folder = catalog.addDirectory(url: "http://h/d/")
+        let composed = catalog.add(metadata("http://h/d/%C3%A9.txt"), explicitName: nfc, parent: folder.inode,
+                                   listed: true)
+        let decomposed = catalog.add(metadata("http://h/d/e%CC%81.txt"), explicitName: nfd, parent: folder.inode,
+                                     listed: true)
+        XCTAssertEqual(bytes(composed.name), bytes(nfc))
+        XCTAssertEqual(bytes(decomposed.name), bytes(nfd), "its own bytes, not a numbered name")
+        XCTAssertEqual(catalog.node(named: nfc, in: folder.inode)?.inode, composed.inode)
+        XCTAssertEqual(catalog.node(named: nfd, in: folder.inode)?.inode, decomposed.inode)
+        XCTAssertEqual(catalog.item(named: "d/" + nfc)?.metadata.url, "http://h/d/%C3%A9.txt")
+        XCTAssertEqual(catalog.item(named: "d/" + nfd)?.metadata.url, "http://h/d/e%CC%81.txt")
+        let again = catalog.add(metadata("http://h/other.txt"), explicitName: nfc, parent: folder.inode)
+        XCTAssertEqual(bytes(again.name), bytes("\u{E9} (2).txt"), "the same bytes twice: a duplicate")
+        // Byte order: 65 (e) < C3 A9 20 (é, space) < C3 A9 2E (é, dot).
+        XCTAssertEqual(catalog.childInodes(of: folder.inode), [decomposed.inode, again.inode, composed.inode])
+        XCTAssertEqual(catalog.siblings(after: decomposed, limit: 5, scan: 5) { _ in true }.map(\.inode),
+                       [again.inode, composed.inode])
+        catalog.removeNode(composed.inode)
+        XCTAssertNil(catalog.node(named: nfc, in: folder.inode), "the NFC name is gone")
+        XCTAssertEqual(catalog.node(named: nfd, in: folder.inode)?.inode, decomposed.inode, "the NFD one stays")
+        XCTAssertEqual(catalog.childInodes(of: folder.inode), [decomposed.inode, again.inode])
+    }
+
     func testSiblingsAfterAFileAreFoundByBinarySearchAndFiltered() {
         let catalog = Catalog()
         let folder = catalog.addDirectory(url: "http://h/d/")

@@ -93,6 +93,29 @@ final class ControlHandlerTests: XCTestCase {
         XCTAssertTrue(missing.error?.contains("HTTP 404") ?? false, missing.error ?? "")
     }
 
+    func testAddKeepsAQueryApartTakesANewTokenForTheSameFileAndRmForgetsIt() throws {
+        let identity = "http://origin/signed.bin?token=***"
+        origin.serve(identity, bytes: bytes)  // the core asks by identity; the wire URL is the HTTP layer's
+        let added = handle(.add, url: "http://origin/signed.bin?token=FIRST-secret")
+        XCTAssertTrue(added.ok, added.error ?? "")
+        XCTAssertEqual(fileSystem.catalog.item(named: "signed.bin")?.metadata.url, identity)
+        XCTAssertEqual(fileSystem.credentials.wireURL(for: identity), "http://origin/signed.bin?token=FIRST-secret")
+        let credentialsFile = directory.path + "/credentials.json"
+        XCTAssertTrue(try String(contentsOfFile: credentialsFile, encoding: .utf8).contains("FIRST-secret"))
+        XCTAssertFalse(try String(contentsOfFile: directory.path + "/catalog.json", encoding: .utf8).contains("secret"))
+
+        let renewed = handle(.add, url: "http://origin/signed.bin?token=SECOND-secret")
+        XCTAssertTrue(renewed.ok, renewed.error ?? "")
+        XCTAssertEqual(renewed.message, "signed.bin (new credentials)")
+        XCTAssertEqual(fileSystem.credentials.wireURL(for: identity), "http://origin/signed.bin?token=SECOND-secret")
+        XCTAssertFalse(try String(contentsOfFile: credentialsFile, encoding: .utf8).contains("FIRST-secret"))
+        XCTAssertFalse(handle(.add, url: "http://origin/signed.bin?token=SECOND-secret").ok, "the same URL again")
+
+        XCTAssertTrue(handle(.rm, name: "signed.bin").ok)
+        XCTAssertEqual(fileSystem.credentials.wireURL(for: identity), identity)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: credentialsFile), "no credentials are left to keep")
+    }
+
     func testRmRemovesTheFileItsDataAndItsSavedLine() throws {
         try readAll("first.bin")
         let folder = try entry("first.bin").directory

@@ -63,6 +63,15 @@ final class DigestTests: XCTestCase {
         XCTAssertEqual(DigestChecks.parseSums(one + "\n", fallbackName: "alone.bin")["alone.bin"]?.hex, one)
     }
 
+    /// Issue 35: a sums file naming `é.txt` spelled NFC and NFD gives each spelling its own digest.
+    func testSumsFilesKeepTheDigestOfEachNameSpellingApart() {
+        let composed = String(repeating: "1", count: 64), decomposed = String(repeating: "2", count: 64)
+        let found = DigestChecks.parseSums("\(composed)  \u{E9}.txt\n\(decomposed)  e\u{301}.txt\n", fallbackName: "x")
+        XCTAssertEqual(found.count, 2)
+        XCTAssertEqual(found.keys.map { Array("\($0)".utf8) }.sorted { $0.lexicographicallyPrecedes($1) },
+                       [Array("e\u{301}.txt".utf8), Array("\u{E9}.txt".utf8)])
+    }
+
     func testTheRecordRoundTripsAndRefusesDamage() throws {
         let expected = try XCTUnwrap(ContentDigest(parsing: "sha256=" + String(repeating: "0f", count: 32)))
         let computed = try XCTUnwrap(ContentDigest(parsing: "sha256=" + String(repeating: "f0", count: 32)))

@@ -152,6 +152,29 @@ final class DirectoryListingTests: XCTestCase {
         XCTAssertTrue(listing.skipped.contains { $0.reason.contains("UTF-8") })
     }
 
+    /// Issue 35: the NFC and NFD spellings of `é.txt` are two children, in JSON and in HTML, even when a page
+    /// writes them unencoded (their URLs are then percent-encoded, one spelling per URL); names with control
+    /// characters (NUL, newline, tab, any C0, DEL) are gathered apart, for one log line per directory.
+    func testNamesAreBytesAndNamesWithControlCharactersAreLeftOut() {
+        func bytes(_ listing: ParsedListing) -> [[UInt8]] { listing.entries.map { Array($0.name.utf8) } }
+        let nfc = Array("\u{E9}.txt".utf8), nfd = Array("e\u{301}.txt".utf8)
+        let json = parse(#"[{"name":"\u00e9.txt","type":"file","size":3},{"name":"e\u0301.txt","type":"file","size":4},"#
+                         + #"{"name":"new\nline.txt","type":"file","size":1},{"name":"t\tab.txt","type":"file","size":1}]"#)
+        XCTAssertEqual(bytes(json), [nfc, nfd])
+        XCTAssertEqual(json.entries.map(\.url), [base + "%C3%A9.txt", base + "e%CC%81.txt"])
+        XCTAssertEqual(json.controlNames.map { Array($0.utf8) }, [Array("new\nline.txt".utf8), Array("t\tab.txt".utf8)])
+        XCTAssertTrue(json.skipped.isEmpty)
+        let html = parse("<a href=\"%C3%A9.txt\">1</a> <a href=\"e%CC%81.txt\">2</a> <a href=\"\u{E9}raw.txt\">3</a>"
+                         + " <a href=\"e\u{301}raw.txt\">4</a> <a href=\"new%0Aline.txt\">5</a> <a href=\"t%09ab.txt\">6</a>"
+                         + " <a href=\"bell%07.txt\">7</a> <a href=\"nul%00.txt\">8</a> <a href=\"del%7F.txt\">9</a>")
+        XCTAssertEqual(bytes(html), [nfc, nfd, Array("\u{E9}raw.txt".utf8), Array("e\u{301}raw.txt".utf8)])
+        XCTAssertEqual(html.entries.map(\.url), [base + "%C3%A9.txt", base + "e%CC%81.txt", base + "%C3%A9raw.txt",
+                                                 base + "e%CC%81raw.txt"])
+        XCTAssertEqual(html.controlNames.count, 5)
+        XCTAssertTrue(html.skipped.isEmpty, "\(html.skipped)")
+        XCTAssertEqual(DirectoryListing.escapedForLog("a\nb\tc\u{7}"), "a\\nb\\tc\\x07")
+    }
+
     func testAHundredThousandEntriesAreKeptWholeAndAPageIsCutOnlyAtItsLimit() {
         var page = "<ul>\n"
         for index in 0..<100_000 { page += "<li><a href=\"f\(index).bin\">f\(index).bin</a></li>\n" }

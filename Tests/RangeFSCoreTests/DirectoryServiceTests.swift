@@ -220,4 +220,54 @@ final class DirectoryServiceTests: XCTestCase {
         XCTAssertEqual(now.cachedBytes, 3000)
         XCTAssertEqual(now.kernelCacheSeconds, 0, "not kept while the entry is open")
     }
+
+    /// Issue 35: after a remount, opening the cache entry of a listed file that no probe has seen (`verify`,
+    /// `pin`, `--prefetch=all`) opens the version the cache holds when the listing agrees with it, or states
+    /// nothing exact; it never drops the data on the listing's attributes alone, and sends no request.
+    func testAListedFileNotYetProbedOpensItsCachedVersionAndKeepsItsData() throws {
+        let bytes = pseudoRandomBytes(count: 5000, seed: 5)
+        let cache = try TemporaryDirectory(prefix: "remount")
+        for (folder, listing) in [("exact/", #"[{"name":"d.bin","type":"file","mtime":"\#(origin.lastModified)","size":5000}]"#),
+                                  ("plain/", #"<a href="d.bin">d.bin</a>"#)] {
+            let url = "http://origin/" + folder
+            origin.serve(url, bytes: Array(listing.utf8))
+            origin.serve(url + "d.bin", bytes: bytes)
+            func mount(_ use: (RangeFS, CatalogItem) throws -> Void) throws {
+                let logger = Logger(label: "test")
+                let store = try CacheStore(root: cache.path, logger: logger)
+                defer {
+                    store.markStopping()
+                    store.close()
+                }
+                let catalog = Catalog()
+                catalog.setRootURL(url)
+                var settings = FileSystemSettings()
+                settings.revalidateAfter = nil
+                let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), logger: logger)
+                let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, settings: settings,
+                                      logger: logger)
+                _ = try mounted.directoryContents(Catalog.rootInode).get()
+                guard case .file(let item) = catalog.node(named: "d.bin", in: Catalog.rootInode) else {
+                    return XCTFail("\(folder): no d.bin")
+                }
+                try use(mounted, item)
+            }
+            try mount { mounted, item in
+                let handle = try mounted.open(item.inode).get().handle
+                defer { mounted.release(handle) }
+                XCTAssertEqual(try mounted.readSynchronously(handle: handle, offset: 0, count: 5000)?.get(), bytes)
+            }
+            func fileRequests() -> Int {
+                origin.requests.filter { $0.url == url + "d.bin" }.count + origin.probedURLs.filter { $0 == url + "d.bin" }.count
+            }
+            let before = fileRequests()
+            try mount { mounted, item in
+                XCTAssertFalse(item.validated, "\(folder): the listing's attributes, no probe yet")
+                let entry = try mounted.entry(for: item)
+                XCTAssertEqual(entry.cachedBytes, 5000, "\(folder): the cached version, whole")
+                XCTAssertEqual(entry.verifyAll().checked, 1, folder)
+            }
+            XCTAssertEqual(fileRequests(), before, "\(folder): no request for the file")
+        }
+    }
 }

@@ -23,6 +23,31 @@ final class NamingTests: XCTestCase {
         XCTAssertEqual(EntryNaming.preferredName(explicit: nil, metadata: metadata("http://h/%2F..%2F")), "_.._")
     }
 
+    /// Issue 35: `FileName` compares, hashes and orders by UTF-8 bytes, where `String` uses canonical equivalence.
+    func testFileNamesCompareHashAndSortByTheirBytes() {
+        let nfc = FileName("\u{E9}.txt"), nfd = FileName("e\u{301}.txt")
+        XCTAssertNotEqual(nfc, nfd)
+        XCTAssertEqual(Set([nfc, nfd, FileName("\u{E9}.txt")]).count, 2)
+        let table: [FileName: Int] = [nfc: 1, nfd: 2]
+        XCTAssertEqual(table[FileName("e\u{301}.txt")], 2)
+        XCTAssertEqual(table[FileName("\u{E9}.txt")], 1)
+        XCTAssertTrue(nfd < nfc, "65 sorts before C3")
+        XCTAssertEqual([FileName("b"), FileName("B"), FileName("a"), nfc].sorted().map(\.string), ["B", "a", "b", "\u{E9}.txt"])
+        XCTAssertTrue(FileName.same("x", "x"))
+        XCTAssertFalse(FileName.same("\u{E9}", "e\u{301}"))
+    }
+
+    /// Issue 35: a name from a URL or Content-Disposition never holds a control character; an explicit one that
+    /// does is refused with the reason.
+    func testControlCharactersNeverReachAName() {
+        XCTAssertEqual(EntryNaming.sanitize("a\nb\tc\u{7F}d\u{1B}.txt"), "a_b_c_d_.txt")
+        XCTAssertEqual(EntryNaming.preferredName(explicit: nil, metadata: metadata("http://h/new%0Aline.bin")), "new_line.bin")
+        XCTAssertEqual(EntryNaming.preferredName(explicit: nil, metadata: metadata("http://h/x", suggested: "r\rn.bin")), "r_n.bin")
+        XCTAssertNotNil(EntryNaming.problem(withExplicitName: "tab\there"))
+        XCTAssertEqual(EntryNaming.sanitize("\u{E9}t\u{E9}.mp4"), "\u{E9}t\u{E9}.mp4")
+        XCTAssertEqual(Array(EntryNaming.sanitize("e\u{301}.txt").utf8), Array("e\u{301}.txt".utf8), "bytes kept as given")
+    }
+
     func testDuplicatesGetNumberedSuffixes() {
         let catalog = Catalog()
         XCTAssertEqual(catalog.add(metadata("http://a/x.iso")).name, "x.iso")

@@ -128,7 +128,8 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             var headers = noLength ? ["last-modified": lastModified]
                 : ["etag": file.etag, "content-length": String(file.bytes.count), "last-modified": lastModified]
             var status = 200
-            if let asked = request.range, !ignoresRange, request.ifRange == nil || request.ifRange == file.etag {
+            if let asked = request.range, !ignoresRange, request.ifRange == nil || request.ifRange == file.etag
+                || request.ifRange == lastModified {
                 let range = (asked.lowerBound + shift)..<(asked.upperBound + shift)
                 let upper = min(UInt64(file.bytes.count), range.upperBound)
                 body = file.bytes[Int(range.lowerBound)..<Int(upper)]

@@ -135,6 +135,15 @@ final class MountOptionsTests: XCTestCase {
                                 "--cookie", "***", "-o", "***", "-o***", "--cache", "/c"])
     }
 
+    func testTheBackgroundChildsCommandLineHidesTheValuesOfAQuery() {
+        let masked = Daemon.maskingSecrets([
+            "rangefs", "mount", "/mnt", "http://h/f.bin?token=SECRET", "a.iso=https://b/k?X-Amz-Signature=SECRET&n=1",
+            "--cache", "/c",
+        ])
+        XCTAssertEqual(masked, ["rangefs", "mount", "/mnt", "http://h/f.bin?token=***",
+                                "a.iso=https://b/k?X-Amz-Signature=***&n=***", "--cache", "/c"])
+    }
+
     func testTLSProxyAndCredentialOptionsReachTheHTTPLayer() throws {
         let options = try MountOptions.parse([
             "--cacert", "/etc/hostname", "--insecure", "--proxy", "http://p:3128", "--noproxy", "a,b",

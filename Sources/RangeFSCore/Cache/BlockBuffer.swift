@@ -55,6 +55,8 @@ public final class BlockBuffer: @unchecked Sendable, Equatable {
     }
 
     func reset() { count = 0 }
+    /// Drops all but the first `bytes` bytes.
+    func keep(first bytes: Int) { count = min(count, max(0, bytes)) }
 
     var isFull: Bool { count == capacity }
 

@@ -24,6 +24,12 @@ protocol BlockStore: AnyObject, Sendable {
     var validator: String? { get }
     /// Whether the cached version is the one `metadata` describes.
     func matches(_ metadata: RemoteMetadata) -> Bool
+    /// The cached version's server rotates its ETags: from now on length and Last-Modified tell its version.
+    /// False if the ETag was retired already, or there is none.
+    @discardableResult
+    func retireETag() -> Bool
+    /// The version cached, as `matches` compares it.
+    var remoteMetadata: RemoteMetadata { get }
 
     // Which blocks are readable, and whether to go on.
     func isPresent(_ index: Int) -> Bool
@@ -32,6 +38,9 @@ protocol BlockStore: AnyObject, Sendable {
     var isStale: Bool { get }
     /// The user paused the file's background downloads.
     var isPaused: Bool { get }
+    /// A live process uses the file: a READ of a process that still exists waits on it, or, when no READ waits,
+    /// a handle is open on it.
+    var hasLiveUse: Bool { get }
     /// A block could not be written lately (a full disk): background fill stops.
     var hasWriteFailure: Bool { get }
 

@@ -36,6 +36,15 @@ extension CacheEntry {
         }
     }
 
+    /// Bytes of blocks present but not yet in the bitmap on disk: what exiting now would lose.
+    var uncommittedBytes: UInt64 {
+        state.withLock { state in
+            var notDurable = state.blocks.present
+            for index in 0..<blockCount where state.blocks.durable.contains(index) { _ = notDurable.remove(index) }
+            return geometry.bytes(in: notDurable)
+        }
+    }
+
     /// What the bitmap file on disk says, as of the last commit.
     var durableBlocks: BlockBitmap { state.withLock { $0.blocks.durable } }
 }

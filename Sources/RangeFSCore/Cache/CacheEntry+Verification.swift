@@ -14,9 +14,11 @@ extension CacheEntry {
     /// a mismatch makes the block absent so it is fetched again.
     /// `inPlace` checks the mapped pages (no copy); otherwise the span is read with pread, which takes no lock of
     /// the process's address space (mlock takes it for writing, and stalls the page faults of replies meanwhile).
-    func verifyLoadedBlocks(_ blocks: Range<Int>, inPlace: Bool = true) {
+    /// Returns how many blocks it checked and how many of them failed.
+    @discardableResult
+    func verifyLoadedBlocks(_ blocks: Range<Int>, inPlace: Bool = true) -> (checked: Int, failed: Int) {
         let unchecked = state.withLock { state in state.blocks.unverified(blocks).map { ($0, state.crcs[$0]) } }
-        guard let first = unchecked.first?.0, let last = unchecked.last?.0 else { return }
+        guard let first = unchecked.first?.0, let last = unchecked.last?.0 else { return (0, 0) }
         let span = byteRange(of: first..<(last + 1))
         let mismatches = { (raw: UnsafeRawBufferPointer) -> [Int] in
             unchecked.compactMap { index, expected in
@@ -46,6 +48,7 @@ extension CacheEntry {
             }
         }
         for index in failed { logger.warning("cached block \(index) of \(directory) failed its CRC; fetching it again") }
+        return (unchecked.count, failed.count)
     }
 
     /// Checks, in the background, the blocks of `range` that came from an earlier run and were not checked yet,
@@ -62,14 +65,17 @@ extension CacheEntry {
     }
 
     /// Checks every present block against its CRC now (`rangefs verify NAME` on a mount); blocks that fail become
-    /// absent. Returns how many were checked and how many failed.
+    /// absent. Returns how many were checked and how many failed: the blocks really read and compared, not a
+    /// count of the bitmap (a block that arrives meanwhile is checked on its first read instead).
     func verifyAll() -> (checked: Int, failed: Int) {
         state.withLock { $0.blocks.forgetChecks() }
-        let before = presentBlocks.setCount
+        var checked = 0, failed = 0
         let chunk = max(1, (1 << 20) / blockSize)
         for start in stride(from: 0, to: blockCount, by: chunk) {
-            verifyLoadedBlocks(start..<min(blockCount, start + chunk))
+            let found = verifyLoadedBlocks(start..<min(blockCount, start + chunk))
+            checked += found.checked
+            failed += found.failed
         }
-        return (before, before - presentBlocks.setCount)
+        return (checked, failed)
     }
 }

@@ -41,6 +41,10 @@ final class CacheEntry: Sendable {
     /// Set once the data is known to be wrong: its digest mismatched again after a refetch (CacheEntry+Digest).
     /// An atomic, so that every READ can ask without a lock.
     let failedDigest: Atomic<Bool>
+    /// The processes with a READ waiting on this entry, by pid, with how many READs each (CacheEntry+Readers).
+    let pendingReaders = Mutex<[Int32: Int]>([:])
+    /// Set once the server's ETags are found to rotate (see `retireETag`).
+    let etagRetired = Atomic(false)
     /// The data file mapped read-only, so replies are copied by the kernel straight from the page cache.
     let mapping: FileMapping?
     let pipeline: BlockPipeline
@@ -269,11 +273,35 @@ final class CacheEntry: Sendable {
 
     /// Whether this entry was made for the content `metadata` describes.
     func matches(_ metadata: RemoteMetadata) -> Bool {
-        header.remoteMetadata.describesSameContent(as: metadata)
+        remoteMetadata.describesSameContent(as: metadata)
     }
 
     /// What to send as If-Range for this entry's version of the file.
-    var validator: String? { header.remoteMetadata.ifRangeValidator }
+    var validator: String? { remoteMetadata.ifRangeValidator }
+
+    /// The version this entry holds, as its header records it, without an ETag once that was retired.
+    var remoteMetadata: RemoteMetadata {
+        var metadata = header.remoteMetadata
+        if etagRetired.load(ordering: .relaxed) { metadata.etag = "" }
+        return metadata
+    }
+
+    /// Stops using the ETag as this version's validator, in memory and in the header (the same generation, so the
+    /// bitmap stays valid): its server sends another ETag on each answer for the same length and date
+    /// (`RemoteMetadata.etagRotated`). Returns false if it was retired already or there is none.
+    @discardableResult
+    func retireETag() -> Bool {
+        guard !header.etag.isEmpty, !etagRetired.exchange(true, ordering: .relaxed) else { return false }
+        var retired = header
+        retired.etag = ""
+        do {
+            try FileSystemCalls.replaceAtomically(directory + "/header", with: retired.encoded())
+        } catch {
+            // Kept in memory: the next run finds the old ETag, and retires it again on its first answer.
+            logger.warning("cannot record in \(directory)/header that its ETag is not used: \(error)")
+        }
+        return true
+    }
 
     /// Whether the user paused this file's downloads.
     var isPaused: Bool { state.withLock { $0.paused } }

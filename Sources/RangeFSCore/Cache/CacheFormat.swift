@@ -31,6 +31,10 @@
 // older version of the remote file and is ignored. header and bitmap are only ever replaced whole (temp file,
 // fsync, rename, fsync of the folder), so a reader sees the old file or the new one, never a mix. A damaged or
 // mismatched file makes the entry empty; it never stops the mount.
+//
+// Every `url` (and the folder's name) is the URL's identity (Fetch/, the URL query's file): no login, no
+// fragment, the query's values replaced, so no record holds a secret. Caches made before that held whole URLs in
+// the same layout; a mount moves such an entry to its identity (CacheStore.moveEntry).
 
 /// The fixed part of an entry: what remote object it caches and how it is cut into blocks.
 struct CacheHeader: Equatable, Sendable {

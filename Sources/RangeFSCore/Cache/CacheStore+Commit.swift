@@ -59,7 +59,8 @@ extension CacheStore {
     }
 
     private func scheduleCommit() {
-        commitQueue.asyncAfter(deadline: .now() + settings.commitInterval.dispatchInterval) { [weak self] in
+        let delay = commitHealth.withLock { $0.delay(interval: settings.commitInterval) }
+        commitQueue.asyncAfter(deadline: .now() + delay.dispatchInterval) { [weak self] in
             guard let self, self.committing.withLock({ $0 }) else { return }
             self.commitAll()
             self.scheduleCommit()
@@ -70,6 +71,9 @@ extension CacheStore {
     /// now, outside the timer. Requests made while one is queued are folded into it. So however fast the link, a
     /// crash loses at most about `commitBytes` of stored blocks (plus what waits for the writer).
     func countTowardsCommit(_ bytes: Int) {
+        storedTotal.add(bytes, ordering: .relaxed)
+        // While commits fail, only the timer tries again (backing off), and the writer does not wait for them.
+        if commitHealth.withLock({ $0.isFailing }) { return }
         backlog.add(bytes)
         defer { backlog.waitWhileFull(logger: logger) }
         let total = uncommittedBytes.add(bytes, ordering: .relaxed).newValue
@@ -87,24 +91,104 @@ extension CacheStore {
         let bytes = uncommittedBytes.exchange(0, ordering: .relaxed)
         let start = ContinuousClock.now
         var committed = 0
+        var failure: SystemError?
         for entry in entries.withLock({ Array($0.values) }) {
             do {
                 if try entry.commit() { committed += 1 }
             } catch {
-                logger.error("cache commit failed: \(error)")
+                failure = failure ?? error
             }
         }
         backlog.committed(bytes)
+        noteCommit(failure)
         releaseIdleEntries()
         if committed > 0 {
             logger.debug("committed \(committed) entries (\(bytes >> 10) KiB stored since the last commit) in \(ContinuousClock.now - start)")
         }
     }
 
-    /// Stops the periodic commits and commits everything; the lock is released when the store is freed.
-    public func close() {
+    /// Records how a group commit went: one log line when commits start failing, one when they work again, and
+    /// debug lines between (a full disk would otherwise log every attempt).
+    private func noteCommit(_ failure: SystemError?) {
+        let (started, recovered) = commitHealth.withLock { health -> (Bool, (failures: Int, lasted: Duration)?) in
+            if let failure {
+                let first = health.failingSince == nil
+                if first { health.failingSince = .now }
+                health.failures += 1
+                health.lastError = failure
+                return (first, nil)
+            }
+            guard let since = health.failingSince else { return (false, nil) }
+            defer { (health.failingSince, health.failures, health.lastError) = (nil, 0, nil) }
+            return (false, (health.failures, .now - since))
+        }
+        if let failure {
+            if started {
+                let advice = CommitHealth.advice(for: failure)
+                logger.error("cache commits are failing (\(failure)): blocks stored from now on are not kept until a commit works; \(advice); trying again every few seconds")
+            } else {
+                logger.debug("cache commit failed again: \(failure)")
+            }
+        }
+        if let recovered {
+            let seconds = Int(recovered.lasted.seconds.rounded())
+            logger.notice("cache commits work again, after \(recovered.failures) failed attempts in \(seconds) s")
+        }
+    }
+
+    /// Records that fetched blocks (`bytes`) could not be written, or (`error` nil) that a write worked again.
+    func noteWrite(failure error: SystemError?, bytes: Int = 0) {
+        if error != nil { unwrittenTotal.add(bytes, ordering: .relaxed) }
+        // Checked without the lock on every write that works: one load while the disk is fine.
+        guard error != nil || writesFailing.load(ordering: .relaxed) else { return }
+        writesFailing.store(error != nil, ordering: .relaxed)
+        commitHealth.withLock { $0.writeError = error }
+    }
+
+    /// Lines for `status` while the cache disk fails the store: fetched blocks that cannot be written, group
+    /// commits that fail (since when, why, and what to do). Empty while all works.
+    var cacheProblems: [String] {
+        let unwritten = unwrittenTotal.load(ordering: .relaxed)
+        return commitHealth.withLock { health in
+            var lines: [String] = []
+            if let error = health.writeError {
+                lines.append("cannot write fetched blocks to the cache (\(error)): \(unwritten >> 20) MiB so far were "
+                             + "served from memory without being cached; \(CommitHealth.advice(for: error))")
+            }
+            if let since = health.failingSince, let error = health.lastError {
+                let seconds = Int((ContinuousClock.now - since).seconds.rounded())
+                lines.append("cache commits are failing (\(health.failures) attempts in \(seconds) s; \(error)): what "
+                             + "is stored is not kept until one works; \(CommitHealth.advice(for: error))")
+            }
+            return lines
+        }
+    }
+
+    /// Stops the periodic commits and commits everything. Returns nil when everything this mount stored is
+    /// committed, else one line that says how much the cache keeps, what it does not, and why (for `rangefs
+    /// unmount`). The lock is released when the store is freed.
+    @discardableResult
+    public func close() -> String? {
+        closingReport().summary
+    }
+
+    /// Stops the periodic commits, commits everything, and says what of this mount's data the cache keeps.
+    func closingReport() -> CacheCloseReport {
         committing.withLock { $0 = false }
         waitForWrites()
         commitQueue.sync { commitAll() }
+        var report = CacheCloseReport()
+        report.storedBytes = UInt64(storedTotal.load(ordering: .relaxed))
+        report.unwrittenBytes = UInt64(unwrittenTotal.load(ordering: .relaxed))
+        for entry in entries.withLock({ Array($0.values) }) where !entry.isStale {
+            report.uncommittedBytes += entry.uncommittedBytes
+        }
+        commitHealth.withLock { health in
+            report.writeFailure = health.writeError.map { "\($0); \(CommitHealth.advice(for: $0))" }
+            guard health.isFailing, let error = health.lastError else { return }
+            report.failure = "\(error); \(CommitHealth.advice(for: error))"
+        }
+        if let summary = report.summary { logger.error("closing the cache: \(summary)") }
+        return report
     }
 }

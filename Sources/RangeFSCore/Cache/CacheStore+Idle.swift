@@ -40,7 +40,7 @@ extension CacheStore {
             matchingSizeOnly ? cached.size == metadata.size : cached.describesSameContent(as: metadata)
         }
         if let entry = openEntry(for: metadata.url), !entry.isStale {
-            return describes(entry.header.remoteMetadata) ? entry.cachedBytes : 0
+            return describes(entry.remoteMetadata) ? entry.cachedBytes : 0
         }
         let remembered = summaries.withLock { summaries -> EntrySummary?? in
             if let summary = summaries.known[metadata.url] { return .some(summary) }
@@ -58,7 +58,7 @@ extension CacheStore {
             matchingSizeOnly ? cached.size == metadata.size : cached.describesSameContent(as: metadata)
         }
         if let entry = openEntry(for: metadata.url), !entry.isStale {
-            return describes(entry.header.remoteMetadata) ? entry.digestRecord : nil
+            return describes(entry.remoteMetadata) ? entry.digestRecord : nil
         }
         let remembered = summaries.withLock { $0.known[metadata.url] }
         guard let summary = remembered ?? readSummary(of: metadata.url), describes(summary.metadata) else { return nil }
@@ -68,7 +68,7 @@ extension CacheStore {
     /// The version of `url` that the cache holds (its open entry's, or its entry's on disk), without opening an
     /// entry; nil if it holds none.
     func storedVersion(of url: String) -> RemoteMetadata? {
-        if let entry = openEntry(for: url), !entry.isStale { return entry.header.remoteMetadata }
+        if let entry = openEntry(for: url), !entry.isStale { return entry.remoteMetadata }
         return storedMetadata(for: url)
     }
 
@@ -112,7 +112,7 @@ extension CacheStore {
             }
             guard removed else { continue }
             summaries.withLock {
-                $0.known[url] = EntrySummary(metadata: entry.header.remoteMetadata, cachedBytes: entry.cachedBytes,
+                $0.known[url] = EntrySummary(metadata: entry.remoteMetadata, cachedBytes: entry.cachedBytes,
                                              digest: entry.digestRecord)
             }
             // Anything that still holds it (a status being computed) reads it; nothing fetches into it again.
@@ -130,7 +130,7 @@ extension CacheStore {
             matchingSizeOnly ? cached.size == metadata.size : cached.describesSameContent(as: metadata)
         }
         if let entry = openEntry(for: metadata.url), !entry.isStale {
-            return describes(entry.header.remoteMetadata) ? entry.presentBlocks : nil
+            return describes(entry.remoteMetadata) ? entry.presentBlocks : nil
         }
         let folder = directory(for: metadata.url)
         // No header, or a damaged one: nothing of the file is cached.

@@ -52,6 +52,13 @@ public final class CacheStore: Sendable {
     let earlyCommitQueued = Atomic(false)
     /// Bytes stored whose group commit has not completed.
     let backlog: CommitBacklog
+    /// How the group commits fare (CommitHealth.swift).
+    let commitHealth = Mutex(CommitHealth())
+    /// Bytes written to the cache since the store opened, and bytes fetched that could not be written.
+    let storedTotal = Atomic(0)
+    let unwrittenTotal = Atomic(0)
+    /// Whether the last write of fetched blocks failed (see `noteWrite`).
+    let writesFailing = Atomic(false)
     let logger: Logger
 
     /// The default location: `$XDG_CACHE_HOME/rangefs`, else `~/.cache/rangefs`.

@@ -52,10 +52,20 @@ public struct RemoteMetadata: Sendable, Equatable {
 
     /// Whether a cache built for `self` still holds the bytes of `other`. Without a size on one side, only the
     /// validators can tell; a stream without any validator is taken to be the one cached.
+    /// ETags are compared where both sides have one; where one side has none (its server sends none, or its
+    /// ETags were found to rotate and were retired, see `etagRotated`), Last-Modified tells.
     func describesSameContent(as other: RemoteMetadata) -> Bool {
         guard size == other.size || !sizeKnown || !other.sizeKnown else { return false }
-        if !etag.isEmpty || !other.etag.isEmpty { return etag == other.etag }
+        if !etag.isEmpty && !other.etag.isEmpty { return etag == other.etag }
         return lastModified == other.lastModified
+    }
+
+    /// Whether `other` differs from this only by its ETag: same length, same Last-Modified (present), another
+    /// ETag. That is what a load balancer in front of nodes that make their own ETags sends for one file: the
+    /// ETag is then no validator for that server, and length and Last-Modified are used instead.
+    func etagRotated(to other: RemoteMetadata) -> Bool {
+        sizeKnown && other.sizeKnown && size == other.size && !lastModified.isEmpty
+            && lastModified == other.lastModified && !etag.isEmpty && !other.etag.isEmpty && etag != other.etag
     }
 
     /// A file of unknown size, as a probe without a length finds it.

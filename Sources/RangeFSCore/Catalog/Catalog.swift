@@ -3,7 +3,8 @@
 //
 // The mounted files and directories: names, inode numbers and what each one points at. The root directory is
 // inode 1; files and directories get inodes from 2 upward in the order they are added and keep them for the life
-// of the mount. Names are unique within their directory.
+// of the mount. Names are unique within their directory, as bytes: two spellings of one name (NFC and NFD) are
+// two names, keyed and sorted as `FileName` (FileName.swift).
 //
 // Most files are mounted one by one (URLs on the command line, in list files, or added at runtime) and live in
 // the root. A directory URL adds a directory whose children come from its listing, on its first lookup or
@@ -22,8 +23,8 @@ public final class Catalog: Sendable {
         var directories: [UInt64: CatalogDirectory] = [
             Catalog.rootInode: CatalogDirectory(inode: Catalog.rootInode, name: "", parent: Catalog.rootInode, url: nil),
         ]
-        /// Each directory's names and their inodes.
-        var names: [UInt64: [String: UInt64]] = [Catalog.rootInode: [:]]
+        /// Each directory's names and their inodes, keyed by bytes.
+        var names: [UInt64: [FileName: UInt64]] = [Catalog.rootInode: [:]]
         /// Each directory's inodes sorted by name, kept until a name is added or removed: `readdir` of a large
         /// directory comes in many calls, and a lookup finds its place among its siblings by binary search.
         var sortedChildren: [UInt64: [UInt64]] = [:]
@@ -79,14 +80,15 @@ public final class Catalog: Sendable {
             return directories[inode].map { .directory($0) }
         }
 
-        func name(of inode: UInt64) -> String {
-            files[inode]?.name ?? directories[inode]?.name ?? ""
+        func name(of inode: UInt64) -> FileName {
+            FileName(files[inode]?.name ?? directories[inode]?.name ?? "")
         }
 
         /// Takes `inode` (still in `files` or `directories`) out of `parent`'s names. Its place in the sorted
         /// children is found by binary search and removed there: dead links leave a 100,000-entry directory one
         /// by one, and sorting it again after each would make `ls` quadratic.
-        mutating func unlist(_ inode: UInt64, named name: String, in parent: UInt64) {
+        mutating func unlist(_ inode: UInt64, named text: String, in parent: UInt64) {
+            let name = FileName(text)
             if let sorted = sortedChildren[parent] {
                 var low = 0, high = sorted.count
                 while low < high {
@@ -111,7 +113,7 @@ public final class Catalog: Sendable {
         }
 
         mutating func uniqueName(_ preferred: String, in parent: UInt64) -> String {
-            EntryNaming.unique(preferred) { names[parent]?[$0] != nil }
+            EntryNaming.unique(preferred) { names[parent]?[FileName($0)] != nil }
         }
     }
 
@@ -141,7 +143,7 @@ public final class Catalog: Sendable {
             item.listedTime = listedTime
             state.nextInode += 1
             state.store(item)
-            state.names[parent, default: [:]][name] = item.inode
+            state.names[parent, default: [:]][FileName(name)] = item.inode
             state.sortedChildren[parent] = nil
             return item
         }
@@ -163,7 +165,7 @@ public final class Catalog: Sendable {
             state.nextInode += 1
             state.directories[directory.inode] = directory
             state.names[directory.inode] = [:]
-            state.names[parent, default: [:]][name] = directory.inode
+            state.names[parent, default: [:]][FileName(name)] = directory.inode
             state.sortedChildren[parent] = nil
             return directory
         }
@@ -175,7 +177,7 @@ public final class Catalog: Sendable {
         state.withLock { state in
             var parent = Self.rootInode
             for component in path {
-                if let existing = state.names[parent]?[component], state.directories[existing]?.url == nil,
+                if let existing = state.names[parent]?[FileName(component)], state.directories[existing]?.url == nil,
                    state.directories[existing] != nil {
                     parent = existing
                     continue
@@ -185,7 +187,7 @@ public final class Catalog: Sendable {
                 state.nextInode += 1
                 state.directories[folder.inode] = folder
                 state.names[folder.inode] = [:]
-                state.names[parent, default: [:]][name] = folder.inode
+                state.names[parent, default: [:]][FileName(name)] = folder.inode
                 state.sortedChildren[parent] = nil
                 parent = folder.inode
             }
@@ -259,7 +261,7 @@ public final class Catalog: Sendable {
     private static func resolve(_ path: String, in state: State) -> UInt64? {
         var current = rootInode
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-            guard let next = state.names[current]?[String(component)] else { return nil }
+            guard let next = state.names[current]?[FileName(String(component))] else { return nil }
             current = next
         }
         return current == rootInode ? nil : current
@@ -290,7 +292,7 @@ public final class Catalog: Sendable {
 
     /// What `name` is in directory `parent`, if anything.
     func node(named name: String, in parent: UInt64) -> CatalogNode? {
-        state.withLock { state in state.names[parent]?[name].flatMap(state.node) }
+        state.withLock { state in state.names[parent]?[FileName(name)].flatMap(state.node) }
     }
 
     /// The contents of directory `inode`, sorted by name.
@@ -314,10 +316,11 @@ public final class Catalog: Sendable {
                          where wanted: (CatalogItem) -> Bool) -> [CatalogItem] {
         state.withLock { state in
             let sorted = state.sorted(item.parent)
+            let name = FileName(item.name)
             var low = 0, high = sorted.count
             while low < high {
                 let middle = (low + high) / 2
-                if state.name(of: sorted[middle]) <= item.name { low = middle + 1 } else { high = middle }
+                if state.name(of: sorted[middle]) <= name { low = middle + 1 } else { high = middle }
             }
             var found: [CatalogItem] = []
             for inode in sorted[low..<min(sorted.count, low + scan)] {
@@ -383,12 +386,12 @@ public final class Catalog: Sendable {
     /// The files that pass `wanted`, sorted by name: picked under the lock, so that a few files of a tree of
     /// 100,000 cost no copy and no sort of all of them.
     func items(where wanted: (CatalogItem) -> Bool) -> [CatalogItem] {
-        state.withLock { $0.files.values.filter(wanted) }.sorted { $0.name < $1.name }
+        state.withLock { $0.files.values.filter(wanted) }.sorted { FileName($0.name) < FileName($1.name) }
     }
 
     /// Every file, listed ones included, sorted by name.
     public var items: [CatalogItem] {
-        state.withLock { Array($0.files.values) }.sorted { $0.name < $1.name }
+        state.withLock { Array($0.files.values) }.sorted { FileName($0.name) < FileName($1.name) }
     }
 
     /// The directories that were mounted as directory URLs (not those found in listings), and the root if it is one.

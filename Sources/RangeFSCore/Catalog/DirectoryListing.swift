@@ -13,7 +13,13 @@
 // directory's path plus one segment (a trailing `/` marks a subdirectory). Sort links (`?C=N;O=D`), fragments,
 // the parent, other hosts, `mailto:` and `javascript:` are not children. A child's name is its percent-decoded
 // segment; one that cannot name a file (it decodes to `..`, or holds `/` as `%2F`, or is not UTF-8, or is longer
-// than a file name can be) is skipped with the reason, for the log.
+// than a file name can be) is skipped with the reason, for the log. A name holding a control character (NUL,
+// newline, tab, any other C0 byte, or DEL) is left out too, gathered apart so that a directory full of them costs
+// one log line: such a name breaks `ls | while read`, `find | xargs` and every line-based tool.
+//
+// Names are bytes (FileName.swift): two spellings of `é.txt` (NFC `%C3%A9`, NFD `e%CC%81`) are two children,
+// and a link's non-ASCII bytes are percent-encoded in its URL, so that no URL-keyed table can take one spelling
+// for the other either.
 
 import Foundation
 
@@ -42,12 +48,14 @@ struct ListedEntry: Sendable, Equatable {
 struct ParsedListing: Sendable, Equatable {
     var entries: [ListedEntry] = []
     var skipped: [(link: String, reason: String)] = []
+    /// The names left out because they hold a control character, as decoded (logged escaped, in one line).
+    var controlNames: [String] = []
     /// Set when the listing had more children than its limit (`DirectoryListing.maximumEntries`): the rest were
     /// dropped.
     var truncated = false
 
     static func == (lhs: ParsedListing, rhs: ParsedListing) -> Bool {
-        lhs.entries == rhs.entries && lhs.truncated == rhs.truncated
+        lhs.entries == rhs.entries && lhs.truncated == rhs.truncated && lhs.controlNames == rhs.controlNames
             && lhs.skipped.map(\.link) == rhs.skipped.map(\.link) && lhs.skipped.map(\.reason) == rhs.skipped.map(\.reason)
     }
 }
@@ -56,15 +64,46 @@ enum DirectoryListing {
     /// The most children one directory may have; the rest are dropped, with a log line and a line in `status`.
     static let maximumEntries = 1_000_000
 
-    /// Reads the listing `body` of the directory `base` (an http(s) URL ending in `/`), keeping at most `limit`
-    /// children. JSON when the body is a JSON array (whatever the server called it), else HTML.
-    /// Whether `body` can be a listing at all: a JSON array, or a page with at least one link (an empty
-    /// directory's page links its parent). A file, a plain-text error or a page without links is not.
+    /// Why `body`, which parsed as `listing`, is no directory listing; nil when it is one. Bytes that are not text
+    /// (a file's content) never are, whatever links chance put in them: 2 MiB of random bytes hold `<a ` about
+    /// half the time. Text is a listing when it gave children, or when it can be an empty one (`looksLikeListing`).
+    /// A server's Content-Type is not asked: python's http.server calls anything it cannot name text/html, and
+    /// a listing's own type varies (Caddy, nginx's JSON), so the bytes decide.
+    static func problem(with body: [UInt8], parsed listing: ParsedListing) -> String? {
+        if !isText(body) {
+            return "the answer is not a directory listing but binary data (\(body.count) bytes); check that the URL "
+                + "names a directory whose server lists it (nginx autoindex, Apache Indexes), or mount it without "
+                + "the trailing /"
+        }
+        if listing.entries.isEmpty && !looksLikeListing(body) {
+            return "the answer is not a directory listing (no links to files or directories in it)"
+        }
+        return nil
+    }
+
+    /// Whether `body` reads as text: no NUL byte, and at most 1 in 100 bytes a control character other than
+    /// tab, newline, form feed and carriage return, in its first 64 KiB (a file's bytes show there at once; no
+    /// HTML or JSON listing holds a NUL).
+    static func isText(_ body: [UInt8]) -> Bool {
+        let sample = body.prefix(64 << 10)
+        var controls = 0
+        for byte in sample where byte < 0x20 || byte == 0x7F {
+            if byte == 0 { return false }
+            if byte != 0x09 && byte != 0x0A && byte != 0x0C && byte != 0x0D { controls += 1 }
+        }
+        return controls * 100 <= sample.count
+    }
+
+    /// Whether `body` can be a listing at all: a JSON array, a page with at least one link (an empty directory's
+    /// page links its parent), or python's page of an empty folder. A file, a plain-text error or another page
+    /// without links is not.
     static func looksLikeListing(_ body: [UInt8]) -> Bool {
         guard let first = body.first(where: { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) }) else {
             return false
         }
-        if first == UInt8(ascii: "[") { return true }
+        // A JSON array (an empty one is nginx's and Caddy's empty folder); text that merely starts with `[`
+        // (an INI file, a log) is not.
+        if first == UInt8(ascii: "[") { return (try? JSONSerialization.jsonObject(with: Data(body))) is [Any] }
         var index = 0
         while index + 2 < body.count {
             if body[index] == UInt8(ascii: "<"), body[index + 1] | 0x20 == UInt8(ascii: "a"),
@@ -73,9 +112,13 @@ enum DirectoryListing {
             }
             index += 1
         }
-        return false
+        // python's http.server lists an empty folder with no link at all, under this title.
+        let head = String(decoding: body.prefix(4096), as: UTF8.self)
+        return head.contains("<title>Directory listing for /")
     }
 
+    /// Reads the listing `body` of the directory `base` (an http(s) URL ending in `/`), keeping at most `limit`
+    /// children. JSON when the body is a JSON array (whatever the server called it), else HTML.
     static func parse(_ body: [UInt8], base: String, limit: Int = maximumEntries) -> ParsedListing {
         guard let directory = DirectoryURL(base) else { return ParsedListing() }
         let text = String(decoding: body, as: UTF8.self)
@@ -90,16 +133,20 @@ enum DirectoryListing {
     private static func parseJSON(_ body: [UInt8], in directory: DirectoryURL, limit: Int) -> ParsedListing? {
         guard let items = ListingJSON.objects(body) ?? foundationObjects(body) else { return nil }
         var listing = ParsedListing()
-        var seen = Set<String>()
+        var seen = Set<FileName>()
         for item in items {
             guard let name = item.strings["name"] else { continue }
             // nginx: "type": "directory"; Caddy: "is_dir": true.
             let isDirectory = item.strings["type"] == "directory" || item.booleans["is_dir"] == true
+            if holdsControlCharacter(name) {
+                listing.controlNames.append(name)
+                continue
+            }
             if let problem = problem(withName: name) {
                 listing.skipped.append((name, problem))
                 continue
             }
-            guard seen.insert(name).inserted else { continue }
+            guard seen.insert(FileName(name)).inserted else { continue }
             guard listing.entries.count < limit else {
                 listing.truncated = true
                 break
@@ -157,11 +204,15 @@ enum DirectoryListing {
                 listing.skipped.append((link, reason))
                 continue
             }
-            let url = directory.child(encodedSegment: child.segment, isDirectory: child.isDirectory)
+            let url = directory.child(encodedSegment: encodeNonASCII(child.segment), isDirectory: child.isDirectory)
             // An icon and a name often link to the same file.
             guard seenURLs.insert(url).inserted else { continue }
             guard let name = String(validating: PercentEncoding.bytes(child.segment), as: UTF8.self) else {
                 listing.skipped.append((link, "its name is not UTF-8"))
+                continue
+            }
+            if holdsControlCharacter(name) {
+                listing.controlNames.append(name)
                 continue
             }
             if let problem = problem(withName: name) {
@@ -274,6 +325,41 @@ enum DirectoryListing {
             return "its name is \(name.utf8.count) bytes, more than a file name can hold (255)"
         }
         return nil
+    }
+
+    /// Whether `name` holds a C0 control character (NUL, tab, newline, ...) or DEL.
+    static func holdsControlCharacter(_ name: String) -> Bool {
+        name.utf8.contains { $0 < 0x20 || $0 == 0x7F }
+    }
+
+    /// `name` for a log line: control characters written as `\n`, `\t` or `\xNN`, so that one name is one line.
+    static func escapedForLog(_ name: String) -> String {
+        var shown = ""
+        for scalar in name.unicodeScalars {
+            switch scalar.value {
+            case 0x0A: shown += "\\n"
+            case 0x09: shown += "\\t"
+            case 0x0D: shown += "\\r"
+            case 0..<0x20, 0x7F: shown += String(format: "\\x%02X", scalar.value)
+            default: shown.unicodeScalars.append(scalar)
+            }
+        }
+        return shown
+    }
+
+    /// `segment` (percent-encoded as a link wrote it) with its non-ASCII bytes percent-encoded too: one spelling
+    /// per URL, whose `String` comparison is then byte for byte.
+    static func encodeNonASCII(_ segment: String) -> String {
+        guard segment.utf8.contains(where: { $0 >= 0x80 }) else { return segment }
+        var encoded = ""
+        for byte in segment.utf8 {
+            if byte < 0x80 {
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                encoded += String(format: "%%%02X", byte)
+            }
+        }
+        return encoded
     }
 
     /// `name` percent-encoded as one path segment.

@@ -26,7 +26,8 @@ public enum EntryNaming {
         return PercentEncoding.decode(String(last))
     }
 
-    /// Makes `name` a single safe path component: no `/` or NUL, not `.` or `..`, not empty, at most 255 bytes.
+    /// Makes `name` a single safe path component: no `/` or control character (NUL, newline, tab, ...), not `.`
+    /// or `..`, not empty, at most 255 bytes.
     static func sanitize(_ name: String) -> String {
         shorten(makeSafe(name), to: maximumLength)
     }
@@ -48,19 +49,26 @@ public enum EntryNaming {
     public static func problem(withExplicitName name: String) -> String? {
         if name.contains("/") { return "it contains '/'; a name is one file name, not a path" }
         if name.contains("\0") { return "it contains a NUL byte" }
+        if DirectoryListing.holdsControlCharacter(name) {
+            return "it contains a control character (newline, tab, ...), which line-based tools cannot handle"
+        }
         if name == "." || name == ".." { return "'\(name)' names a directory" }
         return nil
     }
 
-    /// `name` without `/` or NUL, trimmed, not empty, not `.` or `..`; any length.
+    /// `name` without `/` or control characters, trimmed, not empty, not `.` or `..`; any length.
     private static func makeSafe(_ name: String) -> String {
         // Most names (every one of a 100,000-file listing) need nothing: checked byte by byte, without copies.
         let bytes = name.utf8
         if let first = bytes.first, let last = bytes.last, first > 0x20, last > 0x20, first < 0x7F, last < 0x7F,
-           !bytes.contains(UInt8(ascii: "/")), !bytes.contains(0), name != ".", name != ".." {
+           !bytes.contains(where: { $0 == UInt8(ascii: "/") || $0 < 0x20 || $0 == 0x7F }), name != ".", name != ".." {
             return name
         }
-        var safe = String(name.map { $0 == "/" || $0 == "\0" ? "_" : $0 })
+        var safe = ""
+        for scalar in name.unicodeScalars {
+            let unsafe = scalar == "/" || scalar.value < 0x20 || scalar.value == 0x7F
+            safe.unicodeScalars.append(unsafe ? "_" : scalar)
+        }
         safe = safe.trimmingWhitespace()
         if safe.isEmpty { safe = "download" }
         if safe == "." || safe == ".." { safe = safe.replacingOccurrences(of: ".", with: "_") }

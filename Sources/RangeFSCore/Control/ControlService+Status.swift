@@ -94,6 +94,9 @@ extension ControlService {
         response.totals = totals
         response.passthrough = fileSystem.passthroughMode.withLock { $0 }.description
         response.proxy = fileSystem.proxyReport?()
+        // A cache disk that fails writes or commits (full, say) is said in every status until it works again.
+        let cacheProblems = store.cacheProblems
+        if !cacheProblems.isEmpty { response.warnings = cacheProblems }
         return response
     }
 

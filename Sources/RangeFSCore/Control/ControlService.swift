@@ -83,6 +83,8 @@ public final class ControlService: Sendable {
         }
         defer { adding.withLock { _ = $0.remove(url) } }
         if let existing = catalog.item(url: url) {
+            // The same URL with a new login or query (a presigned URL issued again): its requests use them now.
+            if newCredentials { return ControlResponse(ok: true, message: existing.name + " (new credentials)") }
             return .failure("\(Redaction.redact(url)) is already mounted as \(existing.name)")
         }
         if url.hasSuffix("/") { return addDirectory(url: url, name: name) }
@@ -151,10 +153,11 @@ public final class ControlService: Sendable {
     private func remove(name: String?, keepData: Bool) -> ControlResponse {
         if let name, catalog.item(named: name) == nil,
            let saved = unmountedSaved.withLock({ files -> SavedFile? in
-               guard let index = files.firstIndex(where: { $0.name == name }) else { return nil }
+               guard let index = files.firstIndex(where: { FileName.same($0.name, name) }) else { return nil }
                return files.remove(at: index)
            }) {
             saveCatalog()
+            forgetQuery(of: saved.url)
             if !keepData {
                 do {
                     try store.removeEntry(for: saved.url)
@@ -172,6 +175,7 @@ public final class ControlService: Sendable {
         if let open = store.openEntry(for: item.metadata.url) { scheduler.stopFilling(open) }
         fileSystem.forgetDownload(of: item.metadata.url)
         saveCatalog()
+        forgetQuery(of: item.metadata.url)
         do {
             if keepData { store.forget(item.metadata.url) } else { try store.removeEntry(for: item.metadata.url) }
         } catch {
@@ -260,21 +264,50 @@ public final class ControlService: Sendable {
         return ControlResponse(ok: true, message: name)
     }
 
+    /// Checks the cached blocks of the file `name`, found the way an open finds it (RangeFS+Verification.swift):
+    /// nothing is dropped without an answer from its server that shows a change.
     private func verify(name: String?) -> ControlResponse {
-        guard let name, let item = catalog.item(named: name) else {
-            return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
+        guard let name else { return .failure("name the file to verify; see rangefs status") }
+        let found = LockedBox<Result<CatalogItem, FileSystemError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        fileSystem.findForReading(name) { result in
+            found.withLock { $0 = result }
+            done.signal()
         }
-        let entry: CacheEntry
+        // A listing or a probe on the way has its own timeouts; this bound only keeps the control thread free.
+        guard done.wait(timeout: .now() + Self.verifyLookupLimit) == .success, let result = found.withLock({ $0 }) else {
+            return .failure("cannot verify \(name): its directory or its server did not answer within "
+                            + "\(Int(Self.verifyLookupLimit)) s; try again")
+        }
+        let item: CatalogItem
+        switch result {
+        case .success(let validated): item = validated
+        case .failure(.notFound), .failure(.notADirectory):
+            return .failure("no file named '\(name)' in this mount; see rangefs status")
+        case .failure(.isADirectory):
+            return .failure("\(name) is a directory; name one of its files")
+        case .failure(.io(let reason)):
+            return .failure("cannot verify \(name): \(reason)")
+        case .failure(let error):
+            return .failure("cannot verify \(name): \(error)")
+        }
+        let checked: Int, failed: Int
         do {
-            entry = try fileSystem.entry(for: item)
+            (checked, failed) = try fileSystem.verifyBlocks(of: item)
         } catch {
             return .failure("cannot verify \(name): \(error)")
         }
-        let (checked, failed) = entry.verifyAll()
-        let result = failed == 0 ? "all good" : "\(failed) failed and will be fetched again"
-        return ControlResponse(ok: failed == 0, error: failed == 0 ? nil : "\(name): \(result)",
-                               message: "\(name): \(checked) blocks checked, \(result)")
+        if checked == 0 {
+            return ControlResponse(ok: true, message: "\(name): no block is cached yet; nothing to check")
+        }
+        let what = "\(checked) blocks checked against the CRC32C taken when they arrived"
+        let verdict = failed == 0 ? "all good" : "\(failed) failed and will be fetched again"
+        return ControlResponse(ok: failed == 0, error: failed == 0 ? nil : "\(name): \(what), \(verdict)",
+                               message: "\(name): \(what), \(verdict)")
     }
+
+    /// The longest `verify` waits for the listings and the probe that finding its file may need, in seconds.
+    static let verifyLookupLimit = 60.0
 
     /// Pins the files saved as pinned (at mount): they are filled and never evicted.
     public func restorePins(_ saved: [SavedFile]) {
@@ -315,6 +348,16 @@ public final class ControlService: Sendable {
             } catch {
                 logger.error("cannot save the list of mounted files: \(error)")
             }
+        }
+    }
+
+    /// Drops the query kept for `url`, a file that left the mount, so credentials.json keeps no token nobody uses.
+    private func forgetQuery(of url: String) {
+        guard fileSystem.credentials.forgetQuery(of: url) else { return }
+        do {
+            try store.saveCredentials(fileSystem.credentials.snapshot)
+        } catch {
+            logger.error("cannot save the credentials for remounts: \(error)")
         }
     }
 }

@@ -8,10 +8,16 @@
 //   - the server ignores Range (same validator): the entry becomes "rangeless" and its blocks come from one
 //     whole-file stream, in order, which this sink also runs (`wholeFile`). Its readers wait for their bytes.
 //
+// No byte of a wrong answer is kept (see ResponseHead+Trust.swift): an answer in another encoding than identity,
+// or whose Content-Length disagrees with its range, is refused at its head; a body no header gives a length to is
+// held back, whole, until it ended exactly where its Content-Range said, and dropped otherwise. Such a refusal is
+// retried like a cut transfer (another mirror first), and fails the blocks once the attempts are spent.
+//
 // A file with mirrors (`MirrorSet`) asks one of them per attempt. A mirror that fails is set aside and the attempt
 // goes on at once from the byte where it broke on another; one whose length disagrees, or that ignores Range, is
 // dropped for the file. A 200 from a mirror says that mirror changed or ignores Range, never that the file did.
 
+import Dispatch
 import Logging
 import Synchronization
 
@@ -31,6 +37,11 @@ protocol TransferOwner: AnyObject, Sendable {
     func retry(_ sink: BlockSink, after delay: Duration)
     /// The remote file changed; readers of the entry were failed with `.remoteChanged` already.
     func remoteChanged(_ entry: any BlockStore)
+    /// The server of `url` sent another ETag for the same length and Last-Modified: its ETags rotate.
+    func etagsRotate(at url: String)
+    /// Whether anybody still wants the blocks of a reader's or readahead's transfer: a live process using its file
+    /// (see BlockStore.hasLiveUse), or the file being completed in the background.
+    func isWanted(_ sink: BlockSink) -> Bool
     /// The transfer is over; the sink makes no more calls.
     func finished(_ sink: BlockSink, outcome: TransferOutcome)
 }
@@ -76,6 +87,26 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private var attemptStart: UInt64 = 0
     /// Why the current attempt was cancelled by us, if it was.
     private var failure: FetchError?
+    /// The body length the current attempt's head states (its Content-Range's span, or the file's size for a
+    /// whole-file stream), and the body bytes received so far in it.
+    private var expectedBody: UInt64?
+    private var bodyReceived: UInt64 = 0
+    /// Whether no header fixes the current body's length, so its blocks are held here until it ends right.
+    private var holdingBack = false
+    /// Blocks of the current attempt held back, in order from `attemptFirstBlock`.
+    private var held: [BlockBuffer] = []
+    /// Where the current attempt began: its first block, and how many bytes of it were here before.
+    private var attemptFirstBlock = 0
+    private var attemptPartialBytes = 0
+    /// The current attempt was given up to ask again at once (its answer showed that the ETag rotates).
+    private var askAgain = false
+    /// When the transfer last asked its owner whether it is still wanted (uptime nanoseconds), and whether it
+    /// was given up because nobody wants it any more: every reader closed its file, and nothing completes it.
+    private var wantCheckedAt: UInt64 = 0
+    private var unwanted = false
+    /// How often a reader's transfer asks whether it is still wanted; a server that trickles a byte a second is
+    /// left this long after its last reader, not minutes later.
+    static let wantCheckInterval: UInt64 = 1_000_000_000
 
     init(entry: any BlockStore, url: String, mirrors: MirrorSet? = nil, blocks: Range<Int>, wholeFile: Bool = false,
          priority: FetchPriority, maxBytesPerSecond: Int?, policy: FetchPolicy, logger: Logger,
@@ -110,8 +141,14 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         }
         attempt += 1
         attemptStart = resumeOffset
+        attemptFirstBlock = nextBlock
+        attemptPartialBytes = partial.count
         failure = nil
         dropReason = nil
+        expectedBody = nil
+        bodyReceived = 0
+        holdingBack = false
+        held = []
         var request = RangeRequest(url: url, range: wholeFile ? nil : wanted, ifRange: entry.validator)
         if let mirrors {
             let choice = mirrors.choose(avoiding: mirrors.earlierSources(of: remainingBlocks))
@@ -154,6 +191,12 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
                 failure = .badContentRange(value)
                 return false
             }
+            if let refusal = head.untrustedBody(expectedLength: UInt64(range.count)) {
+                failure = refusal
+                return false
+            }
+            expectedBody = UInt64(range.count)
+            holdingBack = !head.statesItsLength
             if let mirrors, let choice, !choice.isPrimary {
                 // A mirror's own validator, for its own If-Range; its length must be the file's.
                 let validator = RemoteMetadata(url: choice.url, size: 0, etag: head["etag"] ?? "",
@@ -172,6 +215,11 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             }
             return true
         case 200:
+            // Checked first: an encoded body's Content-Length is not the file's size, and must not read as a change.
+            if let refusal = head.untrustedBody(expectedLength: wholeFile ? entry.size : nil) {
+                failure = refusal
+                return false
+            }
             let now = RemoteMetadata(url: url, size: head["content-length"].flatMap(UInt64.init) ?? entry.size,
                                      etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "")
             if let choice, !choice.isPrimary, !wholeFile {
@@ -185,11 +233,25 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
                 failure = dropReason == nil ? .remoteChanged : .rangeIgnored
                 return false
             }
+            if entry.remoteMetadata.etagRotated(to: now) {
+                // Not a change: the server (nodes behind a load balancer) makes a new ETag per answer. Length and
+                // Last-Modified tell the version from now on, and a ranged request asks again with them at once.
+                entry.retireETag()
+                owner.etagsRotate(at: url)
+                if !wholeFile {
+                    askAgain = true
+                    failure = .cancelled
+                    return false
+                }
+            }
             guard entry.matches(now) else {
                 failure = .remoteChanged
                 return false
             }
-            if wholeFile { return true }
+            if wholeFile {
+                expectedBody = entry.size
+                return true
+            }
             failure = .rangeIgnored
             return false
         default:
@@ -200,6 +262,22 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
         received += body.count
+        bodyReceived += UInt64(body.count)
+        if priority != .fill {
+            let now = DispatchTime.now().uptimeNanoseconds
+            if now - wantCheckedAt >= Self.wantCheckInterval {
+                wantCheckedAt = now
+                if !owner.isWanted(self) {
+                    unwanted = true
+                    failure = .cancelled
+                    return false
+                }
+            }
+        }
+        if let expectedBody, bodyReceived > expectedBody {
+            failure = .untrustedBody("its body is longer than the \(expectedBody) bytes its head states")
+            return false
+        }
         var remaining = body
         while !remaining.isEmpty {
             guard nextBlock < blocks.upperBound else {
@@ -217,6 +295,12 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// Hands `nextBlock` to the entry (unless a whole-file stream passes a block that is already here) and moves
     /// on with a buffer for the next one.
     private func storeBlock() {
+        if holdingBack {
+            held.append(partial)
+            nextBlock += 1
+            partial = entry.makeBuffer(capacity: entry.length(ofBlock: nextBlock))
+            return
+        }
         let handOver = !(wholeFile && entry.isPresent(nextBlock))
         if handOver {
             let current = priority
@@ -232,14 +316,56 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         }
     }
 
+    /// Stores the blocks held back from a body without a stated length once it ended where its Content-Range
+    /// said; otherwise drops them and this attempt's bytes, and says why.
+    private func settleHeldBlocks(_ outcome: FetchError?) -> FetchError? {
+        guard holdingBack else { return outcome }
+        holdingBack = false
+        var outcome = outcome
+        if outcome == nil, let expectedBody, bodyReceived != expectedBody {
+            outcome = .untrustedBody("its body ended after \(bodyReceived) of the \(expectedBody) bytes its Content-Range states")
+        }
+        let blocks = held
+        held = []
+        if outcome == nil {
+            for (offset, buffer) in blocks.enumerated() {
+                let index = attemptFirstBlock + offset
+                let current = priority
+                entry.put(block: index, buffer: buffer, background: current == .fill, budgeted: current != .demand)
+                if let mirrors, let choice { mirrors.recordSource(block: index, mirror: choice.index) }
+            }
+            return nil
+        }
+        // Back to where the attempt began, keeping the bytes of its first block that came before it.
+        if let first = blocks.first { partial = first }
+        partial.keep(first: attemptPartialBytes)
+        nextBlock = attemptFirstBlock
+        return outcome
+    }
+
     func complete(error: FetchError?) {
-        var outcome = failure ?? error
+        var outcome = settleHeldBlocks(failure ?? error)
         count(outcome)
         if let mirrors, let choice {
             mirrors.finished(choice, bytes: resumeOffset - attemptStart,
                              seconds: MonotonicClock.seconds() - attemptBegan, error: outcome)
         }
-        if resumeOffset > attemptStart { attempt = 0 }
+        // Progress is a block stored (or a block's worth of bytes): a server that trickles a few bytes per attempt
+        // runs out of attempts like one that sends nothing, so no read waits on it forever.
+        if nextBlock > attemptFirstBlock || resumeOffset >= attemptStart + UInt64(entry.blockSize) { attempt = 0 }
+        if askAgain {
+            askAgain = false
+            attempt = max(0, attempt - 1)  // not a failure: the same request with the validator that works
+            return startAttempt()
+        }
+        // Nobody wants the rest (checked during the body, and before any retry): its claims go back, so that a
+        // later read asks afresh.
+        if unwanted || (outcome != nil && priority != .fill && !owner.isWanted(self)) {
+            if !unwanted { outcome = .cancelled }
+            logger.info("stopped fetching \(Redaction.redact(url)) bytes \(wanted): every process that read it is gone")
+            entry.abandon(blocks: nextBlock..<blocks.upperBound, error: .cancelled)
+            return finish(.done)
+        }
         if outcome == nil && nextBlock < blocks.upperBound {
             // A 206 may carry less than asked for: ask for the rest. Only an answer with no progress is an error.
             if attempt == 0 && !wholeFile {

@@ -1,24 +1,29 @@
-// Credentials live apart from URLs. A URL's `user:password@` is split off when the URL enters the mount, so the
-// catalog, cache headers, status and logs only ever hold the URL without it; the credentials are kept per origin
-// (scheme, host and port), sent only to that origin, and saved for remounts in one 0600 file of the cache.
+// Credentials live apart from URLs. A URL's `user:password@` and its query's values are split off when the URL
+// enters the mount, so the catalog, cache headers, status and logs only ever hold the URL without them (its
+// identity, URLQuery); the credentials are kept per origin (scheme, host and port), sent only to that origin, and
+// saved for remounts in one 0600 file of the cache. The real query is put back only on the wire (`wireURL`).
 
 import Foundation
 import Synchronization
 
 /// What requests to one origin authenticate with: a user and password (from a URL's userinfo), and header lines
-/// (`--header`, `--cookie`).
+/// (`--header`, `--cookie`), and the real queries of its URLs.
 public struct OriginCredentials: Codable, Sendable, Equatable {
     public var user: String?
     public var password: String?
     public var headers: [String]
+    /// The query each URL of this origin sends, by the identity the mount knows the URL by (URLQuery); absent
+    /// when none (and in files an older rangefs saved, which had no such field).
+    var queries: [String: String]?
 
-    init(user: String? = nil, password: String? = nil, headers: [String] = []) {
+    init(user: String? = nil, password: String? = nil, headers: [String] = [], queries: [String: String]? = nil) {
         self.user = user
         self.password = password
         self.headers = headers
+        self.queries = queries
     }
 
-    var isEmpty: Bool { user == nil && password == nil && headers.isEmpty }
+    var isEmpty: Bool { user == nil && password == nil && headers.isEmpty && (queries ?? [:]).isEmpty }
 }
 
 /// The parts of an http(s) URL that credentials hang on.
@@ -31,7 +36,7 @@ public enum URLOrigin {
     }
 
     /// `url` without its `user:password@`, and the user and password (percent-decoded), if it had them.
-    public static func removingUserinfo(_ url: String) -> (url: String, user: String?, password: String?) {
+    static func removingUserinfo(_ url: String) -> (url: String, user: String?, password: String?) {
         guard let parts = split(url), let userinfo = parts.userinfo else { return (url, nil, nil) }
         let colon = userinfo.firstIndex(of: ":")
         let user = String(userinfo[..<(colon ?? userinfo.endIndex)])
@@ -84,22 +89,50 @@ public final class CredentialTable: Sendable {
         return table.withLock { $0[origin] }
     }
 
-    /// Splits the userinfo off `url` and keeps it for the URL's origin (replacing the user and password kept
-    /// before); returns the URL without it, the URL the mount knows the file by. Returns whether that changed the
-    /// table, so the caller can save it.
+    /// Splits the userinfo and the query's values off `url` and keeps them for the URL's origin (replacing the
+    /// user and password kept before, and the query kept before for the same identity: a presigned URL issued
+    /// again); returns the URL's identity, the URL the mount knows the file by. Returns whether that changed the
+    /// table, so the caller can save it. An identity comes back as it is, and changes nothing. With `replacing`
+    /// false, what is kept already wins: a whole URL from an older catalog never undoes a newer token or login.
     @discardableResult
-    public func adopt(_ url: String) -> (url: String, changed: Bool) {
+    public func adopt(_ url: String, replacing: Bool = true) -> (url: String, changed: Bool) {
         let split = URLOrigin.removingUserinfo(url)
-        guard split.user != nil, let origin = URLOrigin.of(url) else { return (split.url, false) }
+        let (identity, query) = URLQuery.split(split.url)
+        guard split.user != nil || query != nil, let origin = URLOrigin.of(url) else { return (identity, false) }
         let changed = table.withLock { table -> Bool in
             var entry = table[origin] ?? OriginCredentials()
             let before = entry
-            entry.user = split.user
-            entry.password = split.password
+            if split.user != nil && (replacing || entry.user == nil) {
+                entry.user = split.user
+                entry.password = split.password
+            }
+            if let query, replacing || entry.queries?[identity] == nil {
+                entry.queries = (entry.queries ?? [:]).merging([identity: query]) { $1 }
+            }
             table[origin] = entry
             return entry != before
         }
-        return (split.url, changed)
+        return (identity, changed)
+    }
+
+    /// The URL a request for `url` (an identity, or a redirect's target) sends: with its real query put back when
+    /// one is kept for it, else `url` itself.
+    public func wireURL(for url: String) -> String {
+        guard let origin = URLOrigin.of(url),
+              let query = table.withLock({ $0[origin]?.queries?[url] }) else { return url }
+        return URLQuery.restoring(query, into: url)
+    }
+
+    /// Stops keeping the query of `url` (a file removed from the mount); returns whether there was one.
+    @discardableResult
+    func forgetQuery(of url: String) -> Bool {
+        guard let origin = URLOrigin.of(url) else { return false }
+        return table.withLock { table -> Bool in
+            guard var entry = table[origin], entry.queries?.removeValue(forKey: url) != nil else { return false }
+            if entry.queries?.isEmpty == true { entry.queries = nil }
+            table[origin] = entry.isEmpty ? nil : entry
+            return true
+        }
     }
 
     /// Sends `headers` to `url`'s origin from now on, instead of the headers given for it before.

@@ -21,6 +21,9 @@ public enum FetchError: Error, Sendable, Equatable {
     case remoteChanged
     /// The body ended before the requested range did.
     case shortBody
+    /// An answer whose body is not the bytes its head names (another encoding than identity, a length other than
+    /// its range's): refused whole, none of its bytes kept. The server's (or a proxy's) fault.
+    case untrustedBody(String)
     case transport(String)
     case cancelled
     /// The server's certificate cannot be verified (libcurl's reason).
@@ -49,11 +52,15 @@ public enum FetchError: Error, Sendable, Equatable {
         case .hostNotFound: "host not found; check the host name"
         case .timedOut: "timed out; the server did not answer in time"
         case .stalled(let seconds): "the server stopped sending (nothing for \(Int(seconds.rounded())) s)"
+        case .httpStatus(let status) where status == 401 || status == 403: Self.loginAdvice(status)
         case .httpStatus(let status): "HTTP \(status) \(Self.reasonPhrase(status)); check the URL"
         case .badContentRange(let value): "the server sent a wrong Content-Range (\(value))"
         case .rangeIgnored: "the server ignores Range requests"
         case .remoteChanged: "the remote file changed"
         case .shortBody: "the server closed the connection before sending the whole range"
+        case .untrustedBody(let reason):
+            "the server's answer was refused, none of its bytes kept: \(reason); the server (or a proxy or CDN in "
+                + "front of it that rewrites answers) is at fault"
         case .transport(let message): message
         case .cancelled: "cancelled"
         case .certificate(let reason):
@@ -86,6 +93,7 @@ public enum FetchError: Error, Sendable, Equatable {
         case .rangeIgnored: "range_ignored"
         case .remoteChanged: "remote_changed"
         case .shortBody: "cut_transfer"
+        case .untrustedBody: "untrusted_body"
         case .transport: "transport"
         case .cancelled: "cancelled"
         case .certificate, .clientCertificate, .caCertificates: "tls"
@@ -98,7 +106,8 @@ public enum FetchError: Error, Sendable, Equatable {
     /// Whether trying the same request again may succeed.
     var isTransient: Bool {
         switch self {
-        case .timedOut, .stalled, .shortBody, .transport, .connectionRefused, .proxy: true
+        // A wrong answer may come from one node of several behind a load balancer: another try may be right.
+        case .timedOut, .stalled, .shortBody, .transport, .connectionRefused, .proxy, .untrustedBody: true
         case .httpStatus(let status): status == 408 || status == 429 || status >= 500
         case .proxyStatus: true
         default: false
@@ -126,6 +135,18 @@ public enum FetchError: Error, Sendable, Equatable {
 
     /// Whether the server says the file is gone (404, 410): the only failure that removes a URL from the saved set.
     var isGone: Bool { self == .httpStatus(404) || self == .httpStatus(410) }
+
+    /// A 401 or 403 names the three ways to give a login, since "check the URL" would send a user to the wrong
+    /// place: a 401 asks for one, and a 403 is also what a server says to a login it does not take (or an
+    /// expired signed URL).
+    private static func loginAdvice(_ status: Int) -> String {
+        let ways = "give a login as user:password@ in the URL (http://user:password@host/path), from ~/.netrc with "
+            + "--netrc (or --netrc-file FILE), or as a header with --header 'Authorization: Bearer TOKEN'"
+        return status == 401
+            ? "HTTP 401 Unauthorized: the server wants a login; \(ways)"
+            : "HTTP 403 Forbidden: the server refuses this URL; if it needs a login (or another one), \(ways); "
+                + "a signed URL may have expired"
+    }
 
     private static func reasonPhrase(_ status: Int) -> String {
         switch status {

@@ -79,6 +79,9 @@ public final class FetchScheduler: Sendable {
         var holdGeneration = 0
     }
 
+    /// Servers (scheme://host:port) found to rotate their ETags, each said once in the log.
+    private let rotatingETags = Mutex<Set<String>>([])
+
     public init(fetcher: RangeFetching, demandFetcher: RangeFetching? = nil, policy: FetchPolicy = FetchPolicy(),
                 logger: Logger) {
         self.fetcher = fetcher
@@ -417,6 +420,18 @@ extension FetchScheduler: TransferOwner {
 
     func remoteChanged(_ entry: any BlockStore) {
         changeObserver.withLock { $0 }?(entry)
+    }
+
+    func isWanted(_ sink: BlockSink) -> Bool {
+        let entry = sink.blockStore
+        return entry.hasLiveUse || isFilling(entry)
+    }
+
+    /// Says once per server that its ETags are not used; each file's entry retires its own.
+    func etagsRotate(at url: String) {
+        let origin = URLOrigin.of(url) ?? Redaction.redact(url)
+        guard rotatingETags.withLock({ $0.insert(origin).inserted }) else { return }
+        logger.warning("\(origin) sends another ETag on each answer for the same file (length and Last-Modified unchanged): its ETags are not used as validators; changes are told by length and Last-Modified")
     }
 
     func finished(_ sink: BlockSink, outcome: TransferOutcome) {

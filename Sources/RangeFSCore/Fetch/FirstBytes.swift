@@ -21,6 +21,10 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
     private let completion: @Sendable (Result<FirstBytes, FetchError>) -> Void
     private var head: ResponseHead?
     private var bytes: [UInt8] = []
+    /// How many body bytes the head says come (the range's span, or the file's size for a 200); the bytes are
+    /// kept only if a body without a stated length ends exactly there (see ResponseHead+Trust.swift).
+    private var expected: Int?
+    private var lengthStated = false
 
     init(url: String, limit: Int, completion: @escaping @Sendable (Result<FirstBytes, FetchError>) -> Void) {
         self.url = url
@@ -33,16 +37,25 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
         // A 206 carries the range; a 200 (a server that ignores Range) the whole file, read up to `limit`. Any other
         // answer is judged from its head alone, as a probe's.
         guard head.status == 206 || head.status == 200 else { return false }
-        if head.status == 206, let range = head["content-range"].flatMap(ContentRange.init(parsing:))?.range,
-           range.lowerBound != 0 {
-            return false  // not the bytes asked for: kept as a probe only
+        if head.status == 206 {
+            guard let range = head["content-range"].flatMap(ContentRange.init(parsing:))?.range,
+                  range.lowerBound == 0, range.count <= limit
+            else { return false }  // not the bytes asked for: kept as a probe only
+            expected = range.count
+        } else if let size = head["content-length"].flatMap({ Int($0.trimmingWhitespace()) }) {
+            expected = min(limit, size)
         }
-        bytes.reserveCapacity(min(limit, head["content-length"].flatMap(Int.init) ?? limit))
+        // An answer whose body is not the bytes it names is kept as a probe only: none of its bytes are kept.
+        guard head.untrustedBody(expectedLength: head.status == 206 ? expected.map(UInt64.init) : nil) == nil
+        else { return false }
+        lengthStated = head.statesItsLength
+        bytes.reserveCapacity(expected ?? limit)
         return true
     }
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
         bytes += body.prefix(limit - bytes.count)
+        if head?.status == 206 { return true }  // the range asked for is the limit: never cut the connection
         return bytes.count < limit  // stops a 200's whole-file body once enough has come
     }
 
@@ -51,7 +64,11 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
         do throws(FetchError) {
             let metadata = try RemoteMetadata(url: url, probeResponse: head)
             // Bytes from a response whose range was not 0.. were dropped in `receive(head:)`.
-            let body = head.status == 206 || head.status == 200 ? bytes : []
+            var body = head.status == 206 || head.status == 200 ? bytes : []
+            // A body that no header gives a length to counts only if it ended where its head said it would.
+            if !lengthStated && (error != nil && error != .cancelled || expected.map { body.count != $0 } ?? true) {
+                body = []
+            }
             completion(.success(FirstBytes(metadata: metadata, bytes: metadata.sizeKnown ? body : [])))
         } catch {
             completion(.failure(error))

@@ -139,6 +139,11 @@ private final class ListingSink: RangeResponseSink, @unchecked Sendable {
             failure = head.statusError
             return false
         }
+        // A compressed listing would be read as garbage, an empty folder: say why instead.
+        if let refusal = head.untrustedBody(expectedLength: nil) {
+            failure = refusal
+            return false
+        }
         return true
     }
 

@@ -349,6 +349,10 @@ final class UnsizedStreamSink: RangeResponseSink, @unchecked Sendable {
             failure = head.status == 206 ? .badContentRange("206 to a request without Range") : head.statusError
             return false
         }
+        if let refusal = head.untrustedBody(expectedLength: nil) {
+            failure = refusal
+            return false
+        }
         accepted = download.begin(head)
         return accepted
     }

@@ -32,8 +32,8 @@ final class DigestChecks: Sendable {
     let running = Mutex<Set<String>>([])
 
     enum SumsFile {
-        case loading([@Sendable ([String: ContentDigest]) -> Void])
-        case loaded([String: ContentDigest])
+        case loading([@Sendable ([FileName: ContentDigest]) -> Void])
+        case loaded([FileName: ContentDigest])
         /// The read failed at this time (monotonic seconds); tried again after `sumsRetry`.
         case failed(Double)
     }
@@ -51,15 +51,16 @@ final class DigestChecks: Sendable {
 
     /// The digests a sums file lists, by file name: `HEX  NAME` or `HEX *NAME` (sha256sum), `SHA256 (NAME) = HEX`
     /// (BSD); a file that holds only `HEX` gives it for `fallbackName`. A leading `./` is dropped from names.
-    static func parseSums(_ text: String, fallbackName: String) -> [String: ContentDigest] {
-        var found: [String: ContentDigest] = [:]
+    /// Names are keys by their bytes: the NFC and NFD spellings of a name are two files with two digests.
+    static func parseSums(_ text: String, fallbackName: String) -> [FileName: ContentDigest] {
+        var found: [FileName: ContentDigest] = [:]
         func add(_ hex: Substring, _ name: Substring) {
             guard let bytes = ContentDigest.bytes(hex: String(hex)) else { return }
             let algorithm: DigestAlgorithm? = bytes.count == 32 ? .sha256 : bytes.count == 64 ? .sha512 : nil
             guard let algorithm, let digest = ContentDigest(algorithm: algorithm, bytes: bytes) else { return }
             var name = name
             if name.hasPrefix("./") { name = name.dropFirst(2) }
-            found[String(name)] = digest
+            found[FileName(String(name))] = digest
         }
         for raw in text.split(whereSeparator: \.isNewline) {
             let line = raw.trimmingWhitespace()

@@ -78,6 +78,19 @@ extension DirectoryService {
         return stored
     }
 
+    /// The version of `item` to open its cache entry for, without a probe (`pin`, `--prefetch=all`): a listed
+    /// file that no probe has seen holds what its listing states, with no validator and perhaps a date to the
+    /// minute, which is no sign that the version its cache holds changed. Opening the entry for those attributes
+    /// would drop the cached data on no answer at all (issue 35), so the cached version is opened unless the
+    /// listing contradicts it (another size, or a date outside the cached one's minute, where it states both).
+    /// The If-Range of every fetch, and the probe of the next open, still catch a change.
+    func versionToOpen(_ item: CatalogItem) -> RemoteMetadata {
+        guard item.listed, !item.validated, let stored = store.storedVersion(of: item.metadata.url), stored.sizeKnown
+        else { return item.metadata }
+        guard item.attributesExact else { return stored }  // the listing states nothing to contradict it
+        return storedVersion(agreeingWith: item) ?? item.metadata
+    }
+
     /// Probes `file`, being opened, asking for its first `openProbeBytes`: they go to its entry before it opens.
     private func probeWithFirstBytes(_ file: CatalogItem) {
         guard openProbeBytes > 0 else { return probe([file]) }

@@ -88,6 +88,8 @@ final class DirectoryService: Sendable {
         var truncated: Set<UInt64> = []
         /// Probes answered since memory was last given back to the system.
         var probesSinceTrim = 0
+        /// Directories whose names with control characters have been logged: once a mount, not at every refresh.
+        var reportedControlNames: Set<UInt64> = []
     }
 
     let state = Mutex(State())
@@ -228,8 +230,7 @@ final class DirectoryService: Sendable {
             return .failed(error.userMessage, gone: error.isGone)
         case .success(let body):
             let listing = DirectoryListing.parse(body, base: url)
-            if listing.entries.isEmpty, !DirectoryListing.looksLikeListing(body) {
-                let why = "the answer is not a directory listing (no links to files or directories in it)"
+            if let why = DirectoryListing.problem(with: body, parsed: listing) {
                 logger.log(level: failureLevel, "cannot list \(shown): \(why)")
                 return .failed(why, gone: false)
             }
@@ -259,6 +260,12 @@ final class DirectoryService: Sendable {
         if listing.skipped.count > 20 { logger.warning("\(shown): skipped \(listing.skipped.count - 20) more links") }
         if listing.truncated {
             logger.warning("\(shown) lists more than \(DirectoryListing.maximumEntries) entries; the rest are left out")
+        }
+        if !listing.controlNames.isEmpty, state.withLock({ $0.reportedControlNames.insert(inode).inserted }) {
+            let names = listing.controlNames.prefix(5).map { "'\(DirectoryListing.escapedForLog($0).prefix(80))'" }
+            let more = listing.controlNames.count > 5 ? " and \(listing.controlNames.count - 5) more" : ""
+            let list = names.joined(separator: ", ") + more
+            logger.warning("\(shown): left out \(listing.controlNames.count) names holding control characters (newline, tab, ...), which line-based tools cannot handle: \(list)")
         }
         var existing: [String: CatalogNode] = [:]
         for node in catalog.children(of: inode) {

@@ -29,7 +29,7 @@ extension RangeFS {
             }
             return .success(FileAttributes(inode: inode, isDirectory: false, size: entry.size,
                                            cachedBytes: entry.cachedBytes,
-                                           modificationTime: entry.header.remoteMetadata.modificationTime ?? mountTime))
+                                           modificationTime: entry.remoteMetadata.modificationTime ?? mountTime))
         }
         let cached = cachedBytes(of: item)
         // Without a length, the size is what the stream has brought so far; reads go past it (direct I/O).

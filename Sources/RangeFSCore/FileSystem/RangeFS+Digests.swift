@@ -116,7 +116,7 @@ extension RangeFS {
                         completion: @escaping @Sendable (ExpectedDigest?) -> Void) {
         guard let sumsURL = sumsURLs.first else { return completion(nil) }
         readSums(sumsURL, fallbackName: name) { [self] listed in
-            if let digest = listed[name] {
+            if let digest = listed[FileName(name)] {
                 completion(ExpectedDigest(digest: digest, origin: Redaction.redact(sumsURL)))
             } else {
                 lookUp(name, in: sumsURLs.dropFirst(), completion: completion)
@@ -127,8 +127,8 @@ extension RangeFS {
     /// The digests the sums file at `url` lists, read with one request the first time anyone asks (and again
     /// after a failed read, on the next check).
     private func readSums(_ url: String, fallbackName: String,
-                          completion: @escaping @Sendable ([String: ContentDigest]) -> Void) {
-        let (start, known) = digests.sums.withLock { files -> (Bool, [String: ContentDigest]?) in
+                          completion: @escaping @Sendable ([FileName: ContentDigest]) -> Void) {
+        let (start, known) = digests.sums.withLock { files -> (Bool, [FileName: ContentDigest]?) in
             switch files[url] {
             case .loaded(let listed)?:
                 return (false, listed)
@@ -145,14 +145,14 @@ extension RangeFS {
         if let known { return completion(known) }
         guard start else { return }
         scheduler.fetcher.fetchListing(url, limit: DigestChecks.sumsLimit) { [self] result in
-            var listed: [String: ContentDigest] = [:]
+            var listed: [FileName: ContentDigest] = [:]
             switch result {
             case .success(let body):
                 listed = DigestChecks.parseSums(String(decoding: body, as: UTF8.self), fallbackName: fallbackName)
             case .failure(let error):
                 logger.warning("cannot read \(Redaction.redact(url)) for the digests it lists: \(error.userMessage)")
             }
-            let waiting = digests.sums.withLock { files -> [@Sendable ([String: ContentDigest]) -> Void] in
+            let waiting = digests.sums.withLock { files -> [@Sendable ([FileName: ContentDigest]) -> Void] in
                 guard case .loading(let waiting)? = files[url] else { return [] }
                 // A read one is kept; a failed one answers "none listed" for a minute, then is tried again.
                 files[url] = result.isSuccess ? .loaded(listed) : .failed(MonotonicClock.seconds())

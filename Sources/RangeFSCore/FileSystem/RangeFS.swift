@@ -245,8 +245,9 @@ public final class RangeFS: Sendable {
         stream?.download.closed()
     }
 
-    /// Reads `count` bytes at `offset`; `reply` runs exactly once, now or when the blocks arrive.
-    public func read(handle: UInt64, offset: UInt64, count: Int, reply: @escaping Reply) {
+    /// Reads `count` bytes at `offset` for process `pid` (0: unknown); `reply` runs exactly once, now or when the
+    /// blocks arrive. While it waits, the READ counts as its process's use of the file (CacheEntry+Readers).
+    public func read(handle: UInt64, offset: UInt64, count: Int, pid: Int32 = 0, reply: @escaping Reply) {
         let fillAfter = settings.prefetch == .use ? settings.fillAfterBytes : nil
         switch handles.plan(handle, offset: offset, count: count, fillAfter: fillAfter) {
         case nil:
@@ -263,7 +264,11 @@ public final class RangeFS: Sendable {
             if plan.range.isEmpty {
                 reply(.success(.bytes([])))
             } else {
-                serve(plan.range, of: entry, inode: file.inode, counted: true, reply: reply)
+                entry.beginRead(pid: pid)
+                serve(plan.range, of: entry, inode: file.inode, counted: true) { result in
+                    entry.endRead(pid: pid)
+                    reply(result)
+                }
             }
             if let networkAhead = plan.networkAhead, !networkAhead.isEmpty {
                 scheduler.prefetch(entry, url: entry.header.url, blocks: entry.blocks(covering: networkAhead),
@@ -341,14 +346,16 @@ public final class RangeFS: Sendable {
 
     /// The cache entry of `item`, opened on first use so that mounting does no work per cached file.
     /// With `inUse`, the entry is counted as held by a handle until `endUse`, so that it is not released while idle.
+    /// A listed file no probe has seen opens the version its cache holds unless its listing contradicts it.
     /// Every entry opens here, whoever needs it (an open, the first bytes of an open's probe, a fill, a prefetch of
     /// the next files of a directory), so the kernel hears of each entry that starts changing (`entryOpened`).
     func entry(for item: CatalogItem, inUse: Bool = false) throws(CacheError) -> CacheEntry {
         guard item.metadata.sizeKnown else { throw .sizeUnknown(url: item.metadata.url) }
-        let wasOpen = store.openEntry(for: item.metadata.url) != nil
-        let entry = inUse ? try store.entryInUse(for: item.metadata, blockSize: settings.blockSize)
-                          : try store.entry(for: item.metadata, blockSize: settings.blockSize)
-        if !wasOpen { entryOpened(url: item.metadata.url) }
+        let metadata = directories.versionToOpen(item)
+        let wasOpen = store.openEntry(for: metadata.url) != nil
+        let entry = inUse ? try store.entryInUse(for: metadata, blockSize: settings.blockSize)
+                          : try store.entry(for: metadata, blockSize: settings.blockSize)
+        if !wasOpen { entryOpened(url: metadata.url) }
         return entry
     }
 

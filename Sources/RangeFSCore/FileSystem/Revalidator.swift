@@ -130,7 +130,7 @@ public final class Revalidator: Sendable {
         let url = entry.header.url
         markValidated(url)
         // The files that show this entry's version (two files may share a URL, and so its entry).
-        let items = catalog.items(url: url).filter { $0.metadata.describesSameContent(as: entry.header.remoteMetadata) }
+        let items = catalog.items(url: url).filter { $0.metadata.describesSameContent(as: entry.remoteMetadata) }
         guard !items.isEmpty else {
             entry.markStale()  // already replaced by an earlier revalidation
             return
@@ -150,8 +150,13 @@ public final class Revalidator: Sendable {
         if offline.withLock({ $0.removeValue(forKey: url) }) != nil {
             logger.notice("\(Redaction.redact(url)) is reachable again")
         }
+        if case .success(let fresh) = probe, entry.remoteMetadata.etagRotated(to: fresh) {
+            // Another ETag for the same length and date: the server rotates them; no change (DESIGN.md §4).
+            entry.retireETag()
+            scheduler.etagsRotate(at: url)
+        }
         switch probe {
-        case .success(let fresh) where !fresh.describesSameContent(as: entry.header.remoteMetadata):
+        case .success(let fresh) where !fresh.describesSameContent(as: entry.remoteMetadata):
             logger.notice("\(Redaction.redact(url)) changed on the server; open handles of the old version get ESTALE")
             for item in items { catalog.update(inode: item.inode, metadata: fresh) }
             markStale()

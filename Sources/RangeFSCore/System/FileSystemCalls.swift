@@ -10,6 +10,12 @@ public enum FileSystemCalls {
     /// structures (a listing of 100,000 names): a hint, with nothing to report.
     static func releaseFreeMemory() { _ = rfs_release_free_memory() }
 
+    /// Whether the process (or thread) `pid` still exists: `kill(pid, 0)`, which sends nothing. A pid of 0 or
+    /// less (unknown) counts as alive.
+    static func processExists(_ pid: Int32) -> Bool {
+        pid <= 0 || kill(pid, 0) == 0 || Errno.current == .notPermitted
+    }
+
     /// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over, fsync the folder.
     /// A reader (or a crash) sees the old contents or the new, never a mix.
     static func replaceAtomically(_ path: String, with bytes: [UInt8]) throws(SystemError) {

@@ -1,14 +1,52 @@
-import Foundation
+// What a URL may show. A presigned S3/GCS/Azure URL, and most download links, carry their secret in the query
+// (`?X-Amz-Signature=***`, `?sig=***`, `?token=***`), and nothing tells a signature from a file id by its name; so
+// every value of the query is hidden, its names stay (they say what kind of URL it is). The fragment is never sent
+// to a server, but it can hold a key (`#key=...`, as some share links do): its text is hidden too.
+//
+// The mark is `***`, as for a hidden `user:password@`, and ASCII on purpose: `getfattr -d` prints a value holding
+// any other byte (an ellipsis `…`) as base64, and `*` may stand in a URL's query as it is (RFC 3986).
 
 /// Hides credentials in URLs before they are shown anywhere (logs, xattrs, errors, status).
 public enum Redaction {
-    /// `https://user:secret@host/path` becomes `https://***@host/path`; other URLs are unchanged.
+    /// What replaces each hidden part.
+    static let mark = "***"
+
+    /// `https://user:secret@host/f?token=abc&x=1#k` becomes `https://***@host/f?token=***&x=***#***`: the userinfo is
+    /// replaced, the query keeps its names and loses its values, the fragment loses its text. Text without
+    /// `scheme://` is unchanged. Applying it twice gives what applying it once gave.
     public static func redact(_ url: String) -> String {
         guard let schemeEnd = url.range(of: "://") else { return url }
         let rest = url[schemeEnd.upperBound...]
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
         let authority = rest[..<authorityEnd]
-        guard let at = authority.lastIndex(of: "@") else { return url }
-        return String(url[..<schemeEnd.upperBound]) + "***" + String(rest[at...])
+        var shown = String(url[..<schemeEnd.upperBound])
+        if let at = authority.lastIndex(of: "@") {
+            shown += "***" + authority[at...]
+        } else {
+            shown += authority
+        }
+        let afterAuthority = rest[authorityEnd...]
+        let fragmentStart = afterAuthority.firstIndex(of: "#") ?? afterAuthority.endIndex
+        let beforeFragment = afterAuthority[..<fragmentStart]
+        if let question = beforeFragment.firstIndex(of: "?") {
+            shown += beforeFragment[...question]
+            shown += hidingValues(beforeFragment[beforeFragment.index(after: question)...])
+        } else {
+            shown += beforeFragment
+        }
+        if fragmentStart < afterAuthority.endIndex {
+            shown += afterAuthority.index(after: fragmentStart) < afterAuthority.endIndex ? "#" + mark : "#"
+        }
+        return shown
+    }
+
+    /// `a=1&b=&c` becomes `a=***&b=&***`: every item keeps its name, a value that is not empty becomes the mark, and
+    /// an item without `=` (which may be a token itself) becomes the mark.
+    static func hidingValues(_ query: Substring) -> String {
+        query.split(separator: "&", omittingEmptySubsequences: false).map { item -> String in
+            if item.isEmpty { return "" }
+            guard let equals = item.firstIndex(of: "=") else { return mark }
+            return item.index(after: equals) == item.endIndex ? String(item) : item[...equals] + mark
+        }.joined(separator: "&")
     }
 }

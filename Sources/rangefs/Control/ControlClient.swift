@@ -51,6 +51,9 @@ struct ControlClient {
         }
         if live.count == 1 { return live[0] }
         if live.isEmpty, let first = silent.first { throw first }
+        if live.isEmpty, let dead = MountPoint.deadRangefsMounts().first {
+            throw CLIError(MountPoint.deadMountMessage(dead))
+        }
         guard !live.isEmpty else { throw CLIError("no running rangefs mount found (no control socket in \(directory))") }
         let mounts = live.map(\.mountpoint).sorted()
         throw CLIError("\(mounts.count) rangefs mounts are running (\(mounts.joined(separator: ", "))); name one, "
@@ -76,6 +79,10 @@ struct ControlClient {
         let place = mountpoint.isEmpty ? socketPath : mountpoint
         guard connected == 0 else {
             if errno == EAGAIN || errno == EINPROGRESS { throw unresponsive(descriptor) }
+            // Nobody listens: a daemon killed with its mount still in place is the case to name, with its cure.
+            if !mountpoint.isEmpty, MountPoint.isDead(mountpoint) {
+                throw CLIError(MountPoint.deadMountMessage(mountpoint))
+            }
             throw CLIError("no running rangefs mount at \(place) (cannot reach \(socketPath))")
         }
         var data = try JSONEncoder().encode(request)

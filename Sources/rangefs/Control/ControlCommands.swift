@@ -128,7 +128,7 @@ struct AddCommand: ParsableCommand {
             let response = try selection.perform(ControlRequest(command: .add, name: name, url: source.url,
                                                                 mirrors: source.mirrors.isEmpty ? nil : source.mirrors,
                                                                 checksum: source.checksum))
-            print("added \(response.message ?? source.url)")
+            print("added \(response.message ?? Redaction.redact(source.url))")
         }
     }
 }

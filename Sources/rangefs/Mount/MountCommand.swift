@@ -77,6 +77,7 @@ struct UnmountCommand: ParsableCommand {
         let target = MountPoint.absolute(mountpoint)
         // Asked before unmounting: afterwards the daemon no longer answers.
         let daemon = try? ControlClient.locate(target, timeout: 5).send(ControlRequest(command: .identify)).pid
+        if daemon != nil { UnmountReport.clear(mountpoint: target) }
         let result = try Subprocess.run("/bin/fusermount3", [lazy ? "-uz" : "-u", mountpoint], timeout: 60)
         if result.status != 0 {
             let message = result.errorText
@@ -92,6 +93,17 @@ struct UnmountCommand: ParsableCommand {
         guard Self.waitForExit(of: daemon, seconds: Double(wait)) else {
             printError("rangefs: \(target) is unmounted, but its daemon (pid \(daemon)) is still running after "
                        + "\(wait) s; its cache stays locked until it exits (see its log)")
+            throw ExitCode(1)
+        }
+        // The daemon's own report: "committed" only if it did.
+        guard let report = UnmountReport.take(mountpoint: target) else {
+            printError("rangefs: unmounted \(target); its daemon (pid \(daemon)) exited without saying whether it "
+                       + "committed the cache (it may have crashed); see its log")
+            throw ExitCode(1)
+        }
+        guard report.committed else {
+            printError("rangefs: unmounted \(target), but its cache did not keep everything: "
+                       + (report.notKept ?? "see its log"))
             throw ExitCode(1)
         }
         print("unmounted \(target); its daemon committed the cache and exited")

@@ -33,6 +33,34 @@ enum MountPoint {
         return found
     }
 
+    /// Whether `path` is a FUSE mount whose daemon is gone (killed, crashed): the kernel answers
+    /// ENOTCONN ("Transport endpoint is not connected") for it. Only asked where no daemon answered, since
+    /// statvfs of a live mount goes to its daemon.
+    static func isDead(_ path: String) -> Bool {
+        guard let type = mountedType(at: path), type.hasPrefix("fuse") else { return false }
+        var info = statvfs()
+        return statvfs(path, &info) != 0 && errno == ENOTCONN
+    }
+
+    /// The rangefs mounts (from /proc/self/mountinfo) whose daemon is gone.
+    static func deadRangefsMounts() -> [String] {
+        // Without /proc no mount can be told dead; the caller then says only that no daemon answers.
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+        let points = text.split(separator: "\n").compactMap { line -> String? in
+            let fields = line.split(separator: " ")
+            guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count,
+                  fields[dash + 1] == "fuse.rangefs" else { return nil }
+            return String(fields[4]).replacingOccurrences(of: "\\040", with: " ")
+        }
+        return points.filter(isDead)
+    }
+
+    /// The one line that says a mount is dead and how to clear it.
+    static func deadMountMessage(_ path: String) -> String {
+        "the mount at \(path) is dead: its daemon is gone (killed or crashed), and reading it fails with 'Transport "
+            + "endpoint is not connected'; clear it with: fusermount3 -uz \(path) (rangefs mount on it clears it too)"
+    }
+
     /// Returns a one-line problem, or nil when `path` can be mounted on. A stale rangefs mount (its daemon was
     /// killed) is cleared; any other mount is left alone and explained.
     static func prepare(_ path: String, logger: Logger) -> String? {

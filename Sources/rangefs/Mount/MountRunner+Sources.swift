@@ -55,10 +55,10 @@ extension MountRunner {
         return credentials
     }
 
-    /// `full` without its `user:password@`, which go to `credentials`; the cached data an older rangefs stored
-    /// under the URL with them moves to the URL without.
-    func adopt(_ full: String, into credentials: CredentialTable, store: CacheStore) -> String {
-        let url = credentials.adopt(full).url
+    /// `full` without its `user:password@` and its query's values, which go to `credentials`; the cached data an
+    /// older rangefs stored under the whole URL moves to the URL's identity.
+    func adopt(_ full: String, into credentials: CredentialTable, store: CacheStore, replacing: Bool = true) -> String {
+        let url = credentials.adopt(full, replacing: replacing).url
         guard full != url else { return url }
         do {
             try store.moveEntry(from: full, to: url)
@@ -70,15 +70,20 @@ extension MountRunner {
     }
 
     /// Adds the files saved with the cache (added at runtime, or mounted before) that `sources` lacks; returns
-    /// what was saved. A damaged list is moved aside, never overwritten. A saved URL with `user:password@` (saved
-    /// by an older rangefs) gives them to `credentials`, and is saved again without them.
+    /// what was saved. A damaged list is moved aside, never overwritten. A saved URL with `user:password@` or a
+    /// query (saved by an older rangefs) gives them to `credentials`, and is saved again as its identity.
     func addSavedFiles(of store: CacheStore, to sources: inout [MountSource],
                                credentials: CredentialTable) -> [SavedFile] {
         do {
             var saved = try store.savedFiles()
             var adopted = false
-            for index in saved.indices where URLOrigin.removingUserinfo(saved[index].url).user != nil {
-                saved[index].url = adopt(saved[index].url, into: credentials, store: store)
+            // What was given this time, or kept in credentials.json, wins over what an older catalog holds.
+            for index in saved.indices {
+                let url = adopt(saved[index].url, into: credentials, store: store, replacing: false)
+                let mirrors = saved[index].mirrors?.map { credentials.adopt($0, replacing: false).url }
+                guard url != saved[index].url || mirrors != saved[index].mirrors else { continue }
+                saved[index].url = url
+                saved[index].mirrors = mirrors
                 adopted = true
             }
             if adopted {

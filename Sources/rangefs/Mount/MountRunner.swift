@@ -160,6 +160,7 @@ struct MountRunner {
         controlService.saveCatalog()
         fileSystem.revalidator.startOfflineChecks()
         if configuration.fileSystem.prefetch == .all { fileSystem.fillAll() }
+        UnmountReport.clear(mountpoint: target)
         let control = startControl(for: controlService, mountpoint: target, warnings: warnings, log: destination,
                                    logger: logger)
         let status = probed.unmountable.isEmpty ? Status.mounted : Status.someFailed
@@ -189,10 +190,13 @@ struct MountRunner {
         control?.stop()
         // Commit first: a reply that a late completion (a listing or read still in flight) sends after the session
         // is gone must find the cache already durable.
-        store.close()
+        let notKept = store.close()
         mount.finish()
+        // `rangefs unmount` is not this process's parent: it learns what the cache kept from this report.
+        UnmountReport.write(UnmountReport(committed: notKept == nil, notKept: notKept), mountpoint: target,
+                            logger: logger)
         logger.info("unmounted \(target)")
-        return status
+        return notKept == nil ? status : Status.failed
     }
 
     /// Serves `rangefs status` and friends on the mount's control socket; nil (and a warning) if it cannot.
@@ -206,7 +210,8 @@ struct MountRunner {
                 var response = service.handle(request)
                 response.mountpoint = mountpoint
                 if request.command == .status {
-                    response.warnings = warnings
+                    // This mount's standing warnings, then the service's own (a failing cache disk).
+                    response.warnings = warnings + (response.warnings ?? [])
                     response.recentErrors = log.recentErrors
                 }
                 return response
