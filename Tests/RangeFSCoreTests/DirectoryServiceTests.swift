@@ -161,6 +161,66 @@ final class DirectoryServiceTests: XCTestCase {
                        "a listing that states another date makes the open probe: the new version")
     }
 
+    /// READDIRPLUS of the root from position 0 (as the kernel asks it), waited for.
+    func readDirectoryPlus() throws -> [RangeFS.DirectoryEntry] {
+        let handle = try fileSystem.openDirectory(Catalog.rootInode).get()
+        defer { fileSystem.releaseDirectory(handle) }
+        let done = DispatchSemaphore(value: 0)
+        let answer = LockedBox<Result<[RangeFS.DirectoryEntry], FileSystemError>?>(nil)
+        fileSystem.readDirectory(Catalog.rootInode, handle: handle, from: 0, count: 100, attributes: true) { result in
+            answer.withLock { $0 = result }
+            done.signal()
+        }
+        XCTAssertEqual(done.wait(timeout: .now() + 30), .success, "READDIRPLUS answered")
+        return try XCTUnwrap(answer.withLock { $0 }).get()
+    }
+
+    // Issue 35: the kernel asks READDIRPLUS for a names-only `ls` too. Links whose listing states no size come as
+    // plain names, without a probe; a lookup (`stat`, `ls -l`) probes them, and READDIRPLUS then hands over what it
+    // found.
+    func testReaddirplusOfLinksWithoutSizesSendsNoRequest() throws {
+        let entries = try readDirectoryPlus()
+        XCTAssertEqual(entries.map(\.node.name), try names(), "every name, the dead links too")
+        XCTAssertTrue(entries.allSatisfy { $0.attributes == nil }, "no attributes without a probe")
+        XCTAssertEqual(origin.probedURLs, [], "no probe")
+        XCTAssertEqual(origin.requests.filter { $0.url != base }.count, 0, "no request but the listing")
+        XCTAssertEqual(try fileSystem.lookup(parent: Catalog.rootInode, name: "a.bin").get().size, 1000)
+        XCTAssertEqual(fileSystem.lookup(parent: Catalog.rootInode, name: "dead1.bin"), .failure(.notFound))
+        let after = try readDirectoryPlus()
+        XCTAssertEqual(after.first { $0.node.name == "a.bin" }?.attributes?.size, 1000, "probed: its attributes")
+        XCTAssertFalse(after.contains { $0.node.name == "dead1.bin" }, "a dead link a lookup found left")
+    }
+
+    // Issue 35: a listed file's attributes are kept by the kernel while its entry is closed; when the entry opens
+    // (here through the open's probe, which stores the first bytes), the kernel is told to drop them, and is
+    // given them for no time while the entry is open, so `ls -s` shows the bytes as they come.
+    func testAnEntryThatOpensMakesTheKernelDropTheAttributesItKeeps() throws {
+        let json = "http://origin/json/"
+        let listing = #"[{"name":"e.bin","type":"file","mtime":"\#(origin.lastModified)","size":3000}]"#
+        origin.serve(json, bytes: Array(listing.utf8))
+        origin.serve(json + "e.bin", bytes: pseudoRandomBytes(count: 3000, seed: 5))
+        let folder = fileSystem.catalog.addDirectory(url: json)
+        let dropped = LockedBox<[UInt64]>([])
+        fileSystem.attributeInvalidator.withLock { $0 = { inode in dropped.withLock { $0.append(inode) } } }
+        let found = try fileSystem.lookup(parent: folder.inode, name: "e.bin").get()
+        XCTAssertEqual(found.cachedBytes, 0)
+        XCTAssertGreaterThan(found.kernelCacheSeconds, 0, "kept as long as the listing is fresh")
+        let handle = try fileSystem.open(found.inode).get().handle
+        defer { fileSystem.release(handle) }
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 3000)?.get(),
+                       pseudoRandomBytes(count: 3000, seed: 5))
+        let deadline = Date().addingTimeInterval(30)
+        while !dropped.withLock({ $0.contains(found.inode) }) && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(dropped.withLock { $0 }, [found.inode], "the kernel was told once to drop them")
+        // The read is answered from the received bytes; they count as cached once written.
+        while (try? fileSystem.attributes(of: found.inode).get().cachedBytes) != 3000 && Date() < deadline {
+            usleep(10_000)
+        }
+        let now = try fileSystem.attributes(of: found.inode).get()
+        XCTAssertEqual(now.cachedBytes, 3000)
+        XCTAssertEqual(now.kernelCacheSeconds, 0, "not kept while the entry is open")
+    }
+
     /// Issue 35: after a remount, opening the cache entry of a listed file that no probe has seen (`verify`,
     /// `pin`, `--prefetch=all`) opens the version the cache holds when the listing agrees with it, or states
     /// nothing exact; it never drops the data on the listing's attributes alone, and sends no request.

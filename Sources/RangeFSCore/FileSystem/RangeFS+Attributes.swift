@@ -1,5 +1,13 @@
 // What `stat`, `ls -l`, `du` and `getfattr` see of a RangeFS file: its size, date and cached bytes, and the
 // `user.rangefs.*` extended attributes. Nothing here opens a cache entry or sends a request.
+//
+// How long the kernel may keep them: a listed file's, as long as its listing is fresh while its entry is closed
+// (a second `ls -l` of 100,000 files then costs the daemon nothing), since cached bytes change only through an
+// open entry; zero while the entry is open, so `ls -s` and `du` follow a download as it happens. An entry opens
+// for many reasons besides an open (the first bytes of the open's probe, a fill, a prefetch of a directory's next
+// files), often after the kernel was handed attributes to keep: so whenever one opens, the kernel is told to drop
+// the attributes it holds of that file (`entryOpened`), and asks again from then on. Without that, `stat -c %b` of
+// a file just read whole stayed 0 for the listing's minute (issue 35).
 
 extension RangeFS {
     // MARK: Attributes
@@ -29,6 +37,18 @@ extension RangeFS {
                                        size: item.metadata.sizeKnown ? item.metadata.size : cached, cachedBytes: cached,
                                        modificationTime: item.shownModificationTime ?? mountTime,
                                        kernelCacheSeconds: kernelCacheSeconds(of: item)))
+    }
+
+    /// The cache entry of `url` just opened: its cached bytes may change from now on. Tells the kernel to drop the
+    /// attributes it may keep of the files mounted from `url` (see the top of this file), off this thread, which
+    /// may answer a request the kernel waits for.
+    func entryOpened(url: String) {
+        let inodes = catalog.items(url: url).filter(keepsAttributesInKernel).map(\.inode)
+        guard !inodes.isEmpty else { return }
+        invalidationQueue.async { [self] in
+            guard let invalidate = attributeInvalidator.withLock({ $0 }) else { return }
+            for inode in inodes { invalidate(inode) }
+        }
     }
 
     /// How much of `item` is cached. No entry is opened for this: `ls -l` of a library would make one for every

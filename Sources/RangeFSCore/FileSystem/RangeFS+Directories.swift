@@ -112,9 +112,11 @@ extension RangeFS {
 
     /// The names of directory `inode` (opened as `handle`) at positions `start..<start+count` of the snapshot
     /// taken at its first read, once it is listed. Names that left the directory since are skipped. With
-    /// `attributes` (READDIRPLUS, which the kernel uses for `ls -l` and for the start of any listing), listed
-    /// files whose listing stated no exact size and date are probed first, a batch at a time, and dead links
-    /// are left out; plain reads never probe.
+    /// `attributes` (READDIRPLUS), each name comes with the attributes known without a request; a listed file whose
+    /// listing stated no exact size and date comes as a plain name, and is probed when it is looked up (`stat`,
+    /// `ls -l`). The kernel asks READDIRPLUS for the start of every directory read, a names-only `ls` included:
+    /// probing here made a plain `ls` of a page of 100,000 links send 865 requests (issue 35). No directory read
+    /// ever sends a request.
     public func readDirectory(_ inode: UInt64, handle: UInt64, from start: Int, count: Int, attributes: Bool,
                               reply: @escaping @Sendable (Result<[DirectoryEntry], FileSystemError>) -> Void) {
         guard catalog.directory(inode: inode) != nil else { return reply(.failure(.notADirectory)) }
@@ -135,38 +137,21 @@ extension RangeFS {
                 let children = catalog.childInodes(of: inode)
                 return (Array(children.dropFirst(start).prefix(count)), start + count < children.count)
             }()
-            let nodes = inodes.enumerated().compactMap { offset, child in
-                catalog.node(inode: child).map { (start + offset, $0) }
-            }
-            @Sendable func answer() {
-                let entries = nodes.compactMap { position, node -> DirectoryEntry? in
-                    guard let current = catalog.node(inode: node.inode) else { return nil }  // a dead link
-                    var known: FileAttributes?
-                    if attributes, attributesAreKnown(current), case .success(let found) = self.attributes(of: node.inode) {
-                        known = found
-                    }
-                    return DirectoryEntry(position: position, node: current, attributes: known)
+            let entries = inodes.enumerated().compactMap { offset, child -> DirectoryEntry? in
+                guard let node = catalog.node(inode: child) else { return nil }  // a dead link, found by a lookup
+                var known: FileAttributes?
+                if attributes, attributesAreKnown(node), case .success(let found) = self.attributes(of: child) {
+                    known = found
                 }
-                // Every name of this stretch was a dead link: an empty answer would end the directory. The next
-                // stretch is twice as long (up to 4,096 names), so a page of 100,000 dead links is probed in
-                // large batches, each link once.
-                if entries.isEmpty && more {
-                    return readDirectory(inode, handle: handle, from: start + count, count: min(4096, count * 2),
-                                         attributes: attributes, reply: reply)
-                }
-                reply(.success(entries))
+                return DirectoryEntry(position: start + offset, node: node, attributes: known)
             }
-            let unprobed = attributes ? nodes.compactMap { _, node -> CatalogItem? in
-                guard case .file(let item) = node, !attributesAreKnown(node) else { return nil }
-                return item
-            } : []
-            guard !unprobed.isEmpty else { return answer() }
-            let left = LockedBox(unprobed.count)
-            for item in unprobed {
-                directories.whenAttributesKnown(item) {
-                    if left.withLock({ count in count -= 1; return count == 0 }) { answer() }
-                }
+            // Every name of this stretch left the directory (dead links that lookups found): an empty answer would
+            // end the directory. The next stretch is twice as long (up to 4,096 names).
+            if entries.isEmpty && more {
+                return readDirectory(inode, handle: handle, from: start + count, count: min(4096, count * 2),
+                                     attributes: attributes, reply: reply)
             }
+            reply(.success(entries))
         }
     }
 
@@ -191,10 +176,14 @@ extension RangeFS {
     /// fresh, unless its cache entry is open (its cached bytes change as it downloads, and `ls -s` must show
     /// that). Zero for files mounted one by one, whose progress always shows.
     func kernelCacheSeconds(of item: CatalogItem) -> Double {
-        guard item.listed, item.validated || item.attributesExact, item.metadata.sizeKnown,
-              store.openEntry(for: item.metadata.url) == nil
-        else { return 0 }
+        guard keepsAttributesInKernel(item), store.openEntry(for: item.metadata.url) == nil else { return 0 }
         return settings.directoryCacheTime.seconds
+    }
+
+    /// Whether the kernel is given `item`'s attributes for as long as its listing is fresh while its entry is
+    /// closed: a listed file whose size and date are known exactly.
+    func keepsAttributesInKernel(_ item: CatalogItem) -> Bool {
+        item.listed && (item.validated || item.attributesExact) && item.metadata.sizeKnown
     }
 
     /// Makes the directory service that lists and probes for this file system, with its reports wired to the

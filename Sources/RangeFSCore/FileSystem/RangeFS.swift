@@ -42,7 +42,7 @@ public final class RangeFS: Sendable {
     /// session is initialised, and turned off if the kernel refuses a backing file.
     public let passthroughMode = Mutex(PassthroughMode.pending)
     /// Tells the kernel to drop its cached attributes of an inode (set by the FUSE adapter): a listed file whose
-    /// attributes the kernel keeps (see `kernelCacheSeconds`) is opened, or a new listing changed it.
+    /// attributes the kernel keeps (see `kernelCacheSeconds`) has its cache entry opened, or a new listing changed it.
     public let attributeInvalidator = LockedBox<(@Sendable (UInt64) -> Void)?>(nil)
     /// Describes the proxy chain for status, when the mount has one (the network layer owns it).
     let proxyReport: (@Sendable () -> String)?
@@ -146,11 +146,8 @@ public final class RangeFS: Sendable {
     private func open(_ item: CatalogItem) -> Result<OpenedFile, FileSystemError> {
         let inode = item.inode
         if !item.metadata.sizeKnown, let opened = openStream(item) { return opened }
-        // The kernel may hold this listed file's attributes from before it was opened: from now on its cached
-        // bytes change, and `ls -s` must show it.
-        if kernelCacheSeconds(of: item) > 0 {
-            invalidationQueue.async { [self] in attributeInvalidator.withLock { $0 }?(inode) }
-        }
+        // The kernel may hold this listed file's attributes from before it was opened: `entry(for:)` tells it to
+        // drop them if the entry opens now (see `entryOpened`).
         let cacheEntry: CacheEntry
         do {
             // A stream that completed since the catalog was read: the entry it became.
@@ -350,11 +347,16 @@ public final class RangeFS: Sendable {
     /// The cache entry of `item`, opened on first use so that mounting does no work per cached file.
     /// With `inUse`, the entry is counted as held by a handle until `endUse`, so that it is not released while idle.
     /// A listed file no probe has seen opens the version its cache holds unless its listing contradicts it.
+    /// Every entry opens here, whoever needs it (an open, the first bytes of an open's probe, a fill, a prefetch of
+    /// the next files of a directory), so the kernel hears of each entry that starts changing (`entryOpened`).
     func entry(for item: CatalogItem, inUse: Bool = false) throws(CacheError) -> CacheEntry {
         guard item.metadata.sizeKnown else { throw .sizeUnknown(url: item.metadata.url) }
         let metadata = directories.versionToOpen(item)
-        if inUse { return try store.entryInUse(for: metadata, blockSize: settings.blockSize) }
-        return try store.entry(for: metadata, blockSize: settings.blockSize)
+        let wasOpen = store.openEntry(for: metadata.url) != nil
+        let entry = inUse ? try store.entryInUse(for: metadata, blockSize: settings.blockSize)
+                          : try store.entry(for: metadata, blockSize: settings.blockSize)
+        if !wasOpen { entryOpened(url: metadata.url) }
+        return entry
     }
 
     /// The download of `item`, a file whose server sends no length, made on first use from what an earlier stream
