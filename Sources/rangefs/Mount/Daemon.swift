@@ -109,11 +109,18 @@ enum Daemon {
 
     /// In the child: tell the parent the mount is ready with `status`, then point stderr at the log file (or
     /// /dev/null), so the parent's pipe closes and it can exit.
+    /// stderr moves to the log first and the marker goes last down the pipe: a line that another thread logs
+    /// meanwhile (a mirror's probe, say) lands either before the marker, where the parent still reads, or in the
+    /// log; written after the marker, the parent had stopped reading and it was lost.
     static func reportReady(_ status: Int32, logFile: String?) {
-        FileHandle.standardError.write(Data((readinessMarker + "\(status)\n").utf8))
+        let pipe = dup(2)
         let target = logFile.map { open($0, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600) } ?? -1
         let descriptor = target >= 0 ? target : open("/dev/null", O_WRONLY | O_CLOEXEC)
         dup2(descriptor, 2)
         close(descriptor)
+        guard pipe >= 0 else { return }
+        let marker = readinessMarker + "\(status)\n"
+        _ = marker.withCString { write(pipe, $0, strlen($0)) }
+        close(pipe)
     }
 }
