@@ -25,6 +25,9 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
     /// kept only if a body without a stated length ends exactly there (see ResponseHead+Trust.swift).
     private var expected: Int?
     private var lengthStated = false
+    /// Body bytes received in all, and whether a 206's body ran past its range (then none of it is kept).
+    private var received = 0
+    private var tooLong = false
 
     init(url: String, limit: Int, completion: @escaping @Sendable (Result<FirstBytes, FetchError>) -> Void) {
         self.url = url
@@ -54,8 +57,17 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
+        received += body.count
         bytes += body.prefix(limit - bytes.count)
-        if head?.status == 206 { return true }  // the range asked for is the limit: never cut the connection
+        if head?.status == 206 {
+            // The range asked for is the limit: a right answer ends by itself and keeps its connection; one that
+            // runs past its range is cut, and kept as a probe only.
+            if let expected, received > expected {
+                tooLong = true
+                return false
+            }
+            return true
+        }
         return bytes.count < limit  // stops a 200's whole-file body once enough has come
     }
 
@@ -66,7 +78,7 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
             // Bytes from a response whose range was not 0.. were dropped in `receive(head:)`.
             var body = head.status == 206 || head.status == 200 ? bytes : []
             // A body that no header gives a length to counts only if it ended where its head said it would.
-            if !lengthStated && (error != nil && error != .cancelled || expected.map { body.count != $0 } ?? true) {
+            if tooLong || !lengthStated && (error != nil && error != .cancelled || expected.map { body.count != $0 } ?? true) {
                 body = []
             }
             completion(.success(FirstBytes(metadata: metadata, bytes: metadata.sizeKnown ? body : [])))
