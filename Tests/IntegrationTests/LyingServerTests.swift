@@ -267,6 +267,38 @@ final class LyingServerTests: MountTestCase {
         XCTAssertEqual(try Shell.sha256(of: copy), Shell.sha256(of: Data(changed)), "the new version, whole")
     }
 
+    /// A server known to rotate its ETags (found by a file read in ranges) keeps its files cached across a remount,
+    /// also a small file whose only request was the open's, which never met an If-Range: the remount's probe brings
+    /// yet another ETag, and the cached data is kept (it was dropped and fetched again before).
+    func testFilesOfARotatingServerStayCachedAcrossARemount() throws {
+        let origin = try startLyingOrigin()
+        defer { _ = origin.server.stop() }
+        try origin.write("big.bin", Self.randomBytes(8 << 20))
+        try origin.write("small.bin", Self.randomBytes(100_000))
+        let log = scratch.path + "/rangefs.log"
+        try mount([origin.url("rotate", "big.bin"), origin.url("rotate", "small.bin")], extra: ["--log-file", log])
+        for name in ["big.bin", "small.bin"] {
+            let copied = try Shell.run("/bin/cp", [mountpoint + "/" + name, scratch.path + "/" + name])
+            XCTAssertEqual(copied.status, 0, copied.stderr)
+        }
+        try driver.unmount(mountpoint, cache: cache)
+        XCTAssertEqual(try String(contentsOfFile: cache + "/rotating-etags", encoding: .utf8),
+                       "http://127.0.0.1:\(origin.port)\n")
+        let before = origin.log.count
+        try mount([], extra: ["--log-file", log])
+        for (name, size) in [("big.bin", 8 << 20), ("small.bin", 100_000)] {
+            XCTAssertEqual(try attribute("user.rangefs.cached_bytes", of: mountpoint + "/" + name), String(size), name)
+            let copy = scratch.path + "/again-" + name
+            let copied = try Shell.run("/bin/cp", [mountpoint + "/" + name, copy])
+            XCTAssertEqual(copied.status, 0, copied.stderr)
+            XCTAssertEqual(try Shell.sha256(of: copy), try Shell.sha256(of: origin.root + "/" + name), name)
+        }
+        let after = origin.log.dropFirst(before).filter { $0.count > 5 && $0[0] == "start" }
+        XCTAssertTrue(after.allSatisfy { Int($0[5]) ?? 0 <= 1 }, "no data fetched again after the remount: \(after)")
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        XCTAssertFalse(text.contains("dropping its cached data"), text)
+    }
+
     /// A server that trickles a byte a second: once the reader is gone (killed by `timeout`), rangefs leaves the
     /// transfer within the transfer timeout (20 s) and asks no more, where it used to go on for minutes.
     func testATransferNobodyWantsStops() throws {

@@ -29,6 +29,9 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     public var sendsNoLength = false
     /// The Last-Modified of every file.
     public var lastModified = "Sun, 06 Nov 1994 08:49:37 GMT"
+    /// Every answer carries another ETag (`"node-N"`), as nodes behind a load balancer that make their own do.
+    public var rotatesETags = false
+    private var answers = 0
     /// Fail every probe with a 503, like a server that answers transfers but not a new request for the file.
     public var probesFail = false
     private var probesAnswered = 0
@@ -101,7 +104,10 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     public func start(_ request: RangeRequest, sink: RangeResponseSink) {
         lock.lock()
         log.append(request)
-        let file = files[request.url]
+        var stored = files[request.url]
+        answers += 1
+        if rotatesETags { stored?.etag = "\"node-\(answers)\"" }
+        let file = stored
         let (ignoresRange, shift, isDown, downError) = (self.ignoresRange || sendsNoLength, contentRangeShift, self.isDown,
                                                         self.downError)
         let (noLength, lastModified) = (sendsNoLength, self.lastModified)
@@ -175,7 +181,9 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
 
     public func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
         lock.lock()
-        let (file, isDown, probesFail) = (files[url], self.isDown, self.probesFail)
+        var (file, isDown, probesFail) = (files[url], self.isDown, self.probesFail)
+        answers += 1
+        if rotatesETags { file?.etag = "\"node-\(answers)\"" }
         let (noLength, lastModified) = (sendsNoLength, self.lastModified)
         probesAnswered += 1
         probed.append(url)

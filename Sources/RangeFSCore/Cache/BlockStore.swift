@@ -24,10 +24,14 @@ protocol BlockStore: AnyObject, Sendable {
     var validator: String? { get }
     /// Whether the cached version is the one `metadata` describes.
     func matches(_ metadata: RemoteMetadata) -> Bool
+    /// Judges an answer that differs from the cached version only by its ETag (see RotatingETags.swift).
+    func judgeETag(_ etag: String) -> ETagVerdict
+    /// An answer for the cached version's own validator arrived.
+    func noteOwnAnswer()
     /// The cached version's server rotates its ETags: from now on length and Last-Modified tell its version.
-    /// False if the ETag was retired already, or there is none.
+    /// Returns the server's origin the first time it is found to rotate, to say so once.
     @discardableResult
-    func retireETag() -> Bool
+    func retireETag() -> String?
     /// The version cached, as `matches` compares it.
     var remoteMetadata: RemoteMetadata { get }
 

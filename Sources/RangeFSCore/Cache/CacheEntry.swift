@@ -88,6 +88,10 @@ final class CacheEntry: Sendable {
         /// Every block was dropped for a refetch: the next commit of a full set is a completion again, even if no
         /// commit saw the file incomplete in between.
         var refetching = false
+        /// The first other ETag an answer brought for this version's length and date, and whether an answer for
+        /// this version's own validator came after it (CacheEntry+Validators).
+        var otherETag: String?
+        var ownAnswerSinceOther = false
     }
 
     init(header: CacheHeader, directory: String, dataFile: PooledFile, crcFile: PooledFile,
@@ -271,37 +275,8 @@ final class CacheEntry: Sendable {
 
     var isStale: Bool { state.withLock { $0.stale } }
 
-    /// Whether this entry was made for the content `metadata` describes.
-    func matches(_ metadata: RemoteMetadata) -> Bool {
-        remoteMetadata.describesSameContent(as: metadata)
-    }
 
-    /// What to send as If-Range for this entry's version of the file.
-    var validator: String? { remoteMetadata.ifRangeValidator }
 
-    /// The version this entry holds, as its header records it, without an ETag once that was retired.
-    var remoteMetadata: RemoteMetadata {
-        var metadata = header.remoteMetadata
-        if etagRetired.load(ordering: .relaxed) { metadata.etag = "" }
-        return metadata
-    }
-
-    /// Stops using the ETag as this version's validator, in memory and in the header (the same generation, so the
-    /// bitmap stays valid): its server sends another ETag on each answer for the same length and date
-    /// (`RemoteMetadata.etagRotated`). Returns false if it was retired already or there is none.
-    @discardableResult
-    func retireETag() -> Bool {
-        guard !header.etag.isEmpty, !etagRetired.exchange(true, ordering: .relaxed) else { return false }
-        var retired = header
-        retired.etag = ""
-        do {
-            try FileSystemCalls.replaceAtomically(directory + "/header", with: retired.encoded())
-        } catch {
-            // Kept in memory: the next run finds the old ETag, and retires it again on its first answer.
-            logger.warning("cannot record in \(directory)/header that its ETag is not used: \(error)")
-        }
-        return true
-    }
 
     /// Whether the user paused this file's downloads.
     var isPaused: Bool { state.withLock { $0.paused } }

@@ -59,6 +59,8 @@ public final class CacheStore: Sendable {
     let unwrittenTotal = Atomic(0)
     /// Whether the last write of fetched blocks failed (see `noteWrite`).
     let writesFailing = Atomic(false)
+    /// The servers found to rotate their ETags (kept in `rotating-etags`).
+    let rotatingETags: RotatingETags
     let logger: Logger
 
     /// The default location: `$XDG_CACHE_HOME/rangefs`, else `~/.cache/rangefs`.
@@ -74,6 +76,7 @@ public final class CacheStore: Sendable {
         pipeline = BlockPipeline(settings: settings)
         backlog = CommitBacklog(limit: 2 * settings.commitBytes)
         self.logger = logger
+        rotatingETags = RotatingETags(path: root + "/rotating-etags", logger: logger)
         descriptors = DescriptorPool(capacity: settings.openFiles ?? DescriptorPool.capacityForThisProcess())
         do {
             try FileSystemCalls.makeDirectories(root + "/entries")
@@ -265,7 +268,9 @@ public final class CacheStore: Sendable {
             logger.warning("damaged cache header in \(folder) (\(error)); starting this entry empty")
             return nil
         }
-        guard header.url == metadata.url, header.remoteMetadata.describesSameContent(as: metadata) else {
+        // Another ETag alone, from a server known to rotate them, is the same version (RotatingETags.swift).
+        let rotated = header.remoteMetadata.etagRotated(to: metadata) && rotatingETags.contains(metadata.url)
+        guard header.url == metadata.url, header.remoteMetadata.describesSameContent(as: metadata) || rotated else {
             logger.info("\(Redaction.redact(metadata.url)) changed on the server; dropping its cached data")
             return nil
         }
@@ -289,10 +294,12 @@ public final class CacheStore: Sendable {
                 crcs[index] = (try? reader.readUInt32()) ?? 0
             }
         }
-        return CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
-                          durable: durable, crcs: crcs,
-                          digest: loadDigestRecord(folder: folder, generation: header.generation), store: self,
-                          pipeline: pipeline, logger: logger)
+        let entry = CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
+                               durable: durable, crcs: crcs,
+                               digest: loadDigestRecord(folder: folder, generation: header.generation), store: self,
+                               pipeline: pipeline, logger: logger)
+        if rotated { entry.retireETag() }
+        return entry
     }
 
     /// The present blocks the bitmap file of `folder` records for `header`'s version; nil (with a log line unless

@@ -37,8 +37,8 @@ protocol TransferOwner: AnyObject, Sendable {
     func retry(_ sink: BlockSink, after delay: Duration)
     /// The remote file changed; readers of the entry were failed with `.remoteChanged` already.
     func remoteChanged(_ entry: any BlockStore)
-    /// The server of `url` sent another ETag for the same length and Last-Modified: its ETags rotate.
-    func etagsRotate(at url: String)
+    /// The server `origin` (scheme://host:port) was just found to rotate its ETags.
+    func etagsRotate(at origin: String)
     /// Whether anybody still wants the blocks of a reader's or readahead's transfer: a live process using its file
     /// (see BlockStore.hasLiveUse), or the file being completed in the background.
     func isWanted(_ sink: BlockSink) -> Bool
@@ -213,10 +213,12 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
                 failure = .remoteChanged
                 return false
             }
+            entry.noteOwnAnswer()
             return true
         case 200:
             // Checked first: an encoded body's Content-Length is not the file's size, and must not read as a change.
-            if let refusal = head.untrustedBody(expectedLength: wholeFile ? entry.size : nil) {
+            // The length is left to `matches` below: another Content-Length here is a change of the file.
+            if let refusal = head.untrustedBody(expectedLength: nil) {
                 failure = refusal
                 return false
             }
@@ -234,14 +236,24 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
                 return false
             }
             if entry.remoteMetadata.etagRotated(to: now) {
-                // Not a change: the server (nodes behind a load balancer) makes a new ETag per answer. Length and
-                // Last-Modified tell the version from now on, and a ranged request asks again with them at once.
-                entry.retireETag()
-                owner.etagsRotate(at: url)
-                if !wholeFile {
+                // Only the ETag differs. A server whose nodes make their own (behind a load balancer) is no change:
+                // length and Last-Modified tell the version from then on, and the request asks again with them at
+                // once. One such answer is not proof (the file may have been replaced within the second): the
+                // first asks again with the cache's own validator (see RotatingETags.swift).
+                switch entry.judgeETag(now.etag) {
+                case .rotates:
+                    if let origin = entry.retireETag() { owner.etagsRotate(at: origin) }
+                    if !wholeFile {
+                        askAgain = true
+                        failure = .cancelled
+                        return false
+                    }
+                case .askAgain where !wholeFile:
                     askAgain = true
                     failure = .cancelled
                     return false
+                case .askAgain, .changed:
+                    break  // a change, below
                 }
             }
             guard entry.matches(now) else {
@@ -360,8 +372,14 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         }
         // Nobody wants the rest (checked during the body, and before any retry): its claims go back, so that a
         // later read asks afresh.
-        if unwanted || (outcome != nil && priority != .fill && !owner.isWanted(self)) {
-            if !unwanted { outcome = .cancelled }
+        let mayLeave = outcome != nil && outcome != .remoteChanged && outcome != .rangeIgnored && priority != .fill
+        if unwanted || (mayLeave && !owner.isWanted(self)) {
+            // Asked again: a reader may have come for these blocks since the body was left.
+            if unwanted && owner.isWanted(self) {
+                unwanted = false
+                attempt = max(0, attempt - 1)
+                return startAttempt()
+            }
             logger.info("stopped fetching \(Redaction.redact(url)) bytes \(wanted): every process that read it is gone")
             entry.abandon(blocks: nextBlock..<blocks.upperBound, error: .cancelled)
             return finish(.done)

@@ -79,9 +79,6 @@ public final class FetchScheduler: Sendable {
         var holdGeneration = 0
     }
 
-    /// Servers (scheme://host:port) found to rotate their ETags, each said once in the log.
-    private let rotatingETags = Mutex<Set<String>>([])
-
     public init(fetcher: RangeFetching, demandFetcher: RangeFetching? = nil, policy: FetchPolicy = FetchPolicy(),
                 logger: Logger) {
         self.fetcher = fetcher
@@ -427,10 +424,8 @@ extension FetchScheduler: TransferOwner {
         return entry.hasLiveUse || isFilling(entry)
     }
 
-    /// Says once per server that its ETags are not used; each file's entry retires its own.
-    func etagsRotate(at url: String) {
-        let origin = URLOrigin.of(url) ?? Redaction.redact(url)
-        guard rotatingETags.withLock({ $0.insert(origin).inserted }) else { return }
+    /// Says that a server's ETags are not used (once: the cache keeps the servers found to rotate them).
+    func etagsRotate(at origin: String) {
         logger.warning("\(origin) sends another ETag on each answer for the same file (length and Last-Modified unchanged): its ETags are not used as validators; changes are told by length and Last-Modified")
     }
 

@@ -264,11 +264,7 @@ public final class RangeFS: Sendable {
             if plan.range.isEmpty {
                 reply(.success(.bytes([])))
             } else {
-                entry.beginRead(pid: pid)
-                serve(plan.range, of: entry, inode: file.inode, counted: true) { result in
-                    entry.endRead(pid: pid)
-                    reply(result)
-                }
+                serve(plan.range, of: entry, inode: file.inode, counted: true, pid: pid, reply: reply)
             }
             if let networkAhead = plan.networkAhead, !networkAhead.isEmpty {
                 scheduler.prefetch(entry, url: entry.header.url, blocks: entry.blocks(covering: networkAhead),
@@ -281,8 +277,9 @@ public final class RangeFS: Sendable {
     /// priority. Also the retry of a read whose memory-held block was dropped before its reply: it asks for the
     /// blocks again without planning the read again.
     /// `counted`: the read is new (not a retry), and counts as a hit or a miss in the metrics.
+    /// `pid`: the process the READ is for; while the READ waits, it counts as that process's use of the file.
     private func serve(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, counted: Bool = false,
-                       reply: @escaping Reply) {
+                       pid: Int32 = 0, reply: @escaping Reply) {
         if entry.isKnownWrong { return reply(.failure(.io("digest mismatch"))) }
         let blocks = entry.blocks(covering: range)
         // The kernel's retry of a READ that just failed (see `CacheEntry.recentFailure`).
@@ -290,8 +287,12 @@ public final class RangeFS: Sendable {
         if let error = failedLately?.fetchError, error.isTimeout {
             return reply(.failure(Self.fileSystemError(for: error)))
         }
+        // Registered before the blocks are asked for, so that the transfers they start see this reader; the waiter
+        // below (which runs only if the answer is `.waiting`) or the switch at the end takes it off.
+        entry.beginRead(pid: pid)
         let availability = scheduler.ensure(entry, url: entry.header.url, blocks: blocks,
                                             singleAttempt: failedLately != nil) { [weak self] result in
+            entry.endRead(pid: pid)
             guard let self else { return reply(.failure(.io("the file system is shutting down"))) }
             switch result {
             case .success: answer(range, of: entry, inode: inode, reply: reply)
@@ -305,9 +306,13 @@ public final class RangeFS: Sendable {
             Metrics.shared.countRead(bytes: range.count, hit: hit)
         }
         switch availability {
-        case .ready: answer(range, of: entry, inode: inode, reply: reply)
+        case .ready:
+            entry.endRead(pid: pid)
+            answer(range, of: entry, inode: inode, reply: reply)
         case .waiting: break
-        case .failed(let failure): reply(.failure(Self.fileSystemError(for: failure.fetchError)))
+        case .failed(let failure):
+            entry.endRead(pid: pid)
+            reply(.failure(Self.fileSystemError(for: failure.fetchError)))
         }
     }
 

@@ -151,9 +151,17 @@ public final class Revalidator: Sendable {
             logger.notice("\(Redaction.redact(url)) is reachable again")
         }
         if case .success(let fresh) = probe, entry.remoteMetadata.etagRotated(to: fresh) {
-            // Another ETag for the same length and date: the server rotates them; no change (DESIGN.md §4).
-            entry.retireETag()
-            scheduler.etagsRotate(at: url)
+            // Another ETag for the same length and date: a server that rotates them, or a file replaced within the
+            // second. A second probe tells, where one answer cannot (RotatingETags.swift).
+            var verdict = entry.judgeETag(fresh.etag)
+            if verdict == .askAgain, case .success(let again) = self.probe([url])[0] {
+                if again.etag == entry.remoteMetadata.etag {
+                    verdict = .rotates  // its own ETag again: two nodes, two ETags
+                } else if entry.remoteMetadata.etagRotated(to: again) {
+                    verdict = entry.judgeETag(again.etag)
+                }
+            }
+            if verdict == .rotates, let origin = entry.retireETag() { scheduler.etagsRotate(at: origin) }
         }
         switch probe {
         case .success(let fresh) where !fresh.describesSameContent(as: entry.remoteMetadata):
