@@ -275,15 +275,13 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     func receive(body: UnsafeRawBufferPointer) -> Bool {
         received += body.count
         bodyReceived += UInt64(body.count)
-        if priority != .fill {
-            let now = DispatchTime.now().uptimeNanoseconds
-            if now - wantCheckedAt >= Self.wantCheckInterval {
-                wantCheckedAt = now
-                if !owner.isWanted(self) {
-                    unwanted = true
-                    failure = .cancelled
-                    return false
-                }
+        let now = DispatchTime.now().uptimeNanoseconds
+        if now - wantCheckedAt >= Self.wantCheckInterval {
+            wantCheckedAt = now
+            if priority != .fill && !owner.isWanted(self) {
+                unwanted = true
+                failure = .cancelled
+                return false
             }
         }
         if let expectedBody, bodyReceived > expectedBody {
@@ -314,11 +312,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             return
         }
         let handOver = !(wholeFile && entry.isPresent(nextBlock))
-        if handOver {
-            let current = priority
-            entry.put(block: nextBlock, buffer: partial, background: current == .fill, budgeted: current != .demand)
-            if let mirrors, let choice { mirrors.recordSource(block: nextBlock, mirror: choice.index) }
-        }
+        if handOver { hand(block: nextBlock, buffer: partial) }
         nextBlock += 1
         let nextLength = entry.length(ofBlock: nextBlock)
         if handOver || nextLength != partial.capacity {
@@ -326,6 +320,13 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         } else {
             partial.reset()
         }
+    }
+
+    /// Hands a whole block to the entry, and records which mirror it came from.
+    private func hand(block index: Int, buffer: BlockBuffer) {
+        let current = priority
+        entry.put(block: index, buffer: buffer, background: current == .fill, budgeted: current != .demand)
+        if let mirrors, let choice { mirrors.recordSource(block: index, mirror: choice.index) }
     }
 
     /// Stores the blocks held back from a body without a stated length once it ended where its Content-Range
@@ -340,12 +341,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         let blocks = held
         held = []
         if outcome == nil {
-            for (offset, buffer) in blocks.enumerated() {
-                let index = attemptFirstBlock + offset
-                let current = priority
-                entry.put(block: index, buffer: buffer, background: current == .fill, budgeted: current != .demand)
-                if let mirrors, let choice { mirrors.recordSource(block: index, mirror: choice.index) }
-            }
+            for (offset, buffer) in blocks.enumerated() { hand(block: attemptFirstBlock + offset, buffer: buffer) }
             return nil
         }
         // Back to where the attempt began, keeping the bytes of its first block that came before it.
