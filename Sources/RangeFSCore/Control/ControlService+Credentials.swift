@@ -3,6 +3,9 @@
 // older snapshot could be renamed over a newer one and a token be lost. A URL's query is kept per identity, which
 // several files (two presigned URLs of one object), saved files and mirrors may share: it is forgotten only when
 // none of them names it any more.
+//
+// Lock order: `credentialsSaving` first, then the catalog's, `adding`, the saved files', the mirrors' and the
+// credential table's own locks, each taken alone and never held while waiting for `credentialsSaving`.
 
 import Synchronization
 
