@@ -28,7 +28,8 @@ final class CredentialKeepingTests: MountTestCase {
             try setToken(secret, of: name, in: origin)
             urls.append("http://127.0.0.1:\(origin.port)/\(name)?token=\(secret)")
         }
-        try mount(["http://127.0.0.1:\(origin.port)/seed.bin?token=\(seedToken)"])
+        let log = scratch.path + "/rangefs.log"
+        try mount(["http://127.0.0.1:\(origin.port)/seed.bin?token=\(seedToken)"], extra: ["--log-file", log])
 
         let results = LockedBox<[Int: ProcessResult]>([:])
         let errors = LockedBox<[String]>([])
@@ -45,6 +46,9 @@ final class CredentialKeepingTests: MountTestCase {
             XCTAssertEqual(result.status, 0, "add of c\(index).bin: \(result.stderr)")
         }
         try driver.unmount(mountpoint, cache: cache)
+        let failedSaves = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+            .filter { $0.contains("cannot save the credentials") }
+        XCTAssertEqual(failedSaves, [], "every save of credentials.json worked")
 
         // No cached data: every file is fetched again after the remount, with the token credentials.json kept.
         try FileManager.default.removeItem(atPath: cache + "/entries")
