@@ -134,6 +134,36 @@ final class FailureReportTests: MountTestCase {
         XCTAssertEqual(try Shell.run("/bin/fusermount3", ["-uz", mountpoint]).status, 0)
         XCTAssertFalse(driver.isMounted(mountpoint))
     }
+
+    /// A daemon that is alive but stopped (SIGSTOP), asked about from a session whose socket folder holds no socket
+    /// of it (another `XDG_RUNTIME_DIR`): `status --mount M` says within seconds that M does not answer (a stat
+    /// of a FUSE mount waits for its daemon, so it is asked on a thread with a limit), and a bare `status` stats
+    /// no mount it has no refused socket for. Before, both waited for ever in statvfs.
+    func testStatusOfAStoppedMountWhoseSocketIsNotFoundSaysItDoesNotAnswer() throws {
+        try origin.serveRandomFile("stopped.bin", size: 1 << 20)
+        try mount([origin.url("stopped.bin")])
+        let pid = try XCTUnwrap(driver.daemonPID(cache: cache))
+        XCTAssertEqual(kill(pid, SIGSTOP), 0)
+        var resumed = false
+        defer { if !resumed { kill(pid, SIGCONT) } }
+        let elsewhere = scratch.path + "/runtime"
+        XCTAssertEqual(mkdir(elsewhere, 0o700), 0)
+        let expected = [["status", "--mount", mountpoint]: "the mount at \(mountpoint) does not answer",
+                        ["status"]: "no running rangefs mount found"]
+        for (arguments, message) in expected {
+            let started = Date()
+            let result = try Shell.run("/usr/bin/env", ["XDG_RUNTIME_DIR=" + elsewhere, driver.binary] + arguments,
+                                       timeout: 60)
+            XCTAssertLessThan(Date().timeIntervalSince(started), 20, "\(arguments) gave up in time")
+            XCTAssertNotEqual(result.status, 0, result.stdout)
+            XCTAssertTrue(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+            XCTAssertEqual(result.stderr.split(separator: "\n").count, 1, result.stderr)
+        }
+        XCTAssertEqual(kill(pid, SIGCONT), 0)
+        resumed = true
+        let status = try driver.run(["status", "--mount", mountpoint, "--timeout", "20"])
+        XCTAssertEqual(status.status, 0, "it answers again once resumed: \(status.stderr)")
+    }
 }
 
 extension FailureReportTests {

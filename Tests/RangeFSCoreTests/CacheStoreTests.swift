@@ -220,4 +220,39 @@ final class CacheStoreTests: XCTestCase {
         XCTAssertEqual(failures.withLock { $0 }, [])
         XCTAssertEqual(Set(found.withLock { $0 }).count, 1)
     }
+
+    /// credentials.json saved from several threads at once (concurrent `rangefs add`s) is always one whole
+    /// snapshot: never a shorter one written over a longer one (trailing garbage the next mount refuses), and no
+    /// save fails because another took its temporary file. Snapshots differ in length on purpose.
+    func testCredentialsSavedFromManyThreadsAtOnceAreAlwaysOneWholeSnapshot() throws {
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let threads = 8, saves = 50
+        let snapshots = (0..<threads).map { thread in
+            (0..<saves).map { save -> [String: OriginCredentials] in
+                let length = (thread * saves + save) * 7 % 300 + 1
+                let query = "token=" + String(repeating: Character(String(thread)), count: length)
+                return ["http://origin:80": OriginCredentials(queries: ["http://origin/f\(thread).bin?token=***": query])]
+            }
+        }
+        let every = snapshots.flatMap { $0 }
+        let failures = LockedBox<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            for save in 0..<saves {
+                do {
+                    try store.saveCredentials(snapshots[thread][save])
+                    let read = try store.savedCredentials()
+                    if !every.contains(read) { failures.withLock { $0.append("read back \(read)") } }
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }.prefix(5), [])
+        XCTAssertTrue(every.contains(try store.savedCredentials()))
+        var info = stat()
+        XCTAssertEqual(stat(directory.path + "/credentials.json", &info), 0)
+        XCTAssertEqual(info.st_mode & 0o777, 0o600)
+        let left = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains(".tmp") }
+        XCTAssertEqual(left, [], "no temporary file is left behind")
+    }
 }

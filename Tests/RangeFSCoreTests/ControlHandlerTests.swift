@@ -195,4 +195,39 @@ final class ControlHandlerTests: XCTestCase {
         XCTAssertTrue(response.error?.contains("1 failed and will be fetched again") ?? false, response.error ?? "")
         XCTAssertFalse(cached.isPresent(1))
     }
+
+    /// `rangefs add`s that arrive at once (control requests run on several threads) leave credentials.json whole and
+    /// holding every token, and no save fails: rounds of 8 concurrent adds of files with tokens of different
+    /// lengths, the file read back after each round. (Before, saves shared one temporary file and failed with
+    /// `rename ...: No such file or directory`.)
+    func testConcurrentAddsOfURLsWithTokensKeepEveryTokenInAWholeCredentialsFile() throws {
+        // Its own mount and cache, logging to `logged`.
+        let folder = try TemporaryDirectory(prefix: "control-tokens")
+        let logged = LockedBox<[String]>([])
+        var logger = Logger(label: "test") { _ in CommitHealthTests.CapturingHandler(lines: logged) }
+        logger.logLevel = .notice
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: [], directory: folder.path, logger: logger)
+        let control = ControlService(fileSystem: fileSystem)
+        var tokens: [String] = []
+        for round in 0..<6 {
+            let added = (0..<8).map { index -> (url: String, token: String) in
+                let name = "r\(round)-f\(index).bin"
+                origin.serve("http://origin/\(name)?token=***", bytes: Array(bytes.prefix(4096)))
+                let token = "T\(round)x\(index)-" + String(repeating: "z", count: (round * 8 + index) * 13 % 200)
+                return ("http://origin/\(name)?token=" + token, token)
+            }
+            let failures = LockedBox<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: added.count) { index in
+                let response = control.handle(ControlRequest(command: .add, url: added[index].url))
+                if !response.ok { failures.withLock { $0.append(response.error ?? "add failed") } }
+            }
+            XCTAssertEqual(failures.withLock { $0 }, [])
+            tokens += added.map(\.token)
+            let saved = try fileSystem.store.savedCredentials()  // throws if the JSON is not whole
+            let queries = saved["http://origin:80"]?.queries ?? [:]
+            let missing = tokens.filter { token in !queries.values.contains { $0 == "token=" + token } }
+            XCTAssertEqual(missing, [], "round \(round): tokens credentials.json lost")
+        }
+        XCTAssertEqual(logged.withLock { $0 }.filter { $0.contains("credentials") }.prefix(3), [])
+    }
 }

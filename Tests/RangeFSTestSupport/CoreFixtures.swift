@@ -5,11 +5,11 @@ import Glibc
 import Logging
 @testable import RangeFSCore
 
-/// A RangeFS that serves `urls` from `origin`, with its cache in `directory`.
+/// A RangeFS that serves `urls` from `origin`, with its cache in `directory`, logging to `logger`.
 public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: String,
                                policy: FetchPolicy = FetchPolicy(), prefetch: PrefetchPolicy = .none,
-                               storeSettings: StoreSettings = StoreSettings()) throws -> RangeFS {
-    let logger = Logger(label: "test")
+                               storeSettings: StoreSettings = StoreSettings(),
+                               logger: Logger = Logger(label: "test")) throws -> RangeFS {
     let store = try CacheStore(root: directory, settings: storeSettings, logger: logger)
     let catalog = Catalog()
     for result in origin.probeAll(urls) { catalog.add(try result.get()) }

@@ -104,8 +104,7 @@ extension CacheStore {
         guard !credentials.isEmpty else { return try FileSystemCalls.removeFile(credentialsPath) }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        // Created afresh with mode 0600 (a leftover temporary file could have another mode).
-        unlink(credentialsPath + ".tmp")
+        // Its temporary file is created afresh with mode 0600 (replaceAtomically), never a leftover of another.
         try FileSystemCalls.replaceAtomically(credentialsPath, with: Array(try encoder.encode(credentials)))
     }
 

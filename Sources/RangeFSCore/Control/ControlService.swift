@@ -21,7 +21,10 @@ public final class ControlService: Sendable {
     /// Serializes saves of the mounted set: each writes one temporary file and renames it over the last.
     private let catalogSaving = Mutex(())
     /// URLs being added: two `rangefs add` of one URL at once make one file.
-    private let adding = Mutex<Set<String>>([])
+    let adding = Mutex<Set<String>>([])
+    /// Serializes saves of the credentials: each takes its snapshot and writes it while no other does, so an
+    /// older snapshot is never renamed over a newer one (ControlService+Credentials.swift).
+    let credentialsSaving = Mutex(())
     /// Status samples of stored bytes per entry (monotonic seconds, bytes), for download speeds.
     let speedSamples = Mutex<[String: (Double, UInt64)]>([:])
 
@@ -63,29 +66,46 @@ public final class ControlService: Sendable {
     private func add(url given: String?, mirrors givenMirrors: [String], checksum: String?,
                      name: String?) -> ControlResponse {
         guard let given, !given.isEmpty else { return .failure("add needs a URL") }
-        // The mount knows the URL without its user and password; those go to the credentials (and their file).
-        let (url, newCredentials) = fileSystem.credentials.adopt(given)
-        let adoptedMirrors = givenMirrors.map { fileSystem.credentials.adopt($0) }
-        let mirrors = adoptedMirrors.map(\.url)
-        if newCredentials || adoptedMirrors.contains(where: \.changed) {
-            do {
-                try store.saveCredentials(fileSystem.credentials.snapshot)
-            } catch {
-                logger.error("cannot save the credentials for remounts: \(error)")
-            }
-        }
         if let name, let problem = EntryNaming.problem(withExplicitName: name) {
             return .failure("the name '\(name)' cannot name a file (\(problem)); give a plain file name")
         }
-        // Claimed before the check: two adds of one URL at once make one file.
+        // The URL the mount knows the file by: without its user and password and its query's values.
+        let url = URLQuery.split(URLOrigin.removingUserinfo(given).url).identity
+        // Claimed before the check: two adds of one URL at once make one file (and never undo each other's token).
         guard adding.withLock({ $0.insert(url).inserted }) else {
             return .failure("\(Redaction.redact(url)) is being added by another rangefs add; see rangefs status")
         }
         defer { adding.withLock { _ = $0.remove(url) } }
+        // Its user, password and query go to the credentials, which its probe needs; they are saved for remounts
+        // only once a file holds them, and a failed add takes them back, so no token that reached no file is kept.
+        let before = fileSystem.credentials.snapshot
+        let newCredentials = fileSystem.credentials.adopt(given).changed
+        let adoptedMirrors = givenMirrors.map { fileSystem.credentials.adopt($0) }
+        let (response, added) = add(identity: url, newCredentials: newCredentials,
+                                    mirrors: adoptedMirrors.map(\.url), checksum: checksum, name: name)
+        if newCredentials || adoptedMirrors.contains(where: \.changed) {
+            if added {
+                saveCredentials()
+            } else {
+                // A login is per origin: one that another add in flight may be using stays.
+                let origins = adding.withLock { $0.subtracting([url]).compactMap(URLOrigin.of) }
+                for adopted in [given] + givenMirrors {
+                    let login = !origins.contains { $0 == URLOrigin.of(adopted) }
+                    fileSystem.credentials.restore(adopted, from: before, login: login)
+                }
+            }
+        }
+        return response
+    }
+
+    /// Adds the file or directory at `url` (an identity, claimed in `adding`); returns the answer, and whether the
+    /// mount now holds it (an answer may report a failure of a file that was added all the same).
+    private func add(identity url: String, newCredentials: Bool, mirrors: [String], checksum: String?,
+                     name: String?) -> (ControlResponse, added: Bool) {
         if let existing = catalog.item(url: url) {
             // The same URL with a new login or query (a presigned URL issued again): its requests use them now.
-            if newCredentials { return ControlResponse(ok: true, message: existing.name + " (new credentials)") }
-            return .failure("\(Redaction.redact(url)) is already mounted as \(existing.name)")
+            if newCredentials { return (ControlResponse(ok: true, message: existing.name + " (new credentials)"), true) }
+            return (.failure("\(Redaction.redact(url)) is already mounted as \(existing.name)"), false)
         }
         if url.hasSuffix("/") { return addDirectory(url: url, name: name) }
         let wasSaved = unmountedFiles.contains { $0.url == url }
@@ -96,9 +116,9 @@ public final class ControlService: Sendable {
         case .directory(let directoryURL):
             return addDirectory(url: directoryURL, name: name)
         case .gone(let error), .failed(let error, keepSaved: false):
-            return .failure("\(Redaction.redact(url)): \(error.userMessage)")
+            return (.failure("\(Redaction.redact(url)): \(error.userMessage)"), false)
         case .failed(let error, keepSaved: true):
-            return .failure("\(Redaction.redact(url)): \(error.userMessage). It stays in this cache's saved list; rangefs rm \(unmountedFiles.first { $0.url == url }?.name ?? "NAME") drops it")
+            return (.failure("\(Redaction.redact(url)): \(error.userMessage). It stays in this cache's saved list; rangefs rm \(unmountedFiles.first { $0.url == url }?.name ?? "NAME") drops it"), false)
         case .online(let fresh):
             metadata = fresh
             fileSystem.revalidator.markValidated(url)
@@ -123,16 +143,16 @@ public final class ControlService: Sendable {
                     try fileSystem.download(for: item)?.fill()
                 }
             } catch {
-                return .failure("added \(item.name), but its download cannot start: \(error); see rangefs status")
+                return (.failure("added \(item.name), but its download cannot start: \(error); see rangefs status"), true)
             }
         }
-        return ControlResponse(ok: true, message: item.name + note)
+        return (ControlResponse(ok: true, message: item.name + note), true)
     }
 
-    /// Adds a directory URL: listed on its first visit, like any other.
-    private func addDirectory(url: String, name: String?) -> ControlResponse {
+    /// Adds a directory URL: listed on its first visit, like any other; returns whether the mount holds it now.
+    private func addDirectory(url: String, name: String?) -> (ControlResponse, added: Bool) {
         if let existing = catalog.directorySources.first(where: { $0.url == url }) {
-            return .failure("\(Redaction.redact(url)) is already mounted as \(existing.name)/")
+            return (.failure("\(Redaction.redact(url)) is already mounted as \(existing.name)/"), false)
         }
         let directory = catalog.addDirectory(url: url, explicitName: name)
         // Listed before the answer, so that a directory that cannot be listed is an error here, not an empty
@@ -144,10 +164,10 @@ public final class ControlService: Sendable {
             note = " (its server cannot be reached: \(reason); it shows the listing kept from an earlier visit)"
         case .failed(let reason, _):
             catalog.removeNode(directory.inode)
-            return .failure("\(Redaction.redact(url)): \(reason)")
+            return (.failure("\(Redaction.redact(url)): \(reason)"), false)
         }
         saveCatalog()
-        return ControlResponse(ok: true, message: directory.name + "/" + note)
+        return (ControlResponse(ok: true, message: directory.name + "/" + note), true)
     }
 
     private func remove(name: String?, keepData: Bool) -> ControlResponse {
@@ -348,16 +368,6 @@ public final class ControlService: Sendable {
             } catch {
                 logger.error("cannot save the list of mounted files: \(error)")
             }
-        }
-    }
-
-    /// Drops the query kept for `url`, a file that left the mount, so credentials.json keeps no token nobody uses.
-    private func forgetQuery(of url: String) {
-        guard fileSystem.credentials.forgetQuery(of: url) else { return }
-        do {
-            try store.saveCredentials(fileSystem.credentials.snapshot)
-        } catch {
-            logger.error("cannot save the credentials for remounts: \(error)")
         }
     }
 }

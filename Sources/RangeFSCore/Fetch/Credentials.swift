@@ -135,6 +135,30 @@ public final class CredentialTable: Sendable {
         }
     }
 
+    /// Puts back what `before` (a `snapshot` taken before `adopt(url)`) held for `url`: the query of its identity
+    /// and, with `login`, its origin's user and password. Undoes the adoption of a URL whose add failed, so a token
+    /// that reached no file is neither sent nor saved. Only what still is as `url` set it is put back: what
+    /// another URL adopted since stays.
+    func restore(_ url: String, from before: [String: OriginCredentials], login: Bool) {
+        let split = URLOrigin.removingUserinfo(url)
+        let (identity, query) = URLQuery.split(split.url)
+        guard split.user != nil || query != nil, let origin = URLOrigin.of(url) else { return }
+        let previous = before[origin]
+        table.withLock { table in
+            guard var entry = table[origin] else { return }
+            if login, split.user != nil, entry.user == split.user, entry.password == split.password {
+                entry.user = previous?.user
+                entry.password = previous?.password
+            }
+            if let query, entry.queries?[identity] == query {
+                var queries = entry.queries ?? [:]
+                queries[identity] = previous?.queries?[identity]
+                entry.queries = queries.isEmpty ? nil : queries
+            }
+            table[origin] = entry.isEmpty ? nil : entry
+        }
+    }
+
     /// Sends `headers` to `url`'s origin from now on, instead of the headers given for it before.
     public func setHeaders(_ headers: [String], for url: String) {
         guard let origin = URLOrigin.of(url) else { return }

@@ -1,5 +1,6 @@
 import CLinux
 import Glibc
+import Synchronization
 
 /// Small-file and folder helpers for the cache's metadata files.
 public enum FileSystemCalls {
@@ -17,17 +18,27 @@ public enum FileSystemCalls {
     }
 
     /// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over, fsync the folder.
-    /// A reader (or a crash) sees the old contents or the new, never a mix.
+    /// A reader (or a crash) sees the old contents or the new, never a mix. Safe for concurrent callers of one
+    /// path: each writes its own temporary file (created exclusively, under a name no other caller uses, as git's
+    /// lockfiles are), so two writers never share an inode, and the last rename wins whole.
     static func replaceAtomically(_ path: String, with bytes: [UInt8]) throws(SystemError) {
-        let temporary = path + ".tmp"
-        do {
-            let file = try SystemFile(path: temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
+        let temporary = path + ".tmp.\(getpid()).\(temporaryNumbers.wrappingAdd(1, ordering: .relaxed).newValue)"
+        do throws(SystemError) {
+            // Created afresh, mode 0600: never a leftover file with another mode or another writer.
+            let file = try SystemFile(path: temporary, flags: O_WRONLY | O_CREAT | O_EXCL)
             try file.write(bytes, at: 0)
             try retryingEINTR("fsync", temporary) { fsync(file.descriptor) }
+            try retryingEINTR("rename", path) { rename(temporary, path) }
+        } catch {
+            // Nothing is left behind by a failed write (a full disk) or rename.
+            unlink(temporary)
+            throw error
         }
-        try retryingEINTR("rename", path) { rename(temporary, path) }
         try synchronizeDirectory(containing: path)
     }
+
+    /// Numbers the temporary files of `replaceAtomically` within this process.
+    private static let temporaryNumbers = Atomic<UInt64>(0)
 
     /// fsyncs the folder that holds `path`, so a rename or create in it is durable.
     static func synchronizeDirectory(containing path: String) throws(SystemError) {

@@ -34,6 +34,7 @@ struct ControlClient {
             .filter { $0.hasSuffix(".sock") }.map { directory + "/" + $0 }
         var live: [ControlClient] = []
         var silent: [CLIError] = []
+        var refused: Set<String> = []
         for path in sockets {
             // A share of the deadline each, so that one silent mount cannot use it all.
             let share = min(deadline, ContinuousClock.now + .seconds(2))
@@ -46,13 +47,13 @@ struct ControlClient {
             } catch let error as Unresponsive {
                 silent.append(CLIError(error.description))
             } catch {
-                continue  // a socket left by a daemon that is gone
+                refused.insert(path)  // a socket left by a daemon that is gone
             }
         }
         if live.count == 1 { return live[0] }
         if live.isEmpty, let first = silent.first { throw first }
-        if live.isEmpty, let dead = MountPoint.deadRangefsMounts().first {
-            throw CLIError(MountPoint.deadMountMessage(dead))
+        if live.isEmpty, let (point, health) = MountPoint.unhealthyRangefsMount(refused: refused, directory: directory) {
+            throw CLIError(health == .dead ? MountPoint.deadMountMessage(point) : MountPoint.notAnsweringMessage(point))
         }
         guard !live.isEmpty else { throw CLIError("no running rangefs mount found (no control socket in \(directory))") }
         let mounts = live.map(\.mountpoint).sorted()
@@ -80,8 +81,12 @@ struct ControlClient {
         guard connected == 0 else {
             if errno == EAGAIN || errno == EINPROGRESS { throw unresponsive(descriptor) }
             // Nobody listens: a daemon killed with its mount still in place is the case to name, with its cure.
-            if !mountpoint.isEmpty, MountPoint.isDead(mountpoint) {
-                throw CLIError(MountPoint.deadMountMessage(mountpoint))
+            if !mountpoint.isEmpty {
+                switch MountPoint.health(of: mountpoint) {
+                case .dead: throw CLIError(MountPoint.deadMountMessage(mountpoint))
+                case .notAnswering: throw CLIError(MountPoint.notAnsweringMessage(mountpoint))
+                case .fine: break
+                }
             }
             throw CLIError("no running rangefs mount at \(place) (cannot reach \(socketPath))")
         }

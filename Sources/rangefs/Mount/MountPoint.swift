@@ -1,7 +1,9 @@
 import Foundation
 import Glibc
 import Logging
+import RangeFSCore
 import RangeFSFUSE
+import Synchronization
 
 /// Checks on the mount point before mounting: it must be a directory, and not a live or dead mount.
 enum MountPoint {
@@ -33,26 +35,74 @@ enum MountPoint {
         return found
     }
 
-    /// Whether `path` is a FUSE mount whose daemon is gone (killed, crashed): the kernel answers
-    /// ENOTCONN ("Transport endpoint is not connected") for it. Only asked where no daemon answered, since
-    /// statvfs of a live mount goes to its daemon.
-    static func isDead(_ path: String) -> Bool {
-        guard let type = mountedType(at: path), type.hasPrefix("fuse") else { return false }
-        var info = statvfs()
-        return statvfs(path, &info) != 0 && errno == ENOTCONN
+    /// What a mount point's file system answers, seen from outside its daemon.
+    enum Health: Equatable {
+        /// Not a FUSE mount, or one that answered.
+        case fine
+        /// A FUSE mount whose daemon is gone (killed, crashed): the kernel answers ENOTCONN ("Transport endpoint
+        /// is not connected").
+        case dead
+        /// A FUSE mount whose daemon is alive but did not answer in time (stopped, stuck).
+        case notAnswering
     }
 
-    /// The rangefs mounts (from /proc/self/mountinfo) whose daemon is gone.
-    static func deadRangefsMounts() -> [String] {
+    /// How long a stat of a FUSE mount point may take before its daemon counts as not answering, in seconds.
+    static let answerLimit = 2.0
+
+    /// The health of the FUSE mount at `path`. Only asked where no daemon answered its control socket, since
+    /// statvfs of a live mount goes to its daemon; asked on another thread, so that a stopped daemon costs the
+    /// caller `limit` seconds, never a hang.
+    static func health(of path: String, within limit: Double = answerLimit) -> Health {
+        guard let type = mountedType(at: path), type.hasPrefix("fuse") else { return .fine }
+        guard let code = statvfsError(path, within: limit) else { return .notAnswering }
+        return code == ENOTCONN ? .dead : .fine
+    }
+
+    /// The errno of `statvfs(path)` (0 when it succeeded), or nil when it did not return within `limit` seconds.
+    /// A thread left waiting on a stopped daemon ends with the process (the kernel's wait for FUSE is killable).
+    static func statvfsError(_ path: String, within limit: Double) -> Int32? {
+        let answer = StatAnswer()
+        Thread.detachNewThread {
+            var info = statvfs()
+            let code = statvfs(path, &info) == 0 ? 0 : errno
+            answer.code.withLock { $0 = code }
+            answer.done.signal()
+        }
+        guard answer.done.wait(timeout: .now() + limit) == .success else { return nil }
+        return answer.code.withLock { $0 }
+    }
+
+    /// What the thread of `statvfsError` hands back.
+    private final class StatAnswer: Sendable {
+        let code = Mutex<Int32?>(nil)
+        let done = DispatchSemaphore(value: 0)
+    }
+
+    /// Among the rangefs mounts (from /proc/self/mountinfo) whose control socket in `directory` is one of
+    /// `refused` (a socket file that exists but that no daemon listens on), the first that is dead or does not
+    /// answer. Mounts with no such socket are never asked: a stat of another user's stopped mount would wait.
+    static func unhealthyRangefsMount(refused: Set<String>, directory: String) -> (path: String, health: Health)? {
+        guard !refused.isEmpty else { return nil }
         // Without /proc no mount can be told dead; the caller then says only that no daemon answers.
-        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return [] }
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
         let points = text.split(separator: "\n").compactMap { line -> String? in
             let fields = line.split(separator: " ")
             guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count,
                   fields[dash + 1] == "fuse.rangefs" else { return nil }
             return String(fields[4]).replacingOccurrences(of: "\\040", with: " ")
         }
-        return points.filter(isDead)
+        for point in points where refused.contains(ControlSocket.path(forMountpoint: point, in: directory)) {
+            let health = health(of: point)
+            if health != .fine { return (point, health) }
+        }
+        return nil
+    }
+
+    /// The one line that says `path`'s daemon is alive but does not answer, and what to do.
+    static func notAnsweringMessage(_ path: String) -> String {
+        "the mount at \(path) does not answer: a stat of it got no answer within \(Int(answerLimit)) s, so its daemon "
+            + "is stopped (SIGSTOP, a debugger) or stuck; resume it (kill -CONT PID) or end it (kill PID, then "
+            + "fusermount3 -uz \(path))"
     }
 
     /// The one line that says a mount is dead and how to clear it.
@@ -67,8 +117,11 @@ enum MountPoint {
         if let type = mountedType(at: path) {
             // statvfs always asks the file system (stat may be answered from the attributes the kernel keeps), so a
             // killed daemon shows as ENOTCONN at once.
-            var info = statvfs()
-            if statvfs(path, &info) != 0 && errno == ENOTCONN {
+            guard let code = statvfsError(path, within: answerLimit) else {
+                return "\(path) is already mounted (\(type)) and does not answer (its daemon is stopped or stuck); "
+                    + "unmount it first: fusermount3 -uz \(path)"
+            }
+            if code == ENOTCONN {
                 guard type == "fuse.rangefs" else {
                     return "\(path) is a dead FUSE mount (\(type)); clear it with: fusermount3 -uz \(path)"
                 }
