@@ -25,6 +25,9 @@ final class Transfer: @unchecked Sendable {
     private var responseHeaders: [String: String] = [:]
     private var headDelivered = false
     private(set) var cancelledBySink = false
+    /// Whether the sink refused the response's head (a wrong answer), as opposed to leaving its body midway
+    /// (nobody wants the rest): only the first says anything about the server.
+    private var refusedHead = false
     /// When this transfer last showed progress (uptime nanoseconds), for `RangeRequest.stallTimeout`: 0 until
     /// its request went out; then each header line or body callback, and each check while it was paused.
     var progressAt: UInt64 = 0
@@ -265,6 +268,7 @@ final class Transfer: @unchecked Sendable {
         sinkHeard = true
         if !sink.receive(head: head) {
             cancelledBySink = true
+            refusedHead = true
             return false
         }
         return true
@@ -354,7 +358,9 @@ final class Transfer: @unchecked Sendable {
 
     private func report(_ code: CURLcode) {
         // A remembered target that fails is asked for afresh next time: the redirect may point elsewhere now.
-        if remembered && (code != CURLE_OK || cancelledBySink) { session.redirects.forget(originalURL) }
+        // A transfer its sink left midway (nobody wants the rest) says nothing against the target.
+        let targetFailed = cancelledBySink ? refusedHead : code != CURLE_OK
+        if remembered && targetFailed { session.redirects.forget(originalURL) }
         if code == CURLE_OK {
             sink.complete(error: deliverHeadIfNeeded() && !cancelledBySink ? nil : .cancelled)
             return
