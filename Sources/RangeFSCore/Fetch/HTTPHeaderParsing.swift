@@ -92,7 +92,8 @@ enum HTTPDate {
         let day: Int?, month: Int?, year: Int?, time: String
         if fields.count == 6, fields[5] == "GMT" {
             day = Int(fields[1]); month = months.firstIndex(of: fields[2].lowercased()); time = fields[4]
-            year = Int(fields[3]).map { $0 < 100 ? ($0 < 70 ? 2000 + $0 : 1900 + $0) : $0 }
+            // RFC 850's two-digit years; a year written with four digits is that year, even one below 100.
+            year = Int(fields[3]).map { fields[3].count <= 2 ? ($0 < 70 ? 2000 + $0 : 1900 + $0) : $0 }
         } else if fields.count == 5 {
             day = Int(fields[2]); month = months.firstIndex(of: fields[1].lowercased()); time = fields[3]
             year = Int(fields[4])
@@ -100,7 +101,9 @@ enum HTTPDate {
             return nil
         }
         let clock = time.split(separator: ":").compactMap { Int($0) }
-        guard let day, let month, let year, clock.count == 3, (1...31).contains(day) else { return nil }
+        // Bounded before any arithmetic: a server's `99999999999999999:00:00` would overflow it and stop the mount.
+        guard let day, let month, let year, clock.count == 3, (1...31).contains(day), (0...9999).contains(year),
+              (0..<24).contains(clock[0]), (0..<60).contains(clock[1]), (0...60).contains(clock[2]) else { return nil }
         return daysSinceEpoch(year: year, month: month + 1, day: day) * 86_400
             + Int64(clock[0] * 3600 + clock[1] * 60 + clock[2])
     }
@@ -122,7 +125,9 @@ enum HTTPDate {
         let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
         let weekday = weekdays[Int(((days % 7) + 7) % 7)]
         func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(weekday), \(two(day)) \(months[Int(month - 1)].capitalized) \(year) "
+        // IMF-fixdate's year is four digits: year 26 written "26" would read back as 2026.
+        let fourDigitYear = year >= 0 && year < 1000 ? String("000\(year)".suffix(4)) : "\(year)"
+        return "\(weekday), \(two(day)) \(months[Int(month - 1)].capitalized) \(fourDigitYear) "
             + "\(two(clock / 3600)):\(two(clock % 3600 / 60)):\(two(clock % 60)) GMT"
     }
 
