@@ -51,5 +51,6 @@ private func checkStream(_ record: [UInt8]) {
 
 private func checkDigest(_ record: [UInt8]) {
     guard let digest = try? DigestRecord.decode(record) else { return }
-    fuzzRequire((try? DigestRecord.decode(digest.encoded())) == digest, "digest record \(digest) reads back differently")
+    fuzzRequire((try? DigestRecord.decode(digest.encoded())) == digest,
+                "digest record \(digest) reads back differently")
 }

@@ -16,7 +16,8 @@ public func fuzzDigestHeader(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
         fuzzRequire(found.bytes.count == found.algorithm.length, "\(found.algorithm) of \(found.bytes.count) bytes")
         let name = found.algorithm == .sha256 ? "sha-256" : "sha-512"
         let canonical = "\(name)=:\(Data(found.bytes).base64EncodedString()):"
-        fuzzRequire(RemoteMetadata.digest(reprDigest: canonical, digest: nil) == found, "\(canonical) reads back differently")
+        fuzzRequire(RemoteMetadata.digest(reprDigest: canonical, digest: nil) == found,
+                    "\(canonical) reads back differently")
         fuzzRequire(ContentDigest(parsing: found.description) == found, "\(found) reads back differently")
     }
     for text in [reprDigest, digestHeader ?? ""] {

@@ -32,8 +32,8 @@ func checkListing(_ body: [UInt8]) {
     _ = DirectoryListing.looksLikeListing(body)
     let listing = DirectoryListing.parse(body, base: fuzzDirectory)
     for entry in listing.entries {
-        fuzzRequire(DirectoryListing.problem(withName: entry.name) == nil,
-                    "entry named \(entry.name.debugDescription): \(DirectoryListing.problem(withName: entry.name) ?? "")")
+        let problem = DirectoryListing.problem(withName: entry.name)
+        fuzzRequire(problem == nil, "entry named \(entry.name.debugDescription): \(problem ?? "")")
         fuzzRequire(!entry.name.utf8.contains(0) && !entry.name.utf8.contains(UInt8(ascii: "/")),
                     "name \(entry.name.debugDescription) holds NUL or /")
         fuzzRequire(entry.url.hasPrefix(fuzzDirectory), "URL \(entry.url) is outside \(fuzzDirectory)")
@@ -52,7 +52,8 @@ func checkListing(_ body: [UInt8]) {
             // The directory service keeps a listed date as Last-Modified (HTTPDate.format) and reads it back.
             let text = HTTPDate.format(time)
             if (-62_167_219_200..<253_402_300_800).contains(time) {  // years 0 to 9999
-                fuzzRequire(HTTPDate.parse(text) == time, "date \(time) formats as \(text), which reads back differently")
+                fuzzRequire(HTTPDate.parse(text) == time,
+                            "date \(time) formats as \(text), which reads back differently")
             }
         }
     }

@@ -16,12 +16,13 @@ public func fuzzListingJSON(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt 
     fuzzRequire(fast.count == slow.count, "ListingJSON read \(fast.count) objects, Foundation \(slow.count)")
     for (object, reference) in zip(fast, slow) {
         for (key, value) in object.strings {
+            let other = String(describing: reference[key])
             fuzzRequire(reference[key] as? String == value,
-                        "string \(key): ListingJSON \(value.debugDescription), Foundation \(String(describing: reference[key]))")
+                        "string \(key): ListingJSON \(value.debugDescription), Foundation \(other)")
         }
         for (key, value) in object.numbers {
             guard let number = reference[key] as? NSNumber else {
-                fuzzRequire(false, "number \(key): ListingJSON \(value), Foundation \(String(describing: reference[key]))")
+                fuzzRequire(false, "number \(key): ListingJSON \(value), Foundation \(reference[key] ?? "none")")
                 return 0
             }
             let expected = number.doubleValue

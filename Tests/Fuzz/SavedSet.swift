@@ -19,12 +19,14 @@ public func fuzzSavedSet(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
             fuzzRequire(false, "a saved set that was read cannot be saved: \(saved)")
             return 0
         }
-        fuzzRequire((try? JSONDecoder().decode([SavedFile].self, from: encoded)) == saved, "saved set reads back differently")
+        fuzzRequire((try? JSONDecoder().decode([SavedFile].self, from: encoded)) == saved,
+                    "saved set reads back differently")
         let credentials = CredentialTable()
         for file in saved {
             let adopted = credentials.adopt(file.url).url
             let again = URLOrigin.removingUserinfo(adopted)
-            fuzzRequire(again.user == nil && again.url == adopted, "\(adopted) still holds a user after adopting \(file.url)")
+            fuzzRequire(again.user == nil && again.url == adopted,
+                        "\(adopted) still holds a user after adopting \(file.url)")
             if let checksum = file.checksum, let digest = ContentDigest(parsing: checksum) {
                 fuzzRequire(digest.bytes.count == digest.algorithm.length, "checksum \(checksum)")
             }

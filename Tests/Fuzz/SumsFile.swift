@@ -10,7 +10,8 @@ public func fuzzSumsFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let text = String(decoding: fuzzBytes(data, size), as: UTF8.self)
     let found = DigestChecks.parseSums(text, fallbackName: "file.bin")
     for (name, digest) in found {
-        fuzzRequire(digest.bytes.count == digest.algorithm.length, "\(name): \(digest.algorithm) of \(digest.bytes.count) bytes")
+        fuzzRequire(digest.bytes.count == digest.algorithm.length,
+                    "\(name): \(digest.algorithm) of \(digest.bytes.count) bytes")
         // A name a sha256sum line can carry: one line, no parentheses (BSD form), no leading `*`, `#`, `./` or
         // blank, no trailing blank.
         let carried = !name.isEmpty && !name.contains(where: { $0.isNewline || $0 == "(" || $0 == ")" })
