@@ -68,6 +68,7 @@ final class FuzzRegressionTests: XCTestCase {
             XCTAssertFalse(segment.isEmpty || segment.utf8.contains { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "#")
                                || $0 == UInt8(ascii: "?") }, "\(input): \(entry.url) is not a child")
             XCTAssertEqual(PercentEncoding.bytes(segment), Array(entry.name.utf8), "\(input): \(entry.url)")
+            if let size = entry.size { XCTAssertLessThanOrEqual(size, UInt64(Int64.max), "\(input): a file's size") }
             if let time = entry.modificationTime, (-62_167_219_200..<253_402_300_800).contains(time) {
                 XCTAssertEqual(HTTPDate.parse(HTTPDate.format(time)), time,
                                "\(input): \(time) kept as \(HTTPDate.format(time))")
@@ -83,6 +84,9 @@ final class FuzzRegressionTests: XCTestCase {
     func testContentRangeInputs() throws {
         try replay("ContentRange") { input, bytes in
             let text = String(decoding: bytes, as: UTF8.self)
+            if let complete = ContentRange(parsing: text)?.completeLength {
+                XCTAssertLessThanOrEqual(complete, UInt64(Int64.max), "\(input): more than a file can hold")
+            }
             if let parsed = ContentRange(parsing: text), let range = parsed.range {
                 XCTAssertFalse(range.isEmpty, input)
                 if let complete = parsed.completeLength { XCTAssertLessThanOrEqual(range.upperBound, complete, input) }
@@ -120,6 +124,9 @@ final class FuzzRegressionTests: XCTestCase {
                 case 0:
                     if let header = try? CacheHeader.decode(record) {
                         XCTAssertEqual(header.encoded(), record, "\(input): header \(header)")
+                        // What opening the entry computes first; it trapped on a size near 2^64.
+                        XCTAssertLessThanOrEqual(header.size, UInt64(Int64.max), input)
+                        XCTAssertGreaterThanOrEqual(header.blockCount, 0, input)
                     }
                 case 1:
                     if let bitmap = try? BitmapRecord.decode(record) {

@@ -9,6 +9,10 @@ struct ContentRange: Equatable, Sendable {
     var range: Range<UInt64>?
     var completeLength: UInt64?
 
+    /// The largest length a file can have: an `off_t`. A server's larger number is not a length (it would
+    /// overflow the cache's block arithmetic and stop the mount; found by the CacheRecords fuzzer).
+    static let largestLength = UInt64(Int64.max)
+
     init(range: Range<UInt64>?, completeLength: UInt64?) {
         self.range = range
         self.completeLength = completeLength
@@ -23,7 +27,7 @@ struct ContentRange: Equatable, Sendable {
         if parts[1] == "*" {
             completeLength = nil
         } else {
-            guard let total = UInt64(parts[1]) else { return nil }
+            guard let total = UInt64(parts[1]), total <= Self.largestLength else { return nil }
             completeLength = total
         }
         if parts[0] == "*" {
@@ -32,6 +36,7 @@ struct ContentRange: Equatable, Sendable {
         }
         let bounds = parts[0].split(separator: "-", omittingEmptySubsequences: false)
         guard bounds.count == 2, let first = UInt64(bounds[0]), let last = UInt64(bounds[1]), first <= last,
+              last < Self.largestLength,
               completeLength.map({ last < $0 }) ?? true
         else { return nil }
         range = first..<(last + 1)
