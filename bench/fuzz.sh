@@ -28,18 +28,22 @@ esac
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${targets_all[@]}")
 for target in "${targets[@]}"; do
-    [ -f "$root/Tests/Fuzz/$target.swift" ] || { echo "fuzz.sh: no target '$target' (Tests/Fuzz/$target.swift); see --list" >&2; exit 2; }
+    [ -f "$root/Tests/Fuzz/$target.swift" ] \
+        || { echo "fuzz.sh: no target '$target' (Tests/Fuzz/$target.swift); see --list" >&2; exit 2; }
 done
 
 # swift-log, as SwiftPM checked it out (run `swift build` once first).
 log_sources="${SWIFT_LOG_SOURCES:-$root/.build/checkouts/swift-log/Sources/Logging}"
-[ -d "$log_sources" ] || { echo "fuzz.sh: swift-log not found at $log_sources: run 'swift build' first or set SWIFT_LOG_SOURCES" >&2; exit 2; }
+[ -d "$log_sources" ] || {
+    echo "fuzz.sh: swift-log not found at $log_sources: run 'swift build' first or set SWIFT_LOG_SOURCES" >&2; exit 2; }
 
 mkdir -p "$out/modules/CChecksum" "$out/modules/CLinux" "$out/obj"
 core_sources=$(find "$root/Sources/RangeFSCore" -name '*.swift' | sort)
 stamp="$out/obj/RangeFSCore.stamp"
 # Rebuild the instrumented core when a core source is newer than the last build.
-if [ ! -f "$stamp" ] || [ -n "$(find "$root/Sources/RangeFSCore" "$root/Sources/CChecksum" -newer "$stamp" -name '*.[ch]*' -o -newer "$stamp" -name '*.swift' | head -1)" ]; then
+newer=$(find "$root/Sources/RangeFSCore" "$root/Sources/CChecksum" "$root/Sources/CLinux" -newer "$stamp" -type f \
+    2>/dev/null | head -1)
+if [ ! -f "$stamp" ] || [ -n "$newer" ]; then
     echo "fuzz.sh: building the instrumented RangeFSCore" >&2
     for module in CChecksum CLinux; do
         printf 'module %s {\n    umbrella header "%s"\n    export *\n}\n' "$module" \
@@ -47,13 +51,15 @@ if [ ! -f "$stamp" ] || [ -n "$(find "$root/Sources/RangeFSCore" "$root/Sources/
     done
     clang -O1 -fPIC -c "$root/Sources/CChecksum/crc32c.c" -I "$root/Sources/CChecksum/include" -o "$out/obj/crc32c.o"
     clang -O1 -fPIC -c "$root/Sources/CLinux/linux.c" -I "$root/Sources/CLinux/include" -o "$out/obj/linux.o"
-    clang -O1 -fPIC -c "$root/Sources/CLinux/passthrough.c" -I "$root/Sources/CLinux/include" -o "$out/obj/passthrough.o"
+    clang -O1 -fPIC -c "$root/Sources/CLinux/passthrough.c" -I "$root/Sources/CLinux/include" \
+        -o "$out/obj/passthrough.o"
     # swift-log: not fuzzed, only linked.
     (cd "$out/obj" && nice -n 19 swiftc -parse-as-library -module-name Logging -package-name swift_log -O -c \
         -emit-module -emit-module-path "$out/Logging.swiftmodule" -wmo $(find "$log_sources" -name '*.swift' | sort) \
         -o "$out/obj/Logging.o")
     # shellcheck disable=SC2086
-    (cd "$out/obj" && nice -n 19 swiftc -parse-as-library -module-name RangeFSCore -package-name rangefs -swift-version 6 -O \
+    (cd "$out/obj" && nice -n 19 swiftc -parse-as-library -module-name RangeFSCore -package-name rangefs \
+        -swift-version 6 -O \
         -enable-testing -wmo -c \
         -sanitize=fuzzer,address -emit-module -emit-module-path "$out/RangeFSCore.swiftmodule" \
         -I "$out" -I "$out/modules/CChecksum" -I "$out/modules/CLinux" -I "$root/Sources/CCrypto" \
@@ -75,6 +81,7 @@ for target in "${targets[@]}"; do
 done
 [ $build_only = 1 ] && exit 0
 
+failed=0
 for target in "${targets[@]}"; do
     corpus="$out/corpus/$target" crashes="$out/crashes/$target"
     mkdir -p "$corpus" "$crashes"
@@ -84,10 +91,12 @@ for target in "${targets[@]}"; do
     status=0
     # Swift's own crash backtracer would race ASan's report; libFuzzer's is the one wanted. Leak checks are off:
     # the Swift runtime keeps its metadata caches for the process's life, which LeakSanitizer reports as leaks.
-    SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}" nice -n 19 "$out/$target" -max_total_time="$seconds" -print_final_stats=1 -rss_limit_mb=2048 -timeout=10 \
+    SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}" nice -n 19 "$out/$target" \
+        -max_total_time="$seconds" -print_final_stats=1 -rss_limit_mb=2048 -timeout=10 \
         -artifact_prefix="$crashes/" "$corpus" "$root/Tests/Fuzz/seeds/$target" \
         2> "$out/$target.log" || status=$?
     grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::peak_rss_mb|^Done|SUMMARY|ERROR' \
         "$out/$target.log" | sed "s/^/$target: /" || true
-    [ $status = 0 ] || echo "$target: FAILED (exit $status); see $out/$target.log and $crashes" >&2
+    [ $status = 0 ] || { echo "$target: FAILED (exit $status); see $out/$target.log and $crashes" >&2; failed=1; }
 done
+exit $failed
