@@ -68,8 +68,8 @@ struct CacheHeader: Equatable, Sendable {
         let blockSize = Int(try reader.readUInt32())
         guard blockSize >= 512 else { throw .inconsistent("block size \(blockSize)") }
         let size = try reader.readUInt64()
-        // Larger than a file can be: its block count would overflow (found by the CacheRecords fuzzer).
-        guard size <= ContentRange.largestLength else { throw .inconsistent("size \(size)") }
+        // Larger than a file can be (an off_t): its block count would overflow (found by the CacheRecords fuzzer).
+        guard size <= UInt64(Int64.max) else { throw .inconsistent("size \(size)") }
         let generation = try reader.readUInt64()
         let header = CacheHeader(
             blockSize: blockSize, size: size, generation: generation,
@@ -135,7 +135,7 @@ struct StreamRecord: Equatable, Sendable {
     static func decode(_ bytes: [UInt8]) throws(FormatError) -> StreamRecord {
         var reader = try openRecord(bytes, magic: magic, version: version)
         let length = try reader.readUInt64()
-        guard length <= ContentRange.largestLength else { throw .inconsistent("stream length \(length)") }
+        guard length <= UInt64(Int64.max) else { throw .inconsistent("stream length \(length)") }
         let stream = StreamRecord(length: length, url: try reader.readString(),
                                   etag: try reader.readString(), lastModified: try reader.readString())
         try closeRecord(reader)
