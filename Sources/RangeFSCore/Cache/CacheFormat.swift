@@ -72,11 +72,15 @@ struct CacheHeader: Equatable, Sendable {
         let blockSize = Int(try reader.readUInt32())
         guard blockSize >= 512 else { throw .inconsistent("block size \(blockSize)") }
         let size = try reader.readUInt64()
+        // Larger than a file can be (an off_t): its block count would overflow (found by the CacheRecords fuzzer).
+        guard size <= UInt64(Int64.max) else { throw .inconsistent("size \(size)") }
         let generation = try reader.readUInt64()
-        return CacheHeader(
+        let header = CacheHeader(
             blockSize: blockSize, size: size, generation: generation,
             url: try reader.readString(), etag: try reader.readString(), lastModified: try reader.readString()
         )
+        try closeRecord(reader)
+        return header
     }
 }
 
@@ -105,6 +109,7 @@ struct BitmapRecord: Equatable, Sendable {
         let generation = try reader.readUInt64()
         guard blockCount <= UInt64(Int32.max) else { throw .inconsistent("block count \(blockCount)") }
         let packed = try reader.readBytes((Int(blockCount) + 7) / 8)
+        try closeRecord(reader)
         return BitmapRecord(
             blockSize: blockSize, generation: generation,
             present: BlockBitmap(blockCount: Int(blockCount), packedBytes: packed)
@@ -133,8 +138,12 @@ struct StreamRecord: Equatable, Sendable {
 
     static func decode(_ bytes: [UInt8]) throws(FormatError) -> StreamRecord {
         var reader = try openRecord(bytes, magic: magic, version: version)
-        return StreamRecord(length: try reader.readUInt64(), url: try reader.readString(), etag: try reader.readString(),
-                            lastModified: try reader.readString())
+        let length = try reader.readUInt64()
+        guard length <= UInt64(Int64.max) else { throw .inconsistent("stream length \(length)") }
+        let stream = StreamRecord(length: length, url: try reader.readString(),
+                                  etag: try reader.readString(), lastModified: try reader.readString())
+        try closeRecord(reader)
+        return stream
     }
 }
 
@@ -177,8 +186,10 @@ struct DigestRecord: Equatable, Sendable {
         let expectedText = try reader.readString(), computedText = try reader.readString()
         guard let expected = ContentDigest(parsing: expectedText), let computed = ContentDigest(parsing: computedText)
         else { throw .inconsistent("digest \(expectedText) / \(computedText)") }
-        return DigestRecord(generation: generation, verdict: verdict, expected: expected, computed: computed,
-                            origin: try reader.readString())
+        let record = DigestRecord(generation: generation, verdict: verdict, expected: expected, computed: computed,
+                                  origin: try reader.readString())
+        try closeRecord(reader)
+        return record
     }
 }
 
@@ -195,6 +206,12 @@ private func sealRecord(_ writer: ByteWriter) -> [UInt8] {
     var sealed = writer
     sealed.write(CRC32C.checksum(writer.bytes))
     return sealed.bytes
+}
+
+/// Checks that the fields read were the whole record: bytes after them (under a checksum that matches) mean the
+/// record is not what this version writes, and the entry is empty rather than half understood.
+private func closeRecord(_ reader: ByteReader) throws(FormatError) {
+    guard reader.remaining == 0 else { throw .inconsistent("\(reader.remaining) bytes after the last field") }
 }
 
 /// Checks the trailing CRC32C, the magic and the version; returns a reader positioned at the first field.

@@ -307,8 +307,9 @@ enum DirectoryListing {
         let date = fields[0].split(separator: "-"), clock = fields[1].split(separator: ":").compactMap { Int($0) }
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         guard date.count == 3, let day = Int(date[0]), let month = months.firstIndex(of: String(date[1])),
-              let year = Int(date[2]), clock.count == 2, (0..<24).contains(clock[0]), (0..<60).contains(clock[1]),
-              (1...31).contains(day), let size = UInt64(fields[2])
+              let year = Int(date[2]), (0...9999).contains(year), clock.count == 2, (0..<24).contains(clock[0]),
+              (0..<60).contains(clock[1]), (1...31).contains(day), let size = UInt64(fields[2]),
+              size <= ContentRange.largestLength
         else { return nil }
         let time = HTTPDate.daysSinceEpoch(year: year, month: month + 1, day: day) * 86_400
             + Int64(clock[0] * 3600 + clock[1] * 60)
@@ -318,9 +319,13 @@ enum DirectoryListing {
     /// Why `name`, from a listing, cannot name a file in the mount; nil if it can.
     static func problem(withName name: String) -> String? {
         if name.isEmpty { return "its name is empty" }
-        if name == "." || name == ".." { return "'\(name)' names a directory, not a child" }
-        if name.contains("/") { return "its name holds '/' (%2F)" }
-        if name.contains("\0") { return "its name holds a NUL byte" }
+        // Bytes, not Characters: `/` followed by a combining mark is one Character that is not "/" (found by the
+        // ListingJSON fuzzer).
+        if name.utf8.elementsEqual(".".utf8) || name.utf8.elementsEqual("..".utf8) {
+            return "'\(name)' names a directory, not a child"
+        }
+        if name.utf8.contains(UInt8(ascii: "/")) { return "its name holds '/' (%2F)" }
+        if name.utf8.contains(0) { return "its name holds a NUL byte" }
         if name.utf8.count > EntryNaming.maximumLength {
             return "its name is \(name.utf8.count) bytes, more than a file name can hold (255)"
         }

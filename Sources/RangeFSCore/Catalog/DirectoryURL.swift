@@ -47,7 +47,7 @@ struct DirectoryURL {
 
     /// Which child, if any, `link` (an href, entities decoded) points at.
     func childSegment(of link: String) -> Child {
-        let href = link.trimmingCharacters(in: .whitespacesAndNewlines)
+        let href = Self.encodingNonASCII(link.trimmingCharacters(in: .whitespacesAndNewlines))
         if href.isEmpty || href.hasPrefix("#") || href.contains("?") || href.contains("#") { return .notAChild }
         let lowered = href.lowercased()
         // Links to other kinds of places. Any other `word:` is a file name with a colon: some servers write
@@ -83,6 +83,23 @@ struct DirectoryURL {
         if decoded == Array("..".utf8) || decoded == Array(".".utf8) { return .rejected("it names a directory, not a child") }
         if decoded.contains(UInt8(ascii: "/")) { return .rejected("its name holds '/' (%2F)") }
         return .child(segment: segment, isDirectory: isDirectory)
+    }
+
+    /// `text` with every non-ASCII byte percent-encoded, as a browser sends a link's IRI. Swift compares Characters,
+    /// and `/` or `#` followed by a combining mark (U+0301) is one Character that is neither: in ASCII a Character
+    /// is one byte, so the checks here see every `/`, `?` and `#` (found by the ListingHTML fuzzer).
+    static func encodingNonASCII(_ text: String) -> String {
+        guard !text.utf8.allSatisfy({ $0 < 0x80 }) else { return text }
+        let hex = Array("0123456789ABCDEF".utf8)
+        var bytes: [UInt8] = []
+        for byte in text.utf8 {
+            if byte < 0x80 {
+                bytes.append(byte)
+            } else {
+                bytes += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     private func sameAuthority(_ other: String) -> Bool {
@@ -131,13 +148,15 @@ enum RFC3339 {
             time = time.dropLast()
         } else if let sign = time.lastIndex(where: { $0 == "+" || $0 == "-" }) {
             let zone = time[time.index(after: sign)...].split(separator: ":").compactMap { Int($0) }
-            guard zone.count == 2 else { return nil }
+            guard zone.count == 2, (0..<24).contains(zone[0]), (0..<60).contains(zone[1]) else { return nil }
             offset = (zone[0] * 3600 + zone[1] * 60) * (time[sign] == "+" ? 1 : -1)
             time = time[..<sign]
         }
         if let dot = time.firstIndex(of: ".") { time = time[..<dot] }
         let clock = time.split(separator: ":").compactMap { Int($0) }
-        guard clock.count == 3 else { return nil }
+        // Bounded before any arithmetic, which a listing's `99999999999-01-01` would overflow.
+        guard clock.count == 3, (0...9999).contains(date[0]), (1...12).contains(date[1]), (1...31).contains(date[2]),
+              (0..<24).contains(clock[0]), (0..<60).contains(clock[1]), (0...60).contains(clock[2]) else { return nil }
         return HTTPDate.daysSinceEpoch(year: date[0], month: date[1], day: date[2]) * 86_400
             + Int64(clock[0] * 3600 + clock[1] * 60 + clock[2] - offset)
     }

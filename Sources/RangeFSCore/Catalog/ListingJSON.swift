@@ -55,6 +55,11 @@ enum ListingJSON {
                 guard let key = string(), take(UInt8(ascii: ":")) else { return nil }
                 skipSpace()
                 guard index < bytes.count else { return nil }
+                // A key given twice keeps its last value, of whatever type, as JSONSerialization does (found by
+                // the ListingJSON fuzzer: `"size":"x","size":5` kept both).
+                object.strings[key] = nil
+                object.numbers[key] = nil
+                object.booleans[key] = nil
                 switch bytes[index] {
                 case UInt8(ascii: "\""):
                     guard let value = string() else { return nil }

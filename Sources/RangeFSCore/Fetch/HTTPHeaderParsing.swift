@@ -9,6 +9,10 @@ struct ContentRange: Equatable, Sendable {
     var range: Range<UInt64>?
     var completeLength: UInt64?
 
+    /// The largest length a file can have: an `off_t`. A server's larger number is not a length (it would
+    /// overflow the cache's block arithmetic and stop the mount; found by the CacheRecords fuzzer).
+    static let largestLength = UInt64(Int64.max)
+
     init(range: Range<UInt64>?, completeLength: UInt64?) {
         self.range = range
         self.completeLength = completeLength
@@ -23,7 +27,7 @@ struct ContentRange: Equatable, Sendable {
         if parts[1] == "*" {
             completeLength = nil
         } else {
-            guard let total = UInt64(parts[1]) else { return nil }
+            guard let total = UInt64(parts[1]), total <= Self.largestLength else { return nil }
             completeLength = total
         }
         if parts[0] == "*" {
@@ -32,6 +36,7 @@ struct ContentRange: Equatable, Sendable {
         }
         let bounds = parts[0].split(separator: "-", omittingEmptySubsequences: false)
         guard bounds.count == 2, let first = UInt64(bounds[0]), let last = UInt64(bounds[1]), first <= last,
+              last < Self.largestLength,
               completeLength.map({ last < $0 }) ?? true
         else { return nil }
         range = first..<(last + 1)
@@ -92,7 +97,8 @@ enum HTTPDate {
         let day: Int?, month: Int?, year: Int?, time: String
         if fields.count == 6, fields[5] == "GMT" {
             day = Int(fields[1]); month = months.firstIndex(of: fields[2].lowercased()); time = fields[4]
-            year = Int(fields[3]).map { $0 < 100 ? ($0 < 70 ? 2000 + $0 : 1900 + $0) : $0 }
+            // RFC 850's two-digit years; a year written with four digits is that year, even one below 100.
+            year = Int(fields[3]).map { fields[3].count <= 2 ? ($0 < 70 ? 2000 + $0 : 1900 + $0) : $0 }
         } else if fields.count == 5 {
             day = Int(fields[2]); month = months.firstIndex(of: fields[1].lowercased()); time = fields[3]
             year = Int(fields[4])
@@ -100,7 +106,9 @@ enum HTTPDate {
             return nil
         }
         let clock = time.split(separator: ":").compactMap { Int($0) }
-        guard let day, let month, let year, clock.count == 3, (1...31).contains(day) else { return nil }
+        // Bounded before any arithmetic: a server's `99999999999999999:00:00` would overflow it and stop the mount.
+        guard let day, let month, let year, clock.count == 3, (1...31).contains(day), (0...9999).contains(year),
+              (0..<24).contains(clock[0]), (0..<60).contains(clock[1]), (0...60).contains(clock[2]) else { return nil }
         return daysSinceEpoch(year: year, month: month + 1, day: day) * 86_400
             + Int64(clock[0] * 3600 + clock[1] * 60 + clock[2])
     }
@@ -122,7 +130,9 @@ enum HTTPDate {
         let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
         let weekday = weekdays[Int(((days % 7) + 7) % 7)]
         func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(weekday), \(two(day)) \(months[Int(month - 1)].capitalized) \(year) "
+        // IMF-fixdate's year is four digits: year 26 written "26" would read back as 2026.
+        let fourDigitYear = year >= 0 && year < 1000 ? String("000\(year)".suffix(4)) : "\(year)"
+        return "\(weekday), \(two(day)) \(months[Int(month - 1)].capitalized) \(fourDigitYear) "
             + "\(two(clock / 3600)):\(two(clock % 3600 / 60)):\(two(clock % 60)) GMT"
     }
 

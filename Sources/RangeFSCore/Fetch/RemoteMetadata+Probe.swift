@@ -20,7 +20,7 @@ extension RemoteMetadata {
             size = range.completeLength  // `bytes 0-0/*`: the server does not know the length either
         case 200:
             // No Content-Length: a chunked or close-delimited body, whose size shows only at its end.
-            size = head["content-length"].flatMap { UInt64($0) }
+            size = head["content-length"].flatMap { UInt64($0) }.flatMap { $0 <= ContentRange.largestLength ? $0 : nil }
         case 416:
             // An empty file cannot satisfy bytes=0-0; servers say so with `Content-Range: bytes */0`.
             guard let value = head["content-range"], let range = ContentRange(parsing: value),

@@ -1,0 +1,158 @@
+@testable import RangeFSCore
+import Foundation
+import XCTest
+
+/// Replays what the fuzzers (`bench/fuzz.sh`, harnesses in Tests/Fuzz) keep: every input that once broke a parser
+/// (Tests/Fuzz/regressions/<Target>/) and the seeds they start from (Tests/Fuzz/seeds/<Target>/), each fed to the
+/// same entry point and framed the same way as its harness, with the harness's properties checked here by XCTest.
+/// A fuzzer finding becomes a regression input by copying its crash file into the target's regressions folder.
+final class FuzzRegressionTests: XCTestCase {
+    private static let fuzzFolder = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
+
+    /// The inputs kept for `target` in `folder` ("regressions" or "seeds"), by file name.
+    private func inputs(_ folder: String, of target: String) throws -> [(name: String, bytes: [UInt8])] {
+        let directory = Self.fuzzFolder.appendingPathComponent(folder).appendingPathComponent(target)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+        return try names.map { ($0, Array(try Data(contentsOf: directory.appendingPathComponent($0)))) }
+    }
+
+    /// Every regression input of `target`, then every seed; fails if there is none of either kind.
+    private func replay(_ target: String, regressions expected: Bool = true,
+                        _ check: (String, [UInt8]) -> Void) throws {
+        let regressions = expected ? try inputs("regressions", of: target) : []
+        let seeds = try inputs("seeds", of: target)
+        if expected { XCTAssertFalse(regressions.isEmpty, "no regression inputs for \(target)") }
+        XCTAssertFalse(seeds.isEmpty, "no seeds for \(target)")
+        for (name, bytes) in regressions + seeds { check("\(target)/\(name)", bytes) }
+    }
+
+    // MARK: Listings
+
+    func testListingHTMLInputs() throws {
+        try replay("ListingHTML") { name, bytes in checkListing(bytes, name) }
+    }
+
+    func testListingJSONInputs() throws {
+        try replay("ListingJSON") { name, bytes in
+            checkListing(bytes, name)
+            // The fast reader reads what JSONSerialization reads, wherever both read the bytes.
+            guard let fast = ListingJSON.objects(bytes),
+                  let slow = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [[String: Any]]  // not JSON
+            else { return }
+            XCTAssertEqual(fast.count, slow.count, name)
+            for (object, reference) in zip(fast, slow) {
+                for (key, value) in object.strings {
+                    XCTAssertEqual(reference[key] as? String, value, "\(name): \(key)")
+                }
+                for (key, value) in object.numbers {
+                    XCTAssertEqual((reference[key] as? NSNumber)?.doubleValue, value, "\(name): \(key)")
+                }
+            }
+        }
+    }
+
+    /// ListingHTML and ListingJSON's properties: children one segment below the directory, named by that segment
+    /// decoded, with names a file can have; a listed date survives the Last-Modified form it is kept in.
+    private func checkListing(_ body: [UInt8], _ input: String) {
+        let directory = "http://example.org/pub/data/"
+        let listing = DirectoryListing.parse(body, base: directory)
+        for entry in listing.entries {
+            XCTAssertNil(DirectoryListing.problem(withName: entry.name), "\(input): \(entry.name.debugDescription)")
+            XCTAssertTrue(entry.url.hasPrefix(directory), "\(input): \(entry.url) is outside the directory")
+            var segment = String(entry.url.dropFirst(directory.count))
+            if entry.isDirectory { segment = String(segment.dropLast()) }
+            XCTAssertFalse(entry.name.utf8.contains(UInt8(ascii: "/")) || entry.name.utf8.contains(0),
+                           "\(input): \(entry.name.debugDescription)")
+            // Bytes, not Characters: a combining mark after `/` or `#` makes a Character that is neither.
+            XCTAssertFalse(segment.isEmpty || segment.utf8.contains { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "#")
+                               || $0 == UInt8(ascii: "?") }, "\(input): \(entry.url) is not a child")
+            XCTAssertEqual(PercentEncoding.bytes(segment), Array(entry.name.utf8), "\(input): \(entry.url)")
+            if let size = entry.size { XCTAssertLessThanOrEqual(size, UInt64(Int64.max), "\(input): a file's size") }
+            if let time = entry.modificationTime, (-62_167_219_200..<253_402_300_800).contains(time) {
+                XCTAssertEqual(HTTPDate.parse(HTTPDate.format(time)), time,
+                               "\(input): \(time) kept as \(HTTPDate.format(time))")
+            }
+        }
+        let limited = DirectoryListing.parse(body, base: directory, limit: 2)
+        XCTAssertEqual(limited.entries, Array(listing.entries.prefix(2)), input)
+        XCTAssertEqual(limited.truncated, listing.entries.count > 2 || listing.truncated, input)
+    }
+
+    // MARK: Header values
+
+    func testContentRangeInputs() throws {
+        try replay("ContentRange") { input, bytes in
+            let text = String(decoding: bytes, as: UTF8.self)
+            if let complete = ContentRange(parsing: text)?.completeLength {
+                XCTAssertLessThanOrEqual(complete, UInt64(Int64.max), "\(input): more than a file can hold")
+            }
+            if let parsed = ContentRange(parsing: text), let range = parsed.range {
+                XCTAssertFalse(range.isEmpty, input)
+                if let complete = parsed.completeLength { XCTAssertLessThanOrEqual(range.upperBound, complete, input) }
+            }
+            if let time = HTTPDate.parse(text), (-62_167_219_200..<253_402_300_800).contains(time) {
+                XCTAssertEqual(HTTPDate.parse(HTTPDate.format(time)), time,
+                               "\(input): \(time) as \(HTTPDate.format(time))")
+            }
+            if let name = ContentDisposition.filename(from: text) { XCTAssertFalse(name.isEmpty, input) }
+        }
+    }
+
+    func testHTTPDatesKeepFourDigitYears() {
+        // Found by the ContentRange and listing fuzzers: year 26 was written "26" and read back as 2026.
+        let year26 = HTTPDate.daysSinceEpoch(year: 26, month: 11, day: 23) * 86_400 + 36_000
+        XCTAssertEqual(HTTPDate.format(year26), "Mon, 23 Nov 0026 10:00:00 GMT")
+        XCTAssertEqual(HTTPDate.parse("Mon, 23 Nov 0026 10:00:00 GMT"), year26)
+        XCTAssertEqual(HTTPDate.parse("Mon Nov 23 10:00:00 0026"), year26)
+        // RFC 850's two-digit years keep their meaning.
+        XCTAssertEqual(HTTPDate.parse("Monday, 23-Nov-26 10:00:00 GMT"),
+                       HTTPDate.parse("Mon, 23 Nov 2026 10:00:00 GMT"))
+    }
+
+    // MARK: Cache records
+
+    func testCacheRecordsInputs() throws {
+        // The harness's framing: the first byte picks the record; the rest is read as it is and sealed with its CRC.
+        try replay("CacheRecords") { input, bytes in
+            guard let kind = bytes.first else { return }
+            let file = Array(bytes.dropFirst())
+            var sealed = file
+            withUnsafeBytes(of: CRC32C.checksum(file[...]).littleEndian) { sealed.append(contentsOf: $0) }
+            for record in [file, sealed] {
+                switch kind % 4 {
+                case 0:
+                    if let header = try? CacheHeader.decode(record) {
+                        XCTAssertEqual(header.encoded(), record, "\(input): header \(header)")
+                        // What opening the entry computes first; it trapped on a size near 2^64.
+                        XCTAssertLessThanOrEqual(header.size, UInt64(Int64.max), input)
+                        XCTAssertGreaterThanOrEqual(header.blockCount, 0, input)
+                    }
+                case 1:
+                    if let bitmap = try? BitmapRecord.decode(record) {
+                        XCTAssertEqual(try? BitmapRecord.decode(bitmap.encoded()), bitmap, input)
+                    }
+                case 2:
+                    if let stream = try? StreamRecord.decode(record) { XCTAssertEqual(stream.encoded(), record, input) }
+                default:
+                    if let digest = try? DigestRecord.decode(record) {
+                        XCTAssertEqual(try? DigestRecord.decode(digest.encoded()), digest, input)
+                    }
+                }
+            }
+        }
+    }
+
+    func testARecordWithBytesAfterItsFieldsIsRefused() throws {
+        // Found by the CacheRecords fuzzer: a header with bytes after its last field (under a matching CRC) was
+        // read as if they were not there.
+        let header = CacheHeader(blockSize: 65_536, size: 1000, generation: 7, url: "http://h/f", etag: "\"e\"",
+                                 lastModified: "")
+        var padded = Array(header.encoded().dropLast(4)) + [0, 0, 0, 0]
+        withUnsafeBytes(of: CRC32C.checksum(padded[...]).littleEndian) { padded.append(contentsOf: $0) }
+        XCTAssertThrowsError(try CacheHeader.decode(padded)) { error in
+            XCTAssertEqual(error as? FormatError, .inconsistent("4 bytes after the last field"))
+        }
+        XCTAssertEqual(try CacheHeader.decode(header.encoded()), header)
+    }
+}
