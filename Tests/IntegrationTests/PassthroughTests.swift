@@ -170,5 +170,10 @@ final class PassthroughTests: MountTestCase {
         dropCaches()
         bytes += try handle.readToEnd() ?? Data()
         XCTAssertEqual(Shell.sha256(of: bytes), keep, "the open handle reads its file whole")
+        // The fill that the cap keeps busy must not outlive the mount: it once recursed until the daemon crashed at
+        // unmount, holding the cache's lock for ever.
+        try handle.close()
+        try driver.unmount(mountpoint, cache: cache)
+        XCTAssertNoThrow(try driver.waitForUnlock(cache, timeout: 30), "the daemon exited after its unmount")
     }
 }

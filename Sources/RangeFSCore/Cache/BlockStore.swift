@@ -42,6 +42,8 @@ protocol BlockStore: AnyObject, Sendable {
     var isStale: Bool { get }
     /// The user paused the file's background downloads.
     var isPaused: Bool { get }
+    /// The process is shutting down: nothing more is fetched in the background.
+    var isStopping: Bool { get }
     /// A live process uses the file: a READ of a process that still exists waits on it, or, when no READ waits,
     /// a handle is open on it.
     var hasLiveUse: Bool { get }
@@ -79,6 +81,8 @@ protocol BlockStore: AnyObject, Sendable {
 }
 
 extension CacheEntry: BlockStore {
+    var isStopping: Bool { store?.stopping.load(ordering: .relaxed) ?? false }
+
     func makeBuffer(capacity: Int) -> BlockBuffer { BlockBuffer(capacity: capacity, pool: pipeline.buffers) }
 
     func put(block index: Int, buffer: BlockBuffer, background: Bool, budgeted: Bool) {

@@ -59,6 +59,8 @@ public final class CacheStore: Sendable {
     let unwrittenTotal = Atomic(0)
     /// Whether the last write of fetched blocks failed (see `noteWrite`).
     let writesFailing = Atomic(false)
+    /// Set when the process starts shutting down (`markStopping`): background fill starts nothing more.
+    let stopping = Atomic(false)
     /// The servers found to rotate their ETags (kept in `rotating-etags`).
     let rotatingETags: RotatingETags
     let logger: Logger
@@ -123,6 +125,7 @@ public final class CacheStore: Sendable {
     /// Says in the lock file that this process is shutting down, so that a mount of the same cache waits for it
     /// instead of failing.
     public func markStopping() {
+        stopping.store(true, ordering: .relaxed)
         do {
             try lockFile.truncate(to: 0)
             try lockFile.write(Array("pid \(getpid()) stopping\n".utf8), at: 0)

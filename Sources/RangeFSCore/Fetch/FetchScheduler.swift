@@ -263,6 +263,9 @@ public final class FetchScheduler: Sendable {
                 index += 1
             }
         }
+        // Shutting down: a fill refused by the stopped engine would claim the next segment at once, for ever (a
+        // file under a cache cap always has one), each in the stack of the last; it crashed the daemon at unmount.
+        if state.fillJobs.first?.entry.isStopping == true { return started }
         while let work = nextFillSegment(&state) {
             Self.count(work, in: &state, by: 1)
             started.append(work)
