@@ -4,13 +4,14 @@
 #   run:    fuse3 (fusermount3, /dev/fuse)
 #   tests:  nginx-light (a real origin with Range and ETag; TLS, auth, a slice cache), apache2 and lighttpd (their
 #           directory listings), tinyproxy (a proxy), openssl (test CAs),
-#           ffmpeg (ffprobe), attr (getfattr), curl, rsync and git (clients a user copies a tree with)
+#           ffmpeg (ffprobe), attr (getfattr), curl, rsync and git (clients a user copies a tree with), strace
+#           (counts the flushes of a cold read of small files)
 #   bench:  aria2 (aria2c, the parallel downloader rangefs is compared with), httpdirfs (the nearest peer), httpfs2
 #           (the uncached FUSE path a cold copy is held against), rclone
 #           (its mount, for the library scenario), python3
 set -euo pipefail
 
-packages=(fuse3 libfuse3-dev libcurl4-openssl-dev libssl-dev pkg-config nginx-light apache2 lighttpd tinyproxy openssl attr ffmpeg curl rsync git aria2
+packages=(fuse3 libfuse3-dev libcurl4-openssl-dev libssl-dev pkg-config nginx-light apache2 lighttpd tinyproxy openssl attr ffmpeg curl rsync git strace aria2
           httpdirfs httpfs2 rclone python3)
 missing=()
 for package in "${packages[@]}"; do

@@ -19,6 +19,8 @@ int rfs_punch_hole(int fd, off_t offset, off_t length) {
 
 int rfs_o_direct(void) { return O_DIRECT; }
 
+int rfs_syncfs(int fd) { return syncfs(fd); }
+
 short rfs_posix_spawn_setsid(void) { return POSIX_SPAWN_SETSID; }
 
 int rfs_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }

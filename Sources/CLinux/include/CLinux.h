@@ -17,6 +17,9 @@ int rfs_punch_hole(int fd, off_t offset, off_t length);
 /// O_DIRECT, for open(2): writes go from the caller's (aligned) buffer to the disk, past the page cache.
 int rfs_o_direct(void);
 
+/// syncfs(2): flushes every file of the file system that holds fd, in one go (a group commit of many files).
+int rfs_syncfs(int fd);
+
 /// POSIX_SPAWN_SETSID, for posix_spawnattr_setflags: the child starts a new session.
 short rfs_posix_spawn_setsid(void);
 

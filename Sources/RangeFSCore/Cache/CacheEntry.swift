@@ -49,8 +49,13 @@ final class CacheEntry: Sendable {
     let mapping: FileMapping?
     let pipeline: BlockPipeline
     let state: Mutex<State>
-    /// Serialises commits so that an older snapshot never replaces a newer one. Taken before `state`.
-    let commitLock = Mutex(())
+    /// Serialises commits so that an older snapshot never replaces a newer one. Taken before `state`; a group
+    /// commit holds those of all the entries it covers (CacheStore+Commit).
+    let commitLock = ExclusiveLock()
+    /// Whether the header file is known durable. A new entry's header is written without a flush: the commit
+    /// that first makes a bitmap of it durable flushes the header first (a header without a bitmap claims
+    /// nothing, and a bitmap without its header is never read).
+    let headerDurable: Atomic<Bool>
     /// Open handles on this entry (`beginUse`); the store never releases an entry in use.
     let users = Atomic(0)
     /// When the entry was last asked for, used or stored a block, in milliseconds of `CacheEntry.clock`.
@@ -95,9 +100,10 @@ final class CacheEntry: Sendable {
     }
 
     init(header: CacheHeader, directory: String, dataFile: PooledFile, crcFile: PooledFile,
-         durable: BlockBitmap, crcs: [UInt32], digest: DigestRecord? = nil, store: CacheStore,
-         pipeline: BlockPipeline, logger: Logger) {
+         durable: BlockBitmap, crcs: [UInt32], digest: DigestRecord? = nil, headerDurable: Bool = true,
+         store: CacheStore, pipeline: BlockPipeline, logger: Logger) {
         self.header = header
+        self.headerDurable = Atomic(headerDurable)
         self.store = store
         self.directory = directory
         geometry = BlockGeometry(blockSize: header.blockSize, size: header.size)

@@ -10,6 +10,7 @@
 
 import Dispatch
 import Foundation
+import Glibc
 import Logging
 import Synchronization
 
@@ -77,8 +78,23 @@ extension CacheStore {
         backlog.add(bytes)
         defer { backlog.waitWhileFull(logger: logger) }
         let total = uncommittedBytes.add(bytes, ordering: .relaxed).newValue
-        guard total >= settings.commitBytes,
-              earlyCommitQueued.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+        if total >= settings.commitBytes { commitSoon() }
+    }
+
+    /// `entry` stored a block that may have completed it. A completed file at least `commitBytes` long is
+    /// committed now rather than at the next tick, so that the next open hands it to the kernel (passthrough):
+    /// a copy started right after a cold one reads at the disk's speed. It costs at most one commit more than
+    /// its size caused anyway; smaller files wait for the tick, where many are committed together.
+    func noteStored(to entry: CacheEntry) {
+        guard entry.header.size >= UInt64(settings.commitBytes), entry.isComplete else { return }
+        commitSoon()
+    }
+
+    /// Starts a group commit on the commit queue now, unless one is queued and has not begun (it is folded into
+    /// that one) or commits are failing (then only the timer tries again).
+    private func commitSoon() {
+        if commitHealth.withLock({ $0.isFailing }) { return }
+        guard earlyCommitQueued.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         commitQueue.async { [self] in
             earlyCommitQueued.store(false, ordering: .releasing)
@@ -86,25 +102,104 @@ extension CacheStore {
         }
     }
 
-    /// Commits every open entry now, on the calling thread.
+    /// Whether a group commit of `planned` flushes the whole file system once for all (`commitTogether`) rather
+    /// than each entry's own files: always, but for one entry whose header is durable (a big file being read).
+    /// A new entry alone would cost five flushes of its own against two; but a flush of the whole file system
+    /// also writes what other programs left dirty on it (the destination of a `cp` out of the mount, often on the
+    /// same disk), which is worth paying only for more than one file.
+    static func commitsTogether(_ planned: [(entry: CacheEntry, plan: CacheEntry.CommitPlan)]) -> Bool {
+        planned.count > 1 || planned.contains { $0.plan.newHeader }
+    }
+
+    /// Commits every open entry that changed, now, on the calling thread: one big file alone, with flushes of
+    /// its files; anything more together, with two flushes of the file system.
     func commitAll() {
         let bytes = uncommittedBytes.exchange(0, ordering: .relaxed)
         let start = ContinuousClock.now
-        var committed = 0
-        var failure: SystemError?
+        // Each planned entry's commit lock is held until its commit ends, as `CacheEntry.commit` holds it, so
+        // that no other commit of it (a close) interleaves. Nothing takes two commit locks but this thread.
+        var planned: [(entry: CacheEntry, plan: CacheEntry.CommitPlan)] = []
         for entry in entries.withLock({ Array($0.values) }) {
-            do {
-                if try entry.commit() { committed += 1 }
-            } catch {
-                failure = failure ?? error
+            entry.commitLock.lock()
+            if let plan = entry.planCommit() {
+                planned.append((entry, plan))
+            } else {
+                entry.commitLock.unlock()
             }
         }
+        var failure: SystemError?
+        var committed = 0
+        if Self.commitsTogether(planned) {
+            (committed, failure) = commitTogether(planned)
+        } else {
+            for (entry, plan) in planned {
+                do {
+                    try entry.flushAlone(plan)
+                    entry.finish(plan)
+                    committed += 1
+                } catch {
+                    entry.abandon(plan)
+                    failure = failure ?? error
+                }
+            }
+        }
+        for (entry, _) in planned { entry.commitLock.unlock() }
         backlog.committed(bytes)
         noteCommit(failure)
         releaseIdleEntries()
         if committed > 0 {
             logger.debug("committed \(committed) entries (\(bytes >> 10) KiB stored since the last commit) in \(ContinuousClock.now - start)")
         }
+    }
+
+    /// Commits `planned` entries with two flushes in all: each new bitmap is written to a temporary file, one
+    /// `syncfs` makes every entry's data, CRCs, header and new bitmap durable, the bitmaps are renamed into place,
+    /// and a second `syncfs` makes the renames durable. A crash before the second flush leaves each bitmap old
+    /// or new, and either is true of data already on the disk. Returns how many entries it committed, and the
+    /// first failure (the entries it left out are committed by a later commit).
+    private func commitTogether(
+        _ planned: [(entry: CacheEntry, plan: CacheEntry.CommitPlan)]
+    ) -> (committed: Int, failure: SystemError?) {
+        var failure: SystemError?
+        var written: [(entry: CacheEntry, plan: CacheEntry.CommitPlan, temporary: String)] = []
+        for (entry, plan) in planned {
+            do {
+                let temporary = try FileSystemCalls.writeReplacement(for: entry.bitmapPath, with: plan.record,
+                                                                     synchronizing: false)
+                written.append((entry, plan, temporary))
+            } catch {
+                entry.abandon(plan)
+                failure = failure ?? error
+            }
+        }
+        do {
+            try FileSystemCalls.synchronizeFileSystem(of: lockFile)
+        } catch {
+            for item in written {
+                unlink(item.temporary)
+                item.entry.abandon(item.plan)
+            }
+            return (0, failure ?? error)
+        }
+        var moved: [(entry: CacheEntry, plan: CacheEntry.CommitPlan)] = []
+        for item in written {
+            do {
+                try FileSystemCalls.moveReplacement(item.temporary, over: item.entry.bitmapPath)
+                moved.append((item.entry, item.plan))
+            } catch {
+                item.entry.abandon(item.plan)
+                failure = failure ?? error
+            }
+        }
+        do {
+            try FileSystemCalls.synchronizeFileSystem(of: lockFile)
+        } catch {
+            // Each bitmap on disk is old or new, and true either way; the next commit writes them again.
+            for item in moved { item.entry.abandon(item.plan) }
+            return (0, failure ?? error)
+        }
+        for item in moved { item.entry.finish(item.plan) }
+        return (moved.count, failure)
     }
 
     /// Records how a group commit went: one log line when commits start failing, one when they work again, and

@@ -29,7 +29,8 @@ public final class CacheStore: Sendable {
     var maxBytes: Int? { settings.maxBytes }
     let pipeline: BlockPipeline
     let eviction = Mutex(EvictionQueue())
-    private let lockFile: SystemFile
+    /// Held open for the life of the store: its lock, and the descriptor group commits flush the file system by.
+    let lockFile: SystemFile
     /// The descriptors of every entry's files: bounded, whatever the number of entries.
     let descriptors: DescriptorPool
     let entries = Mutex<[String: CacheEntry]>([:])
@@ -152,6 +153,7 @@ public final class CacheStore: Sendable {
             guard stored else { return account(-length) }
             recordUse(entry, blocks: index..<(index + 1))
             countTowardsCommit(length)
+            noteStored(to: entry)
         }
         if !accepted { account(-length) }
     }
@@ -234,11 +236,12 @@ public final class CacheStore: Sendable {
         let folder = directory(for: metadata.url)
         let entry: CacheEntry
         do {
-            try FileSystemCalls.makeDirectories(folder)
+            // The header is read first: a folder that does not exist has none, and is then made new and empty.
             if let reused = try reuseEntry(in: folder, for: metadata) {
                 entry = reused
             } else {
-                entry = try createEntry(in: folder, for: metadata, blockSize: blockSize)
+                let isNew = try FileSystemCalls.makeDirectory(folder)
+                entry = try createEntry(in: folder, isNew: isNew, for: metadata, blockSize: blockSize)
             }
         } catch {
             throw .system(error)
@@ -333,27 +336,35 @@ public final class CacheStore: Sendable {
         }
     }
 
-    /// Starts an entry empty. The old bitmap goes first, so no crash in between can leave bits for new data. The
-    /// data and CRC files are new files, not truncated old ones: a handle still reading the old version through
-    /// the old entry keeps reading the old bytes, never a mix.
-    private func createEntry(in folder: String, for metadata: RemoteMetadata,
+    /// Starts an entry empty. The data and CRC files are new files, never truncated old ones: a handle still
+    /// reading an old version through its old entry keeps reading the old bytes, never a mix.
+    ///
+    /// In a folder just made (`isNew`) nothing can be replaced, so nothing is removed or flushed here: the files
+    /// are created once at their size, and the header is made durable by the first commit that writes a bitmap
+    /// for it. In a folder that held another version, its bitmap goes first, durably, so that no crash in
+    /// between can leave its bits for new data (its generation would not match the new header either).
+    private func createEntry(in folder: String, isNew: Bool, for metadata: RemoteMetadata,
                              blockSize: Int) throws(SystemError) -> CacheEntry {
-        for file in ["bitmap", "data", "crc32c", "digest"] { try FileSystemCalls.removeFile(folder + "/" + file) }
-        try FileSystemCalls.synchronizeDirectory(containing: folder + "/bitmap")
+        if !isNew {
+            for file in ["bitmap", "data", "crc32c", "digest"] { try FileSystemCalls.removeFile(folder + "/" + file) }
+            try FileSystemCalls.synchronizeDirectory(containing: folder + "/bitmap")
+        }
         let header = CacheHeader(
             blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),
             url: metadata.url, etag: metadata.etag, lastModified: metadata.lastModified
         )
         let dataFile = descriptors.file(path: folder + "/data", flags: O_RDWR | O_CREAT)
-        try dataFile.truncate(to: 0)
         try dataFile.truncate(to: header.size)
         let crcFile = descriptors.file(path: folder + "/crc32c", flags: O_RDWR | O_CREAT)
-        try crcFile.truncate(to: 0)
         try crcFile.truncate(to: UInt64(header.blockCount) * 4)
-        try FileSystemCalls.replaceAtomically(folder + "/header", with: header.encoded())
+        if isNew {
+            try FileSystemCalls.createFile(folder + "/header", with: header.encoded())
+        } else {
+            try FileSystemCalls.replaceAtomically(folder + "/header", with: header.encoded())
+        }
         return CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
                           durable: BlockBitmap(blockCount: header.blockCount),
-                          crcs: [UInt32](repeating: 0, count: header.blockCount), store: self,
+                          crcs: [UInt32](repeating: 0, count: header.blockCount), headerDurable: !isNew, store: self,
                           pipeline: pipeline, logger: logger)
     }
 }

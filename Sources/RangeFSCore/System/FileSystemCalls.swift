@@ -22,19 +22,58 @@ public enum FileSystemCalls {
     /// path: each writes its own temporary file (created exclusively, under a name no other caller uses, as git's
     /// lockfiles are), so two writers never share an inode, and the last rename wins whole.
     static func replaceAtomically(_ path: String, with bytes: [UInt8]) throws(SystemError) {
+        let temporary = try writeReplacement(for: path, with: bytes, synchronizing: true)
+        try moveReplacement(temporary, over: path)
+        try synchronizeDirectory(containing: path)
+    }
+
+    /// The first half of an atomic replace: `bytes` in a temporary file of its own beside `path`, fsynced if
+    /// `synchronizing` (else the caller makes it durable, e.g. with one `synchronizeFileSystem` for many files).
+    /// Returns the temporary file's path, for `moveReplacement`; nothing is left behind if it fails.
+    static func writeReplacement(for path: String, with bytes: [UInt8],
+                                 synchronizing: Bool) throws(SystemError) -> String {
         let temporary = path + ".tmp.\(getpid()).\(temporaryNumbers.wrappingAdd(1, ordering: .relaxed).newValue)"
         do throws(SystemError) {
             // Created afresh, mode 0600: never a leftover file with another mode or another writer.
             let file = try SystemFile(path: temporary, flags: O_WRONLY | O_CREAT | O_EXCL)
             try file.write(bytes, at: 0)
-            try retryingEINTR("fsync", temporary) { fsync(file.descriptor) }
-            try retryingEINTR("rename", path) { rename(temporary, path) }
+            if synchronizing { try retryingEINTR("fsync", temporary) { fsync(file.descriptor) } }
         } catch {
-            // Nothing is left behind by a failed write (a full disk) or rename.
+            // Nothing is left behind by a failed write (a full disk).
             unlink(temporary)
             throw error
         }
-        try synchronizeDirectory(containing: path)
+        return temporary
+    }
+
+    /// The second half of an atomic replace: renames `temporary` over `path` (removing it if that fails). The
+    /// rename is durable once the folder is synchronized.
+    static func moveReplacement(_ temporary: String, over path: String) throws(SystemError) {
+        do throws(SystemError) {
+            try retryingEINTR("rename", path) { rename(temporary, path) }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    /// Creates `path`, which must not exist, holding `bytes`; not synchronized (the caller's next commit makes
+    /// it durable). A failed write removes it again.
+    static func createFile(_ path: String, with bytes: [UInt8]) throws(SystemError) {
+        let file = try SystemFile(path: path, flags: O_WRONLY | O_CREAT | O_EXCL)
+        do throws(SystemError) {
+            try file.write(bytes, at: 0)
+        } catch {
+            unlink(path)
+            throw error
+        }
+    }
+
+    /// Flushes every file and folder of the file system that holds `file` to stable storage (`syncfs(2)`): one
+    /// flush for a group commit of many files, where a flush per file would cost a disk cache flush each. It
+    /// reports a write-back error of that file system since `file` was opened, or since the last report to it.
+    static func synchronizeFileSystem(of file: SystemFile) throws(SystemError) {
+        try retryingEINTR("syncfs", file.path) { rfs_syncfs(file.descriptor) }
     }
 
     /// Numbers the temporary files of `replaceAtomically` within this process.
@@ -62,12 +101,31 @@ public enum FileSystemCalls {
 
     /// Creates `path` and its missing parents with `mode`; an existing folder is fine.
     public static func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(SystemError) {
-        var current = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
-            current += "/" + component
-            if mkdir(current, mode) != 0 && Errno.current != .exists {
-                throw SystemError(call: "mkdir", path: current)
+        _ = try makeDirectory(path, mode: mode)
+    }
+
+    /// Creates the folder `path` (and its missing parents) with `mode`. Returns true if this call created it,
+    /// false if it existed: a new folder holds no file, so its first files need not replace anything. Makes
+    /// `path` itself first, so a new folder in an existing parent costs one `mkdir`, and parents are made only
+    /// when it says they are missing.
+    static func makeDirectory(_ path: String, mode: mode_t = 0o700) throws(SystemError) -> Bool {
+        if mkdir(path, mode) == 0 { return true }
+        switch Errno.current {
+        case .exists:
+            var status = stat()
+            guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFDIR else {
+                throw SystemError(call: "mkdir", path: path, errno: Errno(rawValue: ENOTDIR))
             }
+            return false
+        case .noEntry:
+            let parent = parentDirectory(of: path)
+            guard parent != path, parent != "/", parent != "." else { throw SystemError(call: "mkdir", path: path) }
+            _ = try makeDirectory(parent, mode: mode)
+            if mkdir(path, mode) == 0 { return true }
+            if Errno.current == .exists { return false }
+            throw SystemError(call: "mkdir", path: path)
+        default:
+            throw SystemError(call: "mkdir", path: path)
         }
     }
 

@@ -1,0 +1,144 @@
+import Foundation
+import Glibc
+@testable import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Issue 36: a directory of small files read cold costs no disk flush per file. The group commit makes many new
+/// entries durable with one flush of the file system for all, not five fsyncs and two fdatasyncs each; no folder
+/// that exists is made again and no file that cannot exist is removed. Counted by strace on the daemon, over real
+/// nginx listings and real mounts with default options; the data promise is checked across kills and remounts.
+final class SmallFilesTests: MountTestCase {
+    /// Serves `count` files of 1–64 KB (sizes from a fixed seed) in the listed folder `folder`; returns name →
+    /// sha256.
+    func serveSmallFiles(_ folder: String, count: Int) throws -> [String: String] {
+        try FileManager.default.createDirectory(atPath: origin.path("listed/\(folder)"), withIntermediateDirectories: true)
+        var generator = SeededGenerator(seed: 36)
+        var digests: [String: String] = [:]
+        for index in 0..<count {
+            let name = String(format: "f%04d.bin", index)
+            digests[name] = try origin.serveRandomFile("listed/\(folder)/\(name)", size: Int.random(in: 1_000...64_000, using: &generator))
+        }
+        return digests
+    }
+
+    /// The calls and failed calls of each system call in `strace -c` output.
+    func systemCalls(in summary: String) -> [String: (calls: Int, errors: Int)] {
+        var table: [String: (calls: Int, errors: Int)] = [:]
+        for line in summary.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            // "% time seconds usecs/call calls [errors] syscall"
+            guard fields.count >= 5, Double(fields[0]) != nil, let calls = Int(fields[3]) else { continue }
+            let errors = fields.count >= 6 ? Int(fields[4]) ?? 0 : 0
+            table[String(fields[fields.count - 1])] = (calls, errors)
+        }
+        return table
+    }
+
+    // Acceptance 2: strace of the daemon over cold small files: at most 0.2 fsync/fdatasync per file, no failing
+    // mkdir or unlink; and every file reads right, then again from the cache after a remount with no request.
+    func testColdSmallFilesCostNoFlushPerFile() throws {
+        let strace = "/usr/bin/strace"
+        guard access(strace, X_OK) == 0 else {
+            return XCTFail("strace is not installed; mount-scripts/install-deps.sh installs it")
+        }
+        let count = 300
+        let digests = try serveSmallFiles("flushes", count: count)
+        try mount([origin.url("listed/flushes/")])
+        let names = try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted()
+        XCTAssertEqual(names.count, count)
+        let pid = try XCTUnwrap(driver.daemonPID(cache: cache))
+        let summary = scratch.path + "/strace.txt", log = scratch.path + "/strace.log"
+        let tracer = try BackgroundProcess(strace, ["-c", "-f", "-o", summary, "-p", "\(pid)"], logPath: log)
+        defer { tracer.stop(signal: SIGINT) }
+        let deadline = Date().addingTimeInterval(30)
+        while !((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("attached") {
+            guard Date() < deadline, tracer.isRunning else { return XCTFail("strace did not attach to \(pid)") }
+            usleep(20_000)
+        }
+        for name in names {
+            XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + name), digests[name], name)
+        }
+        // The unmount's last commit counts too; strace writes its table when the daemon exits.
+        try driver.unmount(mountpoint, cache: cache)
+        XCTAssertNotNil(tracer.waitForExit(timeout: 60), "strace did not end with the daemon")
+        let calls = systemCalls(in: try String(contentsOfFile: summary, encoding: .utf8))
+        let flushes = (calls["fsync"]?.calls ?? 0) + (calls["fdatasync"]?.calls ?? 0)
+        print("cold small files: \(count) files, \(flushes) fsync+fdatasync, \(calls["syncfs"]?.calls ?? 0) syncfs, "
+              + "\(calls["mkdir"].map { "\($0.calls) mkdir (\($0.errors) failed)" } ?? "no mkdir"), "
+              + "\(calls["unlink"].map { "\($0.calls) unlink (\($0.errors) failed)" } ?? "no unlink")")
+        XCTAssertLessThanOrEqual(Double(flushes), 0.2 * Double(count), "fsync+fdatasync per file: \(calls)")
+        XCTAssertEqual(calls["mkdir"]?.errors ?? 0, 0, "a folder that exists was made again")
+        XCTAssertEqual(calls["unlink"]?.errors ?? 0, 0, "a file that cannot exist was removed")
+
+        // Everything is kept: a remount reads every file from the cache. The open's background check of each
+        // file (`--revalidate`) may ask for one byte; no data is fetched again.
+        try mount([origin.url("listed/flushes/")])
+        origin.clearAccessLog()
+        for name in names {
+            XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + name), digests[name], name)
+        }
+        let fetched = origin.accessLog().filter { $0.path.hasPrefix("/listed/flushes/f") && $0.bodyBytes > 1 }
+        XCTAssertEqual(fetched.count, 0, "files fetched again after a remount: \(fetched.prefix(5).map { "\($0.path) \($0.range)" })")
+    }
+
+    /// A daemon in the foreground, so the test knows its PID.
+    func startForeground(_ urls: [String]) throws -> BackgroundProcess {
+        if mkdir(mountpoint, 0o755) != 0 && errno != EEXIST { throw TestSupportError("mkdir \(mountpoint)") }
+        let daemon = try BackgroundProcess(driver.binary, ["mount", "-f", mountpoint] + urls + ["--cache", cache],
+                                           logPath: scratch.path + "/daemon.log")
+        let deadline = Date().addingTimeInterval(20)
+        while !driver.isMounted(mountpoint) {
+            guard Date() < deadline, daemon.isRunning else {
+                throw TestSupportError("no mount: " + ((try? String(contentsOfFile: scratch.path + "/daemon.log", encoding: .utf8)) ?? ""))
+            }
+            usleep(20_000)
+        }
+        driver.record(mountpoint)
+        return daemon
+    }
+
+    // New entries are made durable only by the group commit that writes their bitmaps: kill -9 in the middle of
+    // reading a directory, four times, and every file still reads right, from what each run committed.
+    func testKillsWhileManyNewEntriesWaitForTheirCommitLoseNoByte() throws {
+        let count = 120
+        let digests = try serveSmallFiles("kills", count: count)
+        let names = digests.keys.sorted()
+        var next = 0
+        for round in 0..<4 {
+            let daemon = try startForeground([origin.url("listed/kills/")])
+            // Each round reads the files the last one reached and 30 more, and is killed right after.
+            for name in names[max(0, next - 10)..<min(count, next + 30)] {
+                XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + name), digests[name], "\(name), round \(round)")
+            }
+            next += 30
+            daemon.stop(signal: SIGKILL)
+            XCTAssertEqual(try Shell.run("/bin/fusermount3", ["-uz", mountpoint]).status, 0)
+        }
+        try mount([origin.url("listed/kills/")])
+        for name in names {
+            XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + name), digests[name], name)
+        }
+        try driver.unmount(mountpoint, cache: cache)
+
+        // A header lost to a power cut before its first commit: its folder's bitmap is never read without it.
+        let folder = try CacheStore(root: cache, logger: .init(label: "test")).directory(for: origin.url("listed/kills/" + names[0]))
+        try driver.waitForUnlock(cache)
+        XCTAssertEqual(unlink(folder + "/header"), 0)
+        try mount([origin.url("listed/kills/")])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + names[0]), digests[names[0]])
+    }
+}
+
+/// A small deterministic generator (SplitMix64), so that file sizes are the same in every run.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
