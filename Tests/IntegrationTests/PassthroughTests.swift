@@ -66,6 +66,31 @@ final class PassthroughTests: MountTestCase {
         XCTAssertTrue(text.stdout.contains("passthrough: on"), text.stdout)
     }
 
+    // Issue 36: a file read whole is passed through by an open right after, before the next commit tick: the
+    // open commits it first. 100 KB past `--commit-bytes` (8 MiB), so that its last blocks wait for the tick.
+    func testAnOpenRightAfterTheColdReadPassesTheFileThrough() throws {
+        let size = (8 << 20) + 100_000
+        let digest = try origin.serveRandomFile("right-after.bin", size: size)
+        try mount([origin.url("right-after.bin")])
+        // Read whole and opened again at once, in this process: no command runs in between to let the tick come.
+        let path = mountpoint + "/right-after.bin"
+        let first = try XCTUnwrap(FileHandle(forReadingAtPath: path))
+        let bytes = try first.readToEnd() ?? Data()
+        try first.close()
+        let handle = try XCTUnwrap(FileHandle(forReadingAtPath: path))
+        defer { try? handle.close() }
+        XCTAssertEqual(bytes.count, size)
+        XCTAssertEqual(Array(bytes.prefix(65536)), Array(try fileBytes(origin.path("right-after.bin"), offset: 0, count: 65536)))
+        _ = digest
+        let before = try daemonReads("right-after.bin")
+        XCTAssertEqual(try fileStatus("right-after.bin")["passthrough_handles"] as? Int, 1,
+                       "the open right after the cold read was not passed through")
+        dropCaches()
+        XCTAssertEqual(Array(try handle.read(upToCount: 65536) ?? Data()),
+                       Array(try fileBytes(origin.path("right-after.bin"), offset: 0, count: 65536)))
+        XCTAssertEqual(try daemonReads("right-after.bin"), before, "a READ reached the daemon")
+    }
+
     // 2a. A partial file reads through the daemon.
     func testAPartialFileReadsThroughTheDaemon() throws {
         let digest = try origin.serveRandomFile("part.bin", size: 64 << 20)

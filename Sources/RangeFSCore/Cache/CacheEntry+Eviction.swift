@@ -38,6 +38,18 @@ extension CacheEntry {
             !state.stale && state.blocks.durable.isFull && state.blocks.verified.isFull && !state.changedSinceCommit
         }
     }
+    /// Whether the file is whole and checked, and only the writer and a commit keep it from `isDurablyComplete`:
+    /// every block is present and checked, or received and waiting for the writer, and not all are committed.
+    /// An open then waits for both, so that it can pass the file through.
+    var awaitsCommitToPassThrough: Bool {
+        state.withLock { state in
+            // Received blocks are neither present nor checked until written; every present block of this
+            // process is checked.
+            !state.stale && state.blocks.verified.setCount + state.unwritten.count == blockCount
+                && (!state.blocks.durable.isFull || state.changedSinceCommit || !state.unwritten.isEmpty)
+        }
+    }
+
     func setPinned(_ pinned: Bool) { state.withLock { $0.eviction.pinned = pinned } }
 
     /// Records that `blocks` were used at `stamp` (the store's clock), for LRU eviction.

@@ -86,8 +86,15 @@ extension CacheStore {
     /// a copy started right after a cold one reads at the disk's speed. It costs at most one commit more than
     /// its size caused anyway; smaller files wait for the tick, where many are committed together.
     func noteStored(to entry: CacheEntry) {
-        guard entry.header.size >= UInt64(settings.commitBytes), entry.isComplete else { return }
+        guard commitsOnCompletion(entry), entry.isComplete else { return }
         commitSoon()
+    }
+
+    /// Whether `entry` is committed on its own as soon as it completes (and an open waits for that commit): a
+    /// file at least `commitBytes` long, whose passthrough is worth a commit. A small file joins the next tick,
+    /// where many are committed together; reading it through the daemon meanwhile costs little.
+    func commitsOnCompletion(_ entry: CacheEntry) -> Bool {
+        entry.header.size >= UInt64(settings.commitBytes)
     }
 
     /// Starts a group commit on the commit queue now, unless one is queued and has not begun (it is folded into
@@ -99,6 +106,24 @@ extension CacheStore {
         commitQueue.async { [self] in
             earlyCommitQueued.store(false, ordering: .releasing)
             commitAll()
+        }
+    }
+
+    /// Waits for the writer, then commits `entry` on the commit queue, after any commit running there, then
+    /// calls `then` off that queue. For an open of a file just completed: one commit of one file, instead of
+    /// reading it through the daemon until the next tick. The writer is waited for off the commit queue: it may
+    /// itself wait for a commit (`CommitBacklog`).
+    func commit(_ entry: CacheEntry, then: @escaping @Sendable () -> Void) {
+        DispatchQueue.global().async { [self] in
+            waitForWrites()
+            commitQueue.async { [self] in
+                do {
+                    try entry.commit()
+                } catch {
+                    logger.debug("cannot commit \(entry.directory) for its open: \(error)")
+                }
+                pipeline.replyQueue.async(execute: then)
+            }
         }
     }
 

@@ -138,8 +138,24 @@ public final class RangeFS: Sendable {
         if catalog.directory(inode: inode) != nil { return reply(.failure(.isADirectory)) }
         guard let found = catalog.item(inode: inode) else { return reply(.failure(.notFound)) }
         directories.whenValidated(found) { [self] result in
+            // A file completed since the last commit is committed first, so that this open passes it through
+            // (a copy started right after a cold one then reads at the disk's speed).
+            if case .success(let item) = result, let entry = awaitingCommit(item) {
+                return store.commit(entry) { [self] in reply(open(item)) }
+            }
             reply(result.flatMap { item in open(item) })
         }
+    }
+
+    /// The open entry of `item` if only a commit keeps it from passing through to the kernel, and nothing else
+    /// does: passthrough on, no handle of it open the normal way, and a file big enough to be committed on its
+    /// own (a small file that the open's probe just brought whole is not worth a commit of its own).
+    private func awaitingCommit(_ item: CatalogItem) -> CacheEntry? {
+        guard settings.passthrough, passthroughMode.withLock({ $0 == .on }), !handles.isOpen(item.inode),
+              !revalidator.isDue(item.metadata.url), let entry = store.openEntry(for: item.metadata.url), entry.matches(item.metadata),
+              store.commitsOnCompletion(entry), entry.awaitsCommitToPassThrough
+        else { return nil }
+        return entry
     }
 
     /// Opens `item`, which a probe has seen.
