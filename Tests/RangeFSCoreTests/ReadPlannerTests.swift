@@ -11,7 +11,7 @@ final class ReadPlannerTests: XCTestCase {
     let mebibyte: UInt64 = 1 << 20
 
     func planner() -> ReadPlanner {
-        ReadPlanner(window: ReadaheadWindow(minimum: 1 << 20, maximum: 8 << 20))
+        ReadPlanner(window: ReadaheadWindow(minimum: 256 << 10, maximum: 8 << 20, growthStart: 3 << 20))
     }
 
     func testRandomReadsPlanNoReadahead() {
@@ -29,19 +29,27 @@ final class ReadPlannerTests: XCTestCase {
         var reads = planner()
         var fetched: [Range<UInt64>] = []
         var windows: [UInt64] = []
-        for index in 0..<40 {
+        let readCount = 120
+        for index in 0..<readCount {
             let offset = UInt64(index) * 128 << 10
             let plan = reads.plan(offset: offset, count: 128 << 10, fileSize: 100 * mebibyte)
             if let ahead = plan.networkAhead { fetched.append(ahead) }
             windows.append(reads.readaheadWindow)
         }
-        XCTAssertEqual(Array(windows.prefix(7)), [0, 0, mebibyte, 2 * mebibyte, 4 * mebibyte, 8 * mebibyte, 8 * mebibyte],
-                       "the window starts after two sequential reads and doubles to its cap")
-        XCTAssertLessThan(fetched.count, 15, "few requests for 40 reads: \(fetched)")
+        XCTAssertEqual(Array(windows.prefix(3)), [0, 0, 256 << 10], "the window starts modest after two sequential reads")
+        XCTAssertEqual(windows[24], 256 << 10, "and stays so while the stream is within its first 3 MiB")
+        XCTAssertGreaterThan(windows[30], windows[24], "then it grows as the reader goes on")
+        XCTAssertEqual(windows.last, 8 * mebibyte, "up to its cap")
+        XCTAssertEqual(windows, windows.sorted(), "never shrinking while the reader goes on")
+        XCTAssertLessThan(fetched.count, readCount / 3, "few requests for \(readCount) reads: \(fetched)")
         for (earlier, later) in zip(fetched, fetched.dropFirst()) {
             XCTAssertEqual(earlier.upperBound, later.lowerBound, "each step starts where the last ended")
         }
         XCTAssertEqual(fetched.first?.lowerBound, 384 << 10, "readahead starts past the read that started it")
+        for (index, ahead) in fetched.enumerated() {
+            XCTAssertLessThanOrEqual(ahead.upperBound, 2 * ahead.lowerBound + (256 << 10),
+                                     "step \(index) fetches no further ahead than the reader read, plus 256 KiB")
+        }
     }
 
     func testReadsAreClippedAtTheEndOfTheFile() {
@@ -55,7 +63,7 @@ final class ReadPlannerTests: XCTestCase {
     /// planned again: one kernel READ that moved the readahead window twice made it grow too fast.
     func testAReadServedAgainAfterItsBlockWasDroppedMovesTheWindowOnce() throws {
         let url = "http://origin/data.bin"
-        let bytes = pseudoRandomBytes(count: 4_000_000)
+        let bytes = pseudoRandomBytes(count: 8_000_000)
         let directory = try TemporaryDirectory(prefix: "planner")
         let origin = MemoryOrigin()
         origin.serve(url, bytes: bytes)
@@ -76,10 +84,11 @@ final class ReadPlannerTests: XCTestCase {
             signal(SIGXFSZ, SIG_DFL)
         }
 
-        var expected = ReadPlanner(window: ReadaheadWindow(minimum: 1 << 20, maximum: 32 << 20))
-        let count = 128 << 10
+        var expected = ReadPlanner(window: ReadaheadWindow(maximum: 32 << 20))  // as OpenHandles makes it
+        // Three reads of 1 MiB, as the kernel sends: the stream then reaches 3 MiB, where the window starts to
+        // grow, so planning the next read twice would widen the window (1.75 MiB instead of 256 KiB).
         func readAndExpect(_ index: Int) {
-            let offset = index * count
+            let (offset, count) = (index << 20, 1 << 20)
             let result = fileSystem.readSynchronously(handle: handle, offset: UInt64(offset), count: count)
             XCTAssertEqual(try result?.get(), Array(bytes[offset..<(offset + count)]), "read \(index)")
             _ = expected.plan(offset: UInt64(offset), count: count, fileSize: UInt64(bytes.count))
@@ -87,11 +96,13 @@ final class ReadPlannerTests: XCTestCase {
         for index in 0..<3 { readAndExpect(index) }
 
         // The next read's reply waits until the writer has failed on its blocks and dropped them: its first
-        // answer finds them gone, and the read is served again.
+        // answer finds them gone, and the read is served again. It starts 256 KiB past the stream's end (still
+        // sequential, as a READ overtaken by another), where the 256 KiB the third read fetched ahead end: its
+        // blocks are fetched for it alone.
         let entry = try fileSystem.entry(for: item)
         let replies = fileSystem.store.pipeline.replyQueue
         replies.suspend()
-        let offset = 3 * count
+        let (offset, count) = ((3 << 20) + (256 << 10), 128 << 10)
         let blocks = entry.blocks(covering: UInt64(offset)..<UInt64(offset + count))
         let done = DispatchSemaphore(value: 0)
         let answer = LockedBox<[UInt8]?>(nil)

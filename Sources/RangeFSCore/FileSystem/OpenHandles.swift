@@ -58,7 +58,7 @@ final class OpenHandles: Sendable {
             let passthrough = decide(open.count { !$0.passthrough }, open.count { $0.passthrough })
             let handle = state.next
             state.next += 1
-            let window = ReadaheadWindow(minimum: min(1 << 20, readaheadMaximum), maximum: readaheadMaximum)
+            let window = ReadaheadWindow(maximum: readaheadMaximum)
             state.files[handle] = OpenFile(inode: inode, entry: entry, planner: ReadPlanner(window: window),
                                            passthrough: passthrough)
             return (handle, passthrough)
