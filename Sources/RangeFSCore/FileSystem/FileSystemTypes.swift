@@ -51,6 +51,10 @@ public struct FileSystemSettings: Sendable, Equatable {
     /// appear and removed ones go. The same lag as `revalidateAfter`, so a tree and its files are as fresh as
     /// each other; a directory nobody visits costs nothing.
     public var directoryCacheTime: Duration = .seconds(60)
+    /// How many directories are listed ahead at once for the whole mount while a reader walks a tree (`ls -lR`,
+    /// `find`, `du`; DirectoryService+WalkAhead.swift); 0 lists nothing ahead. The mount makes it half the
+    /// connections per host, at most 8, so a reader's own request always finds a connection.
+    public var walkAheadListings = 8
 
     public init() {}
 }

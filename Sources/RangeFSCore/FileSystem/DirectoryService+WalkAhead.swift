@@ -1,0 +1,216 @@
+// Trees walked ahead (issue 36). `ls -lR`, `find` and `du` read a tree one directory after another, and each
+// directory they reach costs its listing's round trip: 21 directories were 21 round trips, 3.3 s at 150 ms. A
+// listing names the subdirectories the reader reaches next, so they are listed in the background while the reader
+// is still busy with what it has, and the walk costs a few round trips.
+//
+// What starts a walk: a reader's readdir of a directory (its first page), never a lookup, a mount or a listing
+// alone, so a tree nobody reads is never crawled. The walk from directory D lists, in name order (the order
+// `ls -R` and `find` go), D's subdirectories and theirs (`walkAheadLevels` levels below D), then the few
+// subdirectories that follow D in its parent (`walkAheadSiblings`), which the reader reaches after D's subtree:
+// as the reader moves on, the window moves with it. One walk starts at most `walkAheadDirectories` listings, so
+// `ls` of the root of a tree of thousands of directories costs that many requests, not thousands. Directories
+// listed within `--dir-cache-time`, being listed, or whose listing ahead failed are skipped.
+//
+// Readers first. At most `walkAheadListings` listings ahead are in flight for the whole mount (half the
+// connections per host: a reader's listing or read always finds a connection); the rest wait in a queue of at
+// most `walkAheadQueueLimit`, newest walk first, since its directories are the ones the reader reaches next. A
+// reader's listing never waits in that queue: one of a queued directory starts at once (and leaves the queue),
+// and one of a directory listed ahead right now joins that listing, as concurrent readers share one.
+//
+// A listing read ahead is one like any other: saved for offline use, applied to the catalog, fresh for
+// `--dir-cache-time`. A failure that no reader waited for logs at debug level, is not tried ahead again until a
+// reader lists the directory, and leaves no error behind: the reader's own listing tries again (no EIO from a
+// walk the user never asked for). A server that cannot be reached ends the walks: their queue is dropped.
+
+import Logging
+
+extension DirectoryService {
+    /// How many levels below a directory a reader reads the walk lists: its subdirectories and theirs.
+    static let walkAheadLevels = 2
+    /// How many of the subdirectories that follow a directory a reader reads in its parent the walk lists.
+    static let walkAheadSiblings = 8
+    /// The most listings one walk starts.
+    static let walkAheadDirectories = 32
+    /// The most listings waiting to start ahead, for the whole mount.
+    static let walkAheadQueueLimit = 256
+    /// How many names a walk looks at in one directory to find its subdirectories.
+    static let walkAheadScan = 65_536
+
+    /// What a listing ahead belongs to: its walk, and how many levels below it the walk goes on.
+    struct WalkStep: Equatable {
+        var walk: UInt64
+        var levels: Int
+    }
+
+    /// The walks ahead of the whole mount.
+    struct WalkAhead {
+        /// Directories waiting to be listed ahead, the first to go first.
+        var queue: [(inode: UInt64, step: WalkStep)] = []
+        /// Listings ahead running now.
+        var inFlight = 0
+        /// How many more listings each walk may start.
+        var budgets: [UInt64: Int] = [:]
+        var nextWalk: UInt64 = 1
+        /// Directories whose listing ahead failed: not listed ahead again before a reader lists them.
+        var failed: Set<UInt64> = []
+    }
+
+    /// A reader read directory `inode` (listed now): lists ahead what the reader reaches next.
+    func walkAhead(from inode: UInt64) {
+        guard walkAheadListings > 0, let directory = catalog.directory(inode: inode) else { return }
+        let now = MonotonicClock.seconds()
+        var planned: [(inode: UInt64, levels: Int)] = []
+        var visited: Set<UInt64> = [inode]
+        /// The subdirectories of `parent` that need a listing, breadth first, `levels` levels down, and below those
+        /// that are listed already and fresh (a walk from a directory read before goes on where it stopped).
+        func plan(below parent: UInt64, levels: Int) {
+            var level = [parent]
+            var remaining = levels
+            while remaining > 0, !level.isEmpty, planned.count < Self.walkAheadDirectories {
+                var next: [UInt64] = []
+                for folder in level {
+                    for child in catalog.subdirectories(of: folder, limit: Self.walkAheadDirectories * 4,
+                                                        scan: Self.walkAheadScan)
+                    where visited.insert(child.inode).inserted {
+                        if isFresh(child, now: now) { next.append(child.inode) } else { planned.append((child.inode, remaining - 1)) }
+                        if planned.count >= Self.walkAheadDirectories { return }
+                    }
+                }
+                level = next
+                remaining -= 1
+            }
+        }
+        plan(below: inode, levels: Self.walkAheadLevels)
+        if directory.parent != inode {
+            for sibling in catalog.subdirectories(of: directory.parent, after: directory.name,
+                                                  limit: Self.walkAheadSiblings, scan: Self.walkAheadScan)
+            where visited.insert(sibling.inode).inserted && !isFresh(sibling, now: now) {
+                planned.append((sibling.inode, 0))
+            }
+        }
+        guard !planned.isEmpty else { return }
+        let start = state.withLock { state -> [UInt64] in
+            let walk = state.walkAhead.nextWalk
+            state.walkAhead.nextWalk += 1
+            var budget = Self.walkAheadDirectories
+            var first: [(inode: UInt64, step: WalkStep)] = []
+            for (candidate, levels) in planned where budget > 0 {
+                let step = WalkStep(walk: walk, levels: levels)
+                if let queued = state.walkAhead.queue.firstIndex(where: { $0.inode == candidate }) {
+                    state.walkAhead.queue.remove(at: queued)  // wanted sooner now: it moves up with this walk
+                } else if !mayListAhead(candidate, in: state, now: now) {
+                    continue
+                }
+                first.append((candidate, step))
+                budget -= 1
+            }
+            state.walkAhead.budgets[walk] = budget
+            state.walkAhead.queue.insert(contentsOf: first, at: 0)
+            trimWalks(&state)
+            return takeStartable(&state)
+        }
+        for inode in start { listAhead(inode) }
+    }
+
+    /// Whether directory `directory`'s listing was read within `directoryCacheTime`.
+    private func isFresh(_ directory: CatalogDirectory, now: Double) -> Bool {
+        guard directory.listed else { return false }
+        guard let listedAt = directory.listedAt else { return true }
+        return now - listedAt <= directoryCacheTime.seconds
+    }
+
+    /// Whether directory `inode` may be queued to be listed ahead: it has a URL, nobody lists it now, and neither
+    /// a reader's listing of it nor one ahead failed lately.
+    private func mayListAhead(_ inode: UInt64, in state: State, now: Double) -> Bool {
+        guard catalog.directory(inode: inode)?.url != nil, !state.walkAhead.failed.contains(inode) else { return false }
+        guard let listing = state.listings[inode] else { return true }
+        if listing.running { return false }
+        if let failedAt = listing.failedAt, now - failedAt < Self.listingRetryAfter { return false }
+        return true
+    }
+
+    /// Takes from the queue the directories that may start now, within `walkAheadListings`, and marks them listed.
+    private func takeStartable(_ state: inout State) -> [UInt64] {
+        var start: [UInt64] = []
+        let now = MonotonicClock.seconds()
+        while state.walkAhead.inFlight < walkAheadListings, !state.walkAhead.queue.isEmpty {
+            let (inode, step) = state.walkAhead.queue.removeFirst()
+            // Listed by a reader while it waited, or failed since: nothing to do.
+            guard mayListAhead(inode, in: state, now: now),
+                  let directory = catalog.directory(inode: inode), !isFresh(directory, now: now) else { continue }
+            var listing = state.listings[inode] ?? Listing()
+            listing.running = true
+            listing.ahead = step
+            state.listings[inode] = listing
+            state.walkAhead.inFlight += 1
+            start.append(inode)
+        }
+        return start
+    }
+
+    /// Keeps the queue within its limit (the oldest walks' directories go) and forgets walks with nothing left.
+    private func trimWalks(_ state: inout State) {
+        if state.walkAhead.queue.count > Self.walkAheadQueueLimit {
+            state.walkAhead.queue.removeLast(state.walkAhead.queue.count - Self.walkAheadQueueLimit)
+        }
+        var alive = Set(state.walkAhead.queue.map(\.step.walk))
+        for listing in state.listings.values { if let step = listing.ahead { alive.insert(step.walk) } }
+        state.walkAhead.budgets = state.walkAhead.budgets.filter { alive.contains($0.key) && $0.value > 0 }
+    }
+
+    private func listAhead(_ inode: UInt64) {
+        guard let url = catalog.directory(inode: inode)?.url else {
+            // Removed from the tree meanwhile (a refresh of its parent): give its place back.
+            _ = state.withLock { state in
+                state.listings[inode]?.running = false
+                state.listings[inode]?.ahead = nil
+                state.walkAhead.inFlight -= 1
+            }
+            return
+        }
+        list(inode, url: url)
+    }
+
+    /// The listing of directory `inode` ended (`step` set if it was one ahead; `quiet`: no reader waited for it):
+    /// the walk goes on below it, and the next queued listings start.
+    func listingEnded(_ inode: UInt64, step: WalkStep?, quiet: Bool, outcome: ListingOutcome, unreachable: Bool) {
+        let now = MonotonicClock.seconds()
+        var below: [CatalogDirectory] = []
+        if let step, step.levels > 0, case .listed = outcome {
+            below = catalog.subdirectories(of: inode, limit: Self.walkAheadDirectories, scan: Self.walkAheadScan)
+        }
+        let start = state.withLock { state -> [UInt64] in
+            if step != nil { state.walkAhead.inFlight -= 1 }
+            switch outcome {
+            case .failed where step != nil && quiet:
+                state.walkAhead.failed.insert(inode)
+                if unreachable { state.walkAhead.queue.removeAll() }
+            case .listed, .kept:
+                state.walkAhead.failed.remove(inode)
+            case .failed:
+                break
+            }
+            if let step, var budget = state.walkAhead.budgets[step.walk] {
+                var more: [(inode: UInt64, step: WalkStep)] = []
+                for child in below where budget > 0 && !isFresh(child, now: now)
+                    && !state.walkAhead.queue.contains(where: { $0.inode == child.inode })
+                    && mayListAhead(child.inode, in: state, now: now) {
+                    more.append((child.inode, WalkStep(walk: step.walk, levels: step.levels - 1)))
+                    budget -= 1
+                }
+                state.walkAhead.budgets[step.walk] = budget
+                state.walkAhead.queue.append(contentsOf: more)
+            }
+            trimWalks(&state)
+            return takeStartable(&state)
+        }
+        for inode in start { listAhead(inode) }
+    }
+
+    /// A reader lists directory `inode` itself: it leaves the queue of listings ahead.
+    func leaveWalkQueue(_ inode: UInt64, in state: inout State) {
+        if let queued = state.walkAhead.queue.firstIndex(where: { $0.inode == inode }) {
+            state.walkAhead.queue.remove(at: queued)
+        }
+    }
+}
