@@ -11,7 +11,7 @@ import XCTest
 final class WalkAheadTests: MountTestCase {
     /// A JSON listing origin (nginx's `autoindex_format json`) of a tree given in `config.json` beside the script:
     /// `tree` maps each directory path to its names (a directory's ends in `/`; a file has 1,000 bytes), `hold`
-    /// names the paths whose answer waits until the file `release` exists, and `fail` those that answer 500 until
+    /// names the paths whose answer (after its first byte, `[`) waits until the file `release` exists, and `fail` those that answer 500 until
     /// the file `mended` exists. Each request is noted in `arrivals.log` as it arrives, before any hold.
     static let script = """
     import http.server, json, os, sys, threading, time
@@ -19,6 +19,7 @@ final class WalkAheadTests: MountTestCase {
     config = json.load(open(os.path.join(folder, "config.json")))
     noting = threading.Lock()
     MTIME = "Wed, 25 Nov 2026 12:00:00 GMT"
+    PADDING = 240 << 10
     def note(line):
         with noting, open(os.path.join(folder, "arrivals.log"), "a") as log:
             log.write(line + "\\n")
@@ -29,9 +30,6 @@ final class WalkAheadTests: MountTestCase {
         disable_nagle_algorithm = True
         def do_GET(self):
             note(self.path)
-            if self.path in config["hold"]:
-                while not exists("release"):
-                    time.sleep(0.02)
             if self.path in config["fail"] and not exists("mended"):
                 status, body, kind = 500, b"broken\\n", "text/plain"
             elif self.path in config["tree"]:
@@ -44,10 +42,23 @@ final class WalkAheadTests: MountTestCase {
                 status, body, kind = 200, json.dumps(entries).encode(), "application/json"
             else:
                 status, body, kind = 404, b"", "text/plain"
+            held = self.path in config["hold"] and body.startswith(b"[")
+            padding = PADDING if held else 0
             self.send_response(status)
             self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Content-Length", str(len(body) + padding))
             self.end_headers()
+            if held:
+                # Held, yet never idle long enough for the client's low-speed timeout: JSON whitespace trickles
+                # (4 KiB/s, for a minute at most) until the release.
+                self.wfile.write(b"[")
+                self.wfile.flush()
+                while not exists("release") and padding > 1024:
+                    self.wfile.write(b" " * 1024)
+                    self.wfile.flush()
+                    padding -= 1024
+                    time.sleep(0.25)
+                body = b" " * padding + body[1:]
             self.wfile.write(body)
         def log_message(self, *arguments):
             pass
@@ -198,7 +209,7 @@ final class WalkAheadTests: MountTestCase {
                        "the walk keeps to its bound while its listings are held: \(origin.arrivals)")
         // A reader of a directory listed ahead right now joins that listing (or, on a machine slow to start it,
         // finds it done): one request either way.
-        let first = origin.arrivals.first { $0.contains("held-") }!
+        let first = try XCTUnwrap(origin.arrivals.first { $0.contains("held-") })
         let joined = scratch.path + "/joined.out"
         let reader = try BackgroundProcess("/bin/ls", [mountpoint + String(first.dropFirst(5))], logPath: joined)
         defer { reader.stop() }
