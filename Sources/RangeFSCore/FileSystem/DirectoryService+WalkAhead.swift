@@ -53,11 +53,17 @@ extension DirectoryService {
         var nextWalk: UInt64 = 1
         /// Directories whose listing ahead failed: not listed ahead again before a reader lists them.
         var failed: Set<UInt64> = []
+        /// Whether a listing ahead has been made on this mount, and whether the server's "busy" ended walking.
+        var started = false
+        var stopped = false
+        /// Readers' listings to try again once no listing ahead is in flight.
+        var drained: [UInt64] = []
     }
 
     /// A reader read directory `inode` (listed now): lists ahead what the reader reaches next.
     func walkAhead(from inode: UInt64) {
-        guard walkAheadListings > 0, let directory = catalog.directory(inode: inode) else { return }
+        guard walkAheadListings > 0, !state.withLock({ $0.walkAhead.stopped }),
+              let directory = catalog.directory(inode: inode) else { return }
         let now = MonotonicClock.seconds()
         var planned: [(inode: UInt64, levels: Int)] = []
         var visited: Set<UInt64> = [inode]
@@ -133,7 +139,7 @@ extension DirectoryService {
     private func takeStartable(_ state: inout State) -> [UInt64] {
         var start: [UInt64] = []
         let now = MonotonicClock.seconds()
-        while state.walkAhead.inFlight < walkAheadListings, !state.walkAhead.queue.isEmpty {
+        while !state.walkAhead.stopped, state.walkAhead.inFlight < walkAheadListings, !state.walkAhead.queue.isEmpty {
             let (inode, step) = state.walkAhead.queue.removeFirst()
             // Listed by a reader while it waited, or failed since: nothing to do.
             guard mayListAhead(inode, in: state, now: now),
@@ -143,6 +149,7 @@ extension DirectoryService {
             listing.ahead = step
             state.listings[inode] = listing
             state.walkAhead.inFlight += 1
+            state.walkAhead.started = true
             start.append(inode)
         }
         return start
@@ -173,18 +180,17 @@ extension DirectoryService {
 
     /// The listing of directory `inode` ended (`step` set if it was one ahead; `quiet`: no reader waited for it):
     /// the walk goes on below it, and the next queued listings start.
-    func listingEnded(_ inode: UInt64, step: WalkStep?, quiet: Bool, outcome: ListingOutcome, unreachable: Bool) {
+    func listingEnded(_ inode: UInt64, step: WalkStep?, quiet: Bool, outcome: ListingOutcome, failure: FetchError?) {
         let now = MonotonicClock.seconds()
         var below: [CatalogDirectory] = []
         if let step, step.levels > 0, case .listed = outcome {
             below = catalog.subdirectories(of: inode, limit: Self.walkAheadDirectories, scan: Self.walkAheadScan)
         }
-        let start = state.withLock { state -> [UInt64] in
-            if step != nil { state.walkAhead.inFlight -= 1 }
+        let (start, drained, stopped) = state.withLock { state -> ([UInt64], [UInt64], Bool) in
+            let stopped = step.map { _ in endAhead(inode, failure: failure, in: &state) } ?? false
             switch outcome {
             case .failed where step != nil && quiet:
                 state.walkAhead.failed.insert(inode)
-                if unreachable { state.walkAhead.queue.removeAll() }
             case .listed, .kept:
                 state.walkAhead.failed.remove(inode)
             case .failed:
@@ -202,9 +208,78 @@ extension DirectoryService {
                 state.walkAhead.queue.append(contentsOf: more)
             }
             trimWalks(&state)
-            return takeStartable(&state)
+            return (takeStartable(&state), takeDrained(&state), stopped)
+        }
+        if stopped, let failure {
+            logger.info("\(Redaction.redact(catalog.directory(inode: inode)?.url ?? "")) answered \(failure.userMessage) to a listing made ahead: this server lists one directory at a time; no more directories are listed ahead on this mount")
         }
         for inode in start { listAhead(inode) }
+        for inode in drained { listAgain(inode) }
+    }
+
+    /// Books the end of the listing ahead of `inode`: one fewer in flight, and a server that answers it "busy"
+    /// (503, 429: lighttpd refuses a second listing in progress) ends walking ahead for the mount. Whether it did.
+    private func endAhead(_ inode: UInt64, failure: FetchError?, in state: inout State) -> Bool {
+        state.walkAhead.inFlight -= 1
+        guard let failure, Self.isBusy(failure) || failure.isOriginUnreachable else { return false }
+        state.walkAhead.queue.removeAll()
+        guard Self.isBusy(failure), !state.walkAhead.stopped else { return false }
+        state.walkAhead.stopped = true
+        return true
+    }
+
+    /// Whether `error` is a server's "too busy now" (503, 429), which a second try may not get.
+    static func isBusy(_ error: FetchError) -> Bool {
+        switch error {
+        case .httpStatus(let status), .proxyStatus(let status, _): status == 503 || status == 429
+        default: false
+        }
+    }
+
+    /// A failed listing that readers wait for is tried once more, as theirs, when the walk ahead may be why it
+    /// failed: it was a listing ahead (which a reader joined), or the server answered "busy" on a mount that lists
+    /// ahead. A "busy" one waits until no listing ahead is in flight. Whether it is tried again (the outcome then
+    /// comes from that listing).
+    func listAgainForReaders(_ inode: UInt64, url: String, after result: Result<[UInt8], FetchError>) -> Bool {
+        guard case .failure(let error) = result, !error.isGone else { return false }
+        enum Next { case no, now, whenDrained }
+        let (next, start, drained) = state.withLock { state -> (Next, [UInt64], [UInt64]) in
+            guard var listing = state.listings[inode], !listing.again,
+                  !listing.waiters.isEmpty || !listing.reports.isEmpty else { return (.no, [], []) }
+            let wasAhead = listing.ahead != nil
+            guard wasAhead || (Self.isBusy(error) && state.walkAhead.started) else { return (.no, [], []) }
+            listing.again = true
+            listing.ahead = nil
+            state.listings[inode] = listing
+            if wasAhead { _ = endAhead(inode, failure: error, in: &state) }
+            guard Self.isBusy(error), state.walkAhead.inFlight > 0 else {
+                return (.now, takeStartable(&state), takeDrained(&state))
+            }
+            state.walkAhead.drained.append(inode)
+            return (.whenDrained, takeStartable(&state), [])
+        }
+        for inode in start { listAhead(inode) }
+        for inode in drained { listAgain(inode) }
+        switch next {
+        case .no: return false
+        case .now: list(inode, url: url)
+        case .whenDrained: break
+        }
+        return true
+    }
+
+    /// Lists directory `inode` again for the readers that wait for it (it left the tree: they are answered).
+    private func listAgain(_ inode: UInt64) {
+        if let url = catalog.directory(inode: inode)?.url { return list(inode, url: url) }
+        let waiters = state.withLock { $0.listings.removeValue(forKey: inode)?.waiters ?? [] }
+        for waiter in waiters { waiter() }
+    }
+
+    /// The readers' listings that wait for the listings ahead to end, once none is in flight.
+    private func takeDrained(_ state: inout State) -> [UInt64] {
+        guard state.walkAhead.inFlight == 0, !state.walkAhead.drained.isEmpty else { return [] }
+        defer { state.walkAhead.drained.removeAll() }
+        return state.walkAhead.drained
     }
 
     /// A reader lists directory `inode` itself: it leaves the queue of listings ahead.

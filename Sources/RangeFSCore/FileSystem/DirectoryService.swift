@@ -78,6 +78,8 @@ final class DirectoryService: Sendable {
         var reports: [@Sendable (ListingOutcome) -> Void] = []
         /// Set while it runs as a listing ahead (DirectoryService+WalkAhead.swift): which walk, how deep it goes on.
         var ahead: WalkStep?
+        /// Whether it is already a second try for the readers waiting (after a listing ahead or a busy server failed).
+        var again = false
     }
 
     struct State {
@@ -170,6 +172,8 @@ final class DirectoryService: Sendable {
     func list(_ inode: UInt64, url: String) {
         fetcher.fetchListing(url, limit: Self.listingLimit) { [self] result in
             work.async { [self] in
+                // A reader must not fail for the walk ahead's sake: it lists again (DirectoryService+WalkAhead.swift).
+                if listAgainForReaders(inode, url: url, after: result) { return }
                 // Someone shows the outcome to the user (the mount, `rangefs add`): the log need not say it too,
                 // where it would reach the same terminal twice. Nor need it for a listing ahead nobody waits for.
                 let reported = state.withLock { state in
@@ -188,8 +192,8 @@ final class DirectoryService: Sendable {
                 }
                 for waiter in waiters { waiter() }
                 for report in reports { report(outcome) }
-                let unreachable = if case .failure(let error) = result { error.isOriginUnreachable } else { false }
-                listingEnded(inode, step: step, quiet: quiet, outcome: outcome, unreachable: unreachable)
+                let failure: FetchError? = if case .failure(let error) = result { error } else { nil }
+                listingEnded(inode, step: step, quiet: quiet, outcome: outcome, failure: failure)
             }
         }
     }
