@@ -187,19 +187,19 @@ final class WalkAheadTests: MountTestCase {
                        "the first subdirectories in name order, which the reader reaches first")
     }
 
-    // (c) Readers first: with the server holding every listing ahead in flight (8, half the connections per host),
+    // (c) Readers first: with the server holding every listing ahead in flight (12 of the 16 connections per host),
     //     a reader's `ls` of a directory still queued to be listed ahead answers at once, and a reader of a
     //     directory being listed ahead joins that listing (one request). On 2cbae5a nothing is listed ahead, so
     //     the first poll (8 held listings in flight) fails.
     func testAReaderIsNotQueuedBehindListingsAheadStuckOnASlowServer() throws {
-        let held = (0..<12).map { String(format: "held-%02d/", $0) }
+        let held = (0..<16).map { String(format: "held-%02d/", $0) }
         var tree: [String: [String]] = ["/tree/": held + ["zz-open/"], "/tree/zz-open/": ["inside.bin"]]
         for name in held { tree["/tree/" + name] = ["x.bin"] }
         let origin = try startOrigin(tree: tree, hold: held.map { "/tree/" + $0 })
         defer { origin.stop() }
         try mount([origin.url("/tree/")])
         XCTAssertEqual(try Shell.run("/bin/ls", [mountpoint]).status, 0)
-        let inFlight = 8
+        let inFlight = 12  // three quarters of the 16 connections per host
         XCTAssertTrue(eventually { origin.arrivals.filter { $0.contains("held-") }.count >= inFlight },
                       "listings ahead in flight: \(origin.arrivals)")
         let open = try Shell.run("/bin/ls", ["-l", mountpoint + "/zz-open"], timeout: 60)

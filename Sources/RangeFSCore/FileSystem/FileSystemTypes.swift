@@ -52,9 +52,9 @@ public struct FileSystemSettings: Sendable, Equatable {
     /// each other; a directory nobody visits costs nothing.
     public var directoryCacheTime: Duration = .seconds(60)
     /// How many directories are listed ahead at once for the whole mount while a reader walks a tree (`ls -lR`,
-    /// `find`, `du`; DirectoryService+WalkAhead.swift); 0 lists nothing ahead. The mount makes it half the
-    /// connections per host, at most 8, so a reader's own request always finds a connection.
-    public var walkAheadListings = 8
+    /// `find`, `du`; DirectoryService+WalkAhead.swift); 0 lists nothing ahead. The mount makes it three quarters
+    /// of the connections per host, at most 12, so a reader's own request always finds a connection.
+    public var walkAheadListings = 12
 
     public init() {}
 }

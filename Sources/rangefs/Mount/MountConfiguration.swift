@@ -80,7 +80,7 @@ struct MountConfiguration: Equatable {
         fileSystem.passthrough = options.passthrough == .auto
         fileSystem.revalidateAfter = .milliseconds(Int((options.revalidate * 1000).rounded()))
         fileSystem.directoryCacheTime = .milliseconds(Int((options.dirCacheTime * 1000).rounded()))
-        fileSystem.walkAheadListings = min(8, max(1, options.connectionsPerHost / 2))
+        fileSystem.walkAheadListings = min(12, max(1, options.connectionsPerHost * 3 / 4))
 
         mount = MountSettings()
         mount.allowOther = options.allowOther
