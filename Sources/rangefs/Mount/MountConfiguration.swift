@@ -73,14 +73,13 @@ struct MountConfiguration: Equatable {
         // Room for every transfer of both engines' pools, and never fewer than the default.
         http.maxTotalConnections = max(HTTPOptions().maxTotalConnections, options.connections * 2)
 
-        fileSystem = FileSystemSettings()
+        fileSystem = FileSystemSettings(connectionsPerHost: options.connectionsPerHost)
         fileSystem.blockSize = Int(options.blockSize.bytes)
         fileSystem.readaheadMaximum = options.readahead.bytes
         fileSystem.prefetch = options.prefetch
         fileSystem.passthrough = options.passthrough == .auto
         fileSystem.revalidateAfter = .milliseconds(Int((options.revalidate * 1000).rounded()))
         fileSystem.directoryCacheTime = .milliseconds(Int((options.dirCacheTime * 1000).rounded()))
-        fileSystem.walkAheadListings = min(12, max(1, options.connectionsPerHost * 3 / 4))
 
         mount = MountSettings()
         mount.allowOther = options.allowOther
