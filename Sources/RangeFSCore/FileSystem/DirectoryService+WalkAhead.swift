@@ -38,7 +38,7 @@ extension DirectoryService {
     /// The most listings waiting to start ahead, for the whole mount.
     static let walkAheadQueueLimit = 256
     /// How many names a walk looks at in one directory to find its subdirectories.
-    static let walkAheadScan = 65_536
+    static let walkAheadScan = 16_384
 
     /// What a listing ahead belongs to: its walk, and how many levels below it the walk goes on.
     struct WalkStep: Equatable {
@@ -214,11 +214,15 @@ extension DirectoryService {
             trimWalks(&state)
             return (takeStartable(&state), takeDrained(&state), stopped)
         }
-        if stopped, let failure {
-            logger.info("\(Redaction.redact(catalog.directory(inode: inode)?.url ?? "")) answered \(failure.userMessage) to a listing made ahead: this server lists one directory at a time; no more directories are listed ahead on this mount")
-        }
+        if stopped, let failure { reportBusy(inode, failure) }
         for inode in start { listAhead(inode) }
         for inode in drained { listAgain(inode) }
+    }
+
+    /// Says once that the server of directory `inode` answered "busy" to a listing ahead, which ended the walks.
+    private func reportBusy(_ inode: UInt64, _ failure: FetchError) {
+        let shown = Redaction.redact(catalog.directory(inode: inode)?.url ?? "")
+        logger.info("\(shown) answered \(failure.userMessage) to a listing made ahead: this server lists one directory at a time; no more directories are listed ahead on this mount")
     }
 
     /// Books the end of the listing ahead of `inode`: one fewer in flight, and a server that answers it "busy"
@@ -247,21 +251,22 @@ extension DirectoryService {
     func listAgainForReaders(_ inode: UInt64, url: String, after result: Result<[UInt8], FetchError>) -> Bool {
         guard case .failure(let error) = result, !error.isGone else { return false }
         enum Next { case no, now, whenDrained }
-        let (next, start, drained) = state.withLock { state -> (Next, [UInt64], [UInt64]) in
+        let (next, start, drained, stopped) = state.withLock { state -> (Next, [UInt64], [UInt64], Bool) in
             guard var listing = state.listings[inode], !listing.again,
-                  !listing.waiters.isEmpty || !listing.reports.isEmpty else { return (.no, [], []) }
+                  !listing.waiters.isEmpty || !listing.reports.isEmpty else { return (.no, [], [], false) }
             let wasAhead = listing.ahead != nil
-            guard wasAhead || (Self.isBusy(error) && state.walkAhead.started) else { return (.no, [], []) }
+            guard wasAhead || (Self.isBusy(error) && state.walkAhead.started) else { return (.no, [], [], false) }
             listing.again = true
             listing.ahead = nil
             state.listings[inode] = listing
-            if wasAhead { _ = endAhead(inode, failure: error, in: &state) }
+            let stopped = wasAhead && endAhead(inode, failure: error, in: &state)
             guard Self.isBusy(error), state.walkAhead.inFlight > 0 else {
-                return (.now, takeStartable(&state), takeDrained(&state))
+                return (.now, takeStartable(&state), takeDrained(&state), stopped)
             }
             state.walkAhead.drained.append(inode)
-            return (.whenDrained, takeStartable(&state), [])
+            return (.whenDrained, takeStartable(&state), [], stopped)
         }
+        if stopped { reportBusy(inode, error) }
         for inode in start { listAhead(inode) }
         for inode in drained { listAgain(inode) }
         switch next {
