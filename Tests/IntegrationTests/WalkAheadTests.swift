@@ -11,8 +11,9 @@ import XCTest
 final class WalkAheadTests: MountTestCase {
     /// A JSON listing origin (nginx's `autoindex_format json`) of a tree given in `config.json` beside the script:
     /// `tree` maps each directory path to its names (a directory's ends in `/`; a file has 1,000 bytes), `hold`
-    /// names the paths whose answer (after its first byte, `[`) waits until the file `release` exists, and `fail` those that answer 500 until
-    /// the file `mended` exists. Each request is noted in `arrivals.log` as it arrives, before any hold.
+    /// names the paths whose answer (after its first byte, `[`) waits until the file `release` exists, and `fail`
+    /// those that answer 500 until the file `mended` exists. Each request is noted in `arrivals.log` as it arrives,
+    /// before any hold.
     static let script = """
     import http.server, json, os, sys, threading, time
     folder = os.path.dirname(os.path.abspath(sys.argv[0]))

@@ -72,7 +72,9 @@ final class DirectoryWalkAheadTests: XCTestCase {
     func waitForTheWalk(_ fileSystem: RangeFS) {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
-            let idle = fileSystem.directories.state.withLock { $0.walkAhead.inFlight == 0 && $0.walkAhead.queue.isEmpty }
+            let idle = fileSystem.directories.state.withLock { state in
+                state.walkAhead.inFlight == 0 && state.walkAhead.queue.isEmpty
+            }
             if idle { return }
             usleep(5000)
         }
@@ -176,7 +178,9 @@ final class OneListingAtATime: RangeFetching, @unchecked Sendable {
             defer { waiting = [] }
             return waiting
         }
-        for (request, sink) in go { origin.start(request, sink: Ending(sink) { self.lock.withLock { self.inProgress -= 1 } }) }
+        for (request, sink) in go {
+            origin.start(request, sink: Ending(sink) { self.lock.withLock { self.inProgress -= 1 } })
+        }
     }
 
     func start(_ request: RangeRequest, sink: RangeResponseSink) {

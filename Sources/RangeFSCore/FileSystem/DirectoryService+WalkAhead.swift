@@ -82,7 +82,11 @@ extension DirectoryService {
                     for child in catalog.subdirectories(of: folder, limit: Self.walkAheadDirectories * 4,
                                                         scan: Self.walkAheadScan)
                     where visited.insert(child.inode).inserted {
-                        if isFresh(child, now: now) { next.append(child.inode) } else { planned.append((child.inode, remaining - 1)) }
+                        if isFresh(child, now: now) {
+                            next.append(child.inode)
+                        } else {
+                            planned.append((child.inode, remaining - 1))
+                        }
                         if planned.count >= Self.walkAheadDirectories { return }
                     }
                 }
