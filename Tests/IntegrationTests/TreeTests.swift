@@ -160,7 +160,11 @@ final class TreeTests: MountTestCase {
             XCTAssertEqual(mounted.status, 0, mounted.stderr)
             try assertMountShowsTheOrigin(tree)
             let log = server.accessLog().filter { $0.path.hasPrefix("/listed/") }
-            XCTAssertEqual(log.filter { $0.path.hasSuffix("/") }.count, 13, "\(kind): one request per directory")
+            let listings = log.filter { $0.path.hasSuffix("/") }
+            XCTAssertEqual(listings.filter { $0.status == 200 }.count, 13, "\(kind): one listing per directory")
+            // lighttpd refuses a second listing in progress (503): the walk ahead (issue 36) stops at the first
+            // refusals, at most one wave of them, and the readers list again.
+            XCTAssertLessThanOrEqual(listings.count - 13, kind == .apache ? 0 : 12, "\(kind): \(listings)")
             let probes = log.filter { $0.range == "bytes=0-0" }
             XCTAssertEqual(Set(probes.map(\.path)).count, probes.count, "\(kind): no file probed twice")
             XCTAssertLessThanOrEqual(probes.count, tree.count)

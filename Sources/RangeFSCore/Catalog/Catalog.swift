@@ -332,6 +332,31 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// Up to `limit` subdirectories of directory `inode` in name order (after the name `after`, if given), looking
+    /// at most `scan` names: the directories a walk ahead lists next (DirectoryService+WalkAhead.swift), found
+    /// without copying a directory of 100,000 files.
+    func subdirectories(of inode: UInt64, after name: String? = nil, limit: Int, scan: Int) -> [CatalogDirectory] {
+        state.withLock { state in
+            let sorted = state.sorted(inode)
+            var low = 0
+            if let name {
+                let key = FileName(name)
+                var high = sorted.count
+                while low < high {
+                    let middle = (low + high) / 2
+                    if state.name(of: sorted[middle]) <= key { low = middle + 1 } else { high = middle }
+                }
+            }
+            var found: [CatalogDirectory] = []
+            for child in sorted[low..<min(sorted.count, low + scan)] {
+                guard let directory = state.directories[child] else { continue }
+                found.append(directory)
+                if found.count == limit { break }
+            }
+            return found
+        }
+    }
+
     /// The inodes of directory `inode`'s children in name order.
     func childInodes(of inode: UInt64) -> [UInt64] {
         state.withLock { $0.sorted(inode) }

@@ -76,6 +76,10 @@ final class DirectoryService: Sendable {
         var failure: String?
         /// What waits for the outcome itself (the mount, `rangefs add`).
         var reports: [@Sendable (ListingOutcome) -> Void] = []
+        /// Set while it runs as a listing ahead (DirectoryService+WalkAhead.swift): which walk, how deep it goes on.
+        var ahead: WalkStep?
+        /// Whether it is already a second try for the readers waiting (after a listing ahead or a busy server failed).
+        var again = false
     }
 
     struct State {
@@ -90,6 +94,8 @@ final class DirectoryService: Sendable {
         var probesSinceTrim = 0
         /// Directories whose names with control characters have been logged: once a mount, not at every refresh.
         var reportedControlNames: Set<UInt64> = []
+        /// The listings ahead queued and running (DirectoryService+WalkAhead.swift).
+        var walkAhead = WalkAhead()
     }
 
     let state = Mutex(State())
@@ -99,6 +105,8 @@ final class DirectoryService: Sendable {
     let directoryCacheTime: Duration
     /// How many bytes the probe of a file being opened asks for (see FirstBytes.swift).
     let openProbeBytes: Int
+    /// How many listings ahead run at once for the whole mount; 0 walks nothing ahead.
+    let walkAheadListings: Int
     let events: Events
     let logger: Logger
     /// Where completions parse listings and update the catalog: never the fetcher's thread, which must go on
@@ -106,12 +114,13 @@ final class DirectoryService: Sendable {
     let work = DispatchQueue(label: "rangefs.directories", attributes: .concurrent)
 
     init(catalog: Catalog, store: CacheStore, fetcher: RangeFetching, directoryCacheTime: Duration,
-         openProbeBytes: Int = 0, events: Events, logger: Logger) {
+         openProbeBytes: Int = 0, walkAheadListings: Int = 0, events: Events, logger: Logger) {
         self.catalog = catalog
         self.store = store
         self.fetcher = fetcher
         self.directoryCacheTime = directoryCacheTime
         self.openProbeBytes = openProbeBytes
+        self.walkAheadListings = walkAheadListings
         self.events = events
         self.logger = logger
     }
@@ -143,8 +152,9 @@ final class DirectoryService: Sendable {
                 return .answer
             }
             listing.waiters.append(waiter)
-            if listing.running { return .wait }
+            if listing.running { return .wait }  // a listing ahead too: the reader joins it
             listing.running = true
+            leaveWalkQueue(inode, in: &state)  // a reader never waits behind listings ahead
             return .start
         }
         switch next {
@@ -159,22 +169,31 @@ final class DirectoryService: Sendable {
         state.withLock { $0.truncated.sorted() }
     }
 
-    private func list(_ inode: UInt64, url: String) {
+    func list(_ inode: UInt64, url: String) {
         fetcher.fetchListing(url, limit: Self.listingLimit) { [self] result in
             work.async { [self] in
+                // A reader must not fail for the walk ahead's sake: it lists again (DirectoryService+WalkAhead.swift).
+                if listAgainForReaders(inode, url: url, after: result) { return }
                 // Someone shows the outcome to the user (the mount, `rangefs add`): the log need not say it too,
-                // where it would reach the same terminal twice.
-                let reported = state.withLock { !($0.listings[inode]?.reports.isEmpty ?? true) }
+                // where it would reach the same terminal twice. Nor need it for a listing ahead nobody waits for.
+                let reported = state.withLock { state in
+                    guard let listing = state.listings[inode] else { return false }
+                    return !listing.reports.isEmpty || (listing.ahead != nil && listing.waiters.isEmpty)
+                }
                 let outcome = read(result, into: inode, from: url, reported: reported)
-                let (waiters, reports) = state.withLock { state -> ([Waiter], [@Sendable (ListingOutcome) -> Void]) in
+                let (waiters, reports, step, quiet) = state.withLock { state in
                     let listing = state.listings.removeValue(forKey: inode) ?? Listing()
-                    if case .failed(let why, _) = outcome {
+                    // A listing ahead that failed with no reader waiting leaves no error: a reader lists again.
+                    let quiet = listing.ahead != nil && listing.waiters.isEmpty && listing.reports.isEmpty
+                    if case .failed(let why, _) = outcome, !quiet {
                         state.listings[inode] = Listing(failedAt: MonotonicClock.seconds(), failure: why)
                     }
-                    return (listing.waiters, listing.reports)
+                    return (listing.waiters, listing.reports, listing.ahead, quiet)
                 }
                 for waiter in waiters { waiter() }
                 for report in reports { report(outcome) }
+                let failure: FetchError? = if case .failure(let error) = result { error } else { nil }
+                listingEnded(inode, step: step, quiet: quiet, outcome: outcome, failure: failure)
             }
         }
     }
@@ -189,6 +208,7 @@ final class DirectoryService: Sendable {
             listing.reports.append(report)
             if listing.running { return false }
             listing.running = true
+            leaveWalkQueue(inode, in: &state)
             return true
         }
         if start { list(inode, url: url) }

@@ -51,8 +51,15 @@ public struct FileSystemSettings: Sendable, Equatable {
     /// appear and removed ones go. The same lag as `revalidateAfter`, so a tree and its files are as fresh as
     /// each other; a directory nobody visits costs nothing.
     public var directoryCacheTime: Duration = .seconds(60)
+    /// How many directories are listed ahead at once for the whole mount while a reader walks a tree (`ls -lR`,
+    /// `find`, `du`; DirectoryService+WalkAhead.swift); 0 lists nothing ahead. Three quarters of the connections
+    /// per host, at most 12, so a reader's own request always finds a connection.
+    var walkAheadListings = 12
 
-    public init() {}
+    /// The defaults, for a fetcher that opens up to `connectionsPerHost` connections to one server.
+    public init(connectionsPerHost: Int = 16) {
+        walkAheadListings = min(12, max(1, connectionsPerHost * 3 / 4))
+    }
 }
 
 /// What `open` hands back to the adapter.

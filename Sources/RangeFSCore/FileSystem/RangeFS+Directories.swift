@@ -122,6 +122,8 @@ extension RangeFS {
         guard catalog.directory(inode: inode) != nil else { return reply(.failure(.notADirectory)) }
         directories.whenListed(inode) { [self] in
             if let failure = directories.listingFailure(of: inode) { return reply(.failure(.io(failure))) }
+            // A reader reads this directory from its start: the subdirectories it reaches next are listed ahead.
+            if start == 0 { directories.walkAhead(from: inode) }
             let (inodes, more) = directoryHandles.withLock { handles -> ([UInt64], Bool)? in
                 guard var snapshot = handles.open[handle], snapshot.inode == inode else { return nil }
                 if snapshot.children == nil {
@@ -206,7 +208,8 @@ extension RangeFS {
         events.firstBytes = { metadata, bytes in owner()?.store(firstBytes: bytes, of: metadata) }
         return DirectoryService(catalog: catalog, store: store, fetcher: fetcher,
                                 directoryCacheTime: settings.directoryCacheTime,
-                                openProbeBytes: settings.openProbeBytes, events: events, logger: logger)
+                                openProbeBytes: settings.openProbeBytes,
+                                walkAheadListings: settings.walkAheadListings, events: events, logger: logger)
     }
 
     /// Puts the first bytes of a file, which the probe of its open brought, into its entry: the blocks they cover

@@ -73,7 +73,7 @@ struct MountConfiguration: Equatable {
         // Room for every transfer of both engines' pools, and never fewer than the default.
         http.maxTotalConnections = max(HTTPOptions().maxTotalConnections, options.connections * 2)
 
-        fileSystem = FileSystemSettings()
+        fileSystem = FileSystemSettings(connectionsPerHost: options.connectionsPerHost)
         fileSystem.blockSize = Int(options.blockSize.bytes)
         fileSystem.readaheadMaximum = options.readahead.bytes
         fileSystem.prefetch = options.prefetch
