@@ -51,6 +51,12 @@ public struct FileSystemSettings: Sendable, Equatable {
     /// appear and removed ones go. The same lag as `revalidateAfter`, so a tree and its files are as fresh as
     /// each other; a directory nobody visits costs nothing.
     public var directoryCacheTime: Duration = .seconds(60)
+    /// Whether the next files of a directory that a reader opens in listing order are fetched ahead of it
+    /// (`--dir-prefetch on|off`, DirectoryPrefetch.swift).
+    public var directoryPrefetch = true
+    /// Connections to one host (`--connections-per-host`): fetching ahead sizes its depth for them, and leaves
+    /// two of them to readers.
+    public var connectionsPerHost = 16
 
     public init() {}
 }
