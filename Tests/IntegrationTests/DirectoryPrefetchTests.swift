@@ -128,7 +128,7 @@ final class DirectoryPrefetchTests: MountTestCase {
     """
 
     // (3) The bounds: with the answers for the files after the reader's held, no more fetches ahead run at once
-    //     than the connections per host less two (16 - 2), and once released, no more files are fetched ahead of
+    //     than the background connections less two (16 - 2), and once released, no more files are fetched ahead of
     //     the last one opened than the largest window (64).
     func testFetchingAheadStaysWithinItsBounds() throws {
         let log = scratch.path + "/holding.log"

@@ -13,15 +13,15 @@ import Dispatch
 import Synchronization
 
 /// Round-trip time and per-connection throughput per origin (`scheme://host:port`), learned from transfers.
-public final class LinkEstimate: Sendable {
+final class LinkEstimate: Sendable {
     /// What is known of one origin.
-    public struct Link: Sendable, Equatable {
+    struct Link: Sendable, Equatable {
         /// Smoothed seconds from a request's start to its response's head.
-        public var roundTrip: Double?
+        var roundTrip: Double?
         /// Smoothed bytes per second one connection carries.
-        public var throughput: Double?
+        var throughput: Double?
         /// Transfers measured.
-        public var samples = 0
+        var samples = 0
     }
 
     /// Bodies smaller than this say nothing of a connection's rate.
@@ -31,10 +31,10 @@ public final class LinkEstimate: Sendable {
 
     private let links = Mutex<[String: Link]>([:])
 
-    public init() {}
+    init() {}
 
     /// What is known of the origin of `url`.
-    public func link(for url: String) -> Link {
+    func link(for url: String) -> Link {
         links.withLock { $0[Self.origin(of: url)] ?? Link() }
     }
 
@@ -60,7 +60,7 @@ public final class LinkEstimate: Sendable {
     /// stays busy over `connections` connections: one per connection, plus their bandwidth × round trip in
     /// files, within `bounds`. Until a connection's throughput is known (small files never show it), one per
     /// connection.
-    public func depth(for url: String, typicalBytes: Int, connections: Int, bounds: ClosedRange<Int>) -> Int {
+    func depth(for url: String, typicalBytes: Int, connections: Int, bounds: ClosedRange<Int>) -> Int {
         let link = link(for: url)
         var files = Double(max(1, connections))
         if let roundTrip = link.roundTrip, let throughput = link.throughput, typicalBytes > 0 {

@@ -15,8 +15,9 @@
 // one for every file fetched ahead that the reader then opens (doubling per round), and halves for each one the
 // reader went past without opening. It never exceeds the depth the measured link asks for (LinkEstimate: its
 // bandwidth × round trip in files, 2...64), and the whole mount never has more than `bytesAhead` fetched ahead
-// and not yet opened, nor more than `inFlight` fetches running: the per-host connections less a reserve, so a
-// reader's own open never queues behind them (reads have their own connections: FetchScheduler's demand fetcher).
+// and not yet opened, nor more than `inFlight` fetches running: the background connections (`--connections`, the
+// per-host cap by default) less two, so a reader's own open never queues behind them (reads have their own
+// connections: FetchScheduler's demand fetcher).
 //
 // Locks: `state` is taken before the catalog's (siblings are found under it) and the link estimate's; no fetch
 // starts under it.
@@ -31,7 +32,7 @@ final class DirectoryPrefetch: Sendable {
         var bytesAhead = 64 << 20
         /// Fetches running at once, for the whole mount.
         var inFlight = 14
-        /// Connections one origin gets (`--connections-per-host`), which the depth assumes.
+        /// Connections the depth assumes (`--connections`, as many as `--connections-per-host` by default).
         var connections = 16
         /// The window a stream starts with, and the range of the depth the link sets.
         var firstWindow = 4
@@ -225,11 +226,11 @@ extension RangeFS {
     /// The prefetcher of this mount's directories (nil with `--dir-prefetch off`): a file is fetched ahead with the
     /// probe its open would make, so the open finds it validated and its first blocks cached.
     static func makeDirectoryPrefetch(catalog: Catalog, directories: DirectoryService, link: LinkEstimate,
-                                      settings: FileSystemSettings) -> DirectoryPrefetch? {
+                                      settings: FileSystemSettings, connections: Int) -> DirectoryPrefetch? {
         guard settings.directoryPrefetch else { return nil }
         var limits = DirectoryPrefetch.Limits()
-        limits.connections = settings.connectionsPerHost
-        limits.inFlight = max(1, settings.connectionsPerHost - 2)
+        limits.connections = max(1, connections)
+        limits.inFlight = max(1, connections - 2)
         return DirectoryPrefetch(catalog: catalog, link: link, limits: limits,
                                  probeBytes: settings.openProbeBytes) { [weak directories] file, done in
             guard let directories else { return done() }

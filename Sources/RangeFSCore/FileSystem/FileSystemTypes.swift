@@ -52,11 +52,9 @@ public struct FileSystemSettings: Sendable, Equatable {
     /// each other; a directory nobody visits costs nothing.
     public var directoryCacheTime: Duration = .seconds(60)
     /// Whether the next files of a directory that a reader opens in listing order are fetched ahead of it
-    /// (`--dir-prefetch on|off`, DirectoryPrefetch.swift).
+    /// (`--dir-prefetch on|off`, DirectoryPrefetch.swift). It sizes its depth for `FetchPolicy.maxTransfers`
+    /// connections (`--connections`, as many as `--connections-per-host` by default), and leaves two to readers.
     public var directoryPrefetch = true
-    /// Connections to one host (`--connections-per-host`): fetching ahead sizes its depth for them, and leaves
-    /// two of them to readers.
-    public var connectionsPerHost = 16
 
     public init() {}
 }

@@ -115,7 +115,7 @@ public final class RangeFS: Sendable {
         }
         self.directories = directories
         directoryPrefetch = Self.makeDirectoryPrefetch(catalog: catalog, directories: directories, link: link,
-                                                       settings: settings)
+                                                       settings: settings, connections: scheduler.policy.maxTransfers)
         scheduler.observeRemoteChanges { [weak revalidator] changed in
             if let entry = changed as? CacheEntry { revalidator?.revalidate(entry, knownChanged: true) }
         }

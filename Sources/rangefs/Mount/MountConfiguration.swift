@@ -79,7 +79,6 @@ struct MountConfiguration: Equatable {
         fileSystem.prefetch = options.prefetch
         fileSystem.passthrough = options.passthrough == .auto
         fileSystem.directoryPrefetch = options.dirPrefetch == .on
-        fileSystem.connectionsPerHost = options.connectionsPerHost
         fileSystem.revalidateAfter = .milliseconds(Int((options.revalidate * 1000).rounded()))
         fileSystem.directoryCacheTime = .milliseconds(Int((options.dirCacheTime * 1000).rounded()))
 
