@@ -66,6 +66,24 @@ final class DirectoryPrefetchCoreTests: XCTestCase {
         XCTAssertEqual(recorder.fetched.withLock { $0.count }, 4, "nothing new after a jump")
     }
 
+    /// Two readers splitting a directory (`xargs -P 2`: their opens a little out of order), and a reader taking
+    /// every other file (`*.jpg` of a folder of jpg and txt pairs): both are in order.
+    func testReadersSplittingADirectoryOrSkippingFilesCountAsInOrder() {
+        let (catalog, items) = directory(count: 100)
+        let recorder = Recorder()
+        let prefetch = prefetcher(catalog, recorder)
+        for index in [0, 1, 3, 2, 5, 4] { prefetch.opened(items[index]) }
+        let split = recorder.fetched.withLock { $0 }
+        XCTAssertFalse(split.isEmpty, "two readers splitting the directory")
+        XCTAssertFalse(split.contains { ["f000.bin", "f001.bin", "f002.bin", "f003.bin"].contains($0) },
+                       "nothing behind the frontier: \(split)")
+        let (skipping, files) = directory(count: 100)
+        let skipper = Recorder()
+        let every = prefetcher(skipping, skipper)
+        for index in stride(from: 0, to: 8, by: 2) { every.opened(files[index]) }
+        XCTAssertFalse(skipper.fetched.withLock { $0 }.isEmpty, "a reader taking every other file")
+    }
+
     func testFetchesInFlightAndBytesAheadStayWithinTheirCaps() {
         let (catalog, items) = directory(count: 300, size: 200 << 10)
         let recorder = Recorder()
