@@ -46,6 +46,7 @@ final class MountOptionsTests: XCTestCase {
         XCTAssertEqual(config.http.proxyResetAfter, 300)                                 // --proxy-reset-after 300
         XCTAssertFalse(config.mirrorsFromLinks)                                          // --mirrors-from-links off
         XCTAssertNil(config.metrics)                                                     // --metrics none
+        XCTAssertTrue(config.fileSystem.directoryPrefetch)                               // --dir-prefetch on
         // And the rest of the usage line: 64K blocks, the default cache, background, owned by who mounts.
         XCTAssertEqual(config.fileSystem.blockSize, 64 << 10)
         XCTAssertEqual(config.cacheRoot, "/home/u/.cache/rangefs")
@@ -57,13 +58,14 @@ final class MountOptionsTests: XCTestCase {
     func testLongOptionsReachTheirLayer() throws {
         let config = try configuration([
             "mount", "/mnt/m", "http://h/f.bin", "--commit-interval", "0.1", "--commit-bytes", "32M",
-            "--readahead", "8M", "--prefetch", "none", "--bwlimit", "10M", "--cache-max-size", "2G",
+            "--readahead", "8M", "--prefetch", "none", "--bwlimit", "10M", "--cache-max-size", "2G", "--dir-prefetch", "off",
             "--connections", "4", "--kernel-readahead", "0", "--revalidate", "0", "--block-size", "1M", "-f",
         ])
         XCTAssertEqual(config.store.commitInterval, .milliseconds(100))
         XCTAssertEqual(config.store.commitBytes, 32 << 20)
         XCTAssertEqual(config.fileSystem.readaheadMaximum, 8 << 20)
         XCTAssertEqual(config.fileSystem.prefetch, PrefetchPolicy.none)
+        XCTAssertFalse(config.fileSystem.directoryPrefetch)
         XCTAssertEqual(config.fetch.fillBytesPerSecond, 10 << 20)
         XCTAssertEqual(config.store.maxBytes, 2 << 30)
         XCTAssertEqual(config.fetch.maxTransfers, 4)

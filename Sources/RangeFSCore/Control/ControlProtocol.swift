@@ -161,7 +161,7 @@ public struct ControlResponse: Codable, Sendable, Equatable {
     /// For status: the proxy chain, with the group in use and the proxies that failed; nil without --proxy.
     public var proxy: String?
 
-    public init(ok: Bool, error: String? = nil, files: [FileStatus]? = nil, message: String? = nil,
+    init(ok: Bool, error: String? = nil, files: [FileStatus]? = nil, message: String? = nil,
                 mountpoint: String? = nil, pid: Int32? = nil) {
         self.ok = ok
         self.error = error

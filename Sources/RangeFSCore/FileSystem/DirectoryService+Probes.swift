@@ -44,15 +44,23 @@ extension DirectoryService {
     func whenValidated(_ item: CatalogItem,
                        _ completion: @escaping @Sendable (Result<CatalogItem, FileSystemError>) -> Void) {
         guard item.listed, !item.validated else { return completion(.success(item)) }
-        if let stored = storedVersion(agreeingWith: item) {
-            catalog.update(inode: item.inode, metadata: stored)
-            return completion(.success(catalog.item(inode: item.inode) ?? item))
-        }
         let waiter: Waiter = { [self] in
             guard let current = catalog.item(inode: item.inode) else { return completion(.failure(.notFound)) }
             if current.validated { return completion(.success(current)) }
             let reason = state.withLock { $0.failedProbes[item.inode] } ?? "its server did not answer the probe"
             completion(.failure(.io(reason)))
+        }
+        // A probe in flight (one fetching the file ahead, DirectoryPrefetch.swift) is joined before the cache is
+        // asked: its first bytes may be stored already, and the open must wait until its answer is all taken.
+        let joined = state.withLock { state -> Bool in
+            guard state.probing[item.inode] != nil else { return false }
+            state.probing[item.inode]!.append(waiter)
+            return true
+        }
+        if joined { return }
+        if let stored = storedVersion(agreeingWith: item) {
+            catalog.update(inode: item.inode, metadata: stored)
+            return completion(.success(catalog.item(inode: item.inode) ?? item))
         }
         let start = state.withLock { state -> Bool in
             if state.probing[item.inode] != nil {
@@ -97,11 +105,13 @@ extension DirectoryService {
         fetcher.probe(url: file.metadata.url, firstBytes: openProbeBytes) { [self] result in
             work.async { [self] in
                 let metadata = result.map(\.metadata).map(store.settled)
-                take(metadata, for: file)
+                // The first bytes reach the entry before the catalog says the file is validated: an open that
+                // finds it validated (one fetched ahead, DirectoryPrefetch.swift) finds its blocks there too.
                 if case .success(let first) = result, case .success(let settled) = metadata, settled.sizeKnown,
-                   catalog.item(inode: file.inode)?.metadata == settled, !first.bytes.isEmpty {
+                   catalog.item(inode: file.inode) != nil, !first.bytes.isEmpty {
                     events.firstBytes(settled, first.bytes)
                 }
+                take(metadata, for: file)
                 finishProbe(of: file)
             }
         }
@@ -142,8 +152,9 @@ extension DirectoryService {
         let shown = Redaction.redact(file.metadata.url)
         switch ProbeOutcome.judge(result, stored: { store.storedMetadata(for: file.metadata.url) }, wasSaved: false) {
         case .online(let metadata):
-            catalog.update(inode: file.inode, metadata: metadata)
+            // Marked checked before the catalog says so: an open that finds it validated must not check it again.
             events.validated(metadata.url)
+            catalog.update(inode: file.inode, metadata: metadata)
         case .gone(let error):
             // A dead link: not a file. It comes back only if a new listing still lists it.
             logger.info("\(shown) answers \(error.userMessage); it leaves the directory until the next listing")

@@ -56,6 +56,11 @@ public struct FileSystemSettings: Sendable, Equatable {
     /// per host, at most 12, so a reader's own request always finds a connection.
     var walkAheadListings = 12
 
+    /// Whether the next files of a directory that a reader opens in listing order are fetched ahead of it
+    /// (`--dir-prefetch on|off`, DirectoryPrefetch.swift). It sizes its depth for `FetchPolicy.maxTransfers`
+    /// connections (`--connections`, as many as `--connections-per-host` by default), and leaves two to readers.
+    public var directoryPrefetch = true
+
     /// The defaults, for a fetcher that opens up to `connectionsPerHost` connections to one server.
     public init(connectionsPerHost: Int = 16) {
         walkAheadListings = min(12, max(1, connectionsPerHost * 3 / 4))

@@ -50,6 +50,10 @@ public final class RangeFS: Sendable {
     let digests = DigestChecks()
     /// Lists web directories and probes their files (RangeFS+Directories.swift).
     let directories: DirectoryService
+    /// Round trip and throughput per origin, measured on the directory service's transfers (LinkEstimate.swift).
+    let link = LinkEstimate()
+    /// Fetches the next files of a directory ahead of a reader going through it in order (DirectoryPrefetch.swift).
+    let directoryPrefetch: DirectoryPrefetch?
     /// Notices remote changes and keeps the files served while their server is unreachable (Revalidator.swift).
     public let revalidator: Revalidator
     /// Where the kernel is told to forget names and attributes: off the thread that found the change, which may
@@ -104,10 +108,14 @@ public final class RangeFS: Sendable {
         let revalidator = Revalidator(catalog: catalog, store: store, scheduler: scheduler, settings: settings,
                                       events: revalidation, logger: logger)
         self.revalidator = revalidator
-        directories = Self.makeDirectoryService(catalog: catalog, store: store, fetcher: scheduler.fetcher,
-                                                settings: settings, revalidator: revalidator, logger: logger) {
+        let directories = Self.makeDirectoryService(catalog: catalog, store: store,
+                                                    fetcher: MeasuredFetcher(scheduler.fetcher, estimate: link),
+                                                    settings: settings, revalidator: revalidator, logger: logger) {
             owner.object
         }
+        self.directories = directories
+        directoryPrefetch = Self.makeDirectoryPrefetch(catalog: catalog, directories: directories, link: link,
+                                                       settings: settings, connections: scheduler.policy.maxTransfers)
         scheduler.observeRemoteChanges { [weak revalidator] changed in
             if let entry = changed as? CacheEntry { revalidator?.revalidate(entry, knownChanged: true) }
         }
@@ -137,6 +145,7 @@ public final class RangeFS: Sendable {
     public func open(_ inode: UInt64, reply: @escaping OpenReply) {
         if catalog.directory(inode: inode) != nil { return reply(.failure(.isADirectory)) }
         guard let found = catalog.item(inode: inode) else { return reply(.failure(.notFound)) }
+        directoryPrefetch?.opened(found)
         directories.whenValidated(found) { [self] result in
             // A file completed since the last commit is committed first, so that this open passes it through
             // (a copy started right after a cold one then reads at the disk's speed).

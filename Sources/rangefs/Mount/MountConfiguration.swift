@@ -78,6 +78,7 @@ struct MountConfiguration: Equatable {
         fileSystem.readaheadMaximum = options.readahead.bytes
         fileSystem.prefetch = options.prefetch
         fileSystem.passthrough = options.passthrough == .auto
+        fileSystem.directoryPrefetch = options.dirPrefetch == .on
         fileSystem.revalidateAfter = .milliseconds(Int((options.revalidate * 1000).rounded()))
         fileSystem.directoryCacheTime = .milliseconds(Int((options.dirCacheTime * 1000).rounded()))
 

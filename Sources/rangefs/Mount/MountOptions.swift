@@ -18,6 +18,12 @@ enum PassthroughChoice: String, ExpressibleByArgument, CaseIterable, Equatable {
     case off
 }
 
+/// `--dir-prefetch`: whether the next files of a directory read in listing order are fetched ahead.
+enum DirectoryPrefetchChoice: String, ExpressibleByArgument, CaseIterable, Equatable {
+    case on
+    case off
+}
+
 /// A `--header` value: `Name: value`, one line.
 enum HeaderLine {
     /// What is wrong with `line`, or nil.
@@ -96,6 +102,9 @@ struct MountOptions: ParsableArguments {
 
     @Option(name: .long, help: "Read complete files in the kernel, past the daemon (FUSE passthrough): auto (when the kernel offers it and the mount runs as root) or off.")
     var passthrough = Defaults.fileSystem.passthrough ? PassthroughChoice.auto : .off
+
+    @Option(name: .long, help: "Fetch the next files of a directory ahead of a reader that opens its files in listing order (cp -r, tar, rsync): on or off.")
+    var dirPrefetch = Defaults.fileSystem.directoryPrefetch ? DirectoryPrefetchChoice.on : .off
 
     @Option(name: .long, help: "Cap background completion at this rate in bytes/s, e.g. 10M; readers are never capped.")
     var bwlimit: ByteCount?

@@ -1,0 +1,151 @@
+// The link to each origin, measured (issue 36): its round-trip time and what one connection carries, from the
+// transfers the mount makes anyway. Whatever fetches ahead (the next files of a directory today, readahead later)
+// sizes its depth from these: enough bytes in flight to cover bandwidth × round trip, so a 150 ms link is filled
+// without tuning and a loopback origin is not flooded.
+//
+// A `MeasuredFetcher` wraps the fetcher and times every transfer: the round trip is the time from the request's
+// start to its head (a new connection's handshake and the server's think time included, as a reader pays them),
+// smoothed as TCP smooths its RTT (1/8 of each new sample); a connection's throughput is the body's bytes over the
+// time from head to end, taken from bodies of at least `minimumThroughputSample` bytes (a smaller one ends
+// before its rate shows).
+
+import Dispatch
+import Synchronization
+
+/// Round-trip time and per-connection throughput per origin (`scheme://host:port`), learned from transfers.
+final class LinkEstimate: Sendable {
+    /// What is known of one origin.
+    struct Link: Sendable, Equatable {
+        /// Smoothed seconds from a request's start to its response's head.
+        var roundTrip: Double?
+        /// Smoothed bytes per second one connection carries.
+        var throughput: Double?
+        /// Transfers measured.
+        var samples = 0
+    }
+
+    /// Bodies smaller than this say nothing of a connection's rate.
+    static let minimumThroughputSample = 16 << 10
+    /// How much of each new sample a smoothed value takes (TCP's SRTT gain).
+    static let gain = 0.125
+
+    private let links = Mutex<[String: Link]>([:])
+
+    init() {}
+
+    /// What is known of the origin of `url`.
+    func link(for url: String) -> Link {
+        links.withLock { $0[Self.origin(of: url)] ?? Link() }
+    }
+
+    /// Records one transfer of `url`: `headAfter` seconds from its start to its head (nil: it got none), then
+    /// `bodyBytes` in `bodySeconds`.
+    func record(url: String, headAfter: Double?, bodyBytes: Int, bodySeconds: Double) {
+        let origin = Self.origin(of: url)
+        links.withLock { links in
+            var link = links[origin] ?? Link()
+            if let headAfter, headAfter >= 0 {
+                link.roundTrip = link.roundTrip.map { $0 + Self.gain * (headAfter - $0) } ?? headAfter
+            }
+            if bodyBytes >= Self.minimumThroughputSample, bodySeconds > 0 {
+                let rate = Double(bodyBytes) / bodySeconds
+                link.throughput = link.throughput.map { $0 + Self.gain * (rate - $0) } ?? rate
+            }
+            link.samples += 1
+            links[origin] = link
+        }
+    }
+
+    /// How many files of about `typicalBytes` each to have in flight to the origin of `url` so that the link
+    /// stays busy over `connections` connections: one per connection, plus their bandwidth × round trip in
+    /// files, within `bounds`. Until a connection's throughput is known (small files never show it), one per
+    /// connection.
+    func depth(for url: String, typicalBytes: Int, connections: Int, bounds: ClosedRange<Int>) -> Int {
+        let link = link(for: url)
+        var files = Double(max(1, connections))
+        if let roundTrip = link.roundTrip, let throughput = link.throughput, typicalBytes > 0 {
+            // Each connection carries a file per round trip plus its transfer: to keep the link busy, the
+            // bytes in flight must cover what the connections carry in one round trip.
+            files += (throughput * Double(max(1, connections)) * roundTrip / Double(typicalBytes)).rounded(.up)
+        }
+        return min(bounds.upperBound, max(bounds.lowerBound, Int(min(files, Double(Int32.max)))))
+    }
+
+    /// `scheme://host:port` of `url` (its userinfo left out), the key of its link.
+    static func origin(of url: String) -> String {
+        guard let schemeEnd = url.range(of: "://") else { return url }
+        let rest = url[schemeEnd.upperBound...]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        let host = authority.split(separator: "@", omittingEmptySubsequences: false).last ?? authority
+        return String(url[..<schemeEnd.upperBound]) + host.lowercased()
+    }
+}
+
+/// A fetcher that times each transfer of the one it wraps into a `LinkEstimate`; everything else passes through.
+final class MeasuredFetcher: RangeFetching {
+    let fetcher: RangeFetching
+    let estimate: LinkEstimate
+
+    init(_ fetcher: RangeFetching, estimate: LinkEstimate) {
+        self.fetcher = fetcher
+        self.estimate = estimate
+    }
+
+    func start(_ request: RangeRequest, sink: RangeResponseSink) {
+        fetcher.start(request, sink: TimingSink(sink, url: request.url, estimate: estimate))
+    }
+
+    func pauseBackground(_ paused: Bool) { fetcher.pauseBackground(paused) }
+
+    func wake() { fetcher.wake() }
+
+    func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
+        let started = MonotonicClock.seconds()
+        fetcher.probe(url: url) { [estimate] result in
+            // A probe's answer is a head and at most a byte: the whole of it is the round trip.
+            if case .success = result {
+                estimate.record(url: url, headAfter: MonotonicClock.seconds() - started, bodyBytes: 0, bodySeconds: 0)
+            }
+            completion(result)
+        }
+    }
+}
+
+/// Passes a transfer's calls to its sink, noting when its head came and how many body bytes followed.
+private final class TimingSink: RangeResponseSink, @unchecked Sendable {
+    // @unchecked Sendable: the fetcher calls one sink from one thread, in order (RangeResponseSink).
+    private let sink: RangeResponseSink
+    private let url: String
+    private let estimate: LinkEstimate
+    private let started = MonotonicClock.seconds()
+    private var headAt: Double?
+    private var bodyBytes = 0
+
+    init(_ sink: RangeResponseSink, url: String, estimate: LinkEstimate) {
+        self.sink = sink
+        self.url = url
+        self.estimate = estimate
+    }
+
+    func receive(head: ResponseHead) -> Bool {
+        headAt = MonotonicClock.seconds()
+        return sink.receive(head: head)
+    }
+
+    func receive(body: UnsafeRawBufferPointer) -> Bool {
+        bodyBytes += body.count
+        return sink.receive(body: body)
+    }
+
+    func complete(error: FetchError?) {
+        if let headAt {
+            // A transfer paused for readers measures the pause, not the link: only its round trip counts.
+            let bodySeconds = error == nil && !sink.isBackground ? MonotonicClock.seconds() - headAt : 0
+            estimate.record(url: url, headAfter: headAt - started, bodyBytes: bodyBytes, bodySeconds: bodySeconds)
+        }
+        sink.complete(error: error)
+    }
+
+    var isBackground: Bool { sink.isBackground }
+    var isPaused: Bool { sink.isPaused }
+}

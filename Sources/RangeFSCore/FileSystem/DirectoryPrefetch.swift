@@ -1,0 +1,240 @@
+// Readahead one level up (DESIGN.md §5, issue 36): `cp -r`, `tar`, `rsync`, `find | xargs cat` and data loaders
+// open a listed directory's files in listing order, and each open of a cold file costs a round trip (its probe)
+// that nothing hid. Here the opens of each directory are watched, and once a reader is seen going through it in
+// order, the next files are fetched ahead of it, in parallel: each with the probe an open makes
+// (`DirectoryService.whenValidated`, one GET for its validators and first 256 KiB), so when the reader opens it,
+// it is validated and a small file's blocks are cached: its open and reads send no request. A larger file gets
+// its first bytes only, the part a reader waits for first; readahead takes over from there.
+//
+// The detector: per directory, the furthest file opened (the frontier). An open of one of the next `tolerance`
+// files after it is in order, and moves it; an open of one of the `tolerance` files before it (readers splitting a
+// directory, `xargs -P`) changes nothing; anything else is a jump, which stops the stream and halves its window.
+// Prefetching starts after `streakToStart` opens in order, so a reader that jumps around triggers nothing.
+//
+// The window, in files ahead of the frontier, works as TCP's slow start does: it starts at `firstWindow`, grows by
+// one for every file fetched ahead that the reader then opens (doubling per round), and halves for each one the
+// reader went past without opening. It never exceeds the depth the measured link asks for (LinkEstimate: its
+// bandwidth × round trip in files, 2...64), and the whole mount never has more than `bytesAhead` fetched ahead
+// and not yet opened, nor more than `inFlight` fetches running: the background connections (`--connections`, the
+// per-host cap by default) less two, so a reader's own open never queues behind them (reads have their own
+// connections: FetchScheduler's demand fetcher).
+//
+// Locks: `state` is taken before the catalog's (siblings are found under it) and the link estimate's; no fetch
+// starts under it.
+
+import Synchronization
+
+/// Fetches the next files of a directory ahead of readers that open its files in listing order.
+final class DirectoryPrefetch: Sendable {
+    /// The bounds of prefetching; the defaults are the mount's.
+    struct Limits: Sendable, Equatable {
+        /// Bytes fetched ahead and not yet opened, for the whole mount.
+        var bytesAhead = 64 << 20
+        /// Fetches running at once, for the whole mount.
+        var inFlight = 14
+        /// Connections the depth assumes (`--connections`, as many as `--connections-per-host` by default).
+        var connections = 16
+        /// The window a stream starts with, and the range of the depth the link sets.
+        var firstWindow = 4
+        var depth = 2...64
+        /// How far (in files) an open may be from the frontier and still count as in order.
+        var tolerance = 8
+        /// Opens in order before anything is fetched ahead.
+        var streakToStart = 2
+        /// Directories watched at once; the one used longest ago is forgotten first.
+        var streams = 64
+    }
+
+    /// Fetches `file` ahead (its open's probe) and calls `done` once that is over, however it went.
+    typealias Fetch = @Sendable (_ file: CatalogItem, _ done: @escaping @Sendable () -> Void) -> Void
+
+    private struct Ahead {
+        let name: FileName
+        let bytes: Int
+        /// In-order opens since the frontier went past it; beyond `tolerance`, the guess was wrong.
+        var passedBy = 0
+    }
+
+    /// One directory being read.
+    private struct Stream {
+        var frontier: CatalogItem
+        var streak = 0
+        var window: Int
+        /// Files fetched (or being fetched) ahead and not opened yet.
+        var ahead: [UInt64: Ahead] = [:]
+        /// The last file fetching ahead considered: the next one starts after it.
+        var considered: CatalogItem?
+        /// Bytes a file of this directory is fetched ahead for, smoothed.
+        var typicalBytes: Int
+        var lastUse: UInt64
+    }
+
+    private struct State {
+        var streams: [UInt64: Stream] = [:]
+        var bytesAhead = 0
+        var inFlight = 0
+        var clock: UInt64 = 0
+        /// Files fetched ahead in all, and those opened afterwards (for `status` and tests).
+        var fetched = 0
+        var used = 0
+    }
+
+    private let state = Mutex(State())
+    private let catalog: Catalog
+    private let link: LinkEstimate
+    let limits: Limits
+    /// How many bytes one fetch ahead brings at most (the open's probe size).
+    private let probeBytes: Int
+    private let fetch: Fetch
+
+    init(catalog: Catalog, link: LinkEstimate, limits: Limits, probeBytes: Int, fetch: @escaping Fetch) {
+        self.catalog = catalog
+        self.link = link
+        self.limits = limits
+        self.probeBytes = max(1, probeBytes)
+        self.fetch = fetch
+    }
+
+    /// Files fetched ahead so far, and how many of them a reader then opened.
+    var counts: (fetched: Int, used: Int) {
+        state.withLock { ($0.fetched, $0.used) }
+    }
+
+    /// A reader opens `item`: updates its directory's stream, and fetches ahead what that calls for.
+    func opened(_ item: CatalogItem) {
+        guard item.listed else { return }
+        let toFetch = state.withLock { state -> [CatalogItem] in
+            state.clock += 1
+            guard var stream = state.streams.removeValue(forKey: item.parent) else {
+                makeRoom(&state)
+                state.streams[item.parent] = Stream(frontier: item, window: limits.firstWindow,
+                                                    typicalBytes: cost(of: item), lastUse: state.clock)
+                return []
+            }
+            stream.lastUse = state.clock
+            defer { state.streams[item.parent] = stream }
+            if let hit = stream.ahead.removeValue(forKey: item.inode) {
+                state.bytesAhead -= hit.bytes
+                state.used += 1
+                stream.window = min(stream.window + 1, limits.depth.upperBound)
+                stream.streak += 1
+                if FileName(item.name) > FileName(stream.frontier.name) { advance(&stream, to: item, state: &state) }
+            } else if follows(item, stream.frontier) {
+                stream.streak += 1
+                advance(&stream, to: item, state: &state)
+            } else if item.inode == stream.frontier.inode || follows(stream.frontier, item) {
+                // Opened again, or a little behind the frontier (another reader of the same directory).
+            } else {
+                // A jump: what was fetched ahead is no guess of this reader's any more.
+                stream.streak = 0
+                stream.window = max(limits.firstWindow, stream.window / 2)
+                for dropped in stream.ahead.values { state.bytesAhead -= dropped.bytes }
+                stream.ahead = [:]
+                stream.considered = nil
+                stream.frontier = item
+            }
+            stream.typicalBytes += (cost(of: item) - stream.typicalBytes) / 8
+            return issue(&stream, state: &state)
+        }
+        start(toFetch)
+    }
+
+    /// Whether `later` is one of the `tolerance` files that follow `earlier` in its directory's order.
+    private func follows(_ later: CatalogItem, _ earlier: CatalogItem) -> Bool {
+        guard later.parent == earlier.parent, FileName(later.name) > FileName(earlier.name) else { return false }
+        return catalog.siblings(after: earlier, limit: limits.tolerance, scan: limits.tolerance) { _ in true }
+            .contains { $0.inode == later.inode }
+    }
+
+    /// Moves `stream`'s frontier to `item`; a file fetched ahead that the frontier left `tolerance` opens behind
+    /// was a wrong guess: the window halves.
+    private func advance(_ stream: inout Stream, to item: CatalogItem, state: inout State) {
+        stream.frontier = item
+        let name = FileName(item.name)
+        for (inode, var ahead) in stream.ahead where ahead.name < name {
+            ahead.passedBy += 1
+            if ahead.passedBy > limits.tolerance {
+                stream.ahead[inode] = nil
+                state.bytesAhead -= ahead.bytes
+                stream.window = max(limits.firstWindow, stream.window / 2)
+            } else {
+                stream.ahead[inode] = ahead
+            }
+        }
+    }
+
+    /// The files of `stream` to fetch now: those after the last one considered, while the window, the depth, the
+    /// byte budget and the fetches in flight allow.
+    private func issue(_ stream: inout Stream, state: inout State) -> [CatalogItem] {
+        guard stream.streak >= limits.streakToStart else { return [] }
+        let depth = link.depth(for: stream.frontier.metadata.url, typicalBytes: stream.typicalBytes,
+                               connections: limits.connections, bounds: limits.depth)
+        let room = min(min(stream.window, depth) - stream.ahead.count, limits.inFlight - state.inFlight)
+        guard room > 0 else { return [] }
+        var start = stream.frontier
+        if let considered = stream.considered, FileName(considered.name) > FileName(start.name) { start = considered }
+        let candidates = catalog.siblings(after: start, limit: room, scan: room * 4 + limits.tolerance) { file in
+            file.listed && !file.validated
+        }
+        var chosen: [CatalogItem] = []
+        for file in candidates {
+            let bytes = cost(of: file)
+            guard state.bytesAhead + bytes <= limits.bytesAhead else { break }
+            state.bytesAhead += bytes
+            state.inFlight += 1
+            state.fetched += 1
+            stream.ahead[file.inode] = Ahead(name: FileName(file.name), bytes: bytes)
+            stream.considered = file
+            chosen.append(file)
+        }
+        return chosen
+    }
+
+    private func start(_ files: [CatalogItem]) {
+        for file in files {
+            fetch(file) { [weak self] in self?.finished(file) }
+        }
+    }
+
+    /// A fetch ahead ended: its slot goes to the next file of its directory.
+    private func finished(_ file: CatalogItem) {
+        let next = state.withLock { state -> [CatalogItem] in
+            state.inFlight -= 1
+            guard var stream = state.streams.removeValue(forKey: file.parent) else { return [] }
+            defer { state.streams[file.parent] = stream }
+            return issue(&stream, state: &state)
+        }
+        start(next)
+    }
+
+    /// What fetching `file` ahead brings at most: its first bytes, or all of it if it is smaller.
+    private func cost(of file: CatalogItem) -> Int {
+        file.metadata.sizeKnown ? Int(min(UInt64(probeBytes), max(1, file.metadata.size))) : probeBytes
+    }
+
+    /// Forgets the stream used longest ago when `streams` are watched already.
+    private func makeRoom(_ state: inout State) {
+        guard state.streams.count >= limits.streams,
+              let oldest = state.streams.min(by: { $0.value.lastUse < $1.value.lastUse })?.key,
+              let stream = state.streams.removeValue(forKey: oldest)
+        else { return }
+        for dropped in stream.ahead.values { state.bytesAhead -= dropped.bytes }
+    }
+}
+
+extension RangeFS {
+    /// The prefetcher of this mount's directories (nil with `--dir-prefetch off`): a file is fetched ahead with the
+    /// probe its open would make, so the open finds it validated and its first blocks cached.
+    static func makeDirectoryPrefetch(catalog: Catalog, directories: DirectoryService, link: LinkEstimate,
+                                      settings: FileSystemSettings, connections: Int) -> DirectoryPrefetch? {
+        guard settings.directoryPrefetch else { return nil }
+        var limits = DirectoryPrefetch.Limits()
+        limits.connections = max(1, connections)
+        limits.inFlight = max(1, connections - 2)
+        return DirectoryPrefetch(catalog: catalog, link: link, limits: limits,
+                                 probeBytes: settings.openProbeBytes) { [weak directories] file, done in
+            guard let directories else { return done() }
+            directories.whenValidated(file) { _ in done() }
+        }
+    }
+}

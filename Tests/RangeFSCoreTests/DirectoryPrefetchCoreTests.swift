@@ -1,0 +1,119 @@
+@testable import RangeFSCore
+import Synchronization
+import XCTest
+
+/// The detector and window of DirectoryPrefetch, and the depth LinkEstimate gives, without a network: the files it
+/// asks to fetch are recorded, and a fetch ends when the test says so.
+final class DirectoryPrefetchCoreTests: XCTestCase {
+    /// A directory of `count` listed files (`f000.bin`...) of `size` bytes each.
+    func directory(count: Int, size: UInt64 = 20_000) -> (Catalog, [CatalogItem]) {
+        let catalog = Catalog()
+        let folder = catalog.addDirectory(url: "http://origin/d/")
+        let items = (0..<count).map { index in
+            catalog.add(RemoteMetadata(url: "http://origin/d/" + String(format: "f%03d.bin", index), size: size,
+                                       etag: "", lastModified: ""),
+                        parent: folder.inode, listed: true, validated: false)
+        }
+        return (catalog, items)
+    }
+
+    final class Recorder: Sendable {
+        let fetched = Mutex<[String]>([])
+        let pending = Mutex<[@Sendable () -> Void]>([])
+        func finishAll() {
+            let done = pending.withLock { pending in defer { pending = [] }; return pending }
+            done.forEach { $0() }
+        }
+    }
+
+    func prefetcher(_ catalog: Catalog, _ recorder: Recorder, limits: DirectoryPrefetch.Limits = .init())
+        -> DirectoryPrefetch {
+        DirectoryPrefetch(catalog: catalog, link: LinkEstimate(), limits: limits, probeBytes: 256 << 10) { file, done in
+            recorder.fetched.withLock { $0.append(file.name) }
+            recorder.pending.withLock { $0.append(done) }
+        }
+    }
+
+    func testThreeOpensInOrderFetchTheNextFilesAndUsedGuessesGrowTheWindow() {
+        let (catalog, items) = directory(count: 100)
+        let recorder = Recorder()
+        let prefetch = prefetcher(catalog, recorder)
+        prefetch.opened(items[0])
+        prefetch.opened(items[1])
+        XCTAssertEqual(recorder.fetched.withLock { $0 }, [], "two opens are no stream yet")
+        prefetch.opened(items[2])
+        XCTAssertEqual(recorder.fetched.withLock { $0 }, ["f003.bin", "f004.bin", "f005.bin", "f006.bin"],
+                       "the first window: 4 files")
+        recorder.finishAll()
+        for index in 3..<7 { prefetch.opened(items[index]) }
+        // Each guess used grows the window by one, and the frontier moved 4 files: 8 files ahead of f006.
+        XCTAssertEqual(recorder.fetched.withLock { $0.count }, 4 + 8)
+        XCTAssertEqual(recorder.fetched.withLock { $0.last }, "f014.bin")
+        XCTAssertEqual(prefetch.counts.used, 4)
+    }
+
+    func testAReaderThatJumpsTriggersNothingAndAJumpDropsTheStream() {
+        let (catalog, items) = directory(count: 200)
+        let recorder = Recorder()
+        let prefetch = prefetcher(catalog, recorder)
+        for step in 0..<50 { prefetch.opened(items[step * 37 % 200]) }
+        XCTAssertEqual(recorder.fetched.withLock { $0 }, [])
+        for index in 100..<103 { prefetch.opened(items[index]) }
+        XCTAssertEqual(recorder.fetched.withLock { $0.count }, 4)
+        recorder.finishAll()
+        prefetch.opened(items[10])  // a jump back
+        prefetch.opened(items[150])  // and forward
+        XCTAssertEqual(recorder.fetched.withLock { $0.count }, 4, "nothing new after a jump")
+    }
+
+    /// Two readers splitting a directory (`xargs -P 2`: their opens a little out of order), and a reader taking
+    /// every other file (`*.jpg` of a folder of jpg and txt pairs): both are in order.
+    func testReadersSplittingADirectoryOrSkippingFilesCountAsInOrder() {
+        let (catalog, items) = directory(count: 100)
+        let recorder = Recorder()
+        let prefetch = prefetcher(catalog, recorder)
+        for index in [0, 1, 3, 2, 5, 4] { prefetch.opened(items[index]) }
+        let split = recorder.fetched.withLock { $0 }
+        XCTAssertFalse(split.isEmpty, "two readers splitting the directory")
+        XCTAssertFalse(split.contains { ["f000.bin", "f001.bin", "f002.bin", "f003.bin"].contains($0) },
+                       "nothing behind the frontier: \(split)")
+        let (skipping, files) = directory(count: 100)
+        let skipper = Recorder()
+        let every = prefetcher(skipping, skipper)
+        for index in stride(from: 0, to: 8, by: 2) { every.opened(files[index]) }
+        XCTAssertFalse(skipper.fetched.withLock { $0 }.isEmpty, "a reader taking every other file")
+    }
+
+    func testFetchesInFlightAndBytesAheadStayWithinTheirCaps() {
+        let (catalog, items) = directory(count: 300, size: 200 << 10)
+        let recorder = Recorder()
+        var limits = DirectoryPrefetch.Limits()
+        limits.inFlight = 3
+        limits.bytesAhead = 5 * (200 << 10)
+        let prefetch = prefetcher(catalog, recorder, limits: limits)
+        for index in 0..<3 { prefetch.opened(items[index]) }
+        XCTAssertEqual(recorder.fetched.withLock { $0.count }, 3, "three in flight at most")
+        recorder.finishAll()
+        XCTAssertEqual(recorder.fetched.withLock { $0.count }, 4, "then the window (4) is full")
+        recorder.finishAll()
+        for index in 3..<7 { prefetch.opened(items[index]) }
+        recorder.finishAll()
+        recorder.finishAll()
+        XCTAssertLessThanOrEqual(recorder.fetched.withLock { $0.count } - 4, 5, "5 files' bytes ahead at most")
+    }
+
+    func testTheDepthFollowsBandwidthTimesRoundTrip() {
+        let link = LinkEstimate()
+        let url = "http://user:secret@Origin:8080/d/f.bin"
+        XCTAssertEqual(LinkEstimate.origin(of: url), "http://origin:8080")
+        XCTAssertEqual(link.depth(for: url, typicalBytes: 32 << 10, connections: 16, bounds: 2...64), 16,
+                       "nothing measured: one file per connection")
+        // 40 ms, 4 MiB/s per connection: 16 × 4 MiB/s × 0.04 s = 2.56 MiB in flight, 82 files of 32 KiB: capped.
+        link.record(url: url, headAfter: 0.04, bodyBytes: 4 << 20, bodySeconds: 1)
+        XCTAssertEqual(link.depth(for: url, typicalBytes: 32 << 10, connections: 16, bounds: 2...64), 64)
+        // Loopback: 0.2 ms and 1 GiB/s per connection: 16 + 3.2 MiB ÷ 1 MiB files = 20.
+        let near = "http://127.0.0.1/x"
+        link.record(url: near, headAfter: 0.0002, bodyBytes: 1 << 30, bodySeconds: 1)
+        XCTAssertEqual(link.depth(for: near, typicalBytes: 1 << 20, connections: 16, bounds: 2...64), 20)
+    }
+}
