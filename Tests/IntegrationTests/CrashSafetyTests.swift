@@ -119,14 +119,17 @@ final class CrashSafetyTests: MountTestCase {
                               "round \(round): \(name) holds bytes that are not the origin's")
                 if written.count == expected.count { complete += 1 } else { cut += 1 }
             }
-            // Every block the cache holds passes its check. An entry the kill caught being made (no header yet)
-            // is reported too: it holds nothing, and starts empty on the next mount.
+            // Every block the cache holds passes its check, and no entry is damaged. An entry the kill caught
+            // before its first commit (no header yet) is reported as EMPTY: it holds nothing.
             try driver.waitForUnlock(cache)
             let verified = try driver.run(["verify", "--cache", cache])
             let bad = verified.stdout.split(separator: "\n").filter { $0.hasPrefix("BAD") }
             XCTAssertTrue(bad.isEmpty, "round \(round): \(bad)")
             XCTAssertTrue(verified.stdout.contains("OK "), "round \(round): nothing verified: \(verified.stdout) \(verified.stderr)")
-            unmade += verified.stdout.split(separator: "\n").filter { $0.hasPrefix("DAMAGED") }.count
+            let damaged = verified.stdout.split(separator: "\n").filter { $0.hasPrefix("DAMAGED") }
+            XCTAssertTrue(damaged.isEmpty, "round \(round): \(damaged)")
+            XCTAssertEqual(verified.status, 0, "round \(round): \(verified.stdout)")
+            unmade += verified.stdout.split(separator: "\n").filter { $0.hasPrefix("EMPTY") }.count
         }
         print("10 kills during cp -r: the copies wrote \(complete) whole files and \(cut) cut short; \(ahead) files were fetched ahead of them; \(unmade) entries were caught being made")
         XCTAssertGreaterThan(complete, 0, "no copy got anywhere before its kill")

@@ -12,6 +12,9 @@ public struct VerificationReport: Sendable, Equatable {
     var badBlocks: [Int] = []
     /// Why the entry as a whole is unusable (it will start empty), if it is.
     var damage: String?
+    /// The folder holds an entry that was started and never committed (no header yet, or an empty one): it
+    /// claims no block, so it is no damage (issue 36: a new entry's header waits for its first commit).
+    var neverCommitted = false
     var repaired = false
 
     public var isHealthy: Bool { badBlocks.isEmpty && damage == nil }
@@ -19,6 +22,7 @@ public struct VerificationReport: Sendable, Equatable {
     /// The report as `rangefs verify --cache` prints it: `OK`, `BAD` or `DAMAGED`, the URL and what was found.
     public var line: String {
         let name = url ?? folder
+        if neverCommitted { return "EMPTY   \(name): started, never committed; it holds nothing" }
         if let damage { return "DAMAGED \(name): \(damage); the entry starts empty on its next mount" }
         if badBlocks.isEmpty { return "OK      \(name): \(presentBlocks) blocks verified" }
         let action = repaired ? "dropped; they will be fetched again" : "run with --repair to drop them"
@@ -47,8 +51,10 @@ extension CacheStore {
     public func verify(folder: String, repair: Bool) -> VerificationReport {
         var report = VerificationReport(folder: folder)
         do {
-            guard let headerBytes = try FileSystemCalls.readSmallFile(folder + "/header") else {
-                report.damage = "no header"
+            // A kill or a power cut between making an entry and its first commit leaves no header, or an empty
+            // one: the entry claims nothing, whatever else its folder holds, and starts empty.
+            guard let headerBytes = try FileSystemCalls.readSmallFile(folder + "/header"), !headerBytes.isEmpty else {
+                report.neverCommitted = true
                 return report
             }
             let header: CacheHeader
