@@ -2,6 +2,10 @@
 // reading it needs its first bytes: one GET for `bytes=0-(n-1)` brings both. Its head is read as a probe's (size
 // from Content-Range, ETag, Last-Modified, name); its body, up to `n` bytes, becomes the file's first blocks. So a
 // file no larger than `n` costs one request in all, where a one-byte probe and a data request made two.
+//
+// A complete answer is never cut: a libcurl transfer whose write callback refuses bytes is aborted and its
+// connection closed, so the next request to the same server pays a new handshake. A 206 ends by itself; a 200
+// (a server that ignores Range) is cut once `n` bytes came only if more would follow.
 
 import Synchronization
 
@@ -28,6 +32,8 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
     /// Body bytes received in all, and whether a 206's body ran past its range (then none of it is kept).
     private var received = 0
     private var tooLong = false
+    /// A 200's stated Content-Length: the whole file's, which ends the body.
+    private var wholeLength: Int?
 
     init(url: String, limit: Int, completion: @escaping @Sendable (Result<FirstBytes, FetchError>) -> Void) {
         self.url = url
@@ -52,6 +58,9 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
         guard head.untrustedBody(expectedLength: head.status == 206 ? expected.map(UInt64.init) : nil) == nil
         else { return false }
         lengthStated = head.statesItsLength
+        if head.status == 200, lengthStated {
+            wholeLength = head["content-length"].flatMap { Int($0.trimmingWhitespace()) }
+        }
         bytes.reserveCapacity(expected ?? limit)
         return true
     }
@@ -68,7 +77,9 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
             }
             return true
         }
-        return bytes.count < limit  // stops a 200's whole-file body once enough has come
+        // A 200's whole-file body is stopped once enough has come, unless it ends there anyway (a file of exactly
+        // `limit` bytes): that one ends by itself and keeps its connection.
+        return bytes.count < limit || wholeLength.map { received >= $0 } ?? false
     }
 
     func complete(error: FetchError?) {
