@@ -103,4 +103,142 @@ final class OpenProbeTests: MountTestCase {
         XCTAssertEqual(lines[1][0], lines[0][0], "the second probe reuses the first one's connection: \(lines)")
         XCTAssertEqual(Int(lines[1][1]), Int(lines[0][1]).map { $0 + 1 }, "the next request on it: \(lines)")
     }
+
+    // MARK: The open answers at the probe's head
+
+    /// A server with a JSON listing of one file, `slow.bin` (1 MiB). An answer to a Range request sends its head
+    /// and its first 128 KiB at once, then holds the rest until the file `release` exists. It logs `request
+    /// PATH RANGE` when a request comes, `holding PATH` when it starts holding, `released PATH` once it sent the
+    /// rest, or `dropped PATH` if the client closed the connection while it held.
+    static let holdingScript = """
+    import email.utils, http.server, json, os, select, socket, sys, time
+    port, root, log, release = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    def note(line):
+        with open(log, "a") as out:
+            out.write(line + "\\n")
+    class Holding(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+        def do_GET(self):
+            note("request %s %s" % (self.path, self.headers.get("Range", "-")))
+            if self.path == "/dir/":
+                path = os.path.join(root, "slow.bin")
+                body = json.dumps([{"name": "slow.bin", "type": "file", "size": os.path.getsize(path),
+                                    "mtime": email.utils.formatdate(os.path.getmtime(path), usegmt=True)}]).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            path = os.path.join(root, self.path[len("/dir/"):])
+            if not self.path.startswith("/dir/") or not os.path.isfile(path):
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            with open(path, "rb") as f:
+                data = f.read()
+            mtime = os.path.getmtime(path)
+            start, end, status = 0, len(data), 200
+            asked = self.headers.get("Range")
+            if asked and asked.startswith("bytes="):
+                first, _, last = asked[6:].partition("-")
+                start, end, status = int(first), min(len(data), int(last) + 1) if last else len(data), 206
+            self.send_response(status)
+            if status == 206:
+                self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end - 1, len(data)))
+            self.send_header("Content-Length", str(end - start))
+            self.send_header("ETag", '"%x-%x"' % (int(mtime), len(data)))
+            self.send_header("Last-Modified", email.utils.formatdate(mtime, usegmt=True))
+            self.end_headers()
+            at_once = min(end, start + 128 * 1024)
+            self.wfile.write(data[start:at_once])
+            self.wfile.flush()
+            if at_once < end:
+                note("holding %s" % self.path)
+                deadline = time.time() + 120
+                while not os.path.exists(release) and time.time() < deadline:
+                    readable, _, _ = select.select([self.connection], [], [], 0.01)
+                    if readable and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        note("dropped %s" % self.path)
+                        self.close_connection = True
+                        return
+                self.wfile.write(data[at_once:end])
+                note("released %s" % self.path)
+        def log_message(self, *arguments):
+            pass
+    class Server(http.server.ThreadingHTTPServer):
+        request_queue_size = 64
+    Server(("127.0.0.1", port), Holding).serve_forever()
+    """
+
+    /// `stat` and `head -c 1` of a listed file answer once the probe's head and first block came, while the
+    /// server still holds the rest of the probe's 256 KiB; a READ of the held bytes waits for them from that same
+    /// transfer and sends no request of its own; the origin sees one request for the probe's bytes.
+    func testTheOpenAnswersAtTheProbesHeadAndAReadOfItsRestWaitsForTheSameTransfer() throws {
+        let folder = try TemporaryDirectory(prefix: "holding")
+        let root = folder.path + "/root"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try Shell.run("/usr/bin/head", ["-c", String(1 << 20), "/dev/urandom"], stdoutFile: root + "/slow.bin")
+        let original = [UInt8](try Data(contentsOf: URL(fileURLWithPath: root + "/slow.bin")))
+        let (log, release, script) = (folder.path + "/requests.log", folder.path + "/release", folder.path + "/holding.py")
+        try Self.holdingScript.write(toFile: script, atomically: false, encoding: .utf8)
+        let (server, port) = try BackgroundProcess.listening { port in
+            try BackgroundProcess("/usr/bin/python3", [script, String(port), root, log, release],
+                                  logPath: folder.path + "/server.out")
+        }
+        defer { _ = server.stop() }
+        // Whatever happens, the server lets go before it is stopped.
+        defer { FileManager.default.createFile(atPath: release, contents: nil) }
+        func logLines() -> [String] {
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        }
+
+        try mount(["http://127.0.0.1:\(port)/dir/"])
+        let file = mountpoint + "/slow.bin"
+        XCTAssertEqual(try statFile(file).st_size, off_t(original.count))
+        let first = scratch.path + "/first"
+        let opened = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            _ = try? Shell.run("/usr/bin/head", ["-c", "1", file], stdoutFile: first, timeout: 150)
+            opened.signal()
+        }
+        // A deadline for a hang only: before the fix, the open waited for the whole probe, held until the release.
+        let answered = opened.wait(timeout: .now() + 30) == .success
+        XCTAssertTrue(answered, "head -c 1 answered while the server holds the rest of the probe")
+        XCTAssertEqual(logLines().filter { !$0.hasPrefix("request") }, ["holding /dir/slow.bin"],
+                       "the rest of the probe was still held when head -c 1 ended")
+        if answered {
+            XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: first))), [original[0]])
+        }
+
+        // A READ of bytes the probe still brings (its last block, held): it waits for them, with no request of
+        // its own. It is inside read(2) of its input (dd reads it as descriptor 0) before the server lets go.
+        let held = 200_000
+        let reader = try BackgroundProcess("/bin/dd", ["if=\(file)", "of=\(scratch.path)/held", "bs=1000",
+                                                       "skip=\(held / 1000)", "count=1", "status=none"])
+        let deadline = Date().addingTimeInterval(30)
+        while reader.isRunning && Date() < deadline,
+              !((try? String(contentsOfFile: "/proc/\(reader.pid)/syscall", encoding: .utf8))?.hasPrefix("0 0x0 ") ?? false) {
+            usleep(10_000)
+        }
+        FileManager.default.createFile(atPath: release, contents: nil)
+        XCTAssertEqual(reader.waitForExit(timeout: 60), 0, "the READ of held bytes was answered")
+        XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/held"))),
+                       Array(original[held..<(held + 1000)]))
+        XCTAssertEqual(try fileBytes(file, offset: 0, count: Self.probeBytes), Array(original.prefix(Self.probeBytes)))
+
+        // The probe's transfer lived until the server let go: head -c 1 ended while it was still held (before the
+        // fix, the open waited for its end, which came when libcurl gave the stalled transfer up).
+        XCTAssertEqual(logLines().first { $0.hasPrefix("released") || $0.hasPrefix("dropped") },
+                       "released /dir/slow.bin", "\(logLines())")
+        // One request brought the probe's bytes: none other asked for any of them.
+        let probeRanges = logLines().filter { $0.hasPrefix("request /dir/slow.bin") }.map { $0.split(separator: " ")[2] }
+            .filter { range in
+                let start = range.dropFirst("bytes=".count).split(separator: "-").first.flatMap { Int($0) }
+                return start.map { $0 < Self.probeBytes } ?? true
+            }
+        XCTAssertEqual(probeRanges, ["bytes=0-\(Self.probeBytes - 1)"], "\(logLines())")
+    }
 }

@@ -135,6 +135,20 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func startAttempt() {
+        owner.started(self, request: beginAttempt())
+    }
+
+    /// Takes over, as this sink's first attempt, a request already sent for exactly this sink's bytes from the
+    /// file's own URL (the rest of an open's probe, see ProbeBody.swift): its answer comes to this sink as if it
+    /// had sent it. Its first check of whether the bytes are still wanted comes after `wantCheckInterval`, once
+    /// the open the probe was for has its handle.
+    func adoptAttempt() {
+        _ = beginAttempt()
+        wantCheckedAt = DispatchTime.now().uptimeNanoseconds
+    }
+
+    /// Resets the state of a new attempt, and returns its request.
+    private func beginAttempt() -> RangeRequest {
         if wholeFile {
             nextBlock = blocks.lowerBound  // without Range, every attempt starts at byte 0
             partial = entry.makeBuffer(capacity: entry.length(ofBlock: nextBlock))
@@ -163,7 +177,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             }
         }
         request.maxBytesPerSecond = maxBytesPerSecond
-        owner.started(self, request: request)
+        return request
     }
 
     var priority: FetchPriority { currentPriority.withLock { $0 } }

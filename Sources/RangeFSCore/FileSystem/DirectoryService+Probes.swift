@@ -91,16 +91,21 @@ extension DirectoryService {
         return storedVersion(agreeingWith: item) ?? item.metadata
     }
 
-    /// Probes `file`, being opened, asking for its first `openProbeBytes`: they go to its entry before it opens.
+    /// Probes `file`, being opened, asking for its first `openProbeBytes`: they go to its entry before it opens,
+    /// or, still streaming, become blocks in flight of it (FirstBytes.swift): the open answers at the probe's head.
     private func probeWithFirstBytes(_ file: CatalogItem) {
         guard openProbeBytes > 0 else { return probe([file]) }
         fetcher.probe(url: file.metadata.url, firstBytes: openProbeBytes) { [self] result in
             work.async { [self] in
                 let metadata = result.map(\.metadata).map(store.settled)
                 take(metadata, for: file)
-                if case .success(let first) = result, case .success(let settled) = metadata, settled.sizeKnown,
-                   catalog.item(inode: file.inode)?.metadata == settled, !first.bytes.isEmpty {
-                    events.firstBytes(settled, first.bytes)
+                if case .success(let first) = result {
+                    if case .success(let settled) = metadata, settled.sizeKnown,
+                       catalog.item(inode: file.inode)?.metadata == settled {
+                        events.firstBytes(settled, first.body)
+                    } else {
+                        first.body.discard()
+                    }
                 }
                 finishProbe(of: file)
             }
