@@ -77,8 +77,8 @@ final class OpenProbeTests: MountTestCase {
             // The probe's body may still stream after the open answered (the open answers at its head): the next
             // file is opened once it ended, as it has on any link where the reader takes longer than the body.
             let deadline = Date().addingTimeInterval(60)
-            while cachedBytes(path) != Self.probeBytes && Date() < deadline { usleep(50_000) }
-            XCTAssertEqual(cachedBytes(path), Self.probeBytes, "the probe's bytes are cached")
+            while cachedBytes(path) ?? 0 < Self.probeBytes && Date() < deadline { usleep(50_000) }
+            XCTAssertGreaterThanOrEqual(cachedBytes(path) ?? 0, Self.probeBytes, "the probe's bytes are cached")
         }
         let lines = connectionLog(origin, folder)
         XCTAssertEqual(lines.map { [$0[2], $0[3]] }, [[status, "/\(folder)/a.bin"], [status, "/\(folder)/b.bin"]],
