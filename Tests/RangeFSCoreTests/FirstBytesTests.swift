@@ -54,14 +54,20 @@ final class FirstBytesTests: XCTestCase {
         }
     }
 
-    func testTheOpenAnswersAtTheProbesHeadAndAReadOfItsLastBlockWaitsForTheSameTransfer() throws {
-        let memory = MemoryOrigin()
-        let base = "http://origin/dir/", bytes = pseudoRandomBytes(count: 1 << 20, seed: 9)
+    let base = "http://origin/dir/"
+    let bytes = pseudoRandomBytes(count: 1 << 20, seed: 9)
+    var directory: TemporaryDirectory!
+
+    override func tearDown() {
+        directory = nil
+        super.tearDown()
+    }
+
+    /// A file system of one listed directory holding `c.bin` (1 MiB), listed; returns it and `c.bin`'s inode.
+    func listedFile(on origin: RangeFetching, memory: MemoryOrigin) throws -> (RangeFS, UInt64) {
         memory.serve(base, bytes: Array(#"<a href="c.bin">c.bin</a>"#.utf8))
         memory.serve(base + "c.bin", bytes: bytes)
-        let origin = GatedOrigin(inner: memory, url: base + "c.bin")
-        defer { origin.gate.signal() }
-        let directory = try TemporaryDirectory(prefix: "probe-body")
+        directory = try TemporaryDirectory(prefix: "first-bytes")
         let logger = Logger(label: "test")
         let catalog = Catalog()
         catalog.setRootURL(base)
@@ -71,7 +77,14 @@ final class FirstBytesTests: XCTestCase {
                                  scheduler: FetchScheduler(fetcher: origin, logger: logger), settings: settings,
                                  logger: logger)
         _ = try fileSystem.directoryContents(Catalog.rootInode).get()
-        let inode = try XCTUnwrap(fileSystem.catalog.node(named: "c.bin", in: Catalog.rootInode)).inode
+        return (fileSystem, try XCTUnwrap(fileSystem.catalog.node(named: "c.bin", in: Catalog.rootInode)).inode)
+    }
+
+    func testTheOpenAnswersAtTheProbesHeadAndAReadOfItsLastBlockWaitsForTheSameTransfer() throws {
+        let memory = MemoryOrigin()
+        let origin = GatedOrigin(inner: memory, url: base + "c.bin")
+        defer { origin.gate.signal() }
+        let (fileSystem, inode) = try listedFile(on: origin, memory: memory)
 
         let opened = DispatchSemaphore(value: 0)
         let handle = LockedBox<UInt64?>(nil)
@@ -98,5 +111,23 @@ final class FirstBytesTests: XCTestCase {
         fileSystem.release(opening)
         XCTAssertEqual(memory.requests.filter { $0.url == base + "c.bin" }.map(\.range),
                        [0..<UInt64(FileSystemSettings().openProbeBytes)], "one request: the probe's")
+    }
+
+    /// A probe whose connection drops after its head and 100,000 bytes of its body: the rest of its bytes come from
+    /// one request that goes on from the byte where it broke (with the probe's validator as If-Range), as for any
+    /// fetch of the entry. Before, the probe kept its first whole block, and a read of the rest asked for it anew.
+    func testAProbeCutMidwayGoesOnFromTheByteWhereItBroke() throws {
+        let memory = MemoryOrigin()
+        let (fileSystem, inode) = try listedFile(on: memory, memory: memory)
+        memory.dropAfterBytes = 100_000
+        memory.dropsLeft = 1
+        let handle = try fileSystem.open(inode).get().handle
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 150_000, count: 100_000)?.get(),
+                       Array(bytes[150_000..<250_000]))
+        fileSystem.release(handle)
+        let requests = memory.requests.filter { $0.url == base + "c.bin" }
+        XCTAssertEqual(requests.map(\.range), [0..<UInt64(FileSystemSettings().openProbeBytes),
+                                               100_000..<UInt64(FileSystemSettings().openProbeBytes)])
+        XCTAssertNotNil(requests.last?.ifRange, "the rest asks for the version the probe saw")
     }
 }
