@@ -104,6 +104,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// was given up because nobody wants it any more: every reader closed its file, and nothing completes it.
     private var wantCheckedAt: UInt64 = 0
     private var unwanted = false
+    /// Until when (uptime nanoseconds) the transfer is wanted without asking (an adopted probe's, `adoptAttempt`).
+    private var wantedWithoutAskingUntil: UInt64 = 0
     /// How often a reader's transfer asks whether it is still wanted; a server that trickles a byte a second is
     /// left this long after its last reader, not minutes later.
     static let wantCheckInterval: UInt64 = 1_000_000_000
@@ -135,6 +137,26 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func startAttempt() {
+        owner.started(self, request: beginAttempt())
+    }
+
+    /// Takes over, as this sink's first attempt, a request already sent for exactly this sink's bytes from the
+    /// file's own URL (the rest of an open's probe, see ProbeBody.swift): its answer comes to this sink as if it
+    /// had sent it. For `wantCheckInterval` it counts as wanted without asking: the open the probe is for gets its
+    /// handle only after the hand-over.
+    func adoptAttempt() {
+        _ = beginAttempt()
+        wantCheckedAt = DispatchTime.now().uptimeNanoseconds
+        wantedWithoutAskingUntil = wantCheckedAt + Self.wantCheckInterval
+    }
+
+    /// Whether anybody still wants this transfer's blocks (see TransferOwner.isWanted).
+    private var isWanted: Bool {
+        DispatchTime.now().uptimeNanoseconds < wantedWithoutAskingUntil || owner.isWanted(self)
+    }
+
+    /// Resets the state of a new attempt, and returns its request.
+    private func beginAttempt() -> RangeRequest {
         if wholeFile {
             nextBlock = blocks.lowerBound  // without Range, every attempt starts at byte 0
             partial = entry.makeBuffer(capacity: entry.length(ofBlock: nextBlock))
@@ -163,7 +185,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             }
         }
         request.maxBytesPerSecond = maxBytesPerSecond
-        owner.started(self, request: request)
+        return request
     }
 
     var priority: FetchPriority { currentPriority.withLock { $0 } }
@@ -278,7 +300,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         let now = DispatchTime.now().uptimeNanoseconds
         if now - wantCheckedAt >= Self.wantCheckInterval {
             wantCheckedAt = now
-            if priority != .fill && !owner.isWanted(self) {
+            if priority != .fill && !isWanted {
                 unwanted = true
                 failure = .cancelled
                 return false
@@ -369,9 +391,9 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         // Nobody wants the rest (checked during the body, and before any retry): its claims go back, so that a
         // later read asks afresh.
         let mayLeave = outcome != nil && outcome != .remoteChanged && outcome != .rangeIgnored && priority != .fill
-        if unwanted || (mayLeave && !owner.isWanted(self)) {
+        if unwanted || (mayLeave && !isWanted) {
             // Asked again: a reader may have come for these blocks since the body was left.
-            if unwanted && owner.isWanted(self) {
+            if unwanted && isWanted {
                 unwanted = false
                 attempt = max(0, attempt - 1)
                 return startAttempt()

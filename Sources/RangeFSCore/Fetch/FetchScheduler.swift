@@ -353,6 +353,21 @@ public final class FetchScheduler: Sendable {
         sink.startAttempt()
     }
 
+    /// Takes on a transfer already under way: the rest of an open's probe, whose head showed that it brings
+    /// `blocks` of `entry` (claimed by the caller) from byte 0 of `url`. Returns the sink to hand its answer to
+    /// (ProbeBody.swift); from then on it counts, stores its blocks and retries as a readahead transfer started here
+    /// (to the file's own URL, not its mirrors: the request already went there).
+    func adopt(_ entry: any BlockStore, url: String, blocks: Range<Int>) -> BlockSink {
+        let sink = BlockSink(entry: entry, url: url, blocks: blocks, priority: .readahead, maxBytesPerSecond: nil,
+                             policy: policy, logger: logger, owner: self)
+        schedule { state in
+            Self.count(.readahead, of: entry, in: &state, by: 1)
+            return []
+        }
+        sink.adoptAttempt()
+        return sink
+    }
+
     /// Streams the whole of `entry` from byte 0 for a server that ignores Range, unless a stream already runs.
     func startStream(_ entry: any BlockStore, url: String) {
         guard entry.beginStream() else { return }

@@ -99,17 +99,22 @@ extension DirectoryService {
         return storedVersion(agreeingWith: item) ?? item.metadata
     }
 
-    /// Probes `file`, being opened, asking for its first `openProbeBytes`: they go to its entry before it opens.
+    /// Probes `file`, being opened, asking for its first `openProbeBytes`: they go to its entry before it opens,
+    /// or, still streaming, become blocks in flight of it (FirstBytes.swift): the open answers at the probe's head.
     private func probeWithFirstBytes(_ file: CatalogItem) {
         guard openProbeBytes > 0 else { return probe([file]) }
         fetcher.probe(url: file.metadata.url, firstBytes: openProbeBytes) { [self] result in
             work.async { [self] in
                 let metadata = result.map(\.metadata).map(store.settled)
                 // The first bytes reach the entry before the catalog says the file is validated: an open that
-                // finds it validated (one fetched ahead, DirectoryPrefetch.swift) finds its blocks there too.
-                if case .success(let first) = result, case .success(let settled) = metadata, settled.sizeKnown,
-                   catalog.item(inode: file.inode) != nil, !first.bytes.isEmpty {
-                    events.firstBytes(settled, first.bytes)
+                // finds it validated (one fetched ahead, DirectoryPrefetch.swift) finds its blocks there too,
+                // stored or in flight on the probe's own transfer (RangeFS+FirstBytes.swift).
+                if case .success(let first) = result {
+                    if case .success(let settled) = metadata, settled.sizeKnown, catalog.item(inode: file.inode) != nil {
+                        events.firstBytes(settled, first.body)
+                    } else {
+                        first.body.discard()
+                    }
                 }
                 take(metadata, for: file)
                 finishProbe(of: file)

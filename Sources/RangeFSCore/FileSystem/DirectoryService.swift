@@ -52,8 +52,9 @@ final class DirectoryService: Sendable {
         var removed: @Sendable (_ parent: UInt64, _ name: String) -> Void = { _, _ in }
         /// A newer listing states another size or date for `inode`: the kernel must drop its attributes.
         var changed: @Sendable (_ inode: UInt64) -> Void = { _ in }
-        /// The probe of a file being opened brought its first bytes (from offset 0): they belong in its entry.
-        var firstBytes: @Sendable (_ metadata: RemoteMetadata, _ bytes: [UInt8]) -> Void = { _, _ in }
+        /// The probe of a file being opened brought its first bytes (from offset 0), or they are on their way:
+        /// they belong in its entry, which this must open before it returns (the open then waits for them there).
+        var firstBytes: @Sendable (_ metadata: RemoteMetadata, _ body: FirstBytes.Body) -> Void = { $1.discard() }
     }
 
     typealias Waiter = @Sendable () -> Void

@@ -205,40 +205,13 @@ extension RangeFS {
             guard let owner = owner() else { return }
             owner.invalidationQueue.async { owner.attributeInvalidator.withLock { $0 }?(inode) }
         }
-        events.firstBytes = { metadata, bytes in owner()?.store(firstBytes: bytes, of: metadata) }
+        events.firstBytes = { metadata, body in
+            guard let owner = owner() else { return body.discard() }
+            owner.store(firstBytes: body, of: metadata)
+        }
         return DirectoryService(catalog: catalog, store: store, fetcher: fetcher,
                                 directoryCacheTime: settings.directoryCacheTime,
                                 openProbeBytes: settings.openProbeBytes,
                                 walkAheadListings: settings.walkAheadListings, events: events, logger: logger)
-    }
-
-    /// Puts the first bytes of a file, which the probe of its open brought, into its entry: the blocks they cover
-    /// whole (all of them for a file no larger), unless another transfer brings them already.
-    func store(firstBytes bytes: [UInt8], of metadata: RemoteMetadata) {
-        let entry: CacheEntry
-        do {
-            entry = try self.entry(for: CatalogItem(inode: 0, name: "", metadata: metadata))
-        } catch {
-            logger.error("cannot open the cache for \(Redaction.redact(metadata.url)): \(error)")
-            return
-        }
-        // The entry's own block size (an entry made by an earlier mount may have another than this mount's).
-        var covered = entry.blocks(covering: 0..<min(UInt64(bytes.count), entry.size))
-        if let last = covered.last, entry.byteRange(of: last..<(last + 1)).upperBound > UInt64(bytes.count) {
-            covered = covered.lowerBound..<last
-        }
-        guard !covered.isEmpty else { return }
-        // SAFETY: the pointer is used only inside the closure, while `bytes` is alive; each block copies its slice out.
-        bytes.withUnsafeBytes { raw in
-            for run in entry.claim(blocks: covered) {
-                for block in run {
-                    let range = entry.byteRange(of: block..<(block + 1))
-                    let buffer = BlockBuffer(capacity: Int(range.count), pool: store.bufferPool)
-                    // SAFETY: the range is one block of the entry, inside `bytes` (the first bytes cover it, checked above).
-                    _ = buffer.append(UnsafeRawBufferPointer(rebasing: raw[Int(range.lowerBound)..<Int(range.upperBound)]))
-                    store.accept(block: block, of: entry, buffer: buffer, writeBackNow: false, budgeted: false)
-                }
-            }
-        }
     }
 }

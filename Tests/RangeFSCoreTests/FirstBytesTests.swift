@@ -1,0 +1,133 @@
+import Dispatch
+import Foundation
+import Logging
+@testable import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Issue 36: the probe of a listed file being opened (FirstBytes.swift) answers the open at its head; a READ of the
+/// bytes it still brings waits for them from that same transfer, and no second request asks for them.
+final class FirstBytesTests: XCTestCase {
+    /// Forwards a transfer's calls, but holds everything after the first `gateAfter` body bytes of a request from
+    /// byte 0 of `url` until `gate` is signalled (as a server would that sent the head and first block at once).
+    final class GatedSink: RangeResponseSink, @unchecked Sendable {
+        // @unchecked Sendable: the origin calls it from one thread at a time, in order.
+        let inner: RangeResponseSink
+        let gate: DispatchSemaphore
+        var forwarded = 0
+        let gateAfter: Int
+
+        init(_ inner: RangeResponseSink, gate: DispatchSemaphore, after: Int) {
+            self.inner = inner
+            self.gate = gate
+            gateAfter = after
+        }
+
+        func receive(head: ResponseHead) -> Bool { inner.receive(head: head) }
+
+        func receive(body: UnsafeRawBufferPointer) -> Bool {
+            if forwarded >= gateAfter {
+                gate.wait()
+                gate.signal()
+            }
+            forwarded += body.count
+            return inner.receive(body: body)
+        }
+
+        func complete(error: FetchError?) { inner.complete(error: error) }
+    }
+
+    struct GatedOrigin: RangeFetching {
+        let inner: MemoryOrigin
+        let url: String
+        let gate = DispatchSemaphore(value: 0)
+
+        func start(_ request: RangeRequest, sink: RangeResponseSink) {
+            let gated = request.url == url && request.range?.lowerBound == 0
+            inner.start(request, sink: gated ? GatedSink(sink, gate: gate, after: 64 << 10) : sink)
+        }
+
+        func pauseBackground(_ paused: Bool) { inner.pauseBackground(paused) }
+        func wake() { inner.wake() }
+        func probe(url: String, completion: @escaping @Sendable (Result<RemoteMetadata, FetchError>) -> Void) {
+            inner.probe(url: url, completion: completion)
+        }
+    }
+
+    let base = "http://origin/dir/"
+    let bytes = pseudoRandomBytes(count: 1 << 20, seed: 9)
+    var directory: TemporaryDirectory!
+
+    override func tearDown() {
+        directory = nil
+        super.tearDown()
+    }
+
+    /// A file system of one listed directory holding `c.bin` (1 MiB), listed; returns it and `c.bin`'s inode.
+    func listedFile(on origin: RangeFetching, memory: MemoryOrigin) throws -> (RangeFS, UInt64) {
+        memory.serve(base, bytes: Array(#"<a href="c.bin">c.bin</a>"#.utf8))
+        memory.serve(base + "c.bin", bytes: bytes)
+        directory = try TemporaryDirectory(prefix: "first-bytes")
+        let logger = Logger(label: "test")
+        let catalog = Catalog()
+        catalog.setRootURL(base)
+        var settings = FileSystemSettings()
+        settings.revalidateAfter = nil
+        let fileSystem = RangeFS(catalog: catalog, store: try CacheStore(root: directory.path, logger: logger),
+                                 scheduler: FetchScheduler(fetcher: origin, logger: logger), settings: settings,
+                                 logger: logger)
+        _ = try fileSystem.directoryContents(Catalog.rootInode).get()
+        return (fileSystem, try XCTUnwrap(fileSystem.catalog.node(named: "c.bin", in: Catalog.rootInode)).inode)
+    }
+
+    func testTheOpenAnswersAtTheProbesHeadAndAReadOfItsLastBlockWaitsForTheSameTransfer() throws {
+        let memory = MemoryOrigin()
+        let origin = GatedOrigin(inner: memory, url: base + "c.bin")
+        defer { origin.gate.signal() }
+        let (fileSystem, inode) = try listedFile(on: origin, memory: memory)
+
+        let opened = DispatchSemaphore(value: 0)
+        let handle = LockedBox<UInt64?>(nil)
+        fileSystem.open(inode) { result in
+            handle.withLock { $0 = try? result.get().handle }
+            opened.signal()
+        }
+        // A deadline for a hang only: before, the open waited for the whole probe, held by the gate.
+        XCTAssertEqual(opened.wait(timeout: .now() + 10), .success, "the open answered at the probe's head")
+        let opening = try XCTUnwrap(handle.withLock { $0 })
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: opening, offset: 0, count: 1000)?.get(),
+                       Array(bytes.prefix(1000)), "the first block came with the head")
+
+        let last = LockedBox<Result<[UInt8], FileSystemError>?>(nil)
+        let answered = DispatchSemaphore(value: 0)
+        fileSystem.read(handle: opening, offset: 200_000, count: 1000) { reply in
+            last.withLock { $0 = reply.map { $0.bytesForTesting() } }
+            answered.signal()
+        }
+        XCTAssertNil(last.withLock { $0 }, "the probe's last block is still held")
+        origin.gate.signal()
+        XCTAssertEqual(answered.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(try last.withLock { $0 }?.get(), Array(bytes[200_000..<201_000]))
+        fileSystem.release(opening)
+        XCTAssertEqual(memory.requests.filter { $0.url == base + "c.bin" }.map(\.range),
+                       [0..<UInt64(FileSystemSettings().openProbeBytes)], "one request: the probe's")
+    }
+
+    /// A probe whose connection drops after its head and 100,000 bytes of its body: the rest of its bytes come from
+    /// one request that goes on from the byte where it broke (with the probe's validator as If-Range), as for any
+    /// fetch of the entry. Before, the probe kept its first whole block, and a read of the rest asked for it anew.
+    func testAProbeCutMidwayGoesOnFromTheByteWhereItBroke() throws {
+        let memory = MemoryOrigin()
+        let (fileSystem, inode) = try listedFile(on: memory, memory: memory)
+        memory.dropAfterBytes = 100_000
+        memory.dropsLeft = 1
+        let handle = try fileSystem.open(inode).get().handle
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 150_000, count: 100_000)?.get(),
+                       Array(bytes[150_000..<250_000]))
+        fileSystem.release(handle)
+        let requests = memory.requests.filter { $0.url == base + "c.bin" }
+        XCTAssertEqual(requests.map(\.range), [0..<UInt64(FileSystemSettings().openProbeBytes),
+                                               100_000..<UInt64(FileSystemSettings().openProbeBytes)])
+        XCTAssertNotNil(requests.last?.ifRange, "the rest asks for the version the probe saw")
+    }
+}
