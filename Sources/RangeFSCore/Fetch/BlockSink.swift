@@ -21,31 +21,6 @@ import Dispatch
 import Logging
 import Synchronization
 
-/// How a transfer ended, for its owner.
-enum TransferOutcome: Equatable {
-    /// Every block is stored, or the transfer failed and its blocks were abandoned.
-    case done
-    /// The server ignores Range: the entry is now rangeless and must be streamed whole.
-    case rangeIgnored
-}
-
-/// What a `BlockSink` reports to the scheduler that runs it. The sink knows only this, never the scheduler.
-protocol TransferOwner: AnyObject, Sendable {
-    /// Sends the sink's request (a first attempt or a retry) to a fetcher.
-    func started(_ sink: BlockSink, request: RangeRequest)
-    /// Calls `sink.startAttempt()` again after `delay` (a transient failure).
-    func retry(_ sink: BlockSink, after delay: Duration)
-    /// The remote file changed; readers of the entry were failed with `.remoteChanged` already.
-    func remoteChanged(_ entry: any BlockStore)
-    /// The server `origin` (scheme://host:port) was just found to rotate its ETags.
-    func etagsRotate(at origin: String)
-    /// Whether anybody still wants the blocks of a reader's or readahead's transfer: a live process using its file
-    /// (see BlockStore.hasLiveUse), or the file being completed in the background.
-    func isWanted(_ sink: BlockSink) -> Bool
-    /// The transfer is over; the sink makes no more calls.
-    func finished(_ sink: BlockSink, outcome: TransferOutcome)
-}
-
 /// Streams a response into a cached file, through its `BlockStore`.
 final class BlockSink: RangeResponseSink, @unchecked Sendable {
     // @unchecked Sendable: the fetcher calls one sink from one thread at a time (head, body..., complete), and
@@ -62,10 +37,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private var attemptBegan = 0.0
     /// Set when the current mirror turned out to disagree with the file: why it is dropped.
     private var dropReason: String?
-    /// Body bytes received in the current attempt, and the proxy they came through: counted in `Metrics` once
-    /// the attempt ends (not per callback, on the hot path).
-    private var received = 0
-    private var proxy: String?
+    /// Body bytes received in the current attempt, and the proxy they came through.
+    private var tally = AttemptTally()
     private let blocks: Range<Int>
     /// Streams the whole file without a Range header, skipping blocks already present.
     private let wholeFile: Bool
@@ -203,7 +176,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     func promoteToDemand() { currentPriority.withLock { $0 = .demand } }
 
     func receive(head: ResponseHead) -> Bool {
-        proxy = head.proxy
+        tally.proxy = head.proxy
         switch head.status {
         case 206 where !wholeFile:
             let value = head["content-range"] ?? "(missing)"
@@ -295,7 +268,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
-        received += body.count
+        tally.received += body.count
         bodyReceived += UInt64(body.count)
         let now = DispatchTime.now().uptimeNanoseconds
         if now - wantCheckedAt >= Self.wantCheckInterval {
@@ -375,7 +348,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
 
     func complete(error: FetchError?) {
         var outcome = settleHeldBlocks(failure ?? error)
-        count(outcome)
+        tally.count(source: choice?.url ?? url, isPrimary: choice?.isPrimary ?? true, outcome: outcome)
         if let mirrors, let choice {
             mirrors.finished(choice, bytes: resumeOffset - attemptStart,
                              seconds: MonotonicClock.seconds() - attemptBegan, error: outcome)
@@ -446,23 +419,6 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         entry.abandon(blocks: nextBlock..<blocks.upperBound, error: BlockFailure(outcome))
         if outcome == .remoteChanged { owner.remoteChanged(entry) }
         finish(.done)
-    }
-
-    /// Adds the attempt's bytes (by source and proxy) and its failure, if any, to the process's metrics.
-    private func count(_ outcome: FetchError?) {
-        let metrics = Metrics.shared
-        if received > 0 {
-            let source = choice?.url ?? url
-            metrics.add("rangefs_fetched_bytes_total", UInt64(received),
-                        labels: ["source": URLOrigin.of(source) ?? "unknown",
-                                 "role": choice.map { $0.isPrimary ? "origin" : "mirror" } ?? "origin"])
-            if let proxy { metrics.add("rangefs_proxy_bytes_total", UInt64(received), labels: ["proxy": proxy]) }
-        }
-        received = 0
-        proxy = nil
-        if let outcome, outcome != .cancelled {
-            metrics.add("rangefs_fetch_errors_total", labels: ["kind": outcome.metricKind])
-        }
     }
 
     private func finish(_ outcome: TransferOutcome) {

@@ -1,0 +1,38 @@
+// The scheduler's side of mirrors (Mirrors.swift): a file given mirrors has each of them probed in the
+// background, at most 64 probes at once, before they serve a byte.
+
+import Logging
+
+extension FetchScheduler {
+    /// Fetches the file `metadata` describes from `mirrors` too, and probes each of them now in the background:
+    /// one whose length disagrees is dropped with a log line before it serves a byte, and each one's validator
+    /// is learned for its own If-Range. No mirror forgets any the file had.
+    func useMirrors(_ mirrors: [String], for metadata: RemoteMetadata) {
+        guard let mirrorSet = self.mirrors.set([metadata.url] + mirrors), metadata.sizeKnown else { return }
+        for (index, url) in mirrorSet.urls.enumerated().dropFirst() {
+            mirrorProbes.async { [self] in
+                mirrorProbeSlots.wait()
+                fetcher.probe(url: url) { [self] result in
+                    mirrorProbeSlots.signal()
+                    learn(result, of: mirrorSet, index: index, url: url, file: metadata)
+                }
+            }
+        }
+    }
+
+    /// Records what the probe of mirror `index` of `file` found: its validator, or that it disagrees or failed.
+    private func learn(_ result: Result<RemoteMetadata, FetchError>, of mirrorSet: MirrorSet, index: Int,
+                       url: String, file metadata: RemoteMetadata) {
+        let file = Redaction.redact(metadata.url)
+        switch result {
+        case .success(let found):
+            if !mirrorSet.learn(index, size: found.sizeKnown ? found.size : nil, expected: metadata.size,
+                                validator: found.ifRangeValidator) {
+                logger.warning("mirror \(Redaction.redact(url)) is dropped for \(file): its length is \(found.size) bytes, not \(metadata.size)")
+            }
+        case .failure(let error):
+            mirrorSet.setAside(MirrorSet.Choice(index: index, url: url, validator: nil), because: error)
+            logger.warning("mirror \(Redaction.redact(url)) of \(file) is set aside: \(error.userMessage)")
+        }
+    }
+}
