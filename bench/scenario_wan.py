@@ -8,14 +8,14 @@ every filesystem is mounted fresh and cold for every measure (the mount's own li
 - `cp -r` of 500 files of 4-64 KiB (curl fetching the same URLs one by one in one process beside it);
 - 100 random 4 KiB reads of the big file (curl: the same ranges one by one in one process);
 - ffprobe of a movie, then a seek into its middle (ffmpeg -ss, one frame).
-Every run has a deadline (45 s) and counts as "did not finish" past it. The origin's log gives what each measure
-cost in requests, connections and bytes (nginx's $connection and $bytes_sent). Builds and aria2c get `--runs`
-runs (medians); the other peers one run each.
+The emulator itself is checked first (bench/linkcheck.py). Every run has a deadline (45 s) and counts as "did not
+finish" past it. The origin's log gives what each measure cost in requests, connections and bytes (nginx's
+$connection and $bytes_sent). Builds and aria2c get `--runs` runs (medians); the other peers one run each.
 """
 import hashlib, json, os, random, shutil, subprocess, sys, time
 
 import bench as b
-import tools
+import linkcheck, tools
 from tables import Table, attempt
 
 TIMEOUT = 45
@@ -295,6 +295,9 @@ def run(bench):
     for rtt_ms, rate, total in bench.args.wan_profiles:
         profile = Profile(bench, rtt_ms, rate, total)
         try:
+            # The emulator first: a proxy without its delay or caps would make every figure below meaningless.
+            bench.checks += linkcheck.check(profile.port, "/wan/big/big.bin", bench.args.wan_big, profile.rtt, rate,
+                                            total)
             measure_references(bench, profile, bench.args.runs)
             for column, spec in profile.filesystems:
                 measure_mount(bench, profile, column, spec, bench.args.runs if spec[0] == "rangefs" else 1)
