@@ -3,7 +3,10 @@
 
 It starts its own nginx on 127.0.0.1 (a direct origin, and a proxy in front of it that caps every connection at
 8 MiB/s, like many mirrors and CDNs), runs each scenario several times, and prints medians and the ratios behind
-issue 4's goals. `--smoke` runs tiny sizes once and only checks that every copy is byte-for-byte right (for CI).
+issue 4's goals. `--only small` and `--only wan` (issue 36: many small files on loopback, and a far origin through
+capproxy.py's latency emulator) live in scenario_small.py and scenario_wan.py and print markdown tables (tables.py)
+with rclone and httpdirfs beside. `--smoke` runs tiny sizes once and only checks that every copy is byte-for-byte
+right (for CI).
 
 Needs root for `echo 3 > /proc/sys/vm/drop_caches` (cold runs) and for the kernel readahead; without root the
 cold numbers are warm-ish, and the script says so.

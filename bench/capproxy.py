@@ -20,7 +20,7 @@ How the link is modelled, per connection:
 Without --rtt and --total it is the old per-connection cap (burst 256 KiB), as the `capped` and `mirrors`
 scenarios use it. Written for asyncio in one thread: at 25 MiB/s it costs a few percent of a core.
 """
-import argparse, asyncio, collections, socket, time
+import argparse, asyncio, collections, socket
 
 READ = 64 * 1024  # bytes read from a socket at once: big enough to be cheap, small enough to pace
 SLICE_SECONDS = 0.004  # a chunk is released in slices of about this much link time

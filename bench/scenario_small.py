@@ -155,8 +155,8 @@ def run(bench):
     bench.tables.append(table)
     # The ratios issue 36 sets as goals, for this build.
     ours = builds[0]
-    for label, row, reference, goal in ((f"small: 1 reader vs curl", one, curl_columns[0], "<=1.25"),
-                                        (f"small: 8 readers vs curl -Z", eight, curl_columns[1], "<=1.25")):
+    for label, row, reference, goal in (("small: 1 reader vs curl", one, curl_columns[0], "<=1.25"),
+                                        ("small: 8 readers vs curl -Z", eight, curl_columns[1], "<=1.25")):
         mine, theirs = table.value(row, ours), table.value(row, reference)
         if mine and theirs:
             bench.results[label + " (time ratio)"] = (mine / theirs, "", 0, goal)

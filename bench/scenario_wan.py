@@ -12,7 +12,7 @@ The emulator itself is checked first (bench/linkcheck.py). Every run has a deadl
 finish" past it. The origin's log gives what each measure cost in requests, connections and bytes (nginx's
 $connection and $bytes_sent). Builds and aria2c get `--runs` runs (medians); the other peers one run each.
 """
-import hashlib, json, os, random, shutil, subprocess, sys, time
+import json, os, random, shutil, subprocess, sys, time
 
 import bench as b
 import linkcheck, tools
