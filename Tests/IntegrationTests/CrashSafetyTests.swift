@@ -102,7 +102,14 @@ final class CrashSafetyTests: MountTestCase {
             let copy = scratch.path + "/copy\(round)"
             origin.clearAccessLog()
             let cp = try BackgroundProcess("/bin/cp", ["-r", mountpoint + "/.", copy])
-            usleep(useconds_t.random(in: 100_000...700_000))
+            // The kill comes once the copy reached a random file (between the 20th and the 300th of 400), however
+            // fast the machine: a kill after a fixed time found fast copies finished.
+            let killAt = Int.random(in: 20...300)
+            let deadline = Date().addingTimeInterval(120)
+            while cp.isRunning, Date() < deadline,
+                  ((try? FileManager.default.contentsOfDirectory(atPath: copy))?.count ?? 0) < killAt {
+                usleep(1_000)
+            }
             daemon.stop(signal: SIGKILL)
             _ = cp.waitForExit(timeout: 30)
             XCTAssertFalse(cp.isRunning, "cp hangs after the daemon died (round \(round))")

@@ -102,6 +102,33 @@ final class DirectoryPrefetchCoreTests: XCTestCase {
         XCTAssertLessThanOrEqual(recorder.fetched.withLock { $0.count } - 4, 5, "5 files' bytes ahead at most")
     }
 
+    // A copy stopped midway leaves files fetched ahead that nobody opens: once its directory is idle for
+    // `idleTime`, their bytes go back to the mount's budget, and another directory is fetched ahead again.
+    func testADirectoryLeftMidwayGivesBackItsBudget() {
+        let catalog = Catalog()
+        var items: [String: [CatalogItem]] = [:]
+        for folder in ["a", "b"] {
+            let directory = catalog.addDirectory(url: "http://origin/\(folder)/")
+            items[folder] = (0..<40).map { index in
+                catalog.add(RemoteMetadata(url: "http://origin/\(folder)/" + String(format: "f%03d.bin", index),
+                                           size: 200 << 10, etag: "", lastModified: ""),
+                            parent: directory.inode, listed: true, validated: false)
+            }
+        }
+        let recorder = Recorder()
+        var limits = DirectoryPrefetch.Limits()
+        limits.bytesAhead = 4 * (200 << 10)
+        limits.idleTime = .zero
+        let prefetch = prefetcher(catalog, recorder, limits: limits)
+        for index in 0..<3 { prefetch.opened(items["a"]![index]) }
+        recorder.finishAll()
+        XCTAssertEqual(recorder.fetched.withLock { $0.count }, 4, "a's window fills the byte budget")
+        // The reader of a stopped; one of b comes. Before, a's 4 files held the budget for good: b got nothing.
+        for index in 0..<3 { prefetch.opened(items["b"]![index]) }
+        let fetchedForB = recorder.fetched.withLock { $0.count } - 4
+        XCTAssertGreaterThan(fetchedForB, 0, "a directory left midway kept the budget: \(recorder.fetched.withLock { $0 })")
+    }
+
     func testTheDepthFollowsBandwidthTimesRoundTrip() {
         let link = LinkEstimate()
         let url = "http://user:secret@Origin:8080/d/f.bin"

@@ -65,6 +65,45 @@ final class GroupCommitTests: XCTestCase {
         }
     }
 
+    // A new entry left by a kill before its first commit (a header, no bitmap) is reopened with its header not
+    // known durable, so that its first commit flushes it; one with a committed bitmap is known durable.
+    func testAHeaderLeftBeforeItsFirstCommitIsFlushedByTheNextOne() throws {
+        let size: UInt64 = 100_000
+        do {
+            let store = try CacheStore(root: directory.path, logger: logger)
+            let entry = try store.entry(for: metadata(0, size: size), blockSize: 65536)
+            storeAll(entry, from: pseudoRandomBytes(count: Int(size)))
+            // The "kill": the store goes without a commit.
+        }
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let reopened = try store.entry(for: metadata(0, size: size), blockSize: 65536)
+        XCTAssertFalse(reopened.headerDurable.load(ordering: .relaxed), "a header never committed was taken as durable")
+        storeAll(reopened, from: pseudoRandomBytes(count: Int(size)))
+        XCTAssertEqual(try reopened.commit(), true)
+        XCTAssertTrue(reopened.headerDurable.load(ordering: .relaxed))
+    }
+
+    // `rangefs verify --cache`: a folder without a header and without a bitmap (an entry a kill or a power cut
+    // caught before its first commit) is EMPTY and healthy; a bitmap without its header is damage.
+    func testVerifyTellsAnEntryNeverCommittedFromOneThatLostItsHeader() throws {
+        let size: UInt64 = 100_000
+        let folders: [String] = try (0..<2).map { index in
+            let store = try CacheStore(root: directory.path, logger: logger)
+            let entry = try store.entry(for: metadata(index, size: size), blockSize: 65536)
+            storeAll(entry, from: pseudoRandomBytes(count: Int(size)))
+            if index == 1 { try entry.commit() }
+            return entry.directory
+        }
+        for folder in folders { XCTAssertEqual(unlink(folder + "/header"), 0) }
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let never = store.verify(folder: folders[0], repair: false)
+        XCTAssertTrue(never.isHealthy, never.line)
+        XCTAssertTrue(never.line.hasPrefix("EMPTY"), never.line)
+        let lost = store.verify(folder: folders[1], repair: false)
+        XCTAssertFalse(lost.isHealthy, lost.line)
+        XCTAssertTrue(lost.line.hasPrefix("DAMAGED"), lost.line)
+    }
+
     // A file at least `commitBytes` long is committed as soon as its last block is stored, not at the next tick
     // (here an hour away), so that the next open may hand it to the kernel.
     func testACompletedFileIsCommittedAtOnce() throws {

@@ -55,8 +55,9 @@ extension CacheEntry {
         header.etag = ""
         let retired = header.encoded()
         let path = directory + "/header"
+        let url = header.url
         DispatchQueue.global(qos: .utility).async { [self] in
-            store?.opening.withLock { _ in
+            store?.opening(url).withLock {
                 guard !isStale else { return }
                 do {
                     try FileSystemCalls.replaceAtomically(path, with: retired)

@@ -112,8 +112,19 @@ extension CacheStore {
     /// Waits for the writer, then commits `entry` on the commit queue, after any commit running there, then
     /// calls `then` off that queue. For an open of a file just completed: one commit of one file, instead of
     /// reading it through the daemon until the next tick. The writer is waited for off the commit queue: it may
-    /// itself wait for a commit (`CommitBacklog`).
+    /// itself wait for a commit (`CommitBacklog`). An open waits at most `openCommitWait` (a slow disk, a long
+    /// group commit), and not at all while commits fail: then it goes on as a normal handle.
     func commit(_ entry: CacheEntry, then: @escaping @Sendable () -> Void) {
+        let answered = LockedBox(false)
+        let answer: @Sendable () -> Void = { [pipeline] in
+            let first = answered.withLock { done -> Bool in
+                defer { done = true }
+                return !done
+            }
+            if first { pipeline.replyQueue.async(execute: then) }
+        }
+        if commitHealth.withLock({ $0.isFailing }) { return answer() }
+        pipeline.replyQueue.asyncAfter(deadline: .now() + Self.openCommitWait.dispatchInterval, execute: answer)
         DispatchQueue.global().async { [self] in
             waitForWrites()
             commitQueue.async { [self] in
@@ -122,10 +133,13 @@ extension CacheStore {
                 } catch {
                     logger.debug("cannot commit \(entry.directory) for its open: \(error)")
                 }
-                pipeline.replyQueue.async(execute: then)
+                answer()
             }
         }
     }
+
+    /// The longest an open waits for the commit that lets it pass a just completed file through.
+    static let openCommitWait: Duration = .seconds(2)
 
     /// Whether a group commit of `planned` flushes the whole file system once for all (`commitTogether`) rather
     /// than each entry's own files: always, but for one entry whose header is durable (a big file being read).
@@ -164,7 +178,8 @@ extension CacheStore {
                     committed += 1
                 } catch {
                     entry.abandon(plan)
-                    failure = failure ?? error
+                    // An entry removed meanwhile (`rangefs rm`) has no folder to commit to: no failure.
+                    if !entry.isStale { failure = failure ?? error }
                 }
             }
         }
@@ -194,7 +209,7 @@ extension CacheStore {
                 written.append((entry, plan, temporary))
             } catch {
                 entry.abandon(plan)
-                failure = failure ?? error
+                if !entry.isStale { failure = failure ?? error }
             }
         }
         do {
@@ -213,7 +228,7 @@ extension CacheStore {
                 moved.append((item.entry, item.plan))
             } catch {
                 item.entry.abandon(item.plan)
-                failure = failure ?? error
+                if !item.entry.isStale { failure = failure ?? error }
             }
         }
         do {

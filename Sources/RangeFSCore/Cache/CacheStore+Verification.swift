@@ -12,8 +12,8 @@ public struct VerificationReport: Sendable, Equatable {
     var badBlocks: [Int] = []
     /// Why the entry as a whole is unusable (it will start empty), if it is.
     var damage: String?
-    /// The folder holds an entry that was started and never committed (no header yet, or an empty one): it
-    /// claims no block, so it is no damage (issue 36: a new entry's header waits for its first commit).
+    /// The folder holds an entry that was started and never committed (no header yet, or an empty one, and no
+    /// bitmap): it claims no block, so it is no damage (issue 36: a new entry's header waits for its first commit).
     var neverCommitted = false
     var repaired = false
 
@@ -52,9 +52,14 @@ extension CacheStore {
         var report = VerificationReport(folder: folder)
         do {
             // A kill or a power cut between making an entry and its first commit leaves no header, or an empty
-            // one: the entry claims nothing, whatever else its folder holds, and starts empty.
+            // one, and no bitmap: the entry claims nothing and starts empty. A bitmap is committed only after its
+            // header is durable, so a bitmap without a header is damage (of a disk, or of a hand).
             guard let headerBytes = try FileSystemCalls.readSmallFile(folder + "/header"), !headerBytes.isEmpty else {
-                report.neverCommitted = true
+                if access(folder + "/bitmap", F_OK) == 0 {
+                    report.damage = "a bitmap without its header"
+                } else {
+                    report.neverCommitted = true
+                }
                 return report
             }
             let header: CacheHeader

@@ -34,8 +34,10 @@ public final class CacheStore: Sendable {
     /// The descriptors of every entry's files: bounded, whatever the number of entries.
     let descriptors: DescriptorPool
     let entries = Mutex<[String: CacheEntry]>([:])
-    /// Held while an entry is opened from its files or started, so that one file never gets two entries.
-    let opening = Mutex(())
+    /// Held while an entry is opened from its files or started, so that one file never gets two entries: one
+    /// lock per URL (of 64, by a hash of it), so that many new files of a directory are made at once, not one
+    /// after another behind the disk (`opening(_:)`).
+    private let openingLocks = (0..<64).map { _ in ExclusiveLock() }
     /// What is cached of entries that are not open (CacheStore+Summaries.swift).
     let summaries = Mutex(EntrySummaries())
     /// Whether the owner still has work for an entry nobody holds (a fill queued or running); set by the file
@@ -207,9 +209,16 @@ public final class CacheStore: Sendable {
         if let open = openMatching(metadata) { return open }
         // Two opens of a file that has no open entry must not both make one: the second would rename a header
         // over the first's and write the same files through another block table.
-        return try opening.withLock { _ throws(CacheError) -> CacheEntry in
+        return try opening(metadata.url).withLock { () throws(CacheError) -> CacheEntry in
             try openEntryFiles(for: metadata, blockSize: blockSize)
         }
+    }
+
+    /// The lock held while the entry of `url` is opened or its header replaced.
+    func opening(_ url: String) -> ExclusiveLock {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
+        for byte in url.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return openingLocks[Int(hash % UInt64(openingLocks.count))]
     }
 
     /// The open entry of `metadata`'s version, touched under the table's lock: an idle release either sees this
@@ -283,6 +292,9 @@ public final class CacheStore: Sendable {
         let dataFile = descriptors.file(path: folder + "/data", flags: O_RDWR | O_CREAT)
         let crcFile = descriptors.file(path: folder + "/crc32c", flags: O_RDWR | O_CREAT)
         var durable = BlockBitmap(blockCount: header.blockCount)
+        // A header with a committed bitmap was flushed before it (CacheEntry+Commit.swift); one without may be
+        // a new entry's, left by a kill before its first commit, and is flushed by the next commit.
+        var bitmapFound = false
         var crcs = [UInt32](repeating: 0, count: header.blockCount)
         if try dataFile.status().size != header.size {
             try dataFile.truncate(to: 0)
@@ -293,6 +305,7 @@ public final class CacheStore: Sendable {
             try crcFile.truncate(to: UInt64(header.blockCount) * 4)
         } else if let record = loadBitmap(folder: folder, header: header) {
             durable = record
+            bitmapFound = true
             let raw = try crcFile.read(at: 0, count: header.blockCount * 4)
             var reader = ByteReader(raw)
             for index in 0..<header.blockCount {
@@ -302,7 +315,8 @@ public final class CacheStore: Sendable {
         }
         let entry = CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
                                durable: durable, crcs: crcs,
-                               digest: loadDigestRecord(folder: folder, generation: header.generation), store: self,
+                               digest: loadDigestRecord(folder: folder, generation: header.generation),
+                               headerDurable: bitmapFound, store: self,
                                pipeline: pipeline, logger: logger)
         if rotated { entry.retireETag() }
         return entry

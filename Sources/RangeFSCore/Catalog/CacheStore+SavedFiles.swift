@@ -130,6 +130,8 @@ extension CacheStore {
         for file in ["bitmap", "data", "crc32c", "header", "stream", "stream-state", "digest"] {
             try FileSystemCalls.removeFile(folder + "/" + file)
         }
+        // A kill between a commit's temp bitmap and its rename leaves the temp: it goes with the folder.
+        FileSystemCalls.removeTemporaryFiles(in: folder)
         _ = rmdir(folder)
     }
 }

@@ -77,7 +77,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// was given up because nobody wants it any more: every reader closed its file, and nothing completes it.
     private var wantCheckedAt: UInt64 = 0
     private var unwanted = false
-    /// Until when (uptime nanoseconds) the transfer is wanted without asking (an adopted probe's, `adoptAttempt`).
+    /// Until when (uptime nanoseconds) the transfer is wanted without asking (an adopted probe's: always,
+    /// `adoptAttempt`).
     private var wantedWithoutAskingUntil: UInt64 = 0
     /// How often a reader's transfer asks whether it is still wanted; a server that trickles a byte a second is
     /// left this long after its last reader, not minutes later.
@@ -115,12 +116,13 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
 
     /// Takes over, as this sink's first attempt, a request already sent for exactly this sink's bytes from the
     /// file's own URL (the rest of an open's probe, see ProbeBody.swift): its answer comes to this sink as if it
-    /// had sent it. For `wantCheckInterval` it counts as wanted without asking: the open the probe is for gets its
-    /// handle only after the hand-over.
+    /// had sent it. It counts as wanted to its end without asking: the open the probe is for gets its handle only
+    /// after the hand-over, and a file fetched ahead of a reader (DirectoryPrefetch.swift) has no handle until the
+    /// reader gets there; cutting it would drop its connection for at most the probe's 256 KiB.
     func adoptAttempt() {
         _ = beginAttempt()
         wantCheckedAt = DispatchTime.now().uptimeNanoseconds
-        wantedWithoutAskingUntil = wantCheckedAt + Self.wantCheckInterval
+        wantedWithoutAskingUntil = .max
     }
 
     /// Whether anybody still wants this transfer's blocks (see TransferOwner.isWanted).

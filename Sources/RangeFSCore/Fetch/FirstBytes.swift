@@ -30,6 +30,12 @@ struct FirstBytes: Sendable {
         func discard() {
             if case .streaming(let rest) = self { rest.discard() }
         }
+
+        /// Calls `observer` once the probe's transfer ended: at once for bytes that all came.
+        func whenEnded(_ observer: @escaping @Sendable () -> Void) {
+            guard case .streaming(let rest) = self else { return observer() }
+            rest.whenEnded(observer)
+        }
     }
 }
 

@@ -45,6 +45,8 @@ final class ProbeBody: Sendable {
         var refused = false
         /// The body ran past its span (then it is cut, and none of it is collected).
         var tooLong = false
+        /// Told when the transfer ended (`whenEnded`).
+        var endObservers: [@Sendable () -> Void] = []
     }
 
     private let state = Mutex(State())
@@ -74,19 +76,33 @@ final class ProbeBody: Sendable {
 
     /// The transfer ended (nil: its whole body came).
     func complete(error: FetchError?) {
-        let collected = state.withLock { state -> (@Sendable ([UInt8]) -> Void, [UInt8])? in
+        let (collected, observers) = state.withLock { state -> ((@Sendable ([UInt8]) -> Void, [UInt8])?, [@Sendable () -> Void]) in
             state.ended = .some(error)
+            let observers = state.endObservers
+            state.endObservers = []
             switch state.destination {
             case .undecided:
-                return nil
+                return (nil, observers)
             case .sink(let sink):
                 sink.complete(error: state.refused ? .cancelled : error)
-                return nil
+                return (nil, observers)
             case .collect(let then):
-                return (then, kept(state))
+                return ((then, kept(state)), observers)
             }
         }
         if let (then, bytes) = collected { then(bytes) }
+        for observer in observers { observer() }
+    }
+
+    /// Calls `observer` once the transfer ended (at once if it has), after its bytes went where they go: for a
+    /// fetch ahead, whose slot is taken until its probe's whole transfer is over (DirectoryPrefetch.swift).
+    func whenEnded(_ observer: @escaping @Sendable () -> Void) {
+        let ended = state.withLock { state -> Bool in
+            if state.ended != nil { return true }
+            state.endObservers.append(observer)
+            return false
+        }
+        if ended { observer() }
     }
 
     // MARK: The owner's side (once)

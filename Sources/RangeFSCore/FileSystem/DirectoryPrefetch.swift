@@ -43,6 +43,10 @@ final class DirectoryPrefetch: Sendable {
         var streakToStart = 2
         /// Directories watched at once; the one used longest ago is forgotten first.
         var streams = 64
+        /// How long a directory nobody opens a file of keeps what it fetched ahead booked against `bytesAhead`: a
+        /// copy stopped midway, or a loader that reads the first files of each directory only, must not leave the
+        /// mount's budget spent for good.
+        var idleTime: Duration = .seconds(10)
     }
 
     /// Fetches `file` ahead (its open's probe) and calls `done` once that is over, however it went.
@@ -67,7 +71,10 @@ final class DirectoryPrefetch: Sendable {
         /// Bytes a file of this directory is fetched ahead for, smoothed.
         var typicalBytes: Int
         var lastUse: UInt64
+        /// When a reader last opened a file of it: a stream left for `Limits.idleTime` gives back its budget.
+        var seenAt = ContinuousClock.now
     }
+
 
     private struct State {
         var streams: [UInt64: Stream] = [:]
@@ -112,6 +119,7 @@ final class DirectoryPrefetch: Sendable {
                 return []
             }
             stream.lastUse = state.clock
+            stream.seenAt = .now
             defer { state.streams[item.parent] = stream }
             if let hit = stream.ahead.removeValue(forKey: item.inode) {
                 state.bytesAhead -= hit.bytes
@@ -179,6 +187,7 @@ final class DirectoryPrefetch: Sendable {
         var chosen: [CatalogItem] = []
         for file in candidates {
             let bytes = cost(of: file)
+            if state.bytesAhead + bytes > limits.bytesAhead { reclaimIdle(&state) }
             guard state.bytesAhead + bytes <= limits.bytesAhead else { break }
             state.bytesAhead += bytes
             state.inFlight += 1
@@ -212,6 +221,18 @@ final class DirectoryPrefetch: Sendable {
         file.metadata.sizeKnown ? Int(min(UInt64(probeBytes), max(1, file.metadata.size))) : probeBytes
     }
 
+    /// Streams (other than the one being served, which is out of `state` meanwhile) that no reader came back to
+    /// for `Limits.idleTime` stop, and give back the bytes they fetched ahead that nobody opened.
+    private func reclaimIdle(_ state: inout State) {
+        let now = ContinuousClock.now
+        for (key, var stream) in state.streams where !stream.ahead.isEmpty && now - stream.seenAt >= limits.idleTime {
+            for dropped in stream.ahead.values { state.bytesAhead -= dropped.bytes }
+            stream.ahead = [:]
+            stream.streak = 0  // a fetch of it that ends now starts no more
+            state.streams[key] = stream
+        }
+    }
+
     /// Forgets the stream used longest ago when `streams` are watched already.
     private func makeRoom(_ state: inout State) {
         guard state.streams.count >= limits.streams,
@@ -234,7 +255,7 @@ extension RangeFS {
         return DirectoryPrefetch(catalog: catalog, link: link, limits: limits,
                                  probeBytes: settings.openProbeBytes) { [weak directories] file, done in
             guard let directories else { return done() }
-            directories.whenValidated(file) { _ in done() }
+            directories.fetchAhead(file, done: done)
         }
     }
 }

@@ -110,6 +110,15 @@ extension DirectoryService {
                 // finds it validated (one fetched ahead, DirectoryPrefetch.swift) finds its blocks there too,
                 // stored or in flight on the probe's own transfer (RangeFS+FirstBytes.swift).
                 if case .success(let first) = result {
+                    // Registered before the body is handed on, which may end it at once.
+                    if case .streaming = first.body {
+                        state.withLock { $0.streamingProbes[file.inode] = $0.streamingProbes[file.inode] ?? [] }
+                        first.body.whenEnded { [self] in
+                            // Off the fetcher's thread: a waiter may start the next fetch ahead.
+                            let waiters = state.withLock { $0.streamingProbes.removeValue(forKey: file.inode) } ?? []
+                            if !waiters.isEmpty { work.async { for waiter in waiters { waiter() } } }
+                        }
+                    }
                     if case .success(let settled) = metadata, settled.sizeKnown, catalog.item(inode: file.inode) != nil {
                         events.firstBytes(settled, first.body)
                     } else {
@@ -119,6 +128,20 @@ extension DirectoryService {
                 take(metadata, for: file)
                 finishProbe(of: file)
             }
+        }
+    }
+
+    /// Validates `item` as an open would (`whenValidated`: its probe brings its first bytes), and calls `done`
+    /// once that probe's whole transfer is over, not only its head: a fetch ahead holds its slot until its bytes
+    /// came, so that fetches ahead never run more transfers than their bound (DirectoryPrefetch.swift).
+    func fetchAhead(_ item: CatalogItem, done: @escaping @Sendable () -> Void) {
+        whenValidated(item) { [self] _ in
+            let streaming = state.withLock { state -> Bool in
+                guard state.streamingProbes[item.inode] != nil else { return false }
+                state.streamingProbes[item.inode]!.append(done)
+                return true
+            }
+            if !streaming { done() }
         }
     }
 

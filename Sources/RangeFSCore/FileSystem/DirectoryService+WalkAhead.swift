@@ -175,12 +175,17 @@ extension DirectoryService {
 
     private func listAhead(_ inode: UInt64) {
         guard let url = catalog.directory(inode: inode)?.url else {
-            // Removed from the tree meanwhile (a refresh of its parent): give its place back.
-            _ = state.withLock { state in
-                state.listings[inode]?.running = false
-                state.listings[inode]?.ahead = nil
+            // Removed from the tree meanwhile (a refresh of its parent): readers who joined the listing are
+            // answered (the directory is gone), its place goes back, and the next listings start.
+            let (listing, start, drained) = state.withLock { state -> (Listing?, [UInt64], [UInt64]) in
+                let listing = state.listings.removeValue(forKey: inode)
                 state.walkAhead.inFlight -= 1
+                return (listing, takeStartable(&state), takeDrained(&state))
             }
+            for waiter in listing?.waiters ?? [] { waiter() }
+            for report in listing?.reports ?? [] { report(.listed) }
+            for inode in start { listAhead(inode) }
+            for inode in drained { listAgain(inode) }
             return
         }
         list(inode, url: url)

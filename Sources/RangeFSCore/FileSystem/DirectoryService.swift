@@ -87,6 +87,9 @@ final class DirectoryService: Sendable {
         var listings: [UInt64: Listing] = [:]
         /// Files being probed, and what waits for each.
         var probing: [UInt64: [Waiter]] = [:]
+        /// Files whose open's probe answered at its head and still streams its first bytes, and what waits for
+        /// the end of that transfer (`fetchAhead`).
+        var streamingProbes: [UInt64: [Waiter]] = [:]
         /// Files whose last probe failed (not with 404 or 410), with why.
         var failedProbes: [UInt64: String] = [:]
         /// Directories whose listing held more entries than `DirectoryListing.maximumEntries`.

@@ -129,6 +129,22 @@ public enum FileSystemCalls {
         }
     }
 
+    /// Removes the temporary files `writeReplacement` left in `folder` (`NAME.tmp.PID.N`, from a process killed
+    /// before its rename); a folder that cannot be read is left as it is.
+    static func removeTemporaryFiles(in folder: String) {
+        guard let directory = opendir(folder) else { return }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let item = readdir(directory) {
+            // SAFETY: readdir's entry is valid until the next readdir call; the name is copied out before it.
+            let name = withUnsafeBytes(of: item.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name.contains(".tmp.") { names.append(name) }
+        }
+        for name in names { unlink(folder + "/" + name) }
+    }
+
     /// Removes `path` if it exists.
     static func removeFile(_ path: String) throws(SystemError) {
         if unlink(path) != 0 && Errno.current != .noEntry {
