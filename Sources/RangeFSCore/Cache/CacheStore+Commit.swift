@@ -142,16 +142,16 @@ extension CacheStore {
     static let openCommitWait: Duration = .seconds(2)
 
     /// Whether a group commit of `planned` flushes the whole file system once for all (`commitTogether`) rather
-    /// than each entry's own files: always, but for one entry whose header is durable (a big file being read).
-    /// A new entry alone would cost five flushes of its own against two; but a flush of the whole file system
-    /// also writes what other programs left dirty on it (the destination of a `cp` out of the mount, often on the
-    /// same disk), which is worth paying only for more than one file.
-    static func commitsTogether(_ planned: [(entry: CacheEntry, plan: CacheEntry.CommitPlan)]) -> Bool {
-        planned.count > 1 || planned.contains { $0.plan.newHeader }
+    /// than each entry's own files: for more than one entry, and for one new small file (five flushes of its
+    /// own against two). One big file alone (`commitsOnCompletion`) keeps its own flushes, even when new: a
+    /// flush of the whole file system also writes what other programs left dirty on it (the destination of a
+    /// `cp` out of the mount, often on the same disk), and the writer must not wait for that during a copy.
+    func commitsTogether(_ planned: [(entry: CacheEntry, plan: CacheEntry.CommitPlan)]) -> Bool {
+        planned.count > 1 || planned.contains { $0.plan.newHeader && !commitsOnCompletion($0.entry) }
     }
 
     /// Commits every open entry that changed, now, on the calling thread: one big file alone, with flushes of
-    /// its files; anything more together, with two flushes of the file system.
+    /// its files; anything more together, with two flushes of the file system (`commitsTogether`).
     func commitAll() {
         let bytes = uncommittedBytes.exchange(0, ordering: .relaxed)
         let start = ContinuousClock.now
@@ -168,7 +168,7 @@ extension CacheStore {
         }
         var failure: SystemError?
         var committed = 0
-        if Self.commitsTogether(planned) {
+        if commitsTogether(planned) {
             (committed, failure) = commitTogether(planned)
         } else {
             for (entry, plan) in planned {
