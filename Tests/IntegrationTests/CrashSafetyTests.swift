@@ -6,22 +6,6 @@ import XCTest
 
 /// Issue 3's acceptance points: kills, power loss, remote changes, lying servers, full disks, dead origins.
 final class CrashSafetyTests: MountTestCase {
-    /// A daemon in the foreground, so the test knows its PID.
-    func startForeground(_ urls: [String], extra: [String] = []) throws -> BackgroundProcess {
-        if mkdir(mountpoint, 0o755) != 0 && errno != EEXIST { throw TestSupportError("mkdir \(mountpoint)") }
-        let daemon = try BackgroundProcess(driver.binary, ["mount", "-f", mountpoint] + urls + ["--cache", cache] + extra,
-                                           logPath: scratch.path + "/daemon.log")
-        let deadline = Date().addingTimeInterval(20)
-        while !driver.isMounted(mountpoint) {
-            guard Date() < deadline, daemon.isRunning else {
-                throw TestSupportError("no mount: " + ((try? String(contentsOfFile: scratch.path + "/daemon.log", encoding: .utf8)) ?? ""))
-            }
-            usleep(20_000)
-        }
-        driver.record(mountpoint)
-        return daemon
-    }
-
     // 1. Twenty kills in the middle of a copy; the copy then completes, and the origin sent the file about once.
     func testKillLoopResumesWhereEachCopyBroke() throws {
         let size = 256 << 20

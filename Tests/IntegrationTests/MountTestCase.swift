@@ -54,6 +54,22 @@ class MountTestCase: XCTestCase {
         return result
     }
 
+    /// A daemon in the foreground, so the test knows its PID.
+    func startForeground(_ urls: [String], extra: [String] = []) throws -> BackgroundProcess {
+        if mkdir(mountpoint, 0o755) != 0 && errno != EEXIST { throw TestSupportError("mkdir \(mountpoint)") }
+        let daemon = try BackgroundProcess(driver.binary, ["mount", "-f", mountpoint] + urls + ["--cache", cache] + extra,
+                                           logPath: scratch.path + "/daemon.log")
+        let deadline = Date().addingTimeInterval(20)
+        while !driver.isMounted(mountpoint) {
+            guard Date() < deadline, daemon.isRunning else {
+                throw TestSupportError("no mount: " + ((try? String(contentsOfFile: scratch.path + "/daemon.log", encoding: .utf8)) ?? ""))
+            }
+            usleep(20_000)
+        }
+        driver.record(mountpoint)
+        return daemon
+    }
+
     /// The lines of a mount's stderr that report a problem: without the one that says where the log goes (on a
     /// machine without syslog, every mount says it).
     func problemLines(_ stderr: String) -> [String] {

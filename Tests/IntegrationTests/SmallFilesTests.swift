@@ -82,22 +82,6 @@ final class SmallFilesTests: MountTestCase {
         XCTAssertEqual(fetched.count, 0, "files fetched again after a remount: \(fetched.prefix(5).map { "\($0.path) \($0.range)" })")
     }
 
-    /// A daemon in the foreground, so the test knows its PID.
-    func startForeground(_ urls: [String]) throws -> BackgroundProcess {
-        if mkdir(mountpoint, 0o755) != 0 && errno != EEXIST { throw TestSupportError("mkdir \(mountpoint)") }
-        let daemon = try BackgroundProcess(driver.binary, ["mount", "-f", mountpoint] + urls + ["--cache", cache],
-                                           logPath: scratch.path + "/daemon.log")
-        let deadline = Date().addingTimeInterval(20)
-        while !driver.isMounted(mountpoint) {
-            guard Date() < deadline, daemon.isRunning else {
-                throw TestSupportError("no mount: " + ((try? String(contentsOfFile: scratch.path + "/daemon.log", encoding: .utf8)) ?? ""))
-            }
-            usleep(20_000)
-        }
-        driver.record(mountpoint)
-        return daemon
-    }
-
     // New entries are made durable only by the group commit that writes their bitmaps: kill -9 in the middle of
     // reading a directory, four times, and every file still reads right, from what each run committed.
     func testKillsWhileManyNewEntriesWaitForTheirCommitLoseNoByte() throws {

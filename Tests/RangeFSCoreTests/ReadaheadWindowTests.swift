@@ -65,11 +65,7 @@ final class ReadaheadWindowTests: XCTestCase {
     /// stream: under the proportional rule a restart would cost the window all its growth.
     func testTwoLargeReadsTakenInTheWrongOrderKeepTheStreamAndItsWindow() {
         var window = ReadaheadWindow(maximum: 32 << 20)
-        var offset: UInt64 = 0
-        while offset < 20 * mebibyte {
-            _ = window.observe(offset: offset, count: 1 << 20)
-            offset += mebibyte
-        }
+        let offset = readMebibytes(upTo: 20 * mebibyte, into: &window)
         let grown = window.window
         XCTAssertGreaterThan(grown, 16 * mebibyte)
         XCTAssertGreaterThanOrEqual(window.observe(offset: offset + mebibyte, count: 1 << 20), grown)
@@ -88,14 +84,20 @@ final class ReadaheadWindowTests: XCTestCase {
     /// window again.
     func testAJumpStartsAStreamWithNoWindow() {
         var window = ReadaheadWindow(maximum: 32 << 20)
-        var offset: UInt64 = 0
-        while offset < 40 * mebibyte {
-            _ = window.observe(offset: offset, count: 1 << 20)
-            offset += mebibyte
-        }
+        _ = readMebibytes(upTo: 40 * mebibyte, into: &window)
         XCTAssertEqual(window.window, 32 << 20)
         XCTAssertEqual(window.observe(offset: 400 * mebibyte, count: 131_072), 0)
         XCTAssertEqual(window.observe(offset: 400 * mebibyte + 131_072, count: 131_072), 0)
         XCTAssertEqual(window.observe(offset: 400 * mebibyte + 262_144, count: 131_072), window.minimum)
+    }
+
+    /// Reads from byte 0 in 1 MiB reads up to `end`, as the kernel does for a copy; returns where it got to.
+    private func readMebibytes(upTo end: UInt64, into window: inout ReadaheadWindow) -> UInt64 {
+        var offset: UInt64 = 0
+        while offset < end {
+            _ = window.observe(offset: offset, count: 1 << 20)
+            offset += mebibyte
+        }
+        return offset
     }
 }

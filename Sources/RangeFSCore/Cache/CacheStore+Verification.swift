@@ -33,17 +33,8 @@ public struct VerificationReport: Sendable, Equatable {
 extension CacheStore {
     /// The folders of every entry in the cache.
     public func entryFolders() -> [String] {
-        guard let directory = opendir(root + "/entries") else { return [] }
-        defer { closedir(directory) }
-        var folders: [String] = []
-        while let item = readdir(directory) {
-            // SAFETY: readdir's entry is valid until the next readdir call; the name is copied out before it.
-            let name = withUnsafeBytes(of: item.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            if name.count == 32 && name.allSatisfy(\.isHexDigit) { folders.append(root + "/entries/" + name) }
-        }
-        return folders.sorted()
+        let names = FileSystemCalls.names(in: root + "/entries") ?? []
+        return names.filter { $0.count == 32 && $0.allSatisfy(\.isHexDigit) }.map { root + "/entries/" + $0 }.sorted()
     }
 
     /// Checks every present block of the entry in `folder` against its CRC; with `repair`, persists a bitmap

@@ -129,10 +129,9 @@ public enum FileSystemCalls {
         }
     }
 
-    /// Removes the temporary files `writeReplacement` left in `folder` (`NAME.tmp.PID.N`, from a process killed
-    /// before its rename); a folder that cannot be read is left as it is.
-    static func removeTemporaryFiles(in folder: String) {
-        guard let directory = opendir(folder) else { return }
+    /// The names in `folder` (without `.` and `..`), or nil if it cannot be read.
+    static func names(in folder: String) -> [String]? {
+        guard let directory = opendir(folder) else { return nil }
         defer { closedir(directory) }
         var names: [String] = []
         while let item = readdir(directory) {
@@ -140,9 +139,15 @@ public enum FileSystemCalls {
             let name = withUnsafeBytes(of: item.pointee.d_name) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
-            if name.contains(".tmp.") { names.append(name) }
+            if name != "." && name != ".." { names.append(name) }
         }
-        for name in names { unlink(folder + "/" + name) }
+        return names
+    }
+
+    /// Removes the temporary files `writeReplacement` left in `folder` (`NAME.tmp.PID.N`, from a process killed
+    /// before its rename); a folder that cannot be read is left as it is.
+    static func removeTemporaryFiles(in folder: String) {
+        for name in names(in: folder) ?? [] where name.contains(".tmp.") { unlink(folder + "/" + name) }
     }
 
     /// Removes `path` if it exists.
