@@ -4,10 +4,13 @@ import RangeFSTestSupport
 import XCTest
 
 /// Issue 36, "an open answers as soon as it can": the probe of a listed file being opened (a request for its first
-/// 256 KiB, FirstBytes.swift) answers the open at its head while its body streams on into the file's first blocks,
-/// and a probe whose answer came whole never drops its connection.
+/// 256 KiB, or for the first block of a file its listing says is larger: FirstBytes.swift) answers the open at its
+/// head while its body streams on into the file's first blocks, a probe whose answer came whole never drops its
+/// connection, and the probe of a large file leaves its connection free for the next file's.
 final class OpenProbeTests: MountTestCase {
     static let probeBytes = 256 << 10
+    /// What the probe of a file larger than `probeBytes` asks for: the mount's first block.
+    static let blockBytes = 64 << 10
 
     // MARK: A complete probe keeps its connection
 
@@ -41,7 +44,7 @@ final class OpenProbeTests: MountTestCase {
         for folder in ["ranged", "whole"] {
             try FileManager.default.createDirectory(atPath: origin.path(folder), withIntermediateDirectories: true)
         }
-        // Files the probe's 206 brings exactly 256 KiB of; files a 200 brings whole in exactly 256 KiB.
+        // Files the probe's 206 brings exactly their first block of; files a 200 brings whole in exactly 256 KiB.
         try origin.serveRandomFile("ranged/a.bin", size: 400_000)
         try origin.serveRandomFile("ranged/b.bin", size: 300_000)
         try origin.serveRandomFile("whole/a.bin", size: Self.probeBytes)
@@ -66,7 +69,7 @@ final class OpenProbeTests: MountTestCase {
 
     /// `stat` then `head -c 1` of `a.bin` and then of `b.bin` of `folder`, as `ls -l` and `file` would; returns
     /// nginx's lines for their requests.
-    func openOneAfterTheOther(_ folder: String, status: String) throws -> [[String]] {
+    func openOneAfterTheOther(_ folder: String, status: String, probeBytes: Int) throws -> [[String]] {
         let origin = try connectionOrigin()
         try mount([origin.url(folder + "/")])
         for name in ["a.bin", "b.bin"] {
@@ -77,8 +80,8 @@ final class OpenProbeTests: MountTestCase {
             // The probe's body may still stream after the open answered (the open answers at its head): the next
             // file is opened once it ended, as it has on any link where the reader takes longer than the body.
             let deadline = Date().addingTimeInterval(60)
-            while cachedBytes(path) ?? 0 < Self.probeBytes && Date() < deadline { usleep(50_000) }
-            XCTAssertGreaterThanOrEqual(cachedBytes(path) ?? 0, Self.probeBytes, "the probe's bytes are cached")
+            while cachedBytes(path) ?? 0 < probeBytes && Date() < deadline { usleep(50_000) }
+            XCTAssertGreaterThanOrEqual(cachedBytes(path) ?? 0, probeBytes, "the probe's bytes are cached")
         }
         let lines = connectionLog(origin, folder)
         XCTAssertEqual(lines.map { [$0[2], $0[3]] }, [[status, "/\(folder)/a.bin"], [status, "/\(folder)/b.bin"]],
@@ -86,10 +89,10 @@ final class OpenProbeTests: MountTestCase {
         return lines
     }
 
-    /// A 206 that brings the probe's whole range (a file of 256 KiB or more) ends by itself: the next file's
-    /// probe goes out on the same connection.
+    /// A 206 that brings the probe's whole range (the first block of a file larger than 256 KiB) ends by itself:
+    /// the next file's probe goes out on the same connection.
     func testAProbeAnsweredWithItsWholeRangeKeepsItsConnection() throws {
-        let lines = try openOneAfterTheOther("ranged", status: "206")
+        let lines = try openOneAfterTheOther("ranged", status: "206", probeBytes: Self.blockBytes)
         guard lines.count == 2 else { return }
         XCTAssertEqual(lines[1][0], lines[0][0], "the second probe reuses the first one's connection: \(lines)")
         XCTAssertEqual(Int(lines[1][1]), Int(lines[0][1]).map { $0 + 1 }, "the next request on it: \(lines)")
@@ -98,7 +101,7 @@ final class OpenProbeTests: MountTestCase {
     /// A 200 (the server ignores Range) whose whole body is exactly the probe's 256 KiB ends by itself too: it
     /// was cut on its last byte, and the next request paid a new connection.
     func testAWholeFileAnswerOfExactlyTheProbesSizeKeepsItsConnection() throws {
-        let lines = try openOneAfterTheOther("whole", status: "200")
+        let lines = try openOneAfterTheOther("whole", status: "200", probeBytes: Self.probeBytes)
         guard lines.count == 2 else { return }
         XCTAssertEqual(lines[1][0], lines[0][0], "the second probe reuses the first one's connection: \(lines)")
         XCTAssertEqual(Int(lines[1][1]), Int(lines[0][1]).map { $0 + 1 }, "the next request on it: \(lines)")
@@ -106,10 +109,10 @@ final class OpenProbeTests: MountTestCase {
 
     // MARK: The open answers at the probe's head
 
-    /// A server with a JSON listing of one file, `slow.bin` (1 MiB). An answer to a Range request sends its head
-    /// and its first 128 KiB at once, then holds the rest until the file `release` exists. It logs `request
-    /// PATH RANGE` when a request comes, `holding PATH` when it starts holding, `released PATH` once it sent the
-    /// rest, or `dropped PATH` if the client closed the connection while it held.
+    /// A server with a JSON listing of the files in its root. An answer to a Range request sends its head and its
+    /// first 128 KiB at once, then holds the rest until the file `release` exists. It logs `request PATH RANGE
+    /// PORT` when a request comes (PORT: the client's, one per connection), `holding PATH` when it starts holding,
+    /// `released PATH` once it sent the rest, or `dropped PATH` if the client closed the connection while it held.
     static let holdingScript = """
     import email.utils, http.server, json, os, select, socket, sys, time
     port, root, log, release = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
@@ -120,11 +123,12 @@ final class OpenProbeTests: MountTestCase {
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True
         def do_GET(self):
-            note("request %s %s" % (self.path, self.headers.get("Range", "-")))
+            note("request %s %s %d" % (self.path, self.headers.get("Range", "-"), self.client_address[1]))
             if self.path == "/dir/":
-                path = os.path.join(root, "slow.bin")
-                body = json.dumps([{"name": "slow.bin", "type": "file", "size": os.path.getsize(path),
-                                    "mtime": email.utils.formatdate(os.path.getmtime(path), usegmt=True)}]).encode()
+                paths = [os.path.join(root, name) for name in sorted(os.listdir(root))]
+                body = json.dumps([{"name": os.path.basename(path), "type": "file", "size": os.path.getsize(path),
+                                    "mtime": email.utils.formatdate(os.path.getmtime(path), usegmt=True)}
+                                   for path in paths]).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -176,24 +180,54 @@ final class OpenProbeTests: MountTestCase {
     /// `stat` and `head -c 1` of a listed file answer once the probe's head and first block came, while the
     /// server still holds the rest of the probe's 256 KiB; a READ of the held bytes waits for them from that same
     /// transfer and sends no request of its own; the origin sees one request for the probe's bytes.
-    func testTheOpenAnswersAtTheProbesHeadAndAReadOfItsRestWaitsForTheSameTransfer() throws {
-        let folder = try TemporaryDirectory(prefix: "holding")
-        let root = folder.path + "/root"
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        try Shell.run("/usr/bin/head", ["-c", String(1 << 20), "/dev/urandom"], stdoutFile: root + "/slow.bin")
-        let original = [UInt8](try Data(contentsOf: URL(fileURLWithPath: root + "/slow.bin")))
-        let (log, release, script) = (folder.path + "/requests.log", folder.path + "/release", folder.path + "/holding.py")
-        try Self.holdingScript.write(toFile: script, atomically: false, encoding: .utf8)
-        let (server, port) = try BackgroundProcess.listening { port in
-            try BackgroundProcess("/usr/bin/python3", [script, String(port), root, log, release],
-                                  logPath: folder.path + "/server.out")
+    /// The holding server (`holdingScript`) serving `files` (name and size, random bytes) under `/dir/`.
+    struct HoldingServer {
+        let folder: TemporaryDirectory
+        let server: BackgroundProcess
+        let port: Int
+        var root: String { folder.path + "/root" }
+        var release: String { folder.path + "/release" }
+
+        init(files: [String: Int]) throws {
+            folder = try TemporaryDirectory(prefix: "holding")
+            try FileManager.default.createDirectory(atPath: folder.path + "/root", withIntermediateDirectories: true)
+            for (name, size) in files {
+                try Shell.run("/usr/bin/head", ["-c", String(size), "/dev/urandom"],
+                              stdoutFile: folder.path + "/root/" + name)
+            }
+            let script = folder.path + "/holding.py"
+            try OpenProbeTests.holdingScript.write(toFile: script, atomically: false, encoding: .utf8)
+            let (root, log, release, out) = (folder.path + "/root", folder.path + "/requests.log",
+                                             folder.path + "/release", folder.path + "/server.out")
+            (server, port) = try BackgroundProcess.listening { port in
+                try BackgroundProcess("/usr/bin/python3", [script, String(port), root, log, release], logPath: out)
+            }
         }
-        defer { _ = server.stop() }
-        // Whatever happens, the server lets go before it is stopped.
-        defer { FileManager.default.createFile(atPath: release, contents: nil) }
+
+        func original(_ name: String) throws -> [UInt8] {
+            [UInt8](try Data(contentsOf: URL(fileURLWithPath: root + "/" + name)))
+        }
+
         func logLines() -> [String] {
-            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            ((try? String(contentsOfFile: folder.path + "/requests.log", encoding: .utf8)) ?? "")
+                .split(separator: "\n").map(String.init)
         }
+
+        /// Lets go of every held answer, then stops the server.
+        func stop() {
+            _ = FileManager.default.createFile(atPath: release, contents: nil)
+            _ = server.stop()
+        }
+    }
+
+    func testTheOpenAnswersAtTheProbesHeadAndAReadOfItsRestWaitsForTheSameTransfer() throws {
+        // No larger than the probe's 256 KiB, so the probe asks for all of it; the server holds what follows its
+        // first 128 KiB.
+        let holding = try HoldingServer(files: ["slow.bin": 250_000])
+        defer { holding.stop() }
+        let (port, release) = (holding.port, holding.release)
+        let original = try holding.original("slow.bin")
+        func logLines() -> [String] { holding.logLines() }
 
         try mount(["http://127.0.0.1:\(port)/dir/"])
         let file = mountpoint + "/slow.bin"
@@ -223,11 +257,11 @@ final class OpenProbeTests: MountTestCase {
               !((try? String(contentsOfFile: "/proc/\(reader.pid)/syscall", encoding: .utf8))?.hasPrefix("0 0x0 ") ?? false) {
             usleep(10_000)
         }
-        FileManager.default.createFile(atPath: release, contents: nil)
+        _ = FileManager.default.createFile(atPath: release, contents: nil)
         XCTAssertEqual(reader.waitForExit(timeout: 60), 0, "the READ of held bytes was answered")
         XCTAssertEqual([UInt8](try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/held"))),
                        Array(original[held..<(held + 1000)]))
-        XCTAssertEqual(try fileBytes(file, offset: 0, count: Self.probeBytes), Array(original.prefix(Self.probeBytes)))
+        XCTAssertEqual(try fileBytes(file, offset: 0, count: Self.probeBytes), original)
 
         // The probe's transfer lived until the server let go: head -c 1 ended while it was still held (before the
         // fix, the open waited for its end, which came when libcurl gave the stalled transfer up).
@@ -240,5 +274,32 @@ final class OpenProbeTests: MountTestCase {
                 return start.map { $0 < Self.probeBytes } ?? true
             }
         XCTAssertEqual(probeRanges, ["bytes=0-\(Self.probeBytes - 1)"], "\(logLines())")
+    }
+
+    /// `stat` then `head -c 1` of a listed file of 1 MiB, then of a second one, as `file` or a thumbnailer would:
+    /// the first file's probe asks for its first block only, which the server sends at once, so the second
+    /// file's probe goes out on the same connection. Before, the probe asked for 256 KiB, and the server's hold
+    /// after 128 KiB (a link slower than the reader) kept its connection busy: the second probe paid a new one.
+    func testTheProbeOfALargeFileLeavesItsConnectionFreeForTheNextFile() throws {
+        let holding = try HoldingServer(files: ["a.bin": 1 << 20, "b.bin": 1 << 20])
+        defer { holding.stop() }
+        try mount(["http://127.0.0.1:\(holding.port)/dir/"])
+        for name in ["a.bin", "b.bin"] {
+            let path = mountpoint + "/" + name
+            XCTAssertEqual(try statFile(path).st_size, off_t(1 << 20))
+            XCTAssertEqual(try fileBytes(path, offset: 0, count: 1), Array(try holding.original(name).prefix(1)))
+            // The probe's first block is cached (a probe held after 128 KiB has that much too).
+            let deadline = Date().addingTimeInterval(60)
+            while cachedBytes(path) ?? 0 < Self.blockBytes && Date() < deadline { usleep(20_000) }
+        }
+        let requests = holding.logLines().filter { $0.hasPrefix("request /dir/") && $0.contains(".bin") }
+            .map { $0.split(separator: " ").map(String.init) }
+        XCTAssertEqual(requests.map { [$0[1], $0[2]] },
+                       [["/dir/a.bin", "bytes=0-\(Self.blockBytes - 1)"], ["/dir/b.bin", "bytes=0-\(Self.blockBytes - 1)"]],
+                       "one probe per file, for its first block: \(holding.logLines())")
+        XCTAssertFalse(holding.logLines().contains { $0.hasPrefix("holding") }, "no probe was held")
+        if requests.count == 2 {
+            XCTAssertEqual(requests[1][3], requests[0][3], "the second probe reuses the first one's connection")
+        }
     }
 }

@@ -2,9 +2,10 @@
 // open a listed directory's files in listing order, and each open of a cold file costs a round trip (its probe)
 // that nothing hid. Here the opens of each directory are watched, and once a reader is seen going through it in
 // order, the next files are fetched ahead of it, in parallel: each with the probe an open makes
-// (`DirectoryService.whenValidated`, one GET for its validators and first 256 KiB), so when the reader opens it,
-// it is validated and a small file's blocks are cached: its open and reads send no request. A larger file gets
-// its first bytes only, the part a reader waits for first; readahead takes over from there.
+// (`DirectoryService.whenValidated`, one GET for its validators and first bytes: all of a file of up to 256 KiB),
+// so when the reader opens it, it is validated and a small file's blocks are cached: its open and reads send no
+// request. A larger file gets its first block only, the part a reader waits for first; readahead takes over from
+// there.
 //
 // The detector: per directory, the furthest file opened (the frontier). An open of one of the next `tolerance`
 // files after it is in order, and moves it; an open of one of the `tolerance` files before it (readers splitting a
@@ -90,15 +91,19 @@ final class DirectoryPrefetch: Sendable {
     private let catalog: Catalog
     private let link: LinkEstimate
     let limits: Limits
-    /// How many bytes one fetch ahead brings at most (the open's probe size).
+    /// How many bytes one fetch ahead brings at most (the open's probe size), and what it brings of a larger file
+    /// (its first block: `FirstBytes.probeLength`).
     private let probeBytes: Int
+    private let probeBlockBytes: Int
     private let fetch: Fetch
 
-    init(catalog: Catalog, link: LinkEstimate, limits: Limits, probeBytes: Int, fetch: @escaping Fetch) {
+    init(catalog: Catalog, link: LinkEstimate, limits: Limits, probeBytes: Int,
+         probeBlockBytes: Int = FileSystemSettings().blockSize, fetch: @escaping Fetch) {
         self.catalog = catalog
         self.link = link
         self.limits = limits
         self.probeBytes = max(1, probeBytes)
+        self.probeBlockBytes = probeBlockBytes
         self.fetch = fetch
     }
 
@@ -218,7 +223,9 @@ final class DirectoryPrefetch: Sendable {
 
     /// What fetching `file` ahead brings at most: its first bytes, or all of it if it is smaller.
     private func cost(of file: CatalogItem) -> Int {
-        file.metadata.sizeKnown ? Int(min(UInt64(probeBytes), max(1, file.metadata.size))) : probeBytes
+        guard file.metadata.sizeKnown else { return probeBytes }
+        let asked = FirstBytes.probeLength(size: file.metadata.size, limit: probeBytes, block: probeBlockBytes)
+        return Int(min(UInt64(asked), max(1, file.metadata.size)))
     }
 
     /// Streams (other than the one being served, which is out of `state` meanwhile) that no reader came back to
@@ -253,7 +260,8 @@ extension RangeFS {
         limits.connections = max(1, connections)
         limits.inFlight = max(1, connections - 2)
         return DirectoryPrefetch(catalog: catalog, link: link, limits: limits,
-                                 probeBytes: settings.openProbeBytes) { [weak directories] file, done in
+                                 probeBytes: settings.openProbeBytes,
+                                 probeBlockBytes: settings.blockSize) { [weak directories] file, done in
             guard let directories else { return done() }
             directories.fetchAhead(file, done: done)
         }

@@ -99,11 +99,19 @@ extension DirectoryService {
         return storedVersion(agreeingWith: item) ?? item.metadata
     }
 
-    /// Probes `file`, being opened, asking for its first `openProbeBytes`: they go to its entry before it opens,
-    /// or, still streaming, become blocks in flight of it (FirstBytes.swift): the open answers at the probe's head.
+    /// How many bytes the probe of `file` asks for: `openProbeBytes`, or the first block of a file its listing
+    /// says is larger (`FirstBytes.probeLength`).
+    func probeLength(of file: CatalogItem) -> Int {
+        FirstBytes.probeLength(size: file.metadata.sizeKnown ? file.metadata.size : nil, limit: openProbeBytes,
+                               block: probeBlockBytes)
+    }
+
+    /// Probes `file`, being opened, asking for its first bytes (`probeLength`): they go to its entry before it
+    /// opens, or, still streaming, become blocks in flight of it (FirstBytes.swift): the open answers at the
+    /// probe's head.
     private func probeWithFirstBytes(_ file: CatalogItem) {
         guard openProbeBytes > 0 else { return probe([file]) }
-        fetcher.probe(url: file.metadata.url, firstBytes: openProbeBytes) { [self] result in
+        fetcher.probe(url: file.metadata.url, firstBytes: probeLength(of: file)) { [self] result in
             work.async { [self] in
                 let metadata = result.map(\.metadata).map(store.settled)
                 // The first bytes reach the entry before the catalog says the file is validated: an open that

@@ -109,6 +109,9 @@ final class DirectoryService: Sendable {
     let directoryCacheTime: Duration
     /// How many bytes the probe of a file being opened asks for (see FirstBytes.swift).
     let openProbeBytes: Int
+    /// What the probe of a file larger than `openProbeBytes` asks for instead: its first block
+    /// (`FirstBytes.probeLength`).
+    let probeBlockBytes: Int
     /// How many listings ahead run at once for the whole mount; 0 walks nothing ahead.
     let walkAheadListings: Int
     let events: Events
@@ -118,12 +121,14 @@ final class DirectoryService: Sendable {
     let work = DispatchQueue(label: "rangefs.directories", attributes: .concurrent)
 
     init(catalog: Catalog, store: CacheStore, fetcher: RangeFetching, directoryCacheTime: Duration,
-         openProbeBytes: Int = 0, walkAheadListings: Int = 0, events: Events, logger: Logger) {
+         openProbeBytes: Int = 0, probeBlockBytes: Int = FileSystemSettings().blockSize, walkAheadListings: Int = 0,
+         events: Events, logger: Logger) {
         self.catalog = catalog
         self.store = store
         self.fetcher = fetcher
         self.directoryCacheTime = directoryCacheTime
         self.openProbeBytes = openProbeBytes
+        self.probeBlockBytes = probeBlockBytes
         self.walkAheadListings = walkAheadListings
         self.events = events
         self.logger = logger

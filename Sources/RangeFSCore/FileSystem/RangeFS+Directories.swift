@@ -211,7 +211,7 @@ extension RangeFS {
         }
         return DirectoryService(catalog: catalog, store: store, fetcher: fetcher,
                                 directoryCacheTime: settings.directoryCacheTime,
-                                openProbeBytes: settings.openProbeBytes,
+                                openProbeBytes: settings.openProbeBytes, probeBlockBytes: settings.blockSize,
                                 walkAheadListings: settings.walkAheadListings, events: events, logger: logger)
     }
 }
