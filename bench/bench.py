@@ -21,6 +21,28 @@ def log(message):
     print(message, flush=True)
 
 
+def describe_filesystem(path):
+    """`path`'s file system type and block device, and for ext4 whether it has a journal: ext4 without one makes
+    each new inode skip the inodes deleted in the last minute (or five, while their table is dirty; ext4's
+    `recently_deleted`), so a cache made right after another was removed pays per file."""
+    device = os.stat(path).st_dev
+    kind = "?"
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[2] == f"{os.major(device)}:{os.minor(device)}":
+                kind = fields[fields.index("-") + 1]
+    block = f"/sys/dev/block/{os.major(device)}:{os.minor(device)}"
+    if not os.path.exists(block):
+        return kind
+    name = os.path.basename(os.path.realpath(block))
+    if kind == "ext4":
+        journaled = any(entry.startswith(name + "-") for entry in os.listdir("/proc/fs/jbd2")) \
+            if os.path.isdir("/proc/fs/jbd2") else False
+        return f"ext4 on {name}, " + ("journaled" if journaled else "no journal")
+    return f"{kind} on {name}"
+
+
 def run(command, **kwargs):
     return subprocess.run(command, check=True, **kwargs)
 
@@ -398,7 +420,7 @@ class Bench:
             log("note: cannot drop the page cache (not root): cold numbers are optimistic")
 
     def fresh_cache(self):
-        return tempfile.mkdtemp(dir=self.work, prefix="cache-")
+        return tempfile.mkdtemp(dir=self.args.cache_root or self.work, prefix="cache-")
 
     def cold_copy(self, binary, url, name, dest, options=(), freeze=None):
         """Bytes per second of a `cp` of `name` from a fresh mount of `url` (fresh cache, page cache dropped); the
@@ -1078,7 +1100,11 @@ def main():
     parser.add_argument("--small-files", type=int, metavar="N", help="small: this many files, not 3,000 (to try it)")
     parser.add_argument("--wan-files", type=int, metavar="N", help="wan: cp -r of this many files, not 500 (to try it)")
     parser.add_argument("--wan-big", type=int, metavar="MIB", help="wan: the big file's size, not 256 MiB (to try it)")
+    parser.add_argument("--cache-root", metavar="DIR",
+                        help="make every tool's fresh caches in DIR, not in the work folder (e.g. on another file system)")
     args = parser.parse_args()
+    if args.cache_root and not os.path.isdir(args.cache_root):
+        parser.error(f"--cache-root {args.cache_root}: no such folder; create it first (e.g. mount a file system there)")
     # The small and wan scenarios live in modules of their own that use this one's helpers as `bench`.
     sys.modules.setdefault("bench", sys.modules[__name__])
     Mount.extra_options = args.rangefs_option

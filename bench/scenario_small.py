@@ -116,8 +116,9 @@ def run(bench):
     filesystems = tools.filesystems(bench, long_link=False)
     curl_columns = ["curl, one process", "curl -Z --parallel-max 8"]
     builds = [column for column, spec in filesystems if spec[0] == "rangefs"]
-    table = Table(f"small: {len(names)} files of 1-64 KB, loopback nginx (seconds, medians of {args.runs} runs for "
-                  f"the builds and curl, one run for the peers)",
+    caches = b.describe_filesystem(args.cache_root or bench.work)
+    table = Table(f"small: {len(names)} files of 1-64 KB, loopback nginx, caches on {caches} (seconds, medians of "
+                  f"{args.runs} runs for the builds and curl, one run for the peers)",
                   [column for column, _ in filesystems] + curl_columns,
                   baseline=args.baseline_label if args.baseline else None, timeout=PEER_TIMEOUT)
     one, eight, cpu_one, cpu_eight = ("1 reader, in listing order", "8 readers in parallel", "  daemon CPU s, 1 reader",

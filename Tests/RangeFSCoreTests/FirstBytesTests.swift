@@ -130,4 +130,17 @@ final class FirstBytesTests: XCTestCase {
                                                100_000..<UInt64(FileSystemSettings().openProbeBytes)])
         XCTAssertNotNil(requests.last?.ifRange, "the rest asks for the version the probe saw")
     }
+
+    /// What a probe asks for: all of a file of unknown size or of at most the probe's size, only the first block of
+    /// a larger one (so its connection is free again within a block's transfer), never more than the probe's size.
+    func testAProbeAsksForASmallFileWholeAndForTheFirstBlockOfALargerOne() {
+        let limit = 256 << 10, block = 64 << 10
+        XCTAssertEqual(FirstBytes.probeLength(size: nil, limit: limit, block: block), limit)
+        XCTAssertEqual(FirstBytes.probeLength(size: 1000, limit: limit, block: block), limit)
+        XCTAssertEqual(FirstBytes.probeLength(size: UInt64(limit), limit: limit, block: block), limit)
+        XCTAssertEqual(FirstBytes.probeLength(size: UInt64(limit) + 1, limit: limit, block: block), block)
+        XCTAssertEqual(FirstBytes.probeLength(size: 1 << 30, limit: limit, block: block), block)
+        XCTAssertEqual(FirstBytes.probeLength(size: 1 << 30, limit: limit, block: 1 << 20), limit,
+                       "a block larger than the probe: the probe's size")
+    }
 }
