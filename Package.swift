@@ -48,7 +48,9 @@ let package = Package(
             ]
         ),
 
-        .target(
+        // The tests' shared fixtures. A test target, so that `swift build -c release` leaves it out: it imports the
+        // core with @testable, which only a build for testing allows.
+        .testTarget(
             name: "RangeFSTestSupport",
             dependencies: ["RangeFSCore", "RangeFSProcess"],
             path: "Tests/RangeFSTestSupport"

@@ -7,7 +7,7 @@ export PATH="/opt/swift/usr/bin:$PATH"
 
 bash mount-scripts/install-deps.sh
 echo "== building rangefs (release)"
-swift build -c release --product rangefs 2>&1 | tail -n 1
+swift build -c release 2>&1 | tail -n 1
 rangefs="$(swift build -c release --show-bin-path)/rangefs"
 
 demo="$(mktemp -d /tmp/rangefs-demo-XXXXXX)"

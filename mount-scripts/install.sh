@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
 done
 if [ -z "$binary" ]; then
     export PATH="/opt/swift/usr/bin:$PATH"
-    swift build -c release --product rangefs >/dev/null
+    swift build -c release >/dev/null
     binary="$(swift build -c release --show-bin-path)/rangefs"
 fi
 install -d "$prefix/bin" "$sbindir"
