@@ -12,7 +12,7 @@ struct RangefsCommand: ParsableCommand {
         Exit status: 0 mounted, 1 nothing mounted, 2 mounted but some URLs failed, 64 bad arguments.
         The fstab shape `rangefs SOURCE DIR -o cache=DIR,...` is also accepted (SOURCE: a URL or a list file).
         """,
-        version: "0.1.0",
+        version: rangefsVersion,
         subcommands: [MountCommand.self, UnmountCommand.self, StatusCommand.self, AddCommand.self, RemoveCommand.self,
                       PauseCommand.self, ResumeCommand.self, PinCommand.self, EvictCommand.self, VerifyCommand.self,
                       FstabMountCommand.self],

@@ -51,7 +51,11 @@ enum Defaults {
     static let store = StoreSettings()
     static let fetch = FetchPolicy()
     static let fileSystem = FileSystemSettings()
-    static let http = HTTPOptions()
+    static let http = {
+        var options = HTTPOptions()
+        options.userAgent = "rangefs/\(rangefsVersion)"
+        return options
+    }()
     static let mount = MountSettings()
 }
 
