@@ -14,11 +14,18 @@ maintainer=$(git log -1 --format='%cn <%ce>' 2>/dev/null || true)
 [ -n "$maintainer" ] || maintainer="rangefs maintainers <rangefs@example.org>"
 version=$(sed -n 's/^let rangefsVersion = "\(.*\)"$/\1/p' Sources/rangefs/Version.swift)
 [ -n "$version" ] || { echo "package.sh: no version in Sources/rangefs/Version.swift" >&2; exit 1; }
-# Its own build folder: the static build must not replace the usual release build's objects.
+# Its own build folders: the static build must not replace the usual release build's objects (nor take the lock
+# that `swift build` and `swift test` hold on .build), and the manual generator's plugin, which builds the tool
+# again without the static runtime, must not relink the binary packaged here.
 scratch=.build/package
-swift build -c release --product rangefs --static-swift-stdlib --scratch-path "$scratch" >&2
 binary="$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)/rangefs"
+rm -f "$binary"  # linked by this build, with these flags, whatever an earlier one left
+swift build -c release --product rangefs --static-swift-stdlib --scratch-path "$scratch" >&2
 
+if ldd "$binary" | grep -q 'libswift\|libFoundation\|libdispatch'; then
+    echo "package.sh: $binary loads the Swift runtime; it would not run without a toolchain" >&2
+    exit 1
+fi
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 root="$stage/root"
@@ -33,7 +40,7 @@ chmod 0644 "$root/lib/systemd/system/rangefs@.service"
 # Manual pages: one for rangefs and one per subcommand.
 man="$stage/man"
 mkdir -p "$man" "$root/usr/share/man/man1"
-swift package --scratch-path "$scratch" --allow-writing-to-directory "$man" generate-manual --multi-page --date "$(date -u -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)" +%Y-%m-%d)" --output-directory "$man" >&2
+swift package --scratch-path "$scratch-manual" --allow-writing-to-directory "$man" generate-manual --multi-page --date "$(date -u -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)" +%Y-%m-%d)" --output-directory "$man" >&2
 for page in "$man"/*.1; do
     gzip -9n < "$page" > "$root/usr/share/man/man1/$(basename "$page").gz"
 done
