@@ -54,6 +54,12 @@ class MountTestCase: XCTestCase {
         return result
     }
 
+    /// The checkout these tests were built from (for its scripts: mount-scripts/install.sh, package.sh).
+    func repositoryRoot() -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
+    }
+
     /// A daemon in the foreground, so the test knows its PID.
     func startForeground(_ urls: [String], extra: [String] = []) throws -> BackgroundProcess {
         if mkdir(mountpoint, 0o755) != 0 && errno != EEXIST { throw TestSupportError("mkdir \(mountpoint)") }

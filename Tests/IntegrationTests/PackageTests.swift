@@ -8,11 +8,6 @@ import XCTest
 /// binary mounts a URL of a local nginx, copies it with the right sha256, shows it in `status` and unmounts; its
 /// manual page and bash completion work; lintian finds no error; `dpkg -r` leaves only the user's cache.
 final class PackageTests: MountTestCase {
-    func repositoryRoot() -> String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().path
-    }
-
     func testTheInstalledPackageRunsWithoutSwiftAndRemovesCleanly() throws {
         guard getuid() == 0 else { throw XCTSkip("SKIPPING: installing a package needs root") }
         // Never replace or remove a rangefs someone installed.

@@ -31,10 +31,6 @@ final class SystemMountTests: MountTestCase {
         helperInstalled = true
     }
 
-    func repositoryRoot() -> String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
-    }
-
     func serveListed() throws -> String {
         let digest = try origin.serveRandomFile("listed.bin", size: 2 << 20)
         try (origin.url("listed.bin") + "\n").write(toFile: listFile, atomically: false, encoding: .utf8)

@@ -76,7 +76,6 @@ final class DirectoryPrefetch: Sendable {
         var seenAt = ContinuousClock.now
     }
 
-
     private struct State {
         var streams: [UInt64: Stream] = [:]
         var bytesAhead = 0
