@@ -24,25 +24,28 @@ let package = Package(
         // sync_file_range, POSIX_SPAWN_SETSID, pipe2).
         .target(name: "CLinux"),
 
+        // What Foundation gave and FoundationEssentials lacks (threads, a condition, printf formatting, trimming).
+        // No target imports Foundation: its ICU data would be most of a static binary.
+        .target(name: "RangeFSPlatform", dependencies: ["CLinux"]),
         .target(
             name: "RangeFSCore",
-            dependencies: ["CChecksum", "CCrypto", "CLinux", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CChecksum", "CCrypto", "CLinux", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
         ),
         // Starting helper programs (fusermount3) and rangefs's own background child; the core never does.
         .target(name: "RangeFSProcess", dependencies: ["CLinux"]),
         .target(
             name: "RangeFSHTTP",
-            dependencies: ["CCurl", "RangeFSCore", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CCurl", "RangeFSCore", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "RangeFSFUSE",
-            dependencies: ["CFUSE", "CLinux", "RangeFSCore", "RangeFSProcess",
+            dependencies: ["CFUSE", "CLinux", "RangeFSCore", "RangeFSPlatform", "RangeFSProcess",
                            .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "rangefs",
             dependencies: [
-                "CLinux", "RangeFSCore", "RangeFSHTTP", "RangeFSFUSE", "RangeFSProcess",
+                "CLinux", "RangeFSCore", "RangeFSHTTP", "RangeFSFUSE", "RangeFSPlatform", "RangeFSProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -56,7 +59,7 @@ let package = Package(
             path: "Tests/RangeFSTestSupport"
         ),
         // Tests share fixtures across threads the way XCTest does; Swift 5 mode keeps that free of ceremony.
-        .testTarget(name: "RangeFSCoreTests", dependencies: ["RangeFSCore", "RangeFSTestSupport"],
+        .testTarget(name: "RangeFSCoreTests", dependencies: ["RangeFSCore", "RangeFSPlatform", "RangeFSTestSupport"],
                     swiftSettings: [.swiftLanguageMode(.v5)]),
         .testTarget(name: "RangeFSHTTPTests", dependencies: ["RangeFSHTTP", "RangeFSCore", "RangeFSTestSupport"],
                     swiftSettings: [.swiftLanguageMode(.v5)]),

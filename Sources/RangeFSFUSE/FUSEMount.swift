@@ -6,8 +6,8 @@
 import CFUSE
 import CLinux
 import Dispatch
-import Foundation
 import Glibc
+import RangeFSPlatform
 import RangeFSProcess
 import Logging
 import RangeFSCore
@@ -112,7 +112,7 @@ public final class FUSEMount: @unchecked Sendable {
 
     /// Starts the request loop on its own thread and waits until the kernel has initialised the session.
     public func start() throws(MountError) {
-        let thread = Thread { [self] in
+        startThread(name: "rangefs-fuse") { [self] in
             let config = fuse_loop_cfg_create()
             fuse_loop_cfg_set_max_threads(config, settings.maxThreads)
             fuse_loop_cfg_set_clone_fd(config, 0)
@@ -121,8 +121,6 @@ public final class FUSEMount: @unchecked Sendable {
             if status != 0 { logger.debug("FUSE loop ended with \(status)") }
             loopEnded.signal()
         }
-        thread.name = "rangefs-fuse"
-        thread.start()
         guard context.takeUnretainedValue().initialized.wait(seconds: 30) else {
             throw .notInitialized(mountpoint)
         }

@@ -3,9 +3,10 @@
 // so consecutive Range requests to one host reuse keep-alive connections (or one HTTP/2 connection, with --http2).
 
 import CCurl
-import Foundation
+import Dispatch
 import Logging
 import RangeFSCore
+import RangeFSPlatform
 import Synchronization
 
 /// libcurl's global state must be set up once, before any other thread uses libcurl.
@@ -44,9 +45,7 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
         rfs_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, options.maxHostConnections)
         rfs_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, options.maxTotalConnections)
         rfs_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, options.maxTotalConnections)
-        let thread = Thread { [self] in self.run() }
-        thread.name = "rangefs-curl"
-        thread.start()
+        startThread(name: "rangefs-curl") { [self] in self.run() }
     }
 
     /// Stops the engine thread; transfers still running are finished with `.cancelled`.

@@ -1,8 +1,9 @@
 // What the engines of one mount share: the options, the credentials per origin, the redirect targets they found,
 // and which proxy a URL goes through (to name it when it fails).
 
-import Foundation
+import FoundationEssentials
 import RangeFSCore
+import RangeFSPlatform
 import Synchronization
 
 /// Shared by every engine of a mount (readers' and background), so that one learns a redirect for all.
@@ -58,7 +59,7 @@ public final class HTTPSession: Sendable {
     static func matches(host: String, noProxy: String) -> Bool {
         let host = host.lowercased()
         for entry in noProxy.split(separator: ",") {
-            var name = entry.trimmingCharacters(in: .whitespaces).lowercased()
+            var name = entry.trimmed().lowercased()
             if name == "*" { return true }
             if name.hasPrefix(".") { name.removeFirst() }
             if !name.isEmpty && (host == name || host.hasSuffix("." + name)) { return true }
@@ -109,7 +110,7 @@ final class RedirectMemory: Sendable {
         for pair in query.split(separator: "#").first?.split(separator: "&") ?? [] {
             let parts = pair.split(separator: "=", maxSplits: 1)
             guard parts.count == 2 else { continue }
-            items[String(parts[0]).lowercased()] = String(parts[1]).removingPercentEncoding ?? String(parts[1])
+            items[String(parts[0]).lowercased()] = PercentEncoding.decode(String(parts[1]))
         }
         for vendor in ["amz", "goog"] {
             if let date = items["x-\(vendor)-date"].flatMap(parseCompactDate),
@@ -122,10 +123,6 @@ final class RedirectMemory: Sendable {
 
     /// `20260101T120000Z`.
     private static func parseCompactDate(_ text: String) -> Date? {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-        return formatter.date(from: text)
+        try? Date.ISO8601FormatStyle(dateSeparator: .omitted, timeSeparator: .omitted, timeZone: .gmt).parse(text)
     }
 }

@@ -12,8 +12,9 @@
 //   - `resetAfter` seconds after leaving the first group (or after a first failure), the chain goes back to the
 //     first group and forgets the failures: the proxies preferred are used again once they recover.
 
-import Foundation
+import Dispatch
 import RangeFSCore
+import RangeFSPlatform
 import Synchronization
 
 /// A mount's proxy chain, shared by its engines.
@@ -46,12 +47,12 @@ public final class ProxyChain: Sendable {
         for group in text.split(separator: ";", omittingEmptySubsequences: false) {
             var proxies: [Proxy] = []
             for part in group.split(separator: "|", omittingEmptySubsequences: false) {
-                let item = part.trimmingCharacters(in: .whitespaces)
+                let item = part.trimmed()
                 if item.uppercased() == "DIRECT" {
                     proxies.append(Proxy(url: nil))
                     continue
                 }
-                let hostPart = item.contains("://") ? String(item[item.range(of: "://")!.upperBound...]) : item
+                let hostPart = item.contains("://") ? String(item[item.firstRange(of: "://")!.upperBound...]) : item
                 guard !item.isEmpty, !hostPart.isEmpty, !hostPart.hasPrefix(":"), !item.contains(" ") else {
                     throw ProxyChainError(
                         "invalid --proxy '\(Redaction.redact(text))': '\(Redaction.redact(item))' is no proxy; write "

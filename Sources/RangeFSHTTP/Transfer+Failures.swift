@@ -17,7 +17,7 @@ extension Transfer {
         let detail = message.isEmpty ? String(cString: curl_easy_strerror(code)) : message
         if let proxy, code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_PROXY
             || code == CURLE_OPERATION_TIMEDOUT && detail.contains("onnect")
-            || detail.localizedCaseInsensitiveContains("proxy") {
+            || detail.lowercased().contains("proxy") {
             return .proxy(proxy, osErrno == ECONNREFUSED ? "connection refused" : detail)
         }
         switch code {

@@ -3,9 +3,11 @@
 // engine holds retained from `add` until `finish`).
 
 import CCurl
-import Foundation
+import Dispatch
+import Glibc
 import Logging
 import RangeFSCore
+import RangeFSPlatform
 import Synchronization
 
 /// A request in progress: owns its easy handle and header list, and frees them in `deinit`. Redirects are followed
@@ -222,7 +224,7 @@ final class Transfer: @unchecked Sendable {
         }
         guard let colon = line.firstIndex(of: ":") else { return }
         let name = line[..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+        let value = line[line.index(after: colon)...].trimmed()
         // A repeated list header adds members (RFC 9110 §5.3); any other repeated header keeps its last value.
         if name == "link" || name == "repr-digest" || name == "digest", let earlier = responseHeaders[name] {
             responseHeaders[name] = earlier + ", " + value
@@ -382,7 +384,7 @@ final class Transfer: @unchecked Sendable {
         rfs_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
         rfs_easy_getinfo_off(handle, CURLINFO_SIZE_DOWNLOAD_T, &bytes)
         rfs_easy_getinfo_off(handle, CURLINFO_TOTAL_TIME_T, &microseconds)
-        let seconds = String(format: "%.3f", Double(microseconds) / 1e6)
+        let seconds = cFormat("%.3f", Double(microseconds) / 1e6)
         let outcome: String
         if code == CURLE_OK || cancelledBySink {
             outcome = "\(status)\(cancelledBySink ? " (stopped early)" : ""), \(bytes) bytes"

@@ -5,7 +5,7 @@ import RangeFSCore
 /// network failure.
 public enum URLValidation {
     public static func validate(_ url: String) throws(FetchError) {
-        guard let schemeEnd = url.range(of: "://") else {
+        guard let schemeEnd = url.firstRange(of: "://") else {
             if let colon = url.firstIndex(of: ":"), url[..<colon].allSatisfy(\.isLetter), !url[..<colon].isEmpty {
                 throw .unsupportedScheme(String(url[..<colon]).lowercased())
             }

@@ -1,7 +1,7 @@
-import Foundation
 import Glibc
 import RangeFSCore
 import Logging
+import RangeFSPlatform
 import Synchronization
 
 /// Where rangefs's log lines go: stderr (the foreground, or a log file that stderr was pointed at), or syslog
@@ -31,8 +31,8 @@ final class LogDestination: Sendable {
         var now = time(nil)
         var parts = tm()
         localtime_r(&now, &parts)
-        return String(format: "%04d-%02d-%02d %02d:%02d:%02d", parts.tm_year + 1900, parts.tm_mon + 1,
-                      parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec)
+        return cFormat("%04d-%02d-%02d %02d:%02d:%02d", parts.tm_year + 1900, parts.tm_mon + 1,
+                       parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec)
     }
 
     func use(_ newTarget: Target) {

@@ -1,6 +1,6 @@
 import ArgumentParser
 import CLinux
-import Foundation
+import FoundationEssentials
 
 /// `rangefs`: mount HTTP(S) URLs as files.
 @main

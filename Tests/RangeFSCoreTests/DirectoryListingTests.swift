@@ -196,7 +196,8 @@ final class DirectoryListingTests: XCTestCase {
     }
 
     /// JSON listings are read by a reader of their own (fast for 100,000 entries); escapes, non-ASCII names and
-    /// surrogate pairs come through, and a listing it cannot read (nested values) is read by Foundation instead.
+    /// surrogate pairs come through, and a listing it cannot read (nested values) is read by the JSON decoder
+    /// instead, with the same strings, numbers and booleans.
     func testJSONEscapesAndNestedValuesAreReadRight() {
         let page = #"""
         [ {"name":"q\"uote \u00e9\ud83d\ude00.bin","type":"file","size":12,"mtime":"Mon, 23 Nov 2026 10:00:00 GMT"},
@@ -212,6 +213,22 @@ final class DirectoryListingTests: XCTestCase {
         let nested = parse(#"[{"name":"x.bin","size":5,"extra":{"owner":[1,2]}}]"#)
         XCTAssertEqual(nested.entries.map(\.name), ["x.bin"])
         XCTAssertEqual(nested.entries.first?.size, 5)
+        let nestedCaddy = parse(#"[{"name":"d","is_dir":true,"tags":[]},{"name":"f.bin","size":2e3,"is_dir":false,"#
+                                + #""mod_time":"2026-11-23T10:00:00Z","owner":{"id":1}}]"#)
+        XCTAssertEqual(nestedCaddy.entries.map(\.name), ["d", "f.bin"])
+        XCTAssertEqual(nestedCaddy.entries.map(\.isDirectory), [true, false])
+        XCTAssertEqual(nestedCaddy.entries.map(\.size), [nil, 2000])
+        XCTAssertEqual(nestedCaddy.entries[1].modificationTime, HTTPDate.parse("Mon, 23 Nov 2026 10:00:00 GMT"))
         XCTAssertEqual(parse(#"[{"name":"broken.bin","size":5"#).entries.count, 0, "not JSON: no entries")
+    }
+
+    /// A body that starts with `[` is a listing only if it is a JSON array: an empty one is nginx's empty folder;
+    /// an INI file or a log line is not.
+    func testOnlyAJSONArrayThatStartsWithABracketLooksLikeAListing() {
+        XCTAssertTrue(DirectoryListing.looksLikeListing(Array("[]".utf8)))
+        XCTAssertTrue(DirectoryListing.looksLikeListing(Array(" [ {\"name\": \"a\", \"x\": [1, {}]} ]\n".utf8)))
+        XCTAssertFalse(DirectoryListing.looksLikeListing(Array("[section]\nkey=value\n".utf8)))
+        XCTAssertFalse(DirectoryListing.looksLikeListing(Array("[2026-11-26 04:00:00] started\n".utf8)))
+        XCTAssertFalse(DirectoryListing.looksLikeListing(Array("{\"name\": \"a\"}".utf8)), "an object is not a listing")
     }
 }

@@ -1,5 +1,6 @@
 @testable import RangeFSCore
 import Foundation
+import RangeFSPlatform
 import XCTest
 
 /// Replays what the fuzzers (`bench/fuzz.sh`, harnesses in Tests/Fuzz) keep: every input that once broke a parser

@@ -9,15 +9,15 @@
 // the disk keeps up, and they are answered from the received buffers either way.
 
 import Dispatch
-import Foundation
 import Glibc
 import Logging
+import RangeFSPlatform
 import Synchronization
 
 /// Bytes stored whose group commit has not completed, and a wait for the writer while they reach `limit`.
 final class CommitBacklog: @unchecked Sendable {
     // @unchecked Sendable: `bytes` is only touched under `condition`'s lock.
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var bytes = 0
     let limit: Int
 
@@ -41,7 +41,7 @@ final class CommitBacklog: @unchecked Sendable {
     /// is logged, and the bound yields rather than the mount hanging).
     func waitWhileFull(logger: Logger) {
         condition.withLock {
-            let deadline = Date().addingTimeInterval(30)
+            let deadline = Condition.deadline(after: 30)
             while bytes >= limit {
                 if !condition.wait(until: deadline) {
                     logger.warning("the cache disk has not committed \(bytes >> 20) MiB for 30 s; going on without waiting")

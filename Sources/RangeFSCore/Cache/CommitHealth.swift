@@ -7,6 +7,8 @@
 // `CacheStore.close` says what the mount kept in a `CacheCloseReport`, which `rangefs unmount` prints: never
 // "committed" when it was not.
 
+import RangeFSPlatform
+
 /// How the store's group commits fare: working, or failing since when, how often, and why.
 struct CommitHealth: Sendable {
     /// The longest wait between two attempts while commits fail.
@@ -79,6 +81,6 @@ struct CacheCloseReport: Sendable, Equatable {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var amount = Double(value), unit = 0
         while amount >= 1024 && unit < units.count - 1 { amount /= 1024; unit += 1 }
-        return unit == 0 ? "\(value) B" : String(format: "%.1f %@", amount, units[unit])
+        return unit == 0 ? "\(value) B" : cFormat("%.1f ", amount) + units[unit]
     }
 }

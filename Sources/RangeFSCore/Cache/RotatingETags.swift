@@ -53,7 +53,7 @@ final class RotatingETags: Sendable {
 
     /// `scheme://host:port` of a URL (without any login), lowercased.
     static func origin(of url: String) -> String? {
-        guard let schemeEnd = url.range(of: "://") else { return nil }
+        guard let schemeEnd = url.firstRange(of: "://") else { return nil }
         let rest = url[schemeEnd.upperBound...]
         var authority = rest[..<(rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex)]
         if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }

@@ -1,7 +1,7 @@
 // The set of mounted URLs, saved with the cache (`catalog.json`, replaced atomically) so that a restart on the
 // same cache shows the same files, including those added at runtime and without those removed.
 
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// One saved file: its name in the mount, its URL and its mirrors.

@@ -21,7 +21,7 @@
 // and a link's non-ASCII bytes are percent-encoded in its URL, so that no URL-keyed table can take one spelling
 // for the other either.
 
-import Foundation
+import RangeFSPlatform
 
 /// One child of a listed directory.
 struct ListedEntry: Sendable, Equatable {
@@ -103,7 +103,10 @@ enum DirectoryListing {
         }
         // A JSON array (an empty one is nginx's and Caddy's empty folder); text that merely starts with `[`
         // (an INI file, a log) is not.
-        if first == UInt8(ascii: "[") { return (try? JSONSerialization.jsonObject(with: Data(body))) is [Any] }
+        if first == UInt8(ascii: "[") {
+            if case .array = JSONValue.parse(body) { return true }
+            return false
+        }
         var index = 0
         while index + 2 < body.count {
             if body[index] == UInt8(ascii: "<"), body[index + 1] | 0x20 == UInt8(ascii: "a"),
@@ -131,7 +134,7 @@ enum DirectoryListing {
     // MARK: JSON (nginx, Caddy)
 
     private static func parseJSON(_ body: [UInt8], in directory: DirectoryURL, limit: Int) -> ParsedListing? {
-        guard let items = ListingJSON.objects(body) ?? foundationObjects(body) else { return nil }
+        guard let items = ListingJSON.objects(body) ?? decodedObjects(body) else { return nil }
         var listing = ParsedListing()
         var seen = Set<FileName>()
         for item in items {
@@ -166,23 +169,25 @@ enum DirectoryListing {
         return listing
     }
 
-    /// The objects of a JSON array read by Foundation, for what `ListingJSON` does not read (nested values).
-    private static func foundationObjects(_ body: [UInt8]) -> [ListingObject]? {
+    /// The objects of a JSON array read by the JSON decoder, for what `ListingJSON` does not read (nested values).
+    private static func decodedObjects(_ body: [UInt8]) -> [ListingObject]? {
         // Not a JSON array of objects: not this kind of listing, and the caller tries the next kind.
-        guard let items = (try? JSONSerialization.jsonObject(with: Data(body))) as? [[String: Any]] else { return nil }
-        return items.map { item in
+        guard case .array(let values) = JSONValue.parse(body) else { return nil }
+        var objects: [ListingObject] = []
+        for value in values {
+            guard case .object(let item) = value else { return nil }
             var object = ListingObject()
             for (key, value) in item {
-                if let text = value as? String {
-                    object.strings[key] = text
-                } else if key.hasPrefix("is_"), let flag = value as? Bool {
-                    object.booleans[key] = flag  // Caddy's is_dir and is_symlink
-                } else if let number = value as? NSNumber {
-                    object.numbers[key] = number.doubleValue
+                switch value {
+                case .string(let text): object.strings[key] = text
+                case .boolean(let flag): object.booleans[key] = flag  // Caddy's is_dir and is_symlink
+                case .number(let number): object.numbers[key] = number
+                case .null, .array, .object: break
                 }
             }
-            return object
+            objects.append(object)
         }
+        return objects
     }
 
     // MARK: HTML (nginx, Apache, lighttpd, python http.server, any page of links)
@@ -345,7 +350,7 @@ enum DirectoryListing {
             case 0x0A: shown += "\\n"
             case 0x09: shown += "\\t"
             case 0x0D: shown += "\\r"
-            case 0..<0x20, 0x7F: shown += String(format: "\\x%02X", scalar.value)
+            case 0..<0x20, 0x7F: shown += cFormat("\\x%02X", scalar.value)
             default: shown.unicodeScalars.append(scalar)
             }
         }
@@ -361,7 +366,7 @@ enum DirectoryListing {
             if byte < 0x80 {
                 encoded.unicodeScalars.append(Unicode.Scalar(byte))
             } else {
-                encoded += String(format: "%%%02X", byte)
+                encoded += cFormat("%%%02X", byte)
             }
         }
         return encoded
@@ -375,7 +380,7 @@ enum DirectoryListing {
             if keep.contains(byte) {
                 encoded.unicodeScalars.append(Unicode.Scalar(byte))
             } else {
-                encoded += String(format: "%%%02X", byte)
+                encoded += cFormat("%%%02X", byte)
             }
         }
         return encoded

@@ -1,7 +1,7 @@
 // Where a listing's links lead (DirectoryListing.swift): the direct children of a directory URL only, with the
 // path normalised as RFC 3986 says, and the RFC 3339 dates of JSON listings.
 
-import Foundation
+import RangeFSPlatform
 
 /// A directory's URL split into what a child's link must match.
 struct DirectoryURL {
@@ -16,7 +16,7 @@ struct DirectoryURL {
     let path: String
 
     init?(_ url: String) {
-        guard let schemeEnd = url.range(of: "://") else { return nil }
+        guard let schemeEnd = url.firstRange(of: "://") else { return nil }
         scheme = url[..<schemeEnd.lowerBound].lowercased()
         guard scheme == "http" || scheme == "https" else { return nil }
         let rest = url[schemeEnd.upperBound...]
@@ -47,7 +47,7 @@ struct DirectoryURL {
 
     /// Which child, if any, `link` (an href, entities decoded) points at.
     func childSegment(of link: String) -> Child {
-        let href = Self.encodingNonASCII(link.trimmingCharacters(in: .whitespacesAndNewlines))
+        let href = Self.encodingNonASCII(link.trimmed())
         if href.isEmpty || href.hasPrefix("#") || href.contains("?") || href.contains("#") { return .notAChild }
         let lowered = href.lowercased()
         // Links to other kinds of places. Any other `word:` is a file name with a colon: some servers write
@@ -57,7 +57,7 @@ struct DirectoryURL {
             return .notAChild
         }
         var linkPath: String
-        if let schemeEnd = href.range(of: "://") {
+        if let schemeEnd = href.firstRange(of: "://") {
             guard href[..<schemeEnd.lowerBound].lowercased() == scheme else { return .notAChild }
             let rest = href[schemeEnd.upperBound...]
             let pathStart = rest.firstIndex(of: "/") ?? rest.endIndex

@@ -1,4 +1,4 @@
-import Foundation
+import RangeFSPlatform
 
 /// How a URL becomes a file name (DESIGN.md §4): an explicit `name=URL` wins, then Content-Disposition, then the
 /// last path segment, percent-decoded; then the result is made safe and unique.
@@ -16,12 +16,12 @@ public enum EntryNaming {
     /// The last segment of the URL's path, percent-decoded; the host if the path is empty.
     static func lastPathSegment(of url: String) -> String {
         var rest = Substring(url)
-        if let scheme = rest.range(of: "://") { rest = rest[scheme.upperBound...] }
+        if let scheme = rest.firstRange(of: "://") { rest = rest[scheme.upperBound...] }
         if let end = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
         let segments = rest.split(separator: "/", omittingEmptySubsequences: true)
         guard segments.count > 1, let last = segments.last else {
             let host = segments.first.map { String($0.split(separator: "@").last ?? $0) } ?? "download"
-            return host.replacingOccurrences(of: ":", with: "_")
+            return host.replacing(":", with: "_")
         }
         return PercentEncoding.decode(String(last))
     }
@@ -71,7 +71,7 @@ public enum EntryNaming {
         }
         safe = safe.trimmingWhitespace()
         if safe.isEmpty { safe = "download" }
-        if safe == "." || safe == ".." { safe = safe.replacingOccurrences(of: ".", with: "_") }
+        if safe == "." || safe == ".." { safe = safe.replacing(".", with: "_") }
         return safe
     }
 

@@ -2,7 +2,9 @@
 // booleans or null (nginx's `autoindex_format json`, Caddy's browse). Foundation's JSONSerialization builds an
 // NSDictionary per entry and took most of the time of a first `ls -l` of 100,000 files; this reads the bytes once
 // and keeps only the fields a listing uses. Anything else (nested values, bad syntax) returns nil, and the caller
-// falls back to JSONSerialization, so an unusual listing is read slowly, never wrongly.
+// falls back to the JSON decoder (`JSONValue`), so an unusual listing is read slowly, never wrongly.
+
+import FoundationEssentials
 
 /// One object of a listing array: its string, number and boolean fields.
 struct ListingObject {
@@ -55,7 +57,7 @@ enum ListingJSON {
                 guard let key = string(), take(UInt8(ascii: ":")) else { return nil }
                 skipSpace()
                 guard index < bytes.count else { return nil }
-                // A key given twice keeps its last value, of whatever type, as JSONSerialization does (found by
+                // A key given twice keeps its last value, of whatever type, as JSONSerialization did (found by
                 // the ListingJSON fuzzer: `"size":"x","size":5` kept both).
                 object.strings[key] = nil
                 object.numbers[key] = nil
@@ -155,6 +157,43 @@ enum ListingJSON {
             else { return nil }
             index += 4
             return value
+        }
+    }
+}
+
+/// Any JSON value, read by FoundationEssentials' JSONDecoder: the fallback for what `ListingJSON` does not read.
+enum JSONValue: Decodable {
+    case string(String)
+    case number(Double)
+    case boolean(Bool)
+    case null
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    /// `bytes` read as JSON, or nil if they are not JSON.
+    static func parse(_ bytes: [UInt8]) -> JSONValue? {
+        // Bytes that are not JSON are not this kind of listing: nil, and the caller tries the next kind.
+        try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        // The value as `type`, or nil when it is of another kind (the next one is tried).
+        func value<Value: Decodable>(as type: Value.Type) -> Value? {
+            do { return try container.decode(type) } catch { return nil }
+        }
+        if container.decodeNil() {
+            self = .null
+        } else if let flag = value(as: Bool.self) {
+            self = .boolean(flag)
+        } else if let number = value(as: Double.self) {
+            self = .number(number)
+        } else if let text = value(as: String.self) {
+            self = .string(text)
+        } else if let values = value(as: [JSONValue].self) {
+            self = .array(values)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
         }
     }
 }

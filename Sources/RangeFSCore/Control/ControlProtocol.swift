@@ -1,7 +1,7 @@
 // The control channel's protocol: one JSON object per line each way. A client connects to the mount's unix
 // socket, sends one request line, reads one response line, and closes.
 
-import Foundation
+import RangeFSPlatform
 
 /// A request to a running mount.
 public struct ControlRequest: Codable, Sendable, Equatable {
@@ -90,7 +90,7 @@ public struct MirrorStatus: Codable, Sendable, Equatable, CustomStringConvertibl
 
     /// `URL: state, speed per request, bytes brought[, last error]`.
     public var description: String {
-        func mebibytes(_ value: Double) -> String { String(format: "%.1f MiB", value / 1_048_576) }
+        func mebibytes(_ value: Double) -> String { cFormat("%.1f MiB", value / 1_048_576) }
         return "\(url): \(state), " + (bytesPerSecond.map { mebibytes($0) + "/s per request, " } ?? "")
             + "\(mebibytes(Double(bytes))) brought" + (lastError.map { ", last error: \($0)" } ?? "")
     }

@@ -7,7 +7,6 @@
 // stored bytes, 250 ms apart, unless an earlier status call left a recent sample, so even a one-shot `rangefs
 // status` shows real speeds.
 
-import Foundation
 import Glibc
 
 extension ControlService {

@@ -7,7 +7,7 @@
 // shows the same files. Every command reports what really happened: an error that stops part of its work is in
 // its answer, not only in the log.
 
-import Foundation
+import Dispatch
 import Glibc
 import Logging
 import Synchronization

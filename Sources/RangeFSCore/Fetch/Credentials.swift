@@ -3,7 +3,7 @@
 // identity, URLQuery); the credentials are kept per origin (scheme, host and port), sent only to that origin, and
 // saved for remounts in one 0600 file of the cache. The real query is put back only on the wire (`wireURL`).
 
-import Foundation
+import RangeFSPlatform
 import Synchronization
 
 /// What requests to one origin authenticate with: a user and password (from a URL's userinfo), and header lines
@@ -41,8 +41,7 @@ public enum URLOrigin {
         let colon = userinfo.firstIndex(of: ":")
         let user = String(userinfo[..<(colon ?? userinfo.endIndex)])
         let password = colon.map { String(userinfo[userinfo.index(after: $0)...]) }
-        return (parts.withoutUserinfo, user.removingPercentEncoding ?? user,
-                password.map { $0.removingPercentEncoding ?? $0 })
+        return (parts.withoutUserinfo, PercentEncoding.decode(user), password.map(PercentEncoding.decode))
     }
 
     private struct Parts {
@@ -52,7 +51,7 @@ public enum URLOrigin {
     }
 
     private static func split(_ url: String) -> Parts? {
-        guard let schemeEnd = url.range(of: "://") else { return nil }
+        guard let schemeEnd = url.firstRange(of: "://") else { return nil }
         let scheme = url[..<schemeEnd.lowerBound].lowercased()
         guard scheme == "http" || scheme == "https" else { return nil }
         let rest = url[schemeEnd.upperBound...]

@@ -1,7 +1,8 @@
 // Pure parsing of the HTTP header values rangefs reads: Content-Range, Content-Disposition, dates, and
 // percent-encoded path segments.
 
-import Foundation
+import FoundationEssentials
+import RangeFSPlatform
 
 /// A parsed `Content-Range: bytes first-last/complete` (complete may be `*`), or `bytes */complete`.
 struct ContentRange: Equatable, Sendable {
@@ -58,7 +59,7 @@ enum ContentDisposition {
                 if pieces.count == 3 { extended = PercentEncoding.decode(String(pieces[2])) }
             } else if key == "filename" {
                 if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 {
-                    value = String(value.dropFirst().dropLast()).replacingOccurrences(of: "\\\"", with: "\"")
+                    value = String(value.dropFirst().dropLast()).replacing("\\\"", with: "\"")
                 }
                 plain = value
             }
@@ -144,30 +145,6 @@ enum HTTPDate {
         let dayOfYear = Int64((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1)
         let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
         return era * 146_097 + dayOfEra - 719_468
-    }
-}
-
-/// RFC 3986 percent-decoding; invalid escapes and invalid UTF-8 are kept as written.
-enum PercentEncoding {
-    /// `text` percent-decoded; `text` itself if the result is not UTF-8.
-    static func decode(_ text: String) -> String {
-        String(validating: bytes(text), as: UTF8.self) ?? text
-    }
-
-    /// The bytes `text` stands for once percent-decoded (any bytes, UTF-8 or not).
-    static func bytes(_ text: String) -> [UInt8] {
-        var bytes: [UInt8] = []
-        var utf8 = Array(text.utf8)[...]
-        while let byte = utf8.popFirst() {
-            if byte == UInt8(ascii: "%"), utf8.count >= 2,
-               let value = UInt8(String(decoding: utf8.prefix(2), as: UTF8.self), radix: 16) {
-                bytes.append(value)
-                utf8 = utf8.dropFirst(2)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return bytes
     }
 }
 

@@ -73,7 +73,7 @@ final class LinkEstimate: Sendable {
 
     /// `scheme://host:port` of `url` (its userinfo left out), the key of its link.
     static func origin(of url: String) -> String {
-        guard let schemeEnd = url.range(of: "://") else { return url }
+        guard let schemeEnd = url.firstRange(of: "://") else { return url }
         let rest = url[schemeEnd.upperBound...]
         let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         let host = authority.split(separator: "@", omittingEmptySubsequences: false).last ?? authority

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import RangeFSPlatform
 
 // What a probe learns about a URL: the file's identity read from the response headers that carry it.
 
@@ -50,7 +51,7 @@ extension RemoteMetadata {
                 var value = member[member.index(after: equals)...].trimmingWhitespace()
                 // A structured field's byte sequence is wrapped in colons; parameters after `;` are ignored.
                 if let semicolon = value.firstIndex(of: ";") { value = String(value[..<semicolon]) }
-                return (key, value.trimmingCharacters(in: CharacterSet(charactersIn: ":")))
+                return (key, value.trimmed(while: { $0 == ":" }))
             }
         }
         let found = members(reprDigest) + members(digest)
@@ -77,11 +78,11 @@ extension RemoteMetadata {
             // The parameters run to the next link (a comma outside <>), or the end.
             let after = rest[rest.index(after: close)...]
             let end = after.firstIndex(of: "<") ?? after.endIndex
-            let parameters = after[..<end].lowercased().replacingOccurrences(of: " ", with: "")
+            let parameters = after[..<end].lowercased().replacing(" ", with: "")
             rest = after[end...]
             let relations = parameters.split(separator: ";").compactMap { parameter -> [Substring]? in
                 guard parameter.hasPrefix("rel=") else { return nil }
-                return parameter.dropFirst(4).trimmingCharacters(in: CharacterSet(charactersIn: "\",")).split(separator: " ")
+                return parameter.dropFirst(4).trimmed(while: { $0 == "\"" || $0 == "," }).split(separator: " ")
             }.flatMap { $0 }
             guard relations.contains("duplicate"),
                   let absolute = URL(string: target, relativeTo: URL(string: base))?.absoluteString,

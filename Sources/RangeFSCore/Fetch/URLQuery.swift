@@ -14,12 +14,14 @@
 // probe agrees on its size, ETag and date, and every Range request carries If-Range.
 // The fragment is never sent, so it is no part of the identity.
 
+import RangeFSPlatform
+
 /// Splits URLs into the identity a mount knows them by and the query their requests send.
 enum URLQuery {
     /// `url`'s identity, and its query (without `?`) when the identity hid values of it (nil when there was
     /// nothing to hide, as for a URL that is an identity already).
     static func split(_ url: String) -> (identity: String, query: String?) {
-        guard let schemeEnd = url.range(of: "://") else { return (url, nil) }
+        guard let schemeEnd = url.firstRange(of: "://") else { return (url, nil) }
         let rest = url[schemeEnd.upperBound...]
         let fragmentStart = rest.firstIndex(of: "#") ?? rest.endIndex
         let beforeFragment = url[..<fragmentStart]
@@ -39,7 +41,7 @@ enum URLQuery {
 
     /// `identity` with its query replaced by `query`: the URL requests send.
     static func restoring(_ query: String, into identity: String) -> String {
-        guard let schemeEnd = identity.range(of: "://"),
+        guard let schemeEnd = identity.firstRange(of: "://"),
               let question = identity[schemeEnd.upperBound...].firstIndex(of: "?") else { return identity }
         return String(identity[...question]) + query
     }
@@ -69,7 +71,7 @@ enum URLQuery {
     /// Names whose values sign or authorize a request and change each time a URL is issued, never naming the
     /// object. Azure's two-letter SAS fields count only beside their `sig`, as `sp` or `st` alone may mean anything.
     private static func isCredential(_ name: Substring, signed: Bool) -> Bool {
-        let lower = (name.removingPercentEncoding ?? String(name)).lowercased()
+        let lower = PercentEncoding.decode(String(name)).lowercased()
         if lower.hasPrefix("x-amz-") || lower.hasPrefix("x-goog-") { return true }
         return credentialNames.contains(lower) || (signed && sharedAccessNames.contains(lower))
     }

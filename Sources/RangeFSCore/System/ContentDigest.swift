@@ -26,7 +26,7 @@ struct ContentDigest: Equatable, Sendable, CustomStringConvertible {
     /// `sha256=HEX` or `sha512=HEX` (the form `--checksum` and list files take; `sha-256` and `:` also read).
     init?(parsing text: String) {
         guard let separator = text.firstIndex(where: { $0 == "=" || $0 == ":" }) else { return nil }
-        let name = text[..<separator].lowercased().replacingOccurrences(of: "-", with: "")
+        let name = text[..<separator].lowercased().replacing("-", with: "")
         guard let algorithm = DigestAlgorithm(rawValue: name),
               let bytes = Self.bytes(hex: String(text[text.index(after: separator)...]))
         else { return nil }

@@ -95,7 +95,7 @@ final class Metrics: Sendable {
 
     /// A label value as the format writes it: backslash, double quote and line feed escaped.
     fileprivate static func escape(_ value: String) -> String {
-        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            .replacingOccurrences(of: "\n", with: "\\n")
+        value.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
+            .replacing("\n", with: "\\n")
     }
 }

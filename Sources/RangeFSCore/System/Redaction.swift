@@ -15,7 +15,7 @@ public enum Redaction {
     /// replaced, the query keeps its names and loses its values, the fragment loses its text. Text without
     /// `scheme://` is unchanged. Applying it twice gives what applying it once gave.
     public static func redact(_ url: String) -> String {
-        guard let schemeEnd = url.range(of: "://") else { return url }
+        guard let schemeEnd = url.firstRange(of: "://") else { return url }
         let rest = url[schemeEnd.upperBound...]
         let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
         let authority = rest[..<authorityEnd]

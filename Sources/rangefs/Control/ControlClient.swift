@@ -4,7 +4,7 @@
 // tells it, SO_PEERCRED) and the state /proc gives for it.
 
 import CLinux
-import Foundation
+import FoundationEssentials
 import Glibc
 import RangeFSCore
 

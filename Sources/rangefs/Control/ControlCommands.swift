@@ -1,7 +1,8 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import Glibc
 import RangeFSCore
+import RangeFSPlatform
 
 /// Runs `body`, printing a CLIError as one line and exiting 1.
 func runControl(_ body: () throws -> Void) throws {
@@ -235,7 +236,7 @@ enum StatusTable {
             let unsized = file.state == "streaming" || file.state == "unsized"
             lines.append(pad(shorten(file.name, to: width), width) + "  "
                          + pad(unmounted ? "-" : bytes(file.size), 9) + "  "
-                         + pad(unmounted || unsized ? "-" : String(format: "%.1f%%", share), 6) + "  "
+                         + pad(unmounted || unsized ? "-" : cFormat("%.1f%%", share), 6) + "  "
                          + pad(file.state, 11) + "  "
                          + pad(file.bytesPerSecond > 0 ? bytes(UInt64(file.bytesPerSecond)) + "/s" : "-", 11) + "  "
                          + pad(file.etaSeconds.map(duration) ?? "-", 8) + "  [" + file.map + "]" + (file.pinned ? " pinned" : "")
@@ -267,7 +268,7 @@ enum StatusTable {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var amount = Double(value), unit = 0
         while amount >= 1024 && unit < units.count - 1 { amount /= 1024; unit += 1 }
-        return unit == 0 ? "\(value) B" : String(format: "%.1f %@", amount, units[unit])
+        return unit == 0 ? "\(value) B" : cFormat("%.1f ", amount) + units[unit]
     }
 
     static func duration(_ seconds: Double) -> String {

@@ -2,10 +2,12 @@
 // one response line. One thread accepts; each request is answered on a queue of its own, at most eight at once,
 // so an `add` waiting for a slow server does not hold up a `status`.
 
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 import RangeFSCore
 import Logging
+import RangeFSPlatform
 
 /// Serves control requests for one mount until `stop`.
 public final class ControlServer: @unchecked Sendable {
@@ -40,9 +42,7 @@ public final class ControlServer: @unchecked Sendable {
             throw SystemError(call: "bind", path: path, errno: Errno(rawValue: code))
         }
         chmod(path, 0o600)
-        let thread = Thread { [self] in serve() }
-        thread.name = "rangefs-control"
-        thread.start()
+        startThread(name: "rangefs-control") { [self] in serve() }
     }
 
     /// Stops serving and removes the socket.

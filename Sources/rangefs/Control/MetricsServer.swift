@@ -3,10 +3,12 @@
 // at once, and a client gets 5 s to send its request and 5 s per send to take the answer: a scraper that hangs, or
 // trickles its request a byte at a time, holds up no other.
 
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 import Logging
 import RangeFSCore
+import RangeFSPlatform
 
 /// Serves `GET /metrics` on a TCP address until `stop`.
 final class MetricsServer: @unchecked Sendable {
@@ -54,9 +56,7 @@ final class MetricsServer: @unchecked Sendable {
             close(listener)
             throw MountRunner.Failure("cannot serve --metrics on \(address):\(port) (\(reason)); choose another port")
         }
-        let thread = Thread { [self] in serve() }
-        thread.name = "rangefs-metrics"
-        thread.start()
+        startThread(name: "rangefs-metrics") { [self] in serve() }
     }
 
     func stop() {

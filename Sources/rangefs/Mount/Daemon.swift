@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import RangeFSCore
 import RangeFSProcess
@@ -45,19 +45,21 @@ enum Daemon {
             return MountRunner.Status.failed
         }
 
-        let reader = FileHandle(fileDescriptor: readEnd, closeOnDealloc: true)
-        var pending = Data()
+        defer { close(readEnd) }
+        var pending: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            pending.append(chunk)
+            let count = read(readEnd, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            pending += chunk[..<count]
             while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: pending[..<newline], as: UTF8.self)
                 pending.removeSubrange(...newline)
                 if line.hasPrefix(readinessMarker) {
                     return Int32(line.dropFirst(readinessMarker.count)) ?? MountRunner.Status.failed
                 }
-                FileHandle.standardError.write(Data((line + "\n").utf8))
+                printError(line)
             }
         }
         // The child exited before it was ready: its status says why.

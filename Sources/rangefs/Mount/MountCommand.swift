@@ -1,6 +1,8 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import RangeFSCore
+import RangeFSPlatform
 import RangeFSProcess
 
 /// `rangefs mount MOUNTPOINT URL...`
@@ -82,7 +84,7 @@ struct UnmountCommand: ParsableCommand {
         if result.status != 0 {
             let message = result.errorText
             let reason = message.contains("busy") ? "it is busy; close the programs using it or add --lazy"
-                : message.trimmingCharacters(in: .whitespacesAndNewlines)
+                : message.trimmed()
             printError("rangefs: cannot unmount \(mountpoint): \(reason)")
             throw ExitCode(1)
         }
@@ -125,6 +127,13 @@ struct UnmountCommand: ParsableCommand {
     }
 }
 
+/// Writes `message` and a newline to standard error, whole (a write interrupted by a signal goes on).
 func printError(_ message: String) {
-    FileHandle.standardError.write(Data((message + "\n").utf8))
+    var bytes = Array((message + "\n").utf8)[...]
+    while !bytes.isEmpty {
+        let written = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        if written <= 0 { return }
+        bytes = bytes.dropFirst(written)
+    }
 }

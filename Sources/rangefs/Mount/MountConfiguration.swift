@@ -1,7 +1,7 @@
 // The parsed options turned, once, into the settings each layer takes. Nothing else in the executable reads
 // `MountOptions` numbers or restates a default.
 
-import Foundation
+import FoundationEssentials
 import Glibc
 import RangeFSCore
 import RangeFSFUSE

@@ -57,9 +57,9 @@ enum MountOptionList {
         var options: [String] = []
         for option in list.split(separator: ",").map(String.init) where !option.isEmpty {
             let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
-            let key = parts[0].replacingOccurrences(of: "-", with: "_")
+            let key = parts[0].replacing("-", with: "_")
             let name = aliases[key] ?? key
-            let flag = "--" + name.replacingOccurrences(of: "_", with: "-")
+            let flag = "--" + name.replacing("_", with: "-")
             if parts.count == 1, flags.contains(name) {
                 options.append(flag)
             } else if parts.count == 2, valued.contains(name) {

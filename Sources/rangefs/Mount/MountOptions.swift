@@ -3,7 +3,7 @@
 // shown in --help from there. `MountConfiguration` turns the parsed options into those settings, once.
 
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import Glibc
 import RangeFSCore
 import RangeFSFUSE
@@ -32,7 +32,7 @@ enum HeaderLine {
         let name = line[..<colon]
         if name.isEmpty { return "no header name before ':'" }
         let token = "!#$%&'*+-.^_`|~"
-        if !name.unicodeScalars.allSatisfy({ ($0.isASCII && CharacterSet.alphanumerics.contains($0)) || token.unicodeScalars.contains($0) }) {
+        if !name.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || token.unicodeScalars.contains($0) }) {
             return "the name '\(name)' holds a character a header name cannot"
         }
         if line.contains(where: { $0 == "\r" || $0 == "\n" }) { return "it holds a line break" }

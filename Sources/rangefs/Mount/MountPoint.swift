@@ -1,8 +1,10 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 import Logging
 import RangeFSCore
 import RangeFSFUSE
+import RangeFSPlatform
 import Synchronization
 
 /// Checks on the mount point before mounting: it must be a directory, and not a live or dead mount.
@@ -29,7 +31,7 @@ enum MountPoint {
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: " ")
             guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
-            let point = String(fields[4]).replacingOccurrences(of: "\\040", with: " ")
+            let point = String(fields[4]).replacing("\\040", with: " ")
             if point == path { found = String(fields[dash + 1]) }
         }
         return found
@@ -62,7 +64,7 @@ enum MountPoint {
     /// A thread left waiting on a stopped daemon ends with the process (the kernel's wait for FUSE is killable).
     static func statvfsError(_ path: String, within limit: Double) -> Int32? {
         let answer = StatAnswer()
-        Thread.detachNewThread {
+        startThread(name: "rangefs-statfs") {
             var info = statvfs()
             let code = statvfs(path, &info) == 0 ? 0 : errno
             answer.code.withLock { $0 = code }
@@ -89,7 +91,7 @@ enum MountPoint {
             let fields = line.split(separator: " ")
             guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count,
                   fields[dash + 1] == "fuse.rangefs" else { return nil }
-            return String(fields[4]).replacingOccurrences(of: "\\040", with: " ")
+            return String(fields[4]).replacing("\\040", with: " ")
         }
         for point in points where refused.contains(ControlSocket.path(forMountpoint: point, in: directory)) {
             let health = health(of: point)

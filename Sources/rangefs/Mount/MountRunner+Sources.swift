@@ -2,7 +2,7 @@
 // with the cache, the credentials that leave their URLs, and the probes and listings that decide which of them
 // mount, which are served from the cache alone, and which are reported as failed.
 
-import Foundation
+import FoundationEssentials
 import Glibc
 import RangeFSCore
 

@@ -6,7 +6,8 @@
 // and exits with the child's status only once the mount is ready (or has failed), as mount(8) expects.
 
 import CLinux
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 import Logging
 import RangeFSCore

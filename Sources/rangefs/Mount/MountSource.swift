@@ -3,8 +3,9 @@
 // the options take.
 
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import RangeFSCore
+import RangeFSPlatform
 
 /// One thing to mount: a URL, other URLs of the same file (its mirrors) and, optionally, the name the user chose.
 struct MountSource: Equatable, Sendable {
@@ -63,7 +64,7 @@ struct MountSource: Equatable, Sendable {
     /// In a list file (`inFolders`), a NAME may place the file in folders, `movies/a.mp4=URL`; each part of it
     /// must be a plain name.
     init(parsing text: String, inFolders: Bool = false) throws(MountSourceError) {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = text.trimmed()
         if let equals = trimmed.firstIndex(of: "=") {
             let name = String(trimmed[..<equals])
             let rest = String(trimmed[trimmed.index(after: equals)...])
@@ -92,7 +93,7 @@ struct MountSource: Equatable, Sendable {
     static func parseList(_ text: String, path: String = "list") throws(MountSourceError) -> [MountSource] {
         var sources: [MountSource] = []
         for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
+            let trimmed = line.trimmed()
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             do {
                 sources.append(try MountSource(parsing: trimmed, inFolders: true))
@@ -113,7 +114,7 @@ struct MountSourceError: Error, Equatable {
 /// Sizes such as `64K`, `1M`, `2G` or plain bytes (powers of 1024).
 enum ByteSize {
     static func parse(_ text: String) -> UInt64? {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines).uppercased()
+        let trimmed = text.trimmed().uppercased()
         let units: [(String, UInt64)] = [("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30),
                                          ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("B", 1)]
         for (suffix, multiplier) in units where trimmed.hasSuffix(suffix) {

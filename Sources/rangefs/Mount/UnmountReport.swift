@@ -3,7 +3,7 @@
 // once its last commit is over, and `rangefs unmount` reads it after the daemon exited. So the command says
 // "committed" only when the daemon did, and otherwise how much of the mount's data was kept.
 
-import Foundation
+import FoundationEssentials
 import Glibc
 import Logging
 import RangeFSCore

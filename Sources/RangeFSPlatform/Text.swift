@@ -1,0 +1,54 @@
+// printf-style formatting, whitespace trimming and percent-decoding: what rangefs used of Foundation's String
+// members, kept here so that no target needs Foundation (whose ICU data would be most of a static binary).
+
+import Glibc
+
+/// `format` filled in by the C library's printf (`%.1f`, `%04d`, `%02X`...), as `String(format:)` did. The C
+/// locale's decimal point: rangefs never calls setlocale.
+public func cFormat(_ format: String, _ arguments: any CVarArg...) -> String {
+    // The first call measures, the second writes: a va_list cannot be read twice.
+    let length = withVaList(arguments) { vsnprintf(nil, 0, format, $0) }
+    guard length >= 0 else { return format }
+    var buffer = [CChar](repeating: 0, count: Int(length) + 1)
+    _ = withVaList(arguments) { vsnprintf(&buffer, buffer.count, format, $0) }
+    return String(decoding: buffer.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+extension StringProtocol {
+    /// The text without the white space (Unicode's, newlines included) at either end.
+    public func trimmed() -> String {
+        trimmed(while: \.isWhitespace)
+    }
+
+    /// The text without the characters at either end for which `predicate` holds.
+    public func trimmed(while predicate: (Character) -> Bool) -> String {
+        guard let first = firstIndex(where: { !predicate($0) }), let last = lastIndex(where: { !predicate($0) }) else {
+            return ""
+        }
+        return String(self[first...last])
+    }
+}
+
+/// RFC 3986 percent-decoding; invalid escapes and invalid UTF-8 are kept as written.
+public enum PercentEncoding {
+    /// `text` percent-decoded; `text` itself if the result is not UTF-8.
+    public static func decode(_ text: String) -> String {
+        String(validating: bytes(text), as: UTF8.self) ?? text
+    }
+
+    /// The bytes `text` stands for once percent-decoded (any bytes, UTF-8 or not).
+    public static func bytes(_ text: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var utf8 = Array(text.utf8)[...]
+        while let byte = utf8.popFirst() {
+            if byte == UInt8(ascii: "%"), utf8.count >= 2,
+               let value = UInt8(String(decoding: utf8.prefix(2), as: UTF8.self), radix: 16) {
+                bytes.append(value)
+                utf8 = utf8.dropFirst(2)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return bytes
+    }
+}
