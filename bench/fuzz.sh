@@ -41,8 +41,8 @@ mkdir -p "$out/modules/CChecksum" "$out/modules/CLinux" "$out/obj"
 core_sources=$(find "$root/Sources/RangeFSCore" -name '*.swift' | sort)
 stamp="$out/obj/RangeFSCore.stamp"
 # Rebuild the instrumented core when a core source is newer than the last build.
-newer=$(find "$root/Sources/RangeFSCore" "$root/Sources/CChecksum" "$root/Sources/CLinux" -newer "$stamp" -type f \
-    2>/dev/null | head -1)
+newer=$(find "$root/Sources/RangeFSCore" "$root/Sources/RangeFSPlatform" "$root/Sources/CChecksum" "$root/Sources/CLinux" -newer "$stamp" -type f \
+    2>/dev/null | head -1 || true)  # no stamp yet: find fails, and the build below runs
 if [ ! -f "$stamp" ] || [ -n "$newer" ]; then
     echo "fuzz.sh: building the instrumented RangeFSCore" >&2
     for module in CChecksum CLinux; do
@@ -57,6 +57,12 @@ if [ ! -f "$stamp" ] || [ -n "$newer" ]; then
     (cd "$out/obj" && nice -n 19 swiftc -parse-as-library -module-name Logging -package-name swift_log -O -c \
         -emit-module -emit-module-path "$out/Logging.swiftmodule" -wmo $(find "$log_sources" -name '*.swift' | sort) \
         -o "$out/obj/Logging.o")
+    # RangeFSPlatform (threads, formatting, percent-decoding): the core's one Swift dependency of ours.
+    # shellcheck disable=SC2046
+    (cd "$out/obj" && nice -n 19 swiftc -parse-as-library -module-name RangeFSPlatform -package-name rangefs \
+        -swift-version 6 -O -wmo -c -sanitize=fuzzer,address -emit-module \
+        -emit-module-path "$out/RangeFSPlatform.swiftmodule" -I "$out/modules/CLinux" \
+        $(find "$root/Sources/RangeFSPlatform" -name '*.swift' | sort) -o "$out/obj/RangeFSPlatform.o")
     # shellcheck disable=SC2086
     (cd "$out/obj" && nice -n 19 swiftc -parse-as-library -module-name RangeFSCore -package-name rangefs \
         -swift-version 6 -O \
@@ -74,7 +80,7 @@ for target in "${targets[@]}"; do
         nice -n 19 swiftc -parse-as-library -O -sanitize=fuzzer,address -module-name "Fuzz$target" \
             -I "$out" -I "$out/modules/CChecksum" -I "$out/modules/CLinux" -I "$root/Sources/CCrypto" \
             "$root/Tests/Fuzz/FuzzSupport.swift" "$root/Tests/Fuzz/$target.swift" \
-            "$out/obj/RangeFSCore.o" "$out/obj/Logging.o" "$out/obj/crc32c.o" "$out/obj/linux.o" \
+            "$out/obj/RangeFSCore.o" "$out/obj/RangeFSPlatform.o" "$out/obj/Logging.o" "$out/obj/crc32c.o" "$out/obj/linux.o" \
             "$out/obj/passthrough.o" -lcrypto -o "$binary" 2> "$out/$target.build.log" \
             || { cat "$out/$target.build.log" >&2; exit 1; }  # on success only gold's noise about ASan's symbols
     fi

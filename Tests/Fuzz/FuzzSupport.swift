@@ -4,6 +4,7 @@
 
 #if canImport(Glibc)
 import Glibc
+import RangeFSPlatform
 #endif
 @testable import RangeFSCore
 

@@ -9,7 +9,8 @@
 public func fuzzSumsFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let text = String(decoding: fuzzBytes(data, size), as: UTF8.self)
     let found = DigestChecks.parseSums(text, fallbackName: "file.bin")
-    for (name, digest) in found {
+    for (fileName, digest) in found {
+        let name = fileName.string
         fuzzRequire(digest.bytes.count == digest.algorithm.length,
                     "\(name): \(digest.algorithm) of \(digest.bytes.count) bytes")
         // A name a sha256sum line can carry: one line, no parentheses (BSD form), no leading `*`, `#`, `./` or
@@ -19,7 +20,7 @@ public func fuzzSumsFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
             && name.first.map { !$0.isWhitespace } ?? false && name.last.map { !$0.isWhitespace } ?? false
         guard carried else { continue }
         let line = "\(digest.hex)  \(name)\n"
-        fuzzRequire(DigestChecks.parseSums(line, fallbackName: "file.bin") == [name: digest],
+        fuzzRequire(DigestChecks.parseSums(line, fallbackName: "file.bin") == [fileName: digest],
                     "\(line.debugDescription) reads back differently")
     }
     return 0
