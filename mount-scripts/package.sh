@@ -42,7 +42,17 @@ man="$stage/man"
 mkdir -p "$man" "$root/usr/share/man/man1"
 swift package --scratch-path "$scratch-manual" --allow-writing-to-directory "$man" generate-manual --multi-page --date "$(date -u -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)" +%Y-%m-%d)" --output-directory "$man" >&2
 for page in "$man"/*.1; do
-    gzip -9n < "$page" > "$root/usr/share/man/man1/$(basename "$page").gz"
+    name=$(basename "$page" .1)  # rangefs, rangefs.status, ...
+    if [ "$name" != rangefs ]; then
+        # The generator names a subcommand "rangefs status" in NAME; whatis (man -k, lintian's bad-whatis-entry)
+        # wants one word there: the page's own name, and an alias as rangefs.ALIAS (`umount` alone would pose as
+        # umount(8) in man -k). The synopsis still shows the command as it is typed.
+        command=${name//./ }
+        sed -i -e "0,/^\.Nm \"$command\"\( ,\)\?\$/s//.Nm $name\1/" \
+            -e "/^\.Sh NAME\$/,/^\.Nd /s/^\.Nm \([A-Za-z][A-Za-z0-9-]*\)\$/.Nm rangefs.\1/" \
+            -e "s/^\.Nm\$/.Nm \"$command\"/" "$page"
+    fi
+    gzip -9n < "$page" > "$root/usr/share/man/man1/$name.1.gz"
 done
 install -d "$root/usr/share/man/man8"
 gzip -9n < mount-scripts/debian/mount.fuse.rangefs.8 > "$root/usr/share/man/man8/mount.fuse.rangefs.8.gz"
