@@ -116,6 +116,21 @@ enum HTTPDate {
 
     /// `seconds` since 1970 as an IMF-fixdate: `Mon, 23 Nov 2026 10:00:00 GMT`.
     static func format(_ seconds: Int64) -> String {
+        let date = civil(seconds)
+        let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
+        let weekday = weekdays[Int(((date.days % 7) + 7) % 7)]
+        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        // IMF-fixdate's year is four digits: year 26 written "26" would read back as 2026.
+        let year = date.year
+        let fourDigitYear = year >= 0 && year < 1000 ? String("000\(year)".suffix(4)) : "\(year)"
+        return "\(weekday), \(two(date.day)) \(months[Int(date.month - 1)].capitalized) \(fourDigitYear) "
+            + "\(two(date.hour)):\(two(date.minute)):\(two(date.second)) GMT"
+    }
+
+    /// The UTC calendar date and clock time `seconds` after 1970-01-01 (proleptic Gregorian), and the whole days
+    /// since then (negative before 1970). Month and day count from 1.
+    static func civil(_ seconds: Int64)
+        -> (year: Int64, month: Int64, day: Int64, hour: Int64, minute: Int64, second: Int64, days: Int64) {
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let clock = seconds - days * 86_400
         // Civil date from days (Howard Hinnant's algorithm, inverted).
@@ -128,13 +143,7 @@ enum HTTPDate {
         let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
         let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
-        let weekday = weekdays[Int(((days % 7) + 7) % 7)]
-        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        // IMF-fixdate's year is four digits: year 26 written "26" would read back as 2026.
-        let fourDigitYear = year >= 0 && year < 1000 ? String("000\(year)".suffix(4)) : "\(year)"
-        return "\(weekday), \(two(day)) \(months[Int(month - 1)].capitalized) \(fourDigitYear) "
-            + "\(two(clock / 3600)):\(two(clock % 3600 / 60)):\(two(clock % 60)) GMT"
+        return (year, month, day, clock / 3600, clock % 3600 / 60, clock % 60, days)
     }
 
     /// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
