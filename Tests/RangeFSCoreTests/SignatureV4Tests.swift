@@ -25,7 +25,8 @@ final class SignatureV4Tests: XCTestCase {
     }
 
     func testGetVanillaOfTheAWSTestSuite() {
-        let key = ObjectStoreKey(accessKeyID: "AKIDEXAMPLE", secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+        let key = ObjectStoreKey(accessKeyID: "AKIDEXAMPLE",
+                                 secretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
         let canonical = SignatureV4.canonicalRequest(
             method: "GET", url: "https://example.amazonaws.com/",
             headers: [("Host", "example.amazonaws.com"), ("X-Amz-Date", "20150830T123600Z")], payloadHash: emptyHash)
