@@ -1,0 +1,242 @@
+// What an S3-compatible object store answers to ListObjectsV2 (`GET /bucket?list-type=2`), and the `<Error>` body
+// it sends instead when it refuses. The XML is read by `ShallowXML`; this file gives the elements their meaning.
+//
+// Elements are found by name, never by order: rclone serve s3 writes CommonPrefixes before Contents, moto after,
+// and both put EncodingType after the keys it applies to. Unknown elements (Owner, StorageClass, ChecksumAlgorithm,
+// KeyCount, ...) are skipped. An ETag comes quoted by AWS (`&quot;`) and moto (raw `"`), unquoted by rclone; it is
+// kept without its quotes. With `<EncodingType>url</EncodingType>`, the values that are keys (Contents' Key,
+// CommonPrefixes' Prefix, and Prefix, Delimiter and StartAfter) are form-decoded, `+` as a space and then `%XX`:
+// AWS and rclone write a space as `+`, moto as `%20`, and all three write `+` as `%2B` (botocore reads them with
+// `unquote_plus`). Without it, `+` and `%` in a key are themselves. Continuation tokens are never decoded: they are
+// opaque and go back as they came.
+//
+// A page is read whole or not at all: a document that is not well formed, a key that is not UTF-8, a Contents
+// without a Key, a field given twice or an IsTruncated that is neither true nor false refuses the page, so a
+// listing is never built from half-read answers.
+
+/// One page of a ListObjectsV2 answer.
+struct ObjectListingPage: Equatable, Sendable {
+    /// One listed object.
+    struct Object: Equatable, Sendable {
+        var key: String
+        /// nil when the answer gives none, or none a file can have (negative, not a number, past 2^63 - 1).
+        var size: UInt64?
+        /// The ETag without its quotes; nil when the answer gives none.
+        var etag: String?
+        /// As given, e.g. `2026-11-26T04:08:04.71Z`.
+        var lastModified: String?
+    }
+
+    var objects: [Object] = []
+    /// The CommonPrefixes, each ending in the delimiter.
+    var commonPrefixes: [String] = []
+    var isTruncated = false
+    var nextContinuationToken: String?
+    /// The token this page was asked with, as the server echoes it (rclone does, moto does not).
+    var continuationToken: String?
+    /// The request's prefix, delimiter and start-after, as the server echoes them.
+    var prefix: String?
+    var delimiter: String?
+    var startAfter: String?
+}
+
+/// An S3 error answer: `<Error><Code>SignatureDoesNotMatch</Code><Message>...</Message>...</Error>`. Only these
+/// fields are kept: AWS's SignatureDoesNotMatch also carries the canonical request and string to sign, which hold
+/// the signed headers (a session token among them), and nothing of those may reach a log.
+struct ObjectStoreErrorBody: Equatable, Sendable {
+    var code: String
+    var message: String?
+    /// `BucketName` (AWS, moto).
+    var bucket: String?
+    /// `Key` (AWS, moto's NoSuchKey).
+    var key: String?
+    /// `Resource`: the key or bucket in rclone's errors.
+    var resource: String?
+    /// `Region`: where AWS says the bucket is (AuthorizationHeaderMalformed, PermanentRedirect).
+    var region: String?
+}
+
+/// Reads ListObjectsV2 pages and S3 error bodies.
+enum ObjectListingXML {
+    /// The page `bytes` holds, or nil if it is not a ListBucketResult this reader accepts (see `read`).
+    static func page(_ bytes: [UInt8]) -> ObjectListingPage? {
+        guard case .success(let page) = read(bytes) else { return nil }
+        return page
+    }
+
+    /// The page `bytes` holds, or why it is none (not XML, truncated, another root such as `<Error>`, a bad field).
+    static func read(_ bytes: [UInt8]) -> Result<ObjectListingPage, ShallowXML.Problem> {
+        // Levels: ListBucketResult, Contents, Key.
+        switch ShallowXML.parse(bytes, keepingDepth: 3) {
+        case .failure(let problem):
+            return .failure(problem)
+        case .success(let root):
+            guard root.name == "ListBucketResult" else {
+                let description = "the answer is <\(root.name.prefix(40))>, not a ListBucketResult"
+                return .failure(ShallowXML.Problem(description: description))
+            }
+            do {
+                return .success(try page(of: root))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// The error `bytes` holds, or nil if it is not an `<Error>` document with a Code.
+    static func error(_ bytes: [UInt8]) -> ObjectStoreErrorBody? {
+        guard case .success(let root) = ShallowXML.parse(bytes, keepingDepth: 2), root.name == "Error" else {
+            return nil
+        }
+        var fields: [String: String] = [:]
+        for child in root.children where !child.hasChildElements && fields[child.name] == nil {
+            // A field that is not UTF-8 is left out; the others still say what went wrong.
+            guard let text = String(validating: trimmed(child.text[...]), as: UTF8.self), !text.isEmpty else {
+                continue
+            }
+            fields[child.name] = text
+        }
+        guard let code = fields["Code"] else { return nil }
+        return ObjectStoreErrorBody(code: code, message: fields["Message"], bucket: fields["BucketName"],
+                                    key: fields["Key"], resource: fields["Resource"], region: fields["Region"])
+    }
+
+    // MARK: Fields
+
+    private static func page(of root: ShallowXML.Element) throws(ShallowXML.Problem) -> ObjectListingPage {
+        var urlEncoded = false
+        if let encoding = root.children.last(where: { $0.name == "EncodingType" }) {
+            let value = String(decoding: trimmed(encoding.text[...]), as: UTF8.self)
+            guard value.isEmpty || value.lowercased() == "url" else {
+                throw fault("EncodingType \(value.prefix(20)) is not url")
+            }
+            urlEncoded = value.lowercased() == "url"
+        }
+        var page = ObjectListingPage()
+        var seen: Set<String> = []
+        for child in root.children {
+            switch child.name {
+            case "Contents":
+                page.objects.append(try object(child, urlEncoded: urlEncoded))
+            case "CommonPrefixes":
+                for prefix in child.children where prefix.name == "Prefix" {
+                    page.commonPrefixes.append(try key(prefix, urlEncoded: urlEncoded))
+                }
+            case "IsTruncated", "NextContinuationToken", "ContinuationToken", "Prefix", "Delimiter", "StartAfter",
+                 "EncodingType":
+                guard seen.insert(child.name).inserted else { throw fault("<\(child.name)> given twice") }
+                switch child.name {
+                case "IsTruncated":
+                    switch String(decoding: trimmed(child.text[...]), as: UTF8.self) {
+                    case "true", "1": page.isTruncated = true
+                    case "false", "0": page.isTruncated = false
+                    default: throw fault("IsTruncated is neither true nor false")
+                    }
+                case "NextContinuationToken": page.nextContinuationToken = try value(child)
+                case "ContinuationToken": page.continuationToken = try value(child)
+                case "Prefix": page.prefix = try key(child, urlEncoded: urlEncoded)
+                case "Delimiter": page.delimiter = try key(child, urlEncoded: urlEncoded)
+                case "StartAfter": page.startAfter = try key(child, urlEncoded: urlEncoded)
+                default: break
+                }
+            default:
+                continue
+            }
+        }
+        return page
+    }
+
+    private static func object(_ contents: ShallowXML.Element, urlEncoded: Bool) throws(ShallowXML.Problem)
+        -> ObjectListingPage.Object {
+        var key: String?
+        var object = ObjectListingPage.Object(key: "")
+        var seen: Set<String> = []
+        for child in contents.children {
+            guard ["Key", "Size", "ETag", "LastModified"].contains(child.name) else { continue }
+            guard seen.insert(child.name).inserted else {
+                throw fault("<\(child.name)> given twice in one <Contents>")
+            }
+            switch child.name {
+            case "Key":
+                key = try self.key(child, urlEncoded: urlEncoded)
+            case "Size":
+                object.size = size(trimmed(child.text[...]))
+            case "ETag":
+                var etag = Array(try value(child).utf8)[...]
+                // Quotes are ASCII, so the bytes between them are still UTF-8.
+                if etag.count >= 2, etag.first == UInt8(ascii: "\""), etag.last == UInt8(ascii: "\"") {
+                    etag = etag.dropFirst().dropLast()
+                }
+                object.etag = etag.isEmpty ? nil : String(decoding: etag, as: UTF8.self)
+            default:
+                let date = try value(child)
+                object.lastModified = date.isEmpty ? nil : date
+            }
+        }
+        guard let key else { throw fault("a <Contents> without <Key>") }
+        object.key = key
+        return object
+    }
+
+    /// The text of a field that holds only text, as UTF-8.
+    private static func value(_ element: ShallowXML.Element) throws(ShallowXML.Problem) -> String {
+        guard !element.hasChildElements else { throw fault("<\(element.name)> holds elements, not text") }
+        guard let text = String(validating: element.text, as: UTF8.self) else {
+            throw fault("<\(element.name)> is not UTF-8")
+        }
+        return text
+    }
+
+    /// A key-like field: its text, form-decoded when the page is url-encoded.
+    private static func key(_ element: ShallowXML.Element, urlEncoded: Bool) throws(ShallowXML.Problem) -> String {
+        guard urlEncoded else { return try value(element) }
+        guard !element.hasChildElements else { throw fault("<\(element.name)> holds elements, not text") }
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(element.text.count)
+        var position = 0
+        let text = element.text
+        while position < text.count {
+            switch text[position] {
+            case UInt8(ascii: "+"):
+                decoded.append(UInt8(ascii: " "))
+                position += 1
+            case UInt8(ascii: "%"):
+                guard position + 2 < text.count, let high = ShallowXML.hexValue(text[position + 1]),
+                      let low = ShallowXML.hexValue(text[position + 2]) else {
+                    throw fault("<\(element.name)> holds a % that escapes nothing")
+                }
+                decoded.append(UInt8(high * 16 + low))
+                position += 3
+            default:
+                decoded.append(text[position])
+                position += 1
+            }
+        }
+        guard let key = String(validating: decoded, as: UTF8.self) else {
+            throw fault("<\(element.name)> is not UTF-8 once url-decoded")
+        }
+        return key
+    }
+
+    /// A size in decimal digits that a file can have (at most 2^63 - 1, what `off_t` holds), or nil.
+    private static func size(_ digits: ArraySlice<UInt8>) -> UInt64? {
+        guard !digits.isEmpty, digits.count <= 19 else { return nil }
+        var value: UInt64 = 0
+        for byte in digits {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + UInt64(byte - UInt8(ascii: "0"))  // 19 digits stay below 2^64
+        }
+        return value <= UInt64(Int64.max) ? value : nil
+    }
+
+    /// `bytes` without XML white space at either end.
+    private static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        guard let first = bytes.firstIndex(where: { !ShallowXML.isSpace($0) }),
+              let last = bytes.lastIndex(where: { !ShallowXML.isSpace($0) }) else { return [] }
+        return bytes[first...last]
+    }
+
+    private static func fault(_ text: String) -> ShallowXML.Problem {
+        ShallowXML.Problem(description: "ListBucketResult: \(text)")
+    }
+}
