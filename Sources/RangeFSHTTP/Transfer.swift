@@ -94,8 +94,10 @@ final class Transfer: @unchecked Sendable {
         self.sink = sink
         errorBuffer = .allocate(capacity: Int(rfs_curl_error_size()))
         errorBuffer.initialize(repeating: 0, count: Int(rfs_curl_error_size()))
-        // The URL the mount knows hides its query's values (URLQuery); the request sends the real one.
-        wireURL = session.credentials.wireURL(for: url)
+        // The URL the mount knows hides its query's values (URLQuery); the request sends the real one, and the
+        // validator and signature its origin needs.
+        let wire = session.credentials.wire(for: url, range: request?.range, validator: request?.ifRange)
+        wireURL = wire.url
         rfs_easy_setopt_string(handle, CURLOPT_URL, wireURL)
         rfs_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         rfs_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
@@ -139,9 +141,7 @@ final class Transfer: @unchecked Sendable {
         }
         headerList = curl_slist_append(headerList, "Accept-Encoding: identity")
         if let accept = request?.accept { headerList = curl_slist_append(headerList, "Accept: \(accept)") }
-        if let validator = request?.ifRange, request?.range != nil {
-            headerList = curl_slist_append(headerList, "If-Range: \(validator)")
-        }
+        for line in wire.headers { headerList = curl_slist_append(headerList, line) }
         // This origin's credentials, and only this origin's: a hop to another host gets its own, or none.
         if let credentials = session.credentials.credentials(for: url) {
             if let user = credentials.user {

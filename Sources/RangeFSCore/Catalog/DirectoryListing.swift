@@ -34,6 +34,8 @@ struct ListedEntry: Sendable, Equatable {
     var size: UInt64?
     /// Seconds since 1970, if the listing states the date (exactly, or to the minute in nginx's HTML).
     var modificationTime: Int64?
+    /// The ETag, quoted, if the listing states it (an object store's does).
+    var etag: String?
 
     init(name: String, url: String, isDirectory: Bool, size: UInt64? = nil, modificationTime: Int64? = nil) {
         self.name = name
@@ -149,7 +151,11 @@ enum DirectoryListing {
                 listing.skipped.append((name, problem))
                 continue
             }
-            guard seen.insert(FileName(name)).inserted else { continue }
+            guard seen.insert(FileName(name)).inserted else {
+                // An object store's key that is also a prefix (`a` beside `a/b`): the folder, listed first, is shown.
+                if !isDirectory { listing.skipped.append((name, "a folder of the same name is shown instead")) }
+                continue
+            }
             guard listing.entries.count < limit else {
                 listing.truncated = true
                 break
@@ -159,6 +165,7 @@ enum DirectoryListing {
             if !isDirectory, let size = item.numbers["size"], size >= 0, size < 0x1p63, size.rounded() == size {
                 entry.size = UInt64(size)
             }
+            entry.etag = item.strings["etag"].flatMap { $0.hasPrefix("\"") ? $0 : nil }
             if let date = item.strings["mtime"] {
                 entry.modificationTime = HTTPDate.parse(date)  // nginx: "Mon, 23 Nov 2026 10:00:00 GMT"
             } else if let date = item.strings["mod_time"] {

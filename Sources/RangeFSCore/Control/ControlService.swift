@@ -69,8 +69,9 @@ public final class ControlService: Sendable {
         if let name, let problem = EntryNaming.problem(withExplicitName: name) {
             return .failure("the name '\(name)' cannot name a file (\(problem)); give a plain file name")
         }
-        // The URL the mount knows the file by: without its user and password and its query's values.
-        let url = URLQuery.split(URLOrigin.removingUserinfo(given).url).identity
+        // The URL the mount knows the file by: without its user and password and its query's values (an object
+        // store's: its https URL).
+        let url = fileSystem.credentials.identity(of: given)
         // Claimed before the check: two adds of one URL at once make one file (and never undo each other's token).
         guard adding.withLock({ $0.insert(url).inserted }) else {
             return .failure("\(Redaction.redact(url)) is being added by another rangefs add; see rangefs status")

@@ -263,6 +263,10 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             }
             failure = .rangeIgnored
             return false
+        case 412:
+            // An object store's If-Match failed (ObjectStore.swift): the object is no longer the version cached.
+            failure = .remoteChanged
+            return false
         default:
             failure = head.status == 206 ? .badContentRange("206 to a request without Range") : head.statusError
             return false

@@ -1,8 +1,11 @@
 // Credentials live apart from URLs. A URL's `user:password@` and its query's values are split off when the URL
 // enters the mount, so the catalog, cache headers, status and logs only ever hold the URL without them (its
 // identity, URLQuery); the credentials are kept per origin (scheme, host and port), sent only to that origin, and
-// saved for remounts in one 0600 file of the cache. The real query is put back only on the wire (`wireURL`).
+// saved for remounts in one 0600 file of the cache. The real query is put back only on the wire (`wire`).
+// An object store's origin keeps its access here too (ObjectStore.swift): `s3://` and `gs://` sources become https
+// identities when adopted, and each request to the origin is signed on the wire.
 
+import Glibc
 import RangeFSPlatform
 import Synchronization
 
@@ -15,15 +18,21 @@ public struct OriginCredentials: Codable, Sendable, Equatable {
     /// The query each URL of this origin sends, by the identity the mount knows the URL by (URLQuery); absent
     /// when none (and in files an older rangefs saved, which had no such field).
     var queries: [String: String]?
+    /// Set when the origin is an object store (absent in files an older rangefs saved).
+    var objectStore: ObjectStoreAccess?
 
-    init(user: String? = nil, password: String? = nil, headers: [String] = [], queries: [String: String]? = nil) {
+    init(user: String? = nil, password: String? = nil, headers: [String] = [], queries: [String: String]? = nil,
+         objectStore: ObjectStoreAccess? = nil) {
         self.user = user
         self.password = password
         self.headers = headers
         self.queries = queries
+        self.objectStore = objectStore
     }
 
-    var isEmpty: Bool { user == nil && password == nil && headers.isEmpty && (queries ?? [:]).isEmpty }
+    var isEmpty: Bool {
+        user == nil && password == nil && headers.isEmpty && (queries ?? [:]).isEmpty && objectStore == nil
+    }
 }
 
 /// The parts of an http(s) URL that credentials hang on.
@@ -77,6 +86,8 @@ public enum URLOrigin {
 /// control commands (which add to them). Thread-safe.
 public final class CredentialTable: Sendable {
     private let table: Mutex<[String: OriginCredentials]>
+    /// What `s3://` and `gs://` sources adopted from now on mean.
+    private let objectStoreDefaults = Mutex(ObjectStoreDefaults())
 
     public init(_ initial: [String: OriginCredentials] = [:]) {
         table = Mutex(initial.filter { !$0.value.isEmpty })
@@ -95,6 +106,17 @@ public final class CredentialTable: Sendable {
     /// false, what is kept already wins: a whole URL from an older catalog never undoes a newer token or login.
     @discardableResult
     public func adopt(_ url: String, replacing: Bool = true) -> (url: String, changed: Bool) {
+        if let (identity, access) = ObjectStoreURL.identity(of: url, defaults: objectStoreDefaults.withLock { $0 }),
+           let origin = URLOrigin.of(identity) {
+            let changed = table.withLock { table -> Bool in
+                var entry = table[origin] ?? OriginCredentials()
+                guard replacing || entry.objectStore == nil, entry.objectStore != access else { return false }
+                entry.objectStore = access
+                table[origin] = entry
+                return true
+            }
+            return (identity, changed)
+        }
         let split = URLOrigin.removingUserinfo(url)
         let (identity, query) = URLQuery.split(split.url)
         guard split.user != nil || query != nil, let origin = URLOrigin.of(url) else { return (identity, false) }
@@ -114,9 +136,40 @@ public final class CredentialTable: Sendable {
         return (identity, changed)
     }
 
+    /// What a request for `range` of `url` (an identity, or a redirect's target) sends: the URL with its real
+    /// query put back when one is kept for it, and the header lines its origin needs: `If-Range: validator` for a
+    /// web server; for an object store, `If-Match` (a changed object answers 412, never another version's bytes)
+    /// and the request's signature, made now (it holds the time, so a retry is signed again).
+    public func wire(for url: String, range: Range<UInt64>?, validator: String?) -> (url: String, headers: [String]) {
+        wire(for: url, range: range, validator: validator, time: Int64(Glibc.time(nil)))
+    }
+
+    func wire(for url: String, range: Range<UInt64>?, validator: String?, time: Int64) -> (url: String, headers: [String]) {
+        let sent = wireURL(for: url)
+        guard let origin = URLOrigin.of(url), let access = table.withLock({ $0[origin]?.objectStore }) else {
+            guard let validator, range != nil else { return (sent, []) }
+            return (sent, ["If-Range: \(validator)"])
+        }
+        let signed = ObjectStoreURL.canonical(sent)
+        var lines: [String] = []
+        if let validator {
+            // S3 has no If-Range. An ETag (strong, quoted) must match; a date-only validator must not be exceeded.
+            if validator.hasPrefix("\"") {
+                lines.append("If-Match: \(validator)")
+            } else if !validator.hasPrefix("W/") {
+                lines.append("If-Unmodified-Since: \(validator)")
+            }
+        }
+        if let key = access.key {
+            lines += SignatureV4.headers(method: "GET", url: signed, headers: [], key: key, region: access.region,
+                                         service: access.service, time: time).map { "\($0.name): \($0.value)" }
+        }
+        return (signed, lines)
+    }
+
     /// The URL a request for `url` (an identity, or a redirect's target) sends: with its real query put back when
     /// one is kept for it, else `url` itself.
-    public func wireURL(for url: String) -> String {
+    func wireURL(for url: String) -> String {
         guard let origin = URLOrigin.of(url),
               let query = table.withLock({ $0[origin]?.queries?[url] }) else { return url }
         return URLQuery.restoring(query, into: url)
@@ -166,6 +219,39 @@ public final class CredentialTable: Sendable {
             entry.headers = headers
             table[origin] = entry.isEmpty ? nil : entry
         }
+    }
+
+    /// Sets what `s3://` and `gs://` sources adopted from now on mean: the endpoint (nil: AWS's), the region, path
+    /// style or virtual-hosted (nil: path style for an endpoint given, else virtual-hosted where the bucket's name
+    /// allows), and the key requests are signed with. A key given (or `anonymous`) also replaces the key every
+    /// object-store origin kept from an earlier mount; with neither, what was kept stays.
+    public func setObjectStore(endpoint: String?, region: String?, pathStyle: Bool?,
+                               key: (id: String, secret: String, token: String?)?, anonymous: Bool) {
+        let given = key.map { ObjectStoreKey(accessKeyID: $0.id, secretAccessKey: $0.secret, sessionToken: $0.token) }
+        objectStoreDefaults.withLock { defaults in
+            defaults = ObjectStoreDefaults(endpoint: endpoint, region: region ?? "us-east-1", pathStyle: pathStyle,
+                                           key: given)
+        }
+        guard given != nil || anonymous else { return }
+        table.withLock { table in
+            for (origin, entry) in table where entry.objectStore != nil {
+                table[origin]?.objectStore?.key = given
+            }
+        }
+    }
+
+    /// The identity `adopt(url)` gives, without adopting anything.
+    func identity(of url: String) -> String {
+        if let (identity, _) = ObjectStoreURL.identity(of: url, defaults: objectStoreDefaults.withLock { $0 }) {
+            return identity
+        }
+        return URLQuery.split(URLOrigin.removingUserinfo(url).url).identity
+    }
+
+    /// The access of `url`'s origin when it is an object store.
+    func objectStore(for url: String) -> ObjectStoreAccess? {
+        guard let origin = URLOrigin.of(url) else { return nil }
+        return table.withLock { $0[origin]?.objectStore }
     }
 
     /// Every origin's credentials, for saving.

@@ -40,6 +40,11 @@ public enum FetchError: Error, Sendable, Equatable {
     case listingTooLarge(Int)
     /// The URL names a directory: the server redirected it to this URL, which ends in `/`.
     case isDirectory(String)
+    /// An object store refused a request with this status and error code (`SignatureDoesNotMatch`...), for this
+    /// bucket.
+    case objectStore(status: Int, code: String, bucket: String)
+    /// A listing that cannot be read, and why.
+    case badListing(String)
 
     /// A one-line explanation for a person, naming the fix where there is one.
     public var userMessage: String {
@@ -47,7 +52,9 @@ public enum FetchError: Error, Sendable, Equatable {
         case .malformedURL(let reason): "malformed URL (\(reason)); write it as http://host/path or https://host/path"
         case .needsPercentEncoding(let character, let encoded):
             "the URL contains \(character), which a URL cannot hold as it is; percent-encode it as \(encoded)"
-        case .unsupportedScheme(let scheme): "not an http(s) URL (scheme '\(scheme)'); only http:// and https:// can be mounted"
+        case .unsupportedScheme(let scheme):
+            "not an http(s) URL (scheme '\(scheme)'); only http://, https://, s3://BUCKET/KEY and gs://BUCKET/KEY "
+                + "can be mounted (a bucket's name is 3 to 63 letters, digits, '.', '-' or '_')"
         case .connectionRefused: "connection refused (check that the server is running and the port is right)"
         case .hostNotFound: "host not found; check the host name"
         case .timedOut: "timed out; the server did not answer in time"
@@ -77,6 +84,8 @@ public enum FetchError: Error, Sendable, Equatable {
                 + "the server (see its log), or the server failed. Check --proxy, or pass --noproxy HOST to go direct"
         case .listingTooLarge(let limit): "the directory listing is larger than \(limit >> 20) MiB; it is not read"
         case .isDirectory(let url): "it is a directory (the server answers at \(Redaction.redact(url)))"
+        case .objectStore(let status, let code, let bucket): Self.objectStoreAdvice(status, code, bucket)
+        case .badListing(let reason): "the listing cannot be read: \(reason)"
         }
     }
 
@@ -100,6 +109,8 @@ public enum FetchError: Error, Sendable, Equatable {
         case .proxy, .proxyStatus: "proxy"
         case .listingTooLarge: "listing_too_large"
         case .isDirectory: "is_directory"
+        case .objectStore(let status, _, _): status >= 500 ? "http_5xx" : "http_4xx"
+        case .badListing: "bad_listing"
         }
     }
 
@@ -110,6 +121,7 @@ public enum FetchError: Error, Sendable, Equatable {
         case .timedOut, .stalled, .shortBody, .transport, .connectionRefused, .proxy, .untrustedBody: true
         case .httpStatus(let status): status == 408 || status == 429 || status >= 500
         case .proxyStatus: true
+        case .objectStore(let status, let code, _): status >= 500 || code == "SlowDown" || code == "RequestTimeout"
         default: false
         }
     }
@@ -146,6 +158,28 @@ public enum FetchError: Error, Sendable, Equatable {
             ? "HTTP 401 Unauthorized: the server wants a login; \(ways)"
             : "HTTP 403 Forbidden: the server refuses this URL; if it needs a login (or another one), \(ways); "
                 + "a signed URL may have expired"
+    }
+
+    /// What an object store's error code means for the user, and the fix.
+    private static func objectStoreAdvice(_ status: Int, _ code: String, _ bucket: String) -> String {
+        let keys = "check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the profile (--s3-profile, AWS_PROFILE) in "
+            + "~/.aws/credentials"
+        let advice = switch code {
+        case "SignatureDoesNotMatch": "the secret key does not match the access key id; \(keys)"
+        case "InvalidAccessKeyId": "the store knows no such access key id; \(keys)"
+        case "ExpiredToken", "TokenRefreshRequired":
+            "the session token has expired; get new credentials (AWS_SESSION_TOKEN, or the profile) and mount again"
+        case "AccessDenied", "AllAccessDisabled":
+            "the key may not read bucket \(bucket); check its permissions, or for a public bucket mount with --s3-no-sign"
+        case "NoSuchBucket": "there is no bucket \(bucket) at this endpoint; check the name, --s3-endpoint and --s3-region"
+        case "NoSuchKey": "there is no such object in bucket \(bucket); check the key"
+        case "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException":
+            "bucket \(bucket) is in another region; give it with --s3-region (or AWS_REGION)"
+        case "RequestTimeTooSkewed": "this machine's clock is off by more than 15 minutes; set it right"
+        case "SlowDown", "ServiceUnavailable": "the store asks to slow down; try again in a while"
+        default: "check the bucket \(bucket), the key and the credentials (\(keys.dropFirst(6)))"
+        }
+        return "the object store answered HTTP \(status) \(code): \(advice)"
     }
 
     private static func reasonPhrase(_ status: Int) -> String {

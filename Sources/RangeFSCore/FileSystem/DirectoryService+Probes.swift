@@ -78,6 +78,11 @@ extension DirectoryService {
     /// the listing's date equal to its Last-Modified, or the same minute of it (nginx's HTML). Nil without an exact
     /// listing or a validator to send.
     private func storedVersion(agreeingWith item: CatalogItem) -> RemoteMetadata? {
+        // An object store's listing states each object's ETag: the cached version is the listed one if they agree.
+        if item.listed, !item.metadata.etag.isEmpty, let stored = store.storedVersion(of: item.metadata.url),
+           stored.sizeKnown, stored.size == item.metadata.size, stored.etag == item.metadata.etag {
+            return stored
+        }
         guard item.attributesExact, let listedTime = item.listedTime,
               let stored = store.storedVersion(of: item.metadata.url), stored.sizeKnown,
               stored.size == item.metadata.size, stored.ifRangeValidator != nil,

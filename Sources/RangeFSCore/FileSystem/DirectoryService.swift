@@ -106,6 +106,8 @@ final class DirectoryService: Sendable {
     let catalog: Catalog
     let store: CacheStore
     let fetcher: RangeFetching
+    /// Which origins are object stores (listed with ListObjectsV2, ObjectListing.swift), and how to reach them.
+    let credentials: CredentialTable
     let directoryCacheTime: Duration
     /// How many bytes the probe of a file being opened asks for (see FirstBytes.swift).
     let openProbeBytes: Int
@@ -120,12 +122,14 @@ final class DirectoryService: Sendable {
     /// receiving, and never a FUSE thread.
     let work = DispatchQueue(label: "rangefs.directories", attributes: .concurrent)
 
-    init(catalog: Catalog, store: CacheStore, fetcher: RangeFetching, directoryCacheTime: Duration,
+    init(catalog: Catalog, store: CacheStore, fetcher: RangeFetching, credentials: CredentialTable = CredentialTable(),
+         directoryCacheTime: Duration,
          openProbeBytes: Int = 0, probeBlockBytes: Int = FileSystemSettings().blockSize, walkAheadListings: Int = 0,
          events: Events, logger: Logger) {
         self.catalog = catalog
         self.store = store
         self.fetcher = fetcher
+        self.credentials = credentials
         self.directoryCacheTime = directoryCacheTime
         self.openProbeBytes = openProbeBytes
         self.probeBlockBytes = probeBlockBytes
@@ -179,7 +183,7 @@ final class DirectoryService: Sendable {
     }
 
     func list(_ inode: UInt64, url: String) {
-        fetcher.fetchListing(url, limit: Self.listingLimit) { [self] result in
+        let completion: @Sendable (Result<[UInt8], FetchError>) -> Void = { [self] result in
             work.async { [self] in
                 // A reader must not fail for the walk ahead's sake: it lists again (DirectoryService+WalkAhead.swift).
                 if listAgainForReaders(inode, url: url, after: result) { return }
@@ -204,6 +208,11 @@ final class DirectoryService: Sendable {
                 let failure: FetchError? = if case .failure(let error) = result { error } else { nil }
                 listingEnded(inode, step: step, quiet: quiet, outcome: outcome, failure: failure)
             }
+        }
+        if let access = credentials.objectStore(for: url) {
+            fetcher.fetchObjectListing(url, access: access, limit: Self.listingLimit, completion: completion)
+        } else {
+            fetcher.fetchListing(url, limit: Self.listingLimit, completion: completion)
         }
     }
 
@@ -313,11 +322,12 @@ final class DirectoryService: Sendable {
         for entry in listing.entries {
             seen.insert(entry.url)
             let stated = entry.size != nil && entry.modificationTime != nil
-            let metadata = RemoteMetadata(url: entry.url, size: entry.size ?? 0, etag: "",
+            let metadata = RemoteMetadata(url: entry.url, size: entry.size ?? 0, etag: entry.etag ?? "",
                                           lastModified: entry.modificationTime.map(HTTPDate.format) ?? "")
             switch existing[entry.url] {
             case .file(let item):
-                if stated && (item.metadata.size != metadata.size || item.listedTime != entry.modificationTime) {
+                let newETag = entry.etag != nil && entry.etag != item.metadata.etag
+                if stated && (item.metadata.size != metadata.size || item.listedTime != entry.modificationTime || newETag) {
                     catalog.updateListed(inode: item.inode, metadata: metadata, listedTime: entry.modificationTime)
                     events.changed(item.inode)
                 }

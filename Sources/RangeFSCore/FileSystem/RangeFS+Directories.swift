@@ -191,7 +191,7 @@ extension RangeFS {
     /// Makes the directory service that lists and probes for this file system, with its reports wired to the
     /// kernel invalidations the FUSE adapter provides.
     static func makeDirectoryService(catalog: Catalog, store: CacheStore, fetcher: RangeFetching,
-                                     settings: FileSystemSettings, revalidator: Revalidator, logger: Logger,
+                                     credentials: CredentialTable, settings: FileSystemSettings, revalidator: Revalidator, logger: Logger,
                                      owner: @escaping @Sendable () -> RangeFS?) -> DirectoryService {
         var events = DirectoryService.Events()
         events.offline = { [weak revalidator] url, reason in revalidator?.markOffline(url, reason: reason) }
@@ -209,7 +209,7 @@ extension RangeFS {
             guard let owner = owner() else { return body.discard() }
             owner.store(firstBytes: body, of: metadata)
         }
-        return DirectoryService(catalog: catalog, store: store, fetcher: fetcher,
+        return DirectoryService(catalog: catalog, store: store, fetcher: fetcher, credentials: credentials,
                                 directoryCacheTime: settings.directoryCacheTime,
                                 openProbeBytes: settings.openProbeBytes, probeBlockBytes: settings.blockSize,
                                 walkAheadListings: settings.walkAheadListings, events: events, logger: logger)

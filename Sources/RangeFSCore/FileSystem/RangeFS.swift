@@ -110,7 +110,7 @@ public final class RangeFS: Sendable {
         self.revalidator = revalidator
         let directories = Self.makeDirectoryService(catalog: catalog, store: store,
                                                     fetcher: MeasuredFetcher(scheduler.fetcher, estimate: link),
-                                                    settings: settings, revalidator: revalidator, logger: logger) {
+                                                    credentials: credentials, settings: settings, revalidator: revalidator, logger: logger) {
             owner.object
         }
         self.directories = directories

@@ -15,7 +15,7 @@ extension Duration {
 
 /// Seconds on the monotonic clock, for ages of checks, listings and speed samples.
 enum MonotonicClock {
-    public static func seconds() -> Double {
+    static func seconds() -> Double {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9

@@ -1,0 +1,184 @@
+// The listing of an object store's directory: ListObjectsV2 of the keys right under its prefix (`delimiter=/`),
+// page after page (1,000 keys each) until the store says the list is complete. The pages are read
+// (ObjectListingXML) and handed on as the JSON array a web listing may be (`[{"name":..,"type":..,"size":..,
+// "mod_time":..,"etag":..}]`), so that reading, saving for offline remounts, refreshing and the limits are the
+// web directories' own (DirectoryService, DirectoryListing). What is saved holds names, sizes, dates and ETags:
+// no owner, no token, no key.
+
+import Dispatch
+import Synchronization
+
+extension RangeFetching {
+    /// Lists the object-store directory `url` (an identity ending in `/`) of an origin reached with `access`, and
+    /// hands `completion` the listing as JSON (on a utility queue); fails with the store's own error (its `Code`)
+    /// or the status, or with `.listingTooLarge` when the pages together pass `limit` bytes.
+    func fetchObjectListing(_ url: String, access: ObjectStoreAccess, limit: Int,
+                            completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
+        guard let (bucketURL, prefix) = ObjectStoreURL.listing(of: url, access: access) else {
+            return completion(.failure(.malformedURL("no bucket in \(Redaction.redact(url))")))
+        }
+        ObjectListingRun(fetcher: self, bucketURL: bucketURL, prefix: prefix, limit: limit, completion: completion)
+            .next(after: nil)
+    }
+}
+
+/// One listing in progress: its pages so far, and the next to ask.
+private final class ObjectListingRun: Sendable {
+    /// More pages than the largest listing a mount reads (DirectoryListing.maximumEntries) can need: a store that
+    /// goes on past it (or repeats a token) is not followed for ever.
+    static let maximumPages = 1_100
+
+    private let fetcher: any RangeFetching
+    private let bucketURL: String
+    private let prefix: String
+    private let limit: Int
+    private let completion: @Sendable (Result<[UInt8], FetchError>) -> Void
+    private let state = Mutex(Gathered())
+
+    private struct Gathered {
+        var json: [UInt8] = Array("[".utf8)
+        var pages = 0
+        var tokens = Set<String>()
+    }
+
+    init(fetcher: any RangeFetching, bucketURL: String, prefix: String, limit: Int,
+         completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
+        self.fetcher = fetcher
+        self.bucketURL = bucketURL
+        self.prefix = prefix
+        self.limit = limit
+        self.completion = completion
+    }
+
+    func next(after token: String?) {
+        let url = ObjectStoreURL.listURL(bucketURL: bucketURL, prefix: prefix, continuation: token)
+        let request = RangeRequest(url: url, range: nil, ifRange: nil)
+        fetcher.start(request, sink: ObjectStoreAnswerSink(limit: limit) { [self] result in
+            // Pages are read off the fetcher's thread, which serves every transfer of the mount.
+            DispatchQueue.global(qos: .utility).async { [self] in read(result) }
+        })
+    }
+
+    private func read(_ result: Result<(status: Int, body: [UInt8]), FetchError>) {
+        let answer: (status: Int, body: [UInt8])
+        switch result {
+        case .failure(let error): return completion(.failure(error))
+        case .success(let value): answer = value
+        }
+        guard answer.status == 200 else {
+            return completion(.failure(ObjectListingXML.error(answer.body).map {
+                .objectStore(status: answer.status, code: $0.code, bucket: $0.bucket ?? bucketName)
+            } ?? .httpStatus(answer.status)))
+        }
+        guard let page = ObjectListingXML.page(answer.body) else {
+            return completion(.failure(.badListing("the answer to ListObjectsV2 is not a ListBucketResult")))
+        }
+        let step = state.withLock { state -> Result<String?, FetchError> in
+            state.pages += 1
+            for record in records(of: page) {
+                if state.json.count > 1 { state.json.append(UInt8(ascii: ",")) }
+                state.json += record
+            }
+            guard state.json.count <= limit else { return .failure(.listingTooLarge(limit)) }
+            guard page.isTruncated, let token = page.nextContinuationToken, !token.isEmpty else { return .success(nil) }
+            guard state.pages < Self.maximumPages, state.tokens.insert(token).inserted else {
+                return .failure(.badListing("the store's pages do not end (page \(state.pages))"))
+            }
+            return .success(token)
+        }
+        switch step {
+        case .failure(let error): completion(.failure(error))
+        case .success(let token?): next(after: token)
+        case .success(nil): completion(.success(state.withLock { $0.json } + Array("]".utf8)))
+        }
+    }
+
+    /// The bucket's name, to name it in errors: the last segment of a path-style bucket URL, else the host's label.
+    private var bucketName: String {
+        let afterScheme = bucketURL.firstRange(of: "://").map { bucketURL[$0.upperBound...] } ?? bucketURL[...]
+        if let slash = afterScheme.firstIndex(of: "/"), afterScheme.index(after: slash) < afterScheme.endIndex {
+            return String(afterScheme[afterScheme.index(after: slash)...]).trimmed(while: { $0 == "/" })
+        }
+        return String(afterScheme.prefix { $0 != "." })
+    }
+
+    /// The page's subdirectories and objects as JSON objects, the directories first: a key that is also a prefix
+    /// (`a` beside `a/b`) shows as the directory, and the object of the same name is left out by the reader.
+    private func records(of page: ObjectListingPage) -> [[UInt8]] {
+        var records: [[UInt8]] = []
+        for common in page.commonPrefixes where common.hasPrefix(prefix) {
+            let name = common.dropFirst(prefix.count).trimmed(while: { $0 == "/" })
+            records.append(Array(#"{"name":\#(JSONText.quoted(name)),"type":"directory"}"#.utf8))
+        }
+        for object in page.objects where object.key.hasPrefix(prefix) && object.key.count > prefix.count {
+            var record = #"{"name":\#(JSONText.quoted(String(object.key.dropFirst(prefix.count)))),"type":"file""#
+            if let size = object.size { record += #","size":\#(size)"# }
+            if let date = object.lastModified { record += #","mod_time":\#(JSONText.quoted(date))"# }
+            if let etag = object.etag { record += #","etag":\#(JSONText.quoted("\"" + etag + "\""))"# }
+            records.append(Array((record + "}").utf8))
+        }
+        return records
+    }
+}
+
+/// JSON string literals, for listings handed on as JSON.
+enum JSONText {
+    /// `text` as a JSON string, quotes included: `"`, `\` and control characters escaped.
+    static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+                    + String(scalar.value, radix: 16)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// Collects an object store's answer whatever its status (an error's body names the reason), up to a limit.
+final class ObjectStoreAnswerSink: RangeResponseSink, @unchecked Sendable {
+    // @unchecked Sendable: the fetcher calls in order from one thread, and `completion` runs once, last.
+    private let limit: Int
+    private let completion: @Sendable (Result<(status: Int, body: [UInt8]), FetchError>) -> Void
+    private var status = 0
+    private var body: [UInt8] = []
+    private var failure: FetchError?
+
+    init(limit: Int, completion: @escaping @Sendable (Result<(status: Int, body: [UInt8]), FetchError>) -> Void) {
+        self.limit = limit
+        self.completion = completion
+    }
+
+    func receive(head: ResponseHead) -> Bool {
+        status = head.status
+        // A compressed answer would be read as garbage: say why instead.
+        if let refusal = head.untrustedBody(expectedLength: nil) {
+            failure = refusal
+            return false
+        }
+        return true
+    }
+
+    func receive(body bytes: UnsafeRawBufferPointer) -> Bool {
+        guard body.count + bytes.count <= limit else {
+            failure = .listingTooLarge(limit)
+            return false
+        }
+        body.append(contentsOf: bytes)
+        return true
+    }
+
+    func complete(error: FetchError?) {
+        if failure == nil, let error { failure = error }
+        completion(failure.map { .failure($0) } ?? .success((status, body)))
+        body = []
+    }
+}
