@@ -28,6 +28,8 @@ struct MountConfiguration: Equatable {
     var metrics: MetricsServer.Address?
     /// Header lines for the origins of the given URLs (`--header`, `--cookie`).
     var headers: [String] = []
+    /// Where `s3://` and `gs://` sources are, as the options say (resolved with the environment at mount).
+    var objectStore = ObjectStoreOptions()
 
     /// The configuration `options` describe (already validated by parsing).
     init(_ options: MountOptions, environment: [String: String] = ProcessInfo.processInfo.environment) {
@@ -70,6 +72,9 @@ struct MountConfiguration: Equatable {
         http.cookieFile = options.cookieFile
         http.netrcFile = options.netrcFile ?? (options.netrc ? "" : nil)
         headers = options.header + (options.cookie.map { ["Cookie: \($0)"] } ?? [])
+        objectStore = ObjectStoreOptions(endpoint: options.s3Endpoint, region: options.s3Region,
+                                         pathStyle: options.s3PathStyle, profile: options.s3Profile,
+                                         noSign: options.s3NoSign)
         // Room for every transfer of both engines' pools, and never fewer than the default.
         http.maxTotalConnections = max(HTTPOptions().maxTotalConnections, options.connections * 2)
 

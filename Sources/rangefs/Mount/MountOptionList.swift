@@ -8,14 +8,14 @@ import ArgumentParser
 enum MountOptionList {
     /// Options that take no value.
     static let flags: Set<String> = ["foreground", "allow_other", "verbose", "insecure", "netrc", "http2",
-                                     "mirrors_from_links"]
+                                     "mirrors_from_links", "s3_path_style", "s3_no_sign"]
     /// Options that take a value: every other long option of `MountOptions`.
     static let valued: Set<String> = [
         "cache", "list", "block_size", "uid", "gid", "umask", "log_file", "commit_interval", "commit_bytes",
         "readahead", "prefetch", "passthrough", "dir_prefetch", "bwlimit", "cache_max_size", "max_downloads",
         "connections", "connections_per_file", "connections_per_host", "kernel_readahead", "revalidate", "dir_cache_time", "connect_timeout", "timeout",
         "retries", "cacert", "capath", "cert", "key", "header", "cookie", "cookie_file", "netrc_file", "user_agent",
-        "proxy", "noproxy", "proxy_reset_after", "metrics", "checksum",
+        "proxy", "noproxy", "proxy_reset_after", "metrics", "checksum", "s3_endpoint", "s3_region", "s3_profile",
     ]
     static let aliases = ["f": "foreground"]
     /// Always on: the kernel checks the mode bits.

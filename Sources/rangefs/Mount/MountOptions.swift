@@ -200,6 +200,21 @@ struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "Hosts reached without the proxy, comma-separated; * for all (default: $no_proxy).")
     var noproxy: String?
 
+    @Option(name: .long, help: "The object store s3:// sources are on, e.g. http://127.0.0.1:9000 for MinIO (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, the profile's endpoint_url, else AWS).")
+    var s3Endpoint: String?
+
+    @Option(name: .long, help: "The region s3:// requests are signed for (default: $AWS_REGION, $AWS_DEFAULT_REGION, the profile's region, else us-east-1).")
+    var s3Region: String?
+
+    @Flag(name: .long, help: "Address buckets as https://ENDPOINT/BUCKET/KEY (the default with --s3-endpoint; AWS itself gets https://BUCKET.s3.REGION.amazonaws.com/KEY).")
+    var s3PathStyle = false
+
+    @Option(name: .long, help: "Take the s3:// key from this profile of ~/.aws/credentials and ~/.aws/config (default: $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY, else $AWS_PROFILE, else default).")
+    var s3Profile: String?
+
+    @Flag(name: .long, help: "Send s3:// requests unsigned, for public buckets (the default when no key is found).")
+    var s3NoSign = false
+
     /// Checks ranges; each error names the option and a valid value.
     func validate() throws {
         for line in header {

@@ -44,6 +44,9 @@ extension MountRunner {
                           + "credentials again")
         }
         let credentials = CredentialTable(saved)
+        let environment = ProcessInfo.processInfo.environment
+        try ObjectStoreSettings.resolve(configuration.objectStore, environment: environment,
+                                        home: environment["HOME"] ?? "/root").apply(to: credentials)
         for index in sources.indices {
             sources[index].url = adopt(sources[index].url, into: credentials, store: store)
             sources[index].mirrors = sources[index].mirrors.map { credentials.adopt($0).url }

@@ -1,0 +1,112 @@
+// Where `s3://` and `gs://` sources are reached, and with what key: the options first, then the environment the
+// AWS tools read, then the profile in ~/.aws/credentials and ~/.aws/config. No option takes a secret: a key comes
+// from the environment or a file, so it never shows in `ps`.
+
+import FoundationEssentials
+import Glibc
+import RangeFSCore
+import RangeFSPlatform
+
+/// The object-store options of a mount, as given (`--s3-endpoint`, `--s3-region`, `--s3-path-style`,
+/// `--s3-profile`, `--s3-no-sign`).
+struct ObjectStoreOptions: Equatable {
+    var endpoint: String?
+    var region: String?
+    var pathStyle = false
+    var profile: String?
+    var noSign = false
+}
+
+/// What the options, the environment and the AWS files say together.
+struct ObjectStoreSettings: Equatable {
+    var endpoint: String?
+    var region: String?
+    var pathStyle: Bool?
+    var key: ObjectStoreKeyLines?
+    var anonymous: Bool
+
+    /// An access key as read: id, secret and session token. Never printed (`description` hides the secret).
+    struct ObjectStoreKeyLines: Equatable, CustomStringConvertible {
+        var id: String
+        var secret: String
+        var token: String?
+        var description: String { "access key \(id)" }
+    }
+
+    /// Resolves `options` against `environment` and the AWS files under `home` (or where `AWS_SHARED_CREDENTIALS_FILE`
+    /// and `AWS_CONFIG_FILE` point). A profile named with `--s3-profile` must exist; `AWS_PROFILE` or `default` may not.
+    static func resolve(_ options: ObjectStoreOptions, environment: [String: String],
+                        home: String) throws(MountRunner.Failure) -> ObjectStoreSettings {
+        let profile = options.profile ?? environment["AWS_PROFILE"] ?? "default"
+        let credentialsFile = environment["AWS_SHARED_CREDENTIALS_FILE"] ?? home + "/.aws/credentials"
+        let configFile = environment["AWS_CONFIG_FILE"] ?? home + "/.aws/config"
+        let fromCredentials = AWSFile.section(profile, in: credentialsFile, configStyle: false)
+        let fromConfig = AWSFile.section(profile, in: configFile, configStyle: true)
+        if let named = options.profile, fromCredentials == nil, fromConfig == nil {
+            throw MountRunner.Failure("--s3-profile \(named): no such profile in \(credentialsFile) or \(configFile); "
+                                      + "name a profile those files hold, or give the key in AWS_ACCESS_KEY_ID and "
+                                      + "AWS_SECRET_ACCESS_KEY")
+        }
+        let profileValues = (fromConfig ?? [:]).merging(fromCredentials ?? [:]) { $1 }
+        func keyOfProfile() -> ObjectStoreKeyLines? {
+            guard let id = profileValues["aws_access_key_id"], let secret = profileValues["aws_secret_access_key"]
+            else { return nil }
+            return ObjectStoreKeyLines(id: id, secret: secret, token: profileValues["aws_session_token"])
+        }
+        var keyOfEnvironment: ObjectStoreKeyLines?
+        if let id = environment["AWS_ACCESS_KEY_ID"], let secret = environment["AWS_SECRET_ACCESS_KEY"],
+           !id.isEmpty, !secret.isEmpty {
+            keyOfEnvironment = ObjectStoreKeyLines(id: id, secret: secret, token: environment["AWS_SESSION_TOKEN"])
+        }
+        // A profile named on the command line wins over the environment, as with the AWS tools' --profile.
+        let key = options.noSign ? nil
+            : options.profile != nil ? keyOfProfile() ?? keyOfEnvironment : keyOfEnvironment ?? keyOfProfile()
+        let region = options.region ?? environment["AWS_REGION"] ?? environment["AWS_DEFAULT_REGION"]
+            ?? profileValues["region"]
+        let endpoint = options.endpoint ?? environment["AWS_ENDPOINT_URL_S3"] ?? environment["AWS_ENDPOINT_URL"]
+            ?? profileValues["endpoint_url"]
+        if let endpoint, !(endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://")) {
+            throw MountRunner.Failure("the object-store endpoint '\(endpoint)' is not an http(s) URL; give it as "
+                                      + "--s3-endpoint https://HOST[:PORT] (or AWS_ENDPOINT_URL_S3)")
+        }
+        return ObjectStoreSettings(endpoint: endpoint, region: region, pathStyle: options.pathStyle ? true : nil,
+                                   key: key, anonymous: options.noSign)
+    }
+
+    /// Makes `credentials` adopt `s3://` and `gs://` sources by these settings.
+    func apply(to credentials: CredentialTable) {
+        credentials.setObjectStore(endpoint: endpoint, region: region, pathStyle: pathStyle,
+                                   key: key.map { ($0.id, $0.secret, $0.token) }, anonymous: anonymous)
+    }
+}
+
+/// The AWS tools' INI files: `[name]` sections in credentials, `[profile name]` (and `[default]`) in config, and
+/// `key = value` lines; `#` and `;` start comments.
+enum AWSFile {
+    /// The values of profile `name` in `path`; nil when the file or the profile is missing.
+    static func section(_ name: String, in path: String, configStyle: Bool) -> [String: String]? {
+        // A file that cannot be read holds no profile: the AWS tools treat it the same.
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        return parse(text)[configStyle && name != "default" ? "profile \(name)" : name]
+    }
+
+    /// Every section of `text`, by its name (inner spaces kept, outer trimmed).
+    static func parse(_ text: String) -> [String: [String: String]] {
+        var sections: [String: [String: String]] = [:]
+        var current: String?
+        for raw in text.split(whereSeparator: \.isNewline) {
+            let line = raw.trimmed()
+            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
+            if line.hasPrefix("["), line.hasSuffix("]") {
+                let name = line.dropFirst().dropLast().trimmed()
+                current = name
+                sections[name, default: [:]] = sections[name] ?? [:]
+                continue
+            }
+            guard let current, let equals = line.firstIndex(of: "=") else { continue }
+            let key = line[..<equals].trimmed().lowercased()
+            sections[current]?[key] = line[line.index(after: equals)...].trimmed()
+        }
+        return sections
+    }
+}
