@@ -1,0 +1,116 @@
+import Foundation
+import Glibc
+@testable import RangeFSCore
+@testable import rangefs
+import XCTest
+
+/// Issue 38: where `s3://` sources are reached and with what key: options, then the environment, then the AWS
+/// profile files; no option takes a secret.
+final class ObjectStoreSettingsTests: XCTestCase {
+    var home = ""
+
+    override func setUpWithError() throws {
+        home = NSTemporaryDirectory() + "rangefs-aws-\(getpid())-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: home + "/.aws", withIntermediateDirectories: true)
+        try """
+        # comment
+        [default]
+        aws_access_key_id = DEFAULTID
+        aws_secret_access_key = default/secret
+        ; another comment
+        [work]
+        aws_access_key_id=WORKID
+        aws_secret_access_key=work+secret
+        aws_session_token = TOKEN==
+        """.write(toFile: home + "/.aws/credentials", atomically: true, encoding: .utf8)
+        try """
+        [default]
+        region = eu-central-1
+        [profile work]
+        region = ap-south-1
+        endpoint_url = http://127.0.0.1:9000
+        """.write(toFile: home + "/.aws/config", atomically: true, encoding: .utf8)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: home)
+    }
+
+    func resolve(_ options: ObjectStoreOptions, _ environment: [String: String] = [:]) throws -> ObjectStoreSettings {
+        try ObjectStoreSettings.resolve(options, environment: environment, home: home)
+    }
+
+    func testTheEnvironmentsKeyComesFirstThenTheProfile() throws {
+        let fromProfile = try resolve(ObjectStoreOptions())
+        XCTAssertEqual(fromProfile.key, .init(id: "DEFAULTID", secret: "default/secret", token: nil))
+        XCTAssertEqual(fromProfile.region, "eu-central-1")
+        XCTAssertNil(fromProfile.endpoint)
+
+        let environment = ["AWS_ACCESS_KEY_ID": "ENVID", "AWS_SECRET_ACCESS_KEY": "env-secret",
+                           "AWS_SESSION_TOKEN": "envtoken", "AWS_REGION": "us-west-2",
+                           "AWS_ENDPOINT_URL": "http://127.0.0.1:1"]
+        let fromEnvironment = try resolve(ObjectStoreOptions(), environment)
+        XCTAssertEqual(fromEnvironment.key, .init(id: "ENVID", secret: "env-secret", token: "envtoken"))
+        XCTAssertEqual(fromEnvironment.region, "us-west-2")
+        XCTAssertEqual(fromEnvironment.endpoint, "http://127.0.0.1:1")
+        XCTAssertEqual(try resolve(ObjectStoreOptions(), environment.merging(["AWS_ENDPOINT_URL_S3": "http://s3:2"]) { $1 })
+            .endpoint, "http://s3:2", "the S3 endpoint wins over the general one")
+
+        // AWS_PROFILE picks the profile when the environment holds no key; --s3-profile wins over the environment.
+        let byVariable = try resolve(ObjectStoreOptions(), ["AWS_PROFILE": "work"])
+        XCTAssertEqual(byVariable.key, .init(id: "WORKID", secret: "work+secret", token: "TOKEN=="))
+        XCTAssertEqual(byVariable.region, "ap-south-1")
+        XCTAssertEqual(byVariable.endpoint, "http://127.0.0.1:9000")
+        XCTAssertEqual(try resolve(ObjectStoreOptions(profile: "work"), environment).key?.id, "WORKID")
+
+        let options = ObjectStoreOptions(endpoint: "https://minio:9000", region: "r9", pathStyle: true)
+        let given = try resolve(options, environment)
+        XCTAssertEqual(given.endpoint, "https://minio:9000")
+        XCTAssertEqual(given.region, "r9")
+        XCTAssertEqual(given.pathStyle, true)
+    }
+
+    func testNoSignSendsNoKeyAndAMissingProfileOrABadEndpointIsOneLine() throws {
+        let anonymous = try resolve(ObjectStoreOptions(noSign: true), ["AWS_ACCESS_KEY_ID": "A", "AWS_SECRET_ACCESS_KEY": "B"])
+        XCTAssertNil(anonymous.key)
+        XCTAssertTrue(anonymous.anonymous)
+        XCTAssertNil(try resolve(ObjectStoreOptions(), ["AWS_PROFILE": "none", "HOME": home]).key,
+                     "no key anywhere: anonymous requests")
+
+        XCTAssertThrowsError(try resolve(ObjectStoreOptions(profile: "nope"))) { error in
+            let message = (error as? MountRunner.Failure)?.message ?? ""
+            XCTAssertTrue(message.hasPrefix("--s3-profile nope: no such profile in \(home)/.aws/credentials"), message)
+            XCTAssertFalse(message.contains("\n"))
+        }
+        XCTAssertThrowsError(try resolve(ObjectStoreOptions(endpoint: "minio:9000"))) { error in
+            let message = (error as? MountRunner.Failure)?.message ?? ""
+            XCTAssertTrue(message.contains("'minio:9000' is not an http(s) URL"), message)
+        }
+    }
+
+    func testAKeyIsNeverPrinted() throws {
+        let settings = try resolve(ObjectStoreOptions(profile: "work"))
+        for text in [String(describing: settings), String(reflecting: settings), "\(settings)"] {
+            XCTAssertFalse(text.contains("work+secret") || text.contains("TOKEN=="), text)
+        }
+    }
+
+    func testTheOptionsParseFromArgvAndFromAnOptionList() throws {
+        let argv = try RangefsCommand.parseCommandLine(["mount", "/mnt", "s3://bkt/data/", "--s3-endpoint",
+                                                        "http://127.0.0.1:9000", "--s3-region", "r1",
+                                                        "--s3-path-style", "--s3-profile", "work", "--s3-no-sign"])
+        let mount = try XCTUnwrap(argv as? MountCommand)
+        XCTAssertEqual(MountConfiguration(mount.options, environment: ["HOME": home]).objectStore,
+                       ObjectStoreOptions(endpoint: "http://127.0.0.1:9000", region: "r1", pathStyle: true,
+                                          profile: "work", noSign: true))
+        let list = try MountOptionList.expand(["-o", "s3_endpoint=http://h:1,s3_region=r2,s3_path_style,s3_no_sign"])
+        XCTAssertEqual(list, ["--s3-endpoint=http://h:1", "--s3-region=r2", "--s3-path-style", "--s3-no-sign"])
+    }
+
+    func testAWSFilesAreReadAsTheAWSToolsReadThem() {
+        let sections = AWSFile.parse("[a]\n k = v = w \n[ profile b ]\nK2=x\n#x=y\n")
+        XCTAssertEqual(sections["a"], ["k": "v = w"])
+        XCTAssertEqual(sections["profile b"], ["k2": "x"])
+        XCTAssertNil(AWSFile.section("a", in: home + "/missing", configStyle: false))
+    }
+}
