@@ -131,22 +131,25 @@ final class ObjectStoreServerFixtureTests: XCTestCase {
         XCTAssertEqual(last.text, "2499")
     }
 
-    /// Without signature checking moto serves anyone; an object is still private (403) until `makePublic`. A small
-    /// `maxKeys` pages a few keys.
+    /// Without signature checking moto serves anyone; an object is still private (403) until `makePublic`. An empty
+    /// object reads empty. A small `maxKeys` pages a few keys.
     func testMotoWithoutCheckingServesAPublicBucketAndSmallPages() throws {
         let moto = try startMoto(checkSignatures: false, maxKeys: 2)
         try moto.createBucket("pub")
-        try moto.put(bucket: "pub", objects: [("k1", [1]), ("k2", [2]), ("k3", [3])])
+        try moto.put(bucket: "pub", objects: [("k1", [1]), ("k2", [2]), ("k3", [3]), ("k4-empty", [])])
         XCTAssertEqual(try moto.client.send("GET", bucket: "pub", key: "k1", signed: false).status, 403)
         try moto.makePublic(bucket: "pub")
         let anonymous = try moto.client.send("GET", bucket: "pub", key: "k1", signed: false)
         XCTAssertEqual(anonymous.status, 200)
         XCTAssertEqual(anonymous.body, [1])
+        let empty = try moto.client.send("GET", bucket: "pub", key: "k4-empty")
+        XCTAssertEqual(empty.status, 200)
+        XCTAssertEqual(empty.body, [], "an empty object reads empty")
         let page = try moto.client.send("GET", bucket: "pub", query: [("list-type", "2")], signed: false)
         XCTAssertEqual(element("MaxKeys", in: page.text), "2")
         XCTAssertEqual(element("IsTruncated", in: page.text), "true")
         XCTAssertEqual(moto.requests().count(.list), 1)
-        XCTAssertEqual(moto.requests().count(.get), 1, "the 403 counts as refused: \(moto.requestLog())")
+        XCTAssertEqual(moto.requests().count(.get), 2, "the 403 counts as refused: \(moto.requestLog())")
     }
 
     /// rclone with --auth-key: unsigned → 400, wrong secret → 403, signed requests for keys with spaces, UTF-8,

@@ -5,7 +5,7 @@
 // PID. Secrets never reach a command line: moto's key is made inside moto and written to a 0600 file; rclone gets
 // its key from the environment (RCLONE_AUTH_KEY), and its stderr, where -vv echoes that variable, goes nowhere.
 //
-// Facts measured for these fixtures: /work/notes/s3servers38.md; summary in docs/tests.md, "Object stores".
+// What tests may rely on from each server: docs/tests.md, "Object stores (issue 38)".
 
 import Foundation
 import Glibc
@@ -39,14 +39,18 @@ enum ObjectStoreInstall {
 
     /// Starts a server with `start(port)` on a random port until one listens (up to 5 ports: a port may be taken),
     /// waiting up to `timeout` seconds for each: importing moto takes 0.5 s idle but several on a loaded machine.
-    static func startListening(timeout: Double, log: String,
+    /// Listening means the server logged `readyLine(port)`, which both write once bound, and the port answers: a
+    /// connection alone could reach another program holding the port while ours is still starting.
+    static func startListening(timeout: Double, log: String, readyLine: (Int) -> String,
                                _ start: (Int) throws -> BackgroundProcess) throws -> (BackgroundProcess, Int) {
         for _ in 0..<5 {
             let port = TestPorts.random()
             let process = try start(port)
             let deadline = Date().addingTimeInterval(timeout)
             while process.isRunning && Date() < deadline {
-                if process.waitForPort(port) { return (process, port) }
+                let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                if text.contains(readyLine(port)) && process.waitForPort(port) { return (process, port) }
+                usleep(20_000)
             }
             process.stop()
         }
@@ -85,7 +89,8 @@ final class MotoS3Server: @unchecked Sendable {
         try ObjectStoreScripts.motoLauncher.write(toFile: script, atomically: true, encoding: .utf8)
         var environment = ["PYTHONPATH": "/opt/moto"]
         if let maxKeys { environment["MOTO_S3_DEFAULT_MAX_KEYS"] = String(maxKeys) }
-        (process, port) = try ObjectStoreInstall.startListening(timeout: 60, log: log) { port in
+        (process, port) = try ObjectStoreInstall.startListening(
+            timeout: 60, log: log, readyLine: { " * Running on http://127.0.0.1:\($0)\n" }) { port in
             try BackgroundProcess("/usr/bin/python3", [script, String(port), keys, checkSignatures ? "auth" : "noauth"],
                                   logPath: log, environment: environment)
         }
@@ -210,7 +215,8 @@ final class RcloneS3Server: @unchecked Sendable {
         let log = serverFolder + "/rclone.log"
         // The key goes in the environment, quoted: rclone splits a list-valued variable at commas, as CSV.
         let environment = authKey.map { ["RCLONE_AUTH_KEY": "\"\($0.accessKeyID),\($0.secretAccessKey)\""] } ?? [:]
-        (process, port) = try ObjectStoreInstall.startListening(timeout: 30, log: log) { port in
+        (process, port) = try ObjectStoreInstall.startListening(
+            timeout: 30, log: log, readyLine: { "Starting s3 server on [http://127.0.0.1:\($0)/]" }) { port in
             // stderr (nil logPath: /dev/null) gets only what rclone says before it opens --log-file, which at -vv
             // includes RCLONE_AUTH_KEY's value; the log file does not.
             try BackgroundProcess(ObjectStoreInstall.rclone,

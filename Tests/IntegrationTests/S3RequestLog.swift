@@ -122,7 +122,7 @@ struct S3LoggedRequest: Equatable, CustomStringConvertible {
     /// subresource such as `?location` or `?policy`.
     private static func isListQuery(_ query: String) -> Bool {
         let listing: Set<Substring> = ["list-type", "prefix", "delimiter", "max-keys", "continuation-token",
-                                       "start-after", "marker", "encoding-type", "fetch-owner"]
+                                       "start-after", "marker", "encoding-type", "fetch-owner", "x-id"]
         return query.split(separator: "&").allSatisfy { listing.contains($0.prefix(while: { $0 != "=" })) }
     }
 

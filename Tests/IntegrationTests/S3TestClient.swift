@@ -67,7 +67,14 @@ struct S3TestClient {
         guard signing.status == 0 else { throw TestSupportError("the S3 test signer failed: \(signing.stderr)") }
         let lines = signing.stdout.split(separator: "\n").map(String.init)
         guard let target = lines.first else { throw TestSupportError("the S3 test signer printed nothing") }
-        let bodyPath = folder + "/response.body", headerPath = folder + "/response.headers"
+        // Files of this request's own, removed after it: two requests at once cannot mix their answers, and no
+        // answer can be read back as a later request's.
+        let unique = UUID().uuidString
+        let bodyPath = folder + "/\(unique).body", headerPath = folder + "/\(unique).headers"
+        defer {
+            unlink(bodyPath)
+            unlink(headerPath)
+        }
         // --path-as-is: the target is sent byte for byte as signed (curl would otherwise squash dot segments).
         var curlArguments = ["-sS", "--path-as-is", "-o", bodyPath, "-D", headerPath, "-w", "%{http_code}",
                              "--max-time", "60"]
