@@ -1,0 +1,230 @@
+// Issue 38: buckets mounted as trees, against real S3 servers on 127.0.0.1 (moto with signature checking on;
+// rclone serve s3 with --auth-key). Requests are counted from the servers' own logs (ObjectStoreServers.swift).
+
+import Foundation
+import Glibc
+import RangeFSTestSupport
+import XCTest
+
+final class ObjectStoreMountTests: MountTestCase {
+    private var servers: [() -> Void] = []
+
+    override func tearDown() {
+        driver?.unmountAll()
+        servers.forEach { $0() }
+        servers = []
+        super.tearDown()
+    }
+
+    private func skip(_ reason: String?) throws {
+        guard let reason else { return }
+        print(String(repeating: "!", count: 72) + "\n" + reason + "\n" + String(repeating: "!", count: 72))
+        throw XCTSkip(reason)
+    }
+
+    private func startMoto(checkSignatures: Bool = true, maxKeys: Int? = nil) throws -> MotoS3Server {
+        try skip(ObjectStoreInstall.motoMissing)
+        let server = try MotoS3Server(scratch: scratch.path, checkSignatures: checkSignatures, maxKeys: maxKeys)
+        servers.append { server.stop() }
+        return server
+    }
+
+    /// `rangefs mount` with `environment` set (as a user's shell would; never on rangefs's own command line).
+    @discardableResult
+    private func mountS3(_ sources: [String], environment: [String: String], extra: [String] = [],
+                         at point: String? = nil, cache folder: String? = nil) throws -> ProcessResult {
+        let point = point ?? mountpoint
+        if mkdir(point, 0o755) != 0 && errno != EEXIST { throw TestSupportError("mkdir \(point)") }
+        let variables = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        let result = try Shell.run("/usr/bin/env", variables + [driver.binary, "mount", point] + sources
+                                   + ["--cache", folder ?? cache] + extra, timeout: 300)
+        if driver.isMounted(point) { driver.record(point) }
+        return result
+    }
+
+    private func keys(_ moto: MotoS3Server) -> [String: String] {
+        ["AWS_ACCESS_KEY_ID": moto.accessKeyID, "AWS_SECRET_ACCESS_KEY": moto.secretAccessKey]
+    }
+
+    private func randomBytes(_ count: Int) -> [UInt8] {
+        let handle = FileHandle(forReadingAtPath: "/dev/urandom")
+        defer { try? handle?.close() }
+        return Array(handle?.readData(ofLength: count) ?? Data())
+    }
+
+    /// The store's LastModified of `key`, as seconds since 1970, from a signed listing of its folder.
+    private func lastModified(_ moto: MotoS3Server, key: String) throws -> Int64 {
+        let folder = key.split(separator: "/").dropLast().joined(separator: "/") + "/"
+        let page = try moto.client.send("GET", bucket: "bkt", query: [("list-type", "2"), ("prefix", folder),
+                                                                      ("delimiter", "/")])
+        let text = page.text
+        guard let keyRange = text.range(of: "<Key>\(key)</Key>"),
+              let open = text.range(of: "<LastModified>", range: keyRange.upperBound..<text.endIndex),
+              let close = text.range(of: "</LastModified>", range: open.upperBound..<text.endIndex) else {
+            throw TestSupportError("no LastModified for \(key) in \(text.prefix(400))")
+        }
+        let stamp = String(text[open.upperBound..<close.lowerBound]).prefix(19) + "Z"
+        let formatter = ISO8601DateFormatter()
+        return Int64(try XCTUnwrap(formatter.date(from: String(stamp))).timeIntervalSince1970)
+    }
+
+    /// Acceptance 1 and 5 (moto, signatures checked): the tree's names, sizes and dates are the store's, every
+    /// object's bytes are right, a listing is one LIST per folder and no HEAD; the key is in no argv, status,
+    /// xattr, log or world-readable file.
+    func testABucketPrefixMountsWithTheStoresNamesSizesDatesAndBytes() throws {
+        let moto = try startMoto()
+        try moto.createBucket("bkt")
+        let objects: [(String, [UInt8])] = [("data/a.bin", randomBytes(300_000)), ("data/b b.txt", Array("bee\n".utf8)),
+                                            ("data/sub/c.bin", randomBytes(70_000)), ("other/x.bin", [1, 2, 3])]
+        try moto.put(bucket: "bkt", objects: objects)
+        moto.clearRequestLog()
+
+        let mounted = try mountS3(["s3://bkt/data/"], environment: keys(moto),
+                                  extra: ["--s3-endpoint", moto.endpoint, "--log-file", scratch.path + "/rangefs.log"])
+        XCTAssertEqual(mounted.status, 0, mounted.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(), ["a.bin", "b b.txt", "sub"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/sub"), ["c.bin"])
+        var dates: [String: Int64] = [:]
+        for (key, bytes) in objects where key.hasPrefix("data/") {
+            let info = try statFile(mountpoint + "/" + key.dropFirst("data/".count))
+            XCTAssertEqual(Int(info.st_size), bytes.count, key)
+            dates[key] = Int64(info.st_mtim.tv_sec)
+        }
+        let listsBeforeReading = moto.requests()
+        XCTAssertEqual(listsBeforeReading.count(.list, bucket: "bkt"), 2, "one LIST per folder: \(listsBeforeReading)")
+        XCTAssertEqual(listsBeforeReading.count(.head), 0)
+        XCTAssertEqual(listsBeforeReading.count(.get, bucket: "bkt", keyPrefix: "data/"), 0, "ls -l and stat fetch nothing")
+        for (key, date) in dates { XCTAssertEqual(date, try lastModified(moto, key: key), "\(key): the store's date") }
+        for (key, bytes) in objects where key.hasPrefix("data/") {
+            XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + key.dropFirst("data/".count)),
+                           Shell.sha256(of: Data(bytes)), key)
+        }
+        XCTAssertEqual(moto.requests().count(.refused), 0, "every request was signed right")
+
+        // The secret is nowhere a user or another user could read it.
+        let secret = moto.secretAccessKey
+        let status = try driver.run(["status", "--mount", mountpoint, "--all", "--json"])
+        XCTAssertFalse(status.stdout.contains(secret))
+        let attributes = try Shell.run("/usr/bin/getfattr", ["-d", "-R", mountpoint])
+        XCTAssertFalse(attributes.stdout.contains(secret))
+        let pid = try XCTUnwrap(driver.daemonPID(cache: cache))
+        let commandLine = try String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .isoLatin1)
+        XCTAssertFalse(commandLine.contains(secret), commandLine)
+        try driver.unmount(mountpoint, cache: cache)
+        XCTAssertFalse(try String(contentsOfFile: scratch.path + "/rangefs.log", encoding: .utf8).contains(secret))
+        let holders = try Shell.run("/bin/grep", ["-rlF", secret, cache]).stdout.split(separator: "\n").map(String.init)
+        XCTAssertEqual(holders, [cache + "/credentials.json"], "only the 0600 credentials file keeps the key")
+        var info = stat()
+        XCTAssertEqual(stat(cache + "/credentials.json", &info), 0)
+        XCTAssertEqual(info.st_mode & 0o077, 0, "credentials.json is the owner's only")
+    }
+
+    /// Acceptance 1: a wrong secret fails the mount (exit 1) with one line naming SignatureDoesNotMatch.
+    func testAWrongSecretFailsTheMountWithOneLineNamingTheStoresCode() throws {
+        let moto = try startMoto()
+        try moto.createBucket("bkt")
+        try moto.put(bucket: "bkt", key: "data/a.bin", bytes: [1, 2, 3])
+        var environment = keys(moto)
+        environment["AWS_SECRET_ACCESS_KEY"] = "not-the-secret"
+        let result = try mountS3(["s3://bkt/data/"], environment: environment, extra: ["--s3-endpoint", moto.endpoint])
+        XCTAssertEqual(result.status, 1, result.stderr)
+        let lines = problemLines(result.stderr)
+        XCTAssertEqual(lines.count, 1, result.stderr)
+        XCTAssertTrue(lines.first?.contains("SignatureDoesNotMatch") == true, result.stderr)
+        XCTAssertTrue(lines.first?.contains("AWS_SECRET_ACCESS_KEY") == true, result.stderr)
+        XCTAssertFalse(result.stderr.contains("not-the-secret"))
+    }
+
+    /// Acceptance 4: an object replaced during a read gives the open handle an error, never the new object's
+    /// bytes among the old; the next open reads the new object whole.
+    func testAnObjectReplacedDuringAReadIsNeverMixedAndTheNextOpenReadsTheNewOne() throws {
+        let moto = try startMoto()
+        try moto.createBucket("bkt")
+        let size = 32 << 20
+        let old = randomBytes(size), new = randomBytes(size)
+        try moto.put(bucket: "bkt", key: "data/big.bin", bytes: old)
+        XCTAssertEqual(try mountS3(["s3://bkt/data/"], environment: keys(moto),
+                                   extra: ["--s3-endpoint", moto.endpoint]).status, 0)
+        let path = mountpoint + "/big.bin"
+        let descriptor = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(descriptor, 0)
+        defer { close(descriptor) }
+        var head = [UInt8](repeating: 0, count: 4096)
+        XCTAssertEqual(Glibc.pread(descriptor, &head, head.count, 0), head.count)
+        XCTAssertEqual(head, Array(old[0..<4096]))
+
+        try moto.put(bucket: "bkt", key: "data/big.bin", bytes: new)
+        moto.clearRequestLog()
+        let tailOffset = size - (1 << 20)
+        var tail = [UInt8](repeating: 0, count: 1 << 20)
+        let got = Glibc.pread(descriptor, &tail, tail.count, off_t(tailOffset))
+        if got > 0 {
+            XCTAssertEqual(Array(tail[0..<got]), Array(old[tailOffset..<(tailOffset + got)]),
+                           "bytes the old handle reads are the old object's, or none")
+        } else {
+            XCTAssertTrue(errno == ESTALE || errno == EIO, "the old handle fails: \(String(cString: strerror(errno)))")
+        }
+        let refusedStale = moto.requests().filter { $0.kind == .get && $0.detail.contains("412") }
+        XCTAssertFalse(got <= 0 && refusedStale.isEmpty, "the store refused the stale If-Match: \(moto.requestLog())")
+
+        // A new open after the change: the new object, whole.
+        var sawNew = false
+        for _ in 0..<20 where !sawNew {
+            if let digest = try? Shell.sha256(of: path), digest == Shell.sha256(of: Data(new)) { sawNew = true }
+        }
+        XCTAssertTrue(sawNew, "the next open reads the new object")
+    }
+
+    /// Acceptance 2 (remount): with the store stopped, a remount of the same cache shows the same tree (from the
+    /// saved listings) and serves every object read before.
+    func testARemountWithTheStoreStoppedShowsTheTreeAndServesWhatIsCached() throws {
+        let moto = try startMoto()
+        try moto.createBucket("bkt")
+        let a = randomBytes(200_000), c = randomBytes(50_000)
+        try moto.put(bucket: "bkt", objects: [("data/a.bin", a), ("data/sub/c.bin", c), ("data/d.bin", [9])])
+        XCTAssertEqual(try mountS3(["s3://bkt/data/"], environment: keys(moto),
+                                   extra: ["--s3-endpoint", moto.endpoint]).status, 0)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/a.bin"), Shell.sha256(of: Data(a)))
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/sub/c.bin"), Shell.sha256(of: Data(c)))
+        moto.clearRequestLog()
+        _ = try FileManager.default.contentsOfDirectory(atPath: mountpoint)
+        _ = try statFile(mountpoint + "/a.bin")
+        XCTAssertEqual(moto.requests().count(.list), 0, "a second ls within --dir-cache-time asks nothing")
+        try driver.unmount(mountpoint, cache: cache)
+        moto.stop()
+
+        let remounted = try mountS3([], environment: [:])
+        XCTAssertEqual(remounted.status, 0, remounted.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(), ["a.bin", "d.bin", "sub"])
+        XCTAssertEqual(Int(try statFile(mountpoint + "/a.bin").st_size), a.count)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/a.bin"), Shell.sha256(of: Data(a)))
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/sub/c.bin"), Shell.sha256(of: Data(c)))
+    }
+
+    /// Acceptance 5: a key from a profile file (named with --s3-profile), and a public bucket read unsigned.
+    func testAProfilesKeyAndAnonymousAccessToAPublicBucketWork() throws {
+        let moto = try startMoto()
+        try moto.createBucket("bkt")
+        let bytes = randomBytes(100_000)
+        try moto.put(bucket: "bkt", key: "data/p.bin", bytes: bytes)
+        let credentials = scratch.path + "/aws-credentials"
+        try "[work]\naws_access_key_id = \(moto.accessKeyID)\naws_secret_access_key = \(moto.secretAccessKey)\n"
+            .write(toFile: credentials, atomically: true, encoding: .utf8)
+        let fromProfile = try mountS3(["s3://bkt/data/"], environment: ["AWS_SHARED_CREDENTIALS_FILE": credentials],
+                                      extra: ["--s3-endpoint", moto.endpoint, "--s3-profile", "work"])
+        XCTAssertEqual(fromProfile.status, 0, fromProfile.stderr)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/p.bin"), Shell.sha256(of: Data(bytes)))
+        XCTAssertEqual(moto.requests().count(.refused), 0)
+        try driver.unmount(mountpoint, cache: cache)
+
+        let open = try startMoto(checkSignatures: false)
+        try open.createBucket("pub")
+        try open.put(bucket: "pub", key: "p.bin", bytes: bytes)
+        try open.makePublic(bucket: "pub")
+        let anonymousPoint = scratch.path + "/anonymous"
+        let anonymous = try mountS3(["s3://pub/"], environment: [:], extra: ["--s3-endpoint", open.endpoint, "--s3-no-sign"],
+                                    at: anonymousPoint, cache: scratch.path + "/cache2")
+        XCTAssertEqual(anonymous.status, 0, anonymous.stderr)
+        XCTAssertEqual(try Shell.sha256(of: anonymousPoint + "/p.bin"), Shell.sha256(of: Data(bytes)))
+    }
+}
