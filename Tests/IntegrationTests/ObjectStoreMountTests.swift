@@ -227,4 +227,38 @@ final class ObjectStoreMountTests: MountTestCase {
         XCTAssertEqual(anonymous.status, 0, anonymous.stderr)
         XCTAssertEqual(try Shell.sha256(of: anonymousPoint + "/p.bin"), Shell.sha256(of: Data(bytes)))
     }
+
+    /// Acceptance 2, scaled down: a folder of 1,000 keys in pages of 100 costs exactly its 10 LIST requests for
+    /// `ls -l`, and no HEAD or GET; a second `ls -l` costs nothing. Keys that cannot be names are left out with a
+    /// log line: a key that is also a prefix shows as the folder; an empty segment is no name.
+    func testAFolderIsListedOnePagePerRequestAndOddKeysFollowTheRules() throws {
+        let moto = try startMoto(maxKeys: 100)
+        try moto.createBucket("bkt")
+        var objects = (0..<1_000).map { (key: "many/f\($0).txt", bytes: Array("\($0)\n".utf8)) }
+        objects += [("odd/a", [1]), ("odd/a/b", [2]), ("odd//empty", [3]), ("odd/ok", [4])]
+        try moto.put(bucket: "bkt", objects: objects)
+        moto.clearRequestLog()
+        let log = scratch.path + "/rangefs.log"
+        XCTAssertEqual(try mountS3(["s3://bkt/"], environment: keys(moto),
+                                   extra: ["--s3-endpoint", moto.endpoint, "--log-file", log]).status, 0)
+        // The folder may be listed ahead (DirectoryService+WalkAhead.swift) or by the ls: either way, once.
+        func listsOfMany() -> Int { moto.requests().filter { $0.kind == .list && $0.detail.contains("prefix=many/") }.count }
+        let listing = try Shell.run("/bin/ls", ["-l", mountpoint + "/many"])
+        XCTAssertEqual(listing.stdout.split(separator: "\n").count, 1_001, "1,000 files and the total line")
+        XCTAssertEqual(listsOfMany(), 10, "one LIST per page of 100: \(moto.requestLog().prefix(20))")
+        let requests = moto.requests()
+        XCTAssertEqual(requests.count(.head) + requests.count(.get), 0, "sizes and dates come from the listing")
+        _ = try Shell.run("/bin/ls", ["-l", mountpoint + "/many"])
+        XCTAssertEqual(listsOfMany(), 10, "a second ls -l asks nothing")
+        XCTAssertEqual(moto.requests().count(.head) + moto.requests().count(.get), 0)
+
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/odd").sorted(), ["a", "ok"])
+        var info = stat()
+        XCTAssertEqual(stat(mountpoint + "/odd/a", &info), 0)
+        XCTAssertEqual(info.st_mode & S_IFMT, S_IFDIR, "a key that is also a prefix: the folder")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/odd/a"), ["b"])
+        try driver.unmount(mountpoint, cache: cache)
+        let logged = try String(contentsOfFile: log, encoding: .utf8)
+        XCTAssertTrue(logged.contains("skipped the link 'a': a folder of the same name is shown instead"), logged)
+    }
 }
