@@ -7,6 +7,9 @@
 //     re-probes the URL and readers of the old version get ESTALE;
 //   - the server ignores Range (same validator): the entry becomes "rangeless" and its blocks come from one
 //     whole-file stream, in order, which this sink also runs (`wholeFile`). Its readers wait for their bytes.
+// A 200 whose Content-Range is exactly the range asked for (rclone serve s3) is neither: it is a part, taken as a
+// 206 is, once its validators show it is of the cached version, since such a server ignores If-Range
+// (ResponseHead+Range.swift decides, for every reader of answers).
 //
 // No byte of a wrong answer is kept (see ResponseHead+Trust.swift): an answer in another encoding than identity,
 // or whose Content-Length disagrees with its range, is refused at its head; a body no header gives a length to is

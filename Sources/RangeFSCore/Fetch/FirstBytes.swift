@@ -69,7 +69,7 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
     private var tooLong = false
     /// A 200's stated Content-Length: the whole file's, which ends the body.
     private var wholeLength: Int?
-    /// The body after a head reported at once (a 206 for the bytes asked for): it gets the rest of the transfer.
+    /// The body after a head reported at once (a part with the bytes asked for): it gets the rest of the transfer.
     private var rest: ProbeBody?
     /// Whether the answer is a part of the file (a 206, or a 200 with exactly the range asked for), not the whole.
     private var isPart = false
