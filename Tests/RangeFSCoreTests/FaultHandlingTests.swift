@@ -78,6 +78,46 @@ final class FaultHandlingTests: XCTestCase {
         assertBytes(read(handle, offset: 65536, count: 4096), bytes[65536..<69632], "recovers")
     }
 
+    // Issue 38: `rclone serve s3` answers a Range GET with 200 and only the range, with its Content-Range. Read as
+    // the whole file, every block fetch reported a change (its length is the range's) and readers got ESTALE.
+    func testA200WithExactlyTheRangeAskedIsReadAsThatRange() throws {
+        origin.answersRangesWith200 = true
+        let handle = try open().handle
+        assertBytes(read(handle, offset: 2_000_000, count: 50_000), bytes[2_000_000..<2_050_000])
+        assertBytes(read(handle, offset: 10, count: 10), bytes[10..<20])
+        assertBytes(read(handle, offset: 2_990_000, count: 20_000), bytes[2_990_000...], "up to the last byte")
+        XCTAssertTrue(origin.requests.allSatisfy { $0.range != nil }, "no whole-file stream: the parts were taken")
+        XCTAssertEqual(try fileSystem.attributes(of: inode).get().size, 3_000_000)
+        fileSystem.store.waitForWrites()
+        XCTAssertGreaterThan(try fileSystem.attributes(of: inode).get().cachedBytes, 0, "the parts were cached")
+    }
+
+    /// A 200 that names other bytes than asked for is never read as them, nor as the whole file (a change): the
+    /// read fails like one of a 206 with a wrong Content-Range, caching nothing, and the file stays as it was.
+    func testA200WithAnotherContentRangeIsAnErrorAndCachesNothing() throws {
+        origin.answersRangesWith200 = true
+        origin.contentRangeShift = 4096
+        let handle = try open().handle
+        guard case .failure(.io) = read(handle, offset: 65536, count: 4096) else { return XCTFail("expected EIO") }
+        XCTAssertEqual(try fileSystem.attributes(of: inode).get().cachedBytes, 0)
+        XCTAssertEqual(try fileSystem.attributes(of: inode).get().size, 3_000_000, "no change was read into it")
+        origin.contentRangeShift = 0
+        assertBytes(read(handle, offset: 65536, count: 4096), bytes[65536..<69632], "recovers, same handle")
+    }
+
+    /// Such a server ignores If-Range too: a part of another version (another ETag, same length) is a change,
+    /// never bytes mixed into the cached version.
+    func testA200PartOfAnotherVersionIsAChangeNotItsBytes() throws {
+        origin.answersRangesWith200 = true
+        let old = try open()
+        assertBytes(read(old.handle, offset: 0, count: 100), bytes[..<100])
+        let changed = pseudoRandomBytes(count: bytes.count, seed: 11)
+        origin.serve(url, bytes: changed, etag: "\"v2\"")
+        XCTAssertEqual(read(old.handle, offset: 1_000_000, count: 100), .failure(.stale))
+        let new = try open()
+        assertBytes(read(new.handle, offset: 1_000_000, count: 100), changed[1_000_000..<1_000_100])
+    }
+
     func testARemoteChangeGivesOldHandlesESTALEAndNewOpensTheNewVersion() throws {
         let old = try open()
         XCTAssertTrue(old.keepCache)

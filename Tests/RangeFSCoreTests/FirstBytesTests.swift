@@ -131,6 +131,76 @@ final class FirstBytesTests: XCTestCase {
         XCTAssertNotNil(requests.last?.ifRange, "the rest asks for the version the probe saw")
     }
 
+    /// Issue 38: a server that answers the probe's Range with 200 and only the range, with its Content-Range
+    /// (`rclone serve s3`). The file's size is the Content-Range's total, the open answers at the head, and the
+    /// probe's bytes go on streaming into the file's first blocks as a 206's do: a read of them sends no request.
+    /// Read as the whole file, the size was the probe's 256 KiB.
+    func testAProbeAnsweredWith200AndTheRangeAskedIsReadAsThatRange() throws {
+        let memory = MemoryOrigin()
+        memory.answersRangesWith200 = true
+        let (fileSystem, inode) = try listedFile(on: memory, memory: memory)
+        let handle = try fileSystem.open(inode).get().handle
+        XCTAssertEqual(try fileSystem.attributes(of: inode).get().size, UInt64(bytes.count))
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 100_000, count: 1000)?.get(),
+                       Array(bytes[100_000..<101_000]))
+        let probeBytes = UInt64(FileSystemSettings().openProbeBytes)
+        XCTAssertEqual(memory.requests.filter { $0.url == base + "c.bin" }.map(\.range), [0..<probeBytes],
+                       "one request: the probe's")
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 900_000, count: 100_000)?.get(),
+                       Array(bytes[900_000..<1_000_000]))
+        fileSystem.release(handle)
+    }
+
+    /// What the probe sink makes of an answer: the result, and the bytes it keeps (collected to the end).
+    func probed(_ head: ResponseHead, body: [UInt8], limit: Int) -> (Result<FirstBytes, FetchError>?, [UInt8]) {
+        let result = LockedBox<Result<FirstBytes, FetchError>?>(nil)
+        let sink = FirstBytesSink(url: "http://origin/f", limit: limit) { got in result.withLock { $0 = got } }
+        // As the fetcher does: a sink that refuses the head or a body chunk cuts the transfer.
+        let whole = sink.receive(head: head) && body.withUnsafeBytes { sink.receive(body: $0) }
+        sink.complete(error: whole ? nil : .cancelled)
+        let kept = LockedBox<[UInt8]>([])
+        switch result.withLock({ $0 }) {
+        case .success(let first):
+            switch first.body {
+            case .bytes(let bytes): kept.withLock { $0 = bytes }
+            case .streaming(let rest): rest.collect { bytes in kept.withLock { $0 = bytes } }
+            }
+        default: break
+        }
+        return (result.withLock { $0 }, kept.withLock { $0 })
+    }
+
+    /// A 200 with exactly the range asked for passes the checks of a 206's body (ResponseHead+Trust.swift), a 200
+    /// with another Content-Range is a wrong Content-Range, and a 200 without one is still the whole file.
+    func testTheProbesAnswerWith200IsJudgedByItsContentRange() throws {
+        let file = Array(bytes.prefix(100))
+        let range = ["content-range": "bytes 0-9/100", "content-length": "10", "etag": "\"e\""]
+        let (right, rightBytes) = probed(ResponseHead(status: 200, headers: range), body: Array(file[..<10]), limit: 10)
+        XCTAssertEqual(try right?.get().metadata.size, 100)
+        XCTAssertEqual(rightBytes, Array(file[..<10]))
+
+        var gzip = range
+        gzip["content-encoding"] = "gzip"
+        let (encoded, encodedBytes) = probed(ResponseHead(status: 200, headers: gzip), body: Array(file[..<10]), limit: 10)
+        XCTAssertEqual(try encoded?.get().metadata.size, 100, "kept as a probe")
+        XCTAssertEqual(encodedBytes, [], "none of an encoded body")
+        var short = range
+        short["content-length"] = "5"
+        let (lying, lyingBytes) = probed(ResponseHead(status: 200, headers: short), body: Array(file[..<5]), limit: 10)
+        XCTAssertEqual(try lying?.get().metadata.size, 100, "kept as a probe")
+        XCTAssertEqual(lyingBytes, [], "none of a body shorter than its range")
+
+        let shifted = ["content-range": "bytes 5-14/100", "content-length": "10"]
+        let (wrong, wrongBytes) = probed(ResponseHead(status: 200, headers: shifted), body: Array(file[5..<15]), limit: 10)
+        XCTAssertThrowsError(try wrong?.get()) { XCTAssertEqual($0 as? FetchError, .badContentRange("bytes 5-14/100")) }
+        XCTAssertEqual(wrongBytes, [])
+
+        let (whole, wholeBytes) = probed(ResponseHead(status: 200, headers: ["content-length": "100"]), body: file,
+                                         limit: 10)
+        XCTAssertEqual(try whole?.get().metadata.size, 100, "a 200 without Content-Range: the whole file")
+        XCTAssertEqual(wholeBytes, Array(file[..<10]))
+    }
+
     /// What a probe asks for: all of a file of unknown size or of at most the probe's size, only the first block of
     /// a larger one (so its connection is free again within a block's transfer), never more than the probe's size.
     func testAProbeAsksForASmallFileWholeAndForTheFirstBlockOfALargerOne() {

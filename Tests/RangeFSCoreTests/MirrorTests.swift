@@ -173,6 +173,18 @@ final class MirrorFetchTests: XCTestCase {
         }
     }
 
+    /// Issue 38: a mirror that answers a Range GET with 200 and only the range (`rclone serve s3`) serves its parts;
+    /// as it ignores If-Range, a part of another version of it (another ETag) is no byte of the file.
+    func testAMirrorThatAnswersRangesWith200ServesItsPartsButNoneOfAnotherVersion() throws {
+        origin.answersRangesWith200 = true
+        origin.remove(primary)  // every part comes from the mirror
+        XCTAssertEqual(try read(offset: 0, count: 500_000).get(), Array(bytes[..<500_000]))
+        origin.serve(mirror, bytes: pseudoRandomBytes(count: bytes.count, seed: 5), etag: "\"b2\"")
+        guard case .failure = try read(offset: 2_000_000, count: 100_000) else {
+            return XCTFail("the mirror's other version was served as the file")
+        }
+    }
+
     func testAMirrorThatIgnoresRangeIsDroppedAndTheFileIsNotMadeRangeless() throws {
         // The mirror's server answers 200 with the whole body to a ranged request (same validator).
         origin.ignoresRange = true

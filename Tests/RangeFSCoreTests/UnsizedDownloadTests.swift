@@ -98,6 +98,20 @@ final class UnsizedDownloadTests: XCTestCase {
         XCTAssertNil(store, "the first mount's store was released")
     }
 
+    /// Issue 38: a stream's answer (to a request without Range) whose Content-Range names a part of the file says
+    /// two things of its body; none of it is kept or served (ResponseHead+Range.swift).
+    func testAStreamWhoseAnswerNamesAPartIsRefused() throws {
+        origin.extraHeaders = ["content-range": "bytes 0-99/3000000"]
+        let fileSystem = try makeFileSystem(attempts: 2)
+        let item = try XCTUnwrap(fileSystem.catalog.items.first)
+        let handle = try fileSystem.open(item.inode).get().handle
+        guard case .failure(.io) = try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: 0, count: 4096))
+        else { return XCTFail("expected EIO") }
+        XCTAssertEqual(try fileSystem.attributes(of: item.inode).get().cachedBytes, 0)
+        origin.extraHeaders = [:]
+        XCTAssertEqual(try readToEnd(fileSystem, handle: handle), bytes, "an answer without the lie is read")
+    }
+
     func testAStoppedStreamKeepsWhatItStoredAndTheNextStreamChecksIt() throws {
         try streamUntilTheConnectionDrops()
         // A restart: the stored bytes are there before any request.

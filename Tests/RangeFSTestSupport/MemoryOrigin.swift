@@ -50,6 +50,11 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
         defer { lock.unlock() }
         return probesAnswered
     }
+    /// Answer a Range request with 200 and only the range, with its Content-Range, and ignore If-Range, as
+    /// `rclone serve s3` (1.75) does.
+    public var answersRangesWith200 = false
+    /// Headers added to every answer (after its own): a lie, or a server's own habit.
+    public var extraHeaders: [String: String] = [:]
     /// Claim a Content-Range this many bytes later than the one asked for (and send those bytes).
     public var contentRangeShift: UInt64 = 0
     /// The next `dropsLeft` responses end with a transport error after this many body bytes.
@@ -110,7 +115,8 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
         let file = stored
         let (ignoresRange, shift, isDown, downError) = (self.ignoresRange || sendsNoLength, contentRangeShift, self.isDown,
                                                         self.downError)
-        let (noLength, lastModified) = (sendsNoLength, self.lastModified)
+        let (noLength, lastModified, partsWith200) = (sendsNoLength, self.lastModified, answersRangesWith200)
+        let extraHeaders = self.extraHeaders
         let dropAfter: Int? = dropsLeft > 0 ? dropAfterBytes : nil
         if dropsLeft > 0 { dropsLeft -= 1 }
         lock.unlock()
@@ -134,15 +140,16 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             var headers = noLength ? ["last-modified": lastModified]
                 : ["etag": file.etag, "content-length": String(file.bytes.count), "last-modified": lastModified]
             var status = 200
-            if let asked = request.range, !ignoresRange, request.ifRange == nil || request.ifRange == file.etag
-                || request.ifRange == lastModified {
+            if let asked = request.range, !ignoresRange, partsWith200 || request.ifRange == nil
+                || request.ifRange == file.etag || request.ifRange == lastModified {
                 let range = (asked.lowerBound + shift)..<(asked.upperBound + shift)
                 let upper = min(UInt64(file.bytes.count), range.upperBound)
                 body = file.bytes[Int(range.lowerBound)..<Int(upper)]
                 headers["content-range"] = "bytes \(range.lowerBound)-\(upper - 1)/\(file.bytes.count)"
                 headers["content-length"] = String(body.count)
-                status = 206
+                status = partsWith200 ? 200 : 206
             }
+            headers.merge(extraHeaders) { $1 }
             guard sink.receive(head: ResponseHead(status: status, headers: headers)) else {
                 return finish(.cancelled)
             }

@@ -13,7 +13,8 @@ public enum FetchError: Error, Sendable, Equatable {
     /// The server sent nothing for this many seconds in the middle of a request (`RangeRequest.stallTimeout`).
     case stalled(Double)
     case httpStatus(Int)
-    /// 206 whose Content-Range does not match what was asked for (or is missing).
+    /// 206 whose Content-Range does not match what was asked for (or is missing), or a 200 whose Content-Range
+    /// names neither the bytes asked for nor the whole file (ResponseHead+Range.swift).
     case badContentRange(String)
     /// 200 to a ranged request although the validator still matches: the server ignores Range.
     case rangeIgnored

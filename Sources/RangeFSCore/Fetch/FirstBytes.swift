@@ -5,7 +5,8 @@
 //
 // The probe is reported as soon as it can be. A 206 for the bytes asked for, of a known size, is reported at its
 // head, with its body still streaming (ProbeBody.swift): the open answers there, not when the `n` bytes have come
-// (at 4 MiB/s, 256 KiB are 62 ms more on every first open). Any other answer is reported when it ends.
+// (at 4 MiB/s, 256 KiB are 62 ms more on every first open). A 200 that carries exactly those bytes (rclone serve
+// s3, see ResponseHead+Range.swift) is that 206. Any other answer is reported when it ends.
 //
 // A complete answer is never cut: a libcurl transfer whose write callback refuses bytes is aborted and its
 // connection closed, so the next request to the same server pays a new handshake. A 206 ends by itself; a 200
@@ -59,8 +60,8 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
     private let completion: @Sendable (Result<FirstBytes, FetchError>) -> Void
     private var head: ResponseHead?
     private var bytes: [UInt8] = []
-    /// How many body bytes the head says come (the range's span, or the file's size for a 200); the bytes are
-    /// kept only if a body without a stated length ends exactly there (see ResponseHead+Trust.swift).
+    /// How many body bytes the head says come (the range's span, or the file's size for a whole-file 200); the
+    /// bytes are kept only if a body without a stated length ends exactly there (see ResponseHead+Trust.swift).
     private var expected: Int?
     private var lengthStated = false
     /// Body bytes received in all, and whether a 206's body ran past its range (then none of it is kept).
@@ -68,8 +69,12 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
     private var tooLong = false
     /// A 200's stated Content-Length: the whole file's, which ends the body.
     private var wholeLength: Int?
-    /// The body after a head reported at once (a 206 for the bytes asked for): it gets the rest of the transfer.
+    /// The body after a head reported at once (a part with the bytes asked for): it gets the rest of the transfer.
     private var rest: ProbeBody?
+    /// Whether the answer is a part of the file (a 206, or a 200 with exactly the range asked for), not the whole.
+    private var isPart = false
+    /// The bytes asked for: the first `limit`.
+    private var asked: Range<UInt64> { 0..<UInt64(limit) }
 
     init(url: String, limit: Int, completion: @escaping @Sendable (Result<FirstBytes, FetchError>) -> Void) {
         self.url = url
@@ -79,30 +84,33 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
 
     func receive(head: ResponseHead) -> Bool {
         self.head = head
-        // A 206 carries the range; a 200 (a server that ignores Range) the whole file, read up to `limit`. Any other
-        // answer is judged from its head alone, as a probe's.
-        guard head.status == 206 || head.status == 200 else { return false }
-        if head.status == 206 {
-            guard let range = head["content-range"].flatMap(ContentRange.init(parsing:))?.range,
-                  range.lowerBound == 0, range.count <= limit
+        // A part (a 206, or a 200 with exactly the range asked for) carries the range; a 200 without a Content-Range
+        // (a server that ignores Range) the whole file, read up to `limit`. Any other answer is judged from its head
+        // alone, as a probe's.
+        switch head.carriedBytes(asked: asked) {
+        case .part(let contentRange):
+            guard contentRange.fits(asked), let range = contentRange.range
             else { return false }  // not the bytes asked for: kept as a probe only
             expected = range.count
-        } else if let size = head["content-length"].flatMap({ Int($0.trimmingWhitespace()) }) {
-            expected = min(limit, size)
+            isPart = true
+        case .wholeFile:
+            if let size = head["content-length"].flatMap({ Int($0.trimmingWhitespace()) }) { expected = min(limit, size) }
+        case .wrongRange, .otherStatus:
+            return false
         }
         // An answer whose body is not the bytes it names is kept as a probe only: none of its bytes are kept.
-        guard head.untrustedBody(expectedLength: head.status == 206 ? expected.map(UInt64.init) : nil) == nil
+        guard head.untrustedBody(expectedLength: isPart ? expected.map(UInt64.init) : nil) == nil
         else { return false }
         lengthStated = head.statesItsLength
-        if head.status == 206, let expected, expected > 0,
+        if isPart, let expected, expected > 0,
            // A head that is no probe's answer (an unreadable date, say) is reported at the end, with its error.
-           let metadata = try? RemoteMetadata(url: url, probeResponse: head), metadata.sizeKnown {
+           let metadata = try? RemoteMetadata(url: url, probeResponse: head, asked: asked), metadata.sizeKnown {
             let body = ProbeBody(head: head, span: 0..<UInt64(expected), lengthStated: lengthStated)
             rest = body
             completion(.success(FirstBytes(metadata: metadata, body: .streaming(body))))
             return true
         }
-        if head.status == 200, lengthStated {
+        if !isPart, lengthStated {
             wholeLength = head["content-length"].flatMap { Int($0.trimmingWhitespace()) }
         }
         bytes.reserveCapacity(expected ?? limit)
@@ -113,7 +121,7 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
         if let rest { return rest.receive(body) }
         received += body.count
         bytes += body.prefix(limit - bytes.count)
-        if head?.status == 206 {
+        if isPart {
             // The range asked for is the limit: a right answer ends by itself and keeps its connection; one that
             // runs past its range is cut, and kept as a probe only.
             if let expected, received > expected {
@@ -131,9 +139,9 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
         if let rest { return rest.complete(error: error) }
         guard let head else { return completion(.failure(error ?? .shortBody)) }
         do throws(FetchError) {
-            let metadata = try RemoteMetadata(url: url, probeResponse: head)
-            // Bytes from a response whose range was not 0.. were dropped in `receive(head:)`.
-            var body = head.status == 206 || head.status == 200 ? bytes : []
+            let metadata = try RemoteMetadata(url: url, probeResponse: head, asked: asked)
+            // Bytes of an answer that was neither the range asked for nor the whole file were refused at its head.
+            var body = bytes
             // A body that no header gives a length to counts only if it ended where its head said it would.
             if tooLong || !lengthStated && (error != nil && error != .cancelled || expected.map { body.count != $0 } ?? true) {
                 body = []

@@ -4,7 +4,8 @@
 //
 // Why a hand-over to a BlockSink, and not a second kind of block transfer: the probe's request is already on the
 // wire before anyone knows the file's size, block size or cache entry, so it cannot be started as a range fetch of
-// the entry. But once its head is judged, what is left of it is exactly one: a 206 for `0..<n` of a known version.
+// the entry. But once its head is judged, what is left of it is exactly one: a 206 for `0..<n` of a known version
+// (or a 200 that carries exactly those bytes, which the BlockSink takes as that 206, see ResponseHead+Range.swift).
 // So its owner claims those blocks in the entry, makes the scheduler adopt the transfer (FetchScheduler.adopt), and
 // hands this body to the BlockSink that returns. Everything a fetch of the entry does then holds for the probe's
 // bytes without a second copy of it: a READ for them finds them in flight and waits for its own block, not for

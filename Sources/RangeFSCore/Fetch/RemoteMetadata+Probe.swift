@@ -9,27 +9,31 @@ extension RemoteMetadata {
 
     /// Interprets the answer to a probe (`GET` with `Range: bytes=0-0`).
     public init(url: String, probeResponse head: ResponseHead) throws(FetchError) {
+        try self.init(url: url, probeResponse: head, asked: 0..<1)
+    }
+
+    /// Interprets the answer to a probe that asked for the bytes `asked` (FirstBytes.swift asks for more than one).
+    init(url: String, probeResponse head: ResponseHead, asked: Range<UInt64>) throws(FetchError) {
         // `http://host/pub` redirected to `http://host/pub/`: a directory, as web servers answer for one.
         if let effective = head.effectiveURL, !url.hasSuffix("/"), effective == url + "/" {
             throw .isDirectory(effective)
         }
         let size: UInt64?
-        switch head.status {
-        case 206:
-            guard let value = head["content-range"], let range = ContentRange(parsing: value)
-            else { throw .badContentRange(head["content-range"] ?? "(missing)") }
-            size = range.completeLength  // `bytes 0-0/*`: the server does not know the length either
-        case 200:
+        switch head.carriedBytes(asked: asked) {
+        case .part(let contentRange):
+            // A 206, or a 200 with exactly the range asked for (rclone serve s3): the total is the file's size.
+            size = contentRange.completeLength  // `bytes 0-0/*`: the server does not know the length either
+        case .wholeFile:
             // No Content-Length: a chunked or close-delimited body, whose size shows only at its end.
             size = head["content-length"].flatMap { UInt64($0) }.flatMap { $0 <= ContentRange.largestLength ? $0 : nil }
-        case 416:
+        case .wrongRange(let value):
+            throw .badContentRange(value)
+        case .otherStatus:
             // An empty file cannot satisfy bytes=0-0; servers say so with `Content-Range: bytes */0`.
-            guard let value = head["content-range"], let range = ContentRange(parsing: value),
+            guard head.status == 416, let value = head["content-range"], let range = ContentRange(parsing: value),
                   range.completeLength == 0
-            else { throw .httpStatus(416) }
+            else { throw head.statusError }
             size = 0
-        default:
-            throw head.statusError
         }
         self.init(
             url: url, size: size ?? 0, etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "",

@@ -345,8 +345,14 @@ final class UnsizedStreamSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func receive(head: ResponseHead) -> Bool {
-        guard head.status == 200 else {
-            failure = head.status == 206 ? .badContentRange("206 to a request without Range") : head.statusError
+        switch head.carriedBytes(asked: nil) {
+        case .wholeFile:
+            break
+        case .wrongRange(let value):
+            failure = .badContentRange(value)
+            return false
+        case .part, .otherStatus:  // no part answers a request without Range
+            failure = head.statusError
             return false
         }
         if let refusal = head.untrustedBody(expectedLength: nil) {
