@@ -261,4 +261,41 @@ final class ObjectStoreMountTests: MountTestCase {
         let logged = try String(contentsOfFile: log, encoding: .utf8)
         XCTAssertTrue(logged.contains("skipped the link 'a': a folder of the same name is shown instead"), logged)
     }
+
+    /// Acceptance 1 on the second server: rclone serve s3 with --auth-key checks every signature over the strictly
+    /// encoded path and query, and answers ranges with 200 and Content-Range. Keys with a space, UTF-8, `+`, `%`
+    /// and `~()=&` list and read right; a wrong secret fails the mount in one line naming SignatureDoesNotMatch.
+    func testABucketOfRcloneServeS3WithOddKeysMountsSignedAndReadsRight() throws {
+        try skip(ObjectStoreInstall.rcloneMissing)
+        let served = scratch.path + "/../\(UUID().uuidString)-served"
+        try FileManager.default.createDirectory(atPath: served + "/bkt/data/sub", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: served) }
+        let files = ["a b.bin": randomBytes(150_000), "ünï cödé.txt": Array("unicode\n".utf8),
+                     "p+q%r.bin": randomBytes(70_000), "t~(x)=y&z.txt": Array("odd\n".utf8),
+                     "sub/deep.bin": randomBytes(2 << 20)]
+        for (name, bytes) in files {
+            XCTAssertTrue(FileManager.default.createFile(atPath: served + "/bkt/data/" + name, contents: Data(bytes)))
+        }
+        let key = (accessKeyID: "RANGEFSTESTKEY", secretAccessKey: "rclone/secret+\(getpid())")
+        let rclone = try RcloneS3Server(scratch: scratch.path, folder: served, authKey: key)
+        servers.append { rclone.stop() }
+        let environment = ["AWS_ACCESS_KEY_ID": key.accessKeyID, "AWS_SECRET_ACCESS_KEY": key.secretAccessKey]
+        let mounted = try mountS3(["s3://bkt/data/"], environment: environment, extra: ["--s3-endpoint", rclone.endpoint])
+        XCTAssertEqual(mounted.status, 0, mounted.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(),
+                       ["a b.bin", "p+q%r.bin", "sub", "t~(x)=y&z.txt", "ünï cödé.txt"].sorted())
+        for (name, bytes) in files {
+            XCTAssertEqual(Int(try statFile(mountpoint + "/" + name).st_size), bytes.count, name)
+            XCTAssertEqual(try Shell.sha256(of: mountpoint + "/" + name), Shell.sha256(of: Data(bytes)), name)
+        }
+        XCTAssertEqual(rclone.requests().count(.refused), 0, "every request signed right: \(rclone.requestLog())")
+        try driver.unmount(mountpoint, cache: cache)
+
+        let wrong = ["AWS_ACCESS_KEY_ID": key.accessKeyID, "AWS_SECRET_ACCESS_KEY": "wrong"]
+        let refused = try mountS3(["s3://bkt/data/"], environment: wrong,
+                                  extra: ["--s3-endpoint", rclone.endpoint], cache: scratch.path + "/cache-wrong")
+        XCTAssertEqual(refused.status, 1, refused.stderr)
+        XCTAssertEqual(problemLines(refused.stderr).count, 1, refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("SignatureDoesNotMatch"), refused.stderr)
+    }
 }
