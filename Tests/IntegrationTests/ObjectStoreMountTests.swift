@@ -298,4 +298,30 @@ final class ObjectStoreMountTests: MountTestCase {
         XCTAssertEqual(problemLines(refused.stderr).count, 1, refused.stderr)
         XCTAssertTrue(refused.stderr.contains("SignatureDoesNotMatch"), refused.stderr)
     }
+
+    /// `rangefs add s3://...` while mounted, and an fstab-shaped mount (`rangefs SOURCE M -o s3_endpoint=...`).
+    func testRangefsAddAndTheFstabShapeTakeS3Sources() throws {
+        let moto = try startMoto()
+        try moto.createBucket("bkt")
+        let one = randomBytes(10_000), two = randomBytes(20_000)
+        try moto.put(bucket: "bkt", objects: [("data/one.bin", one), ("more/two.bin", two), ("more/sub/x", [1])])
+        let mounted = try mountS3(["s3://bkt/data/one.bin"], environment: keys(moto), extra: ["--s3-endpoint", moto.endpoint])
+        XCTAssertEqual(mounted.status, 0, mounted.stderr)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/one.bin"), Shell.sha256(of: Data(one)))
+        let added = try driver.run(["add", "s3://bkt/more/", "--mount", mountpoint])
+        XCTAssertEqual(added.status, 0, added.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(), ["more", "one.bin"])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/more/two.bin"), Shell.sha256(of: Data(two)))
+        try driver.unmount(mountpoint, cache: cache)
+
+        let fstabPoint = scratch.path + "/fstab"
+        XCTAssertEqual(mkdir(fstabPoint, 0o755), 0)
+        let variables = keys(moto).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        let fstab = try Shell.run("/usr/bin/env", variables + [driver.binary, "s3://bkt/more/", fstabPoint, "-o",
+                                                             "cache=\(scratch.path)/cache3,s3_endpoint=\(moto.endpoint)"])
+        if driver.isMounted(fstabPoint) { driver.record(fstabPoint) }
+        XCTAssertEqual(fstab.status, 0, fstab.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: fstabPoint).sorted(), ["sub", "two.bin"])
+    }
 }
+
