@@ -91,6 +91,7 @@ final class ObjectListingFieldTests: XCTestCase {
         XCTAssertNil(page(contents: "<Key>a</Key>", extra: "<IsTruncated>true</IsTruncated>"), "IsTruncated twice")
         let maybe = "<ListBucketResult><IsTruncated>maybe</IsTruncated></ListBucketResult>"
         XCTAssertNil(ObjectListingXML.page(Array(maybe.utf8)), "IsTruncated neither true nor false")
+        XCTAssertNil(page(contents: "<Key>a</Key>", extra: "<EncodingType>url<x/></EncodingType>"), "markup in a flag")
         XCTAssertNil(page(contents: "<Key>&#xD800;</Key>"), "a reference to a surrogate")
         var notUTF8 = Array("<ListBucketResult><Contents><Key>a</Key></Contents></ListBucketResult>".utf8)
         notUTF8[33] = 0xFF

@@ -106,7 +106,7 @@ enum ObjectListingXML {
     private static func page(of root: ShallowXML.Element) throws(ShallowXML.Problem) -> ObjectListingPage {
         var urlEncoded = false
         if let encoding = root.children.last(where: { $0.name == "EncodingType" }) {
-            let value = String(decoding: trimmed(encoding.text[...]), as: UTF8.self)
+            let value = String(decoding: trimmed(Array(try value(encoding).utf8)[...]), as: UTF8.self)
             guard value.isEmpty || value.lowercased() == "url" else {
                 throw fault("EncodingType \(value.prefix(20)) is not url")
             }
@@ -127,7 +127,7 @@ enum ObjectListingXML {
                 guard seen.insert(child.name).inserted else { throw fault("<\(child.name)> given twice") }
                 switch child.name {
                 case "IsTruncated":
-                    switch String(decoding: trimmed(child.text[...]), as: UTF8.self) {
+                    switch String(decoding: trimmed(Array(try value(child).utf8)[...]), as: UTF8.self) {
                     case "true", "1": page.isTruncated = true
                     case "false", "0": page.isTruncated = false
                     default: throw fault("IsTruncated is neither true nor false")
