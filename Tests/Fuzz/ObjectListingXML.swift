@@ -1,7 +1,8 @@
 // Fuzz target: an object store's answer to ListObjectsV2, or its <Error> body (ObjectListingXML over ShallowXML).
 // Properties: no answer is both a page and an error; a page's sizes are sizes a file can have; a page written back
 // as XML (escaped, and again url-encoded the way rclone writes it) reads back as the same page; the first half of
-// an answer is no page, or the same page (a cut answer never yields a different listing); an error has a code.
+// an answer is no page, or the same page (a cut answer never yields a different listing); an error has a code,
+// and each of its fields is one trimmed line of at most 300 characters.
 
 @testable import RangeFSCore
 
@@ -11,7 +12,15 @@ public func fuzzObjectListingXML(_ data: UnsafePointer<UInt8>?, _ size: Int) -> 
     let page = ObjectListingXML.page(bytes)
     let error = ObjectListingXML.error(bytes)
     fuzzRequire(page == nil || error == nil, "an answer read as both a page and an error")
-    if let error { fuzzRequire(!error.code.isEmpty, "an error without a code") }
+    if let error {
+        fuzzRequire(!error.code.isEmpty, "an error without a code")
+        for field in [error.code, error.message, error.bucket, error.key, error.resource, error.region] {
+            guard let field else { continue }
+            fuzzRequire(!field.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F },
+                        "error field \(field.debugDescription) is not one line")
+            fuzzRequire(field.count <= 300 && !field.hasPrefix(" ") && !field.hasSuffix(" "), "error field \(field)")
+        }
+    }
     guard let page else { return 0 }
     for object in page.objects {
         if let size = object.size { fuzzRequire(size <= UInt64(Int64.max), "size \(size)") }

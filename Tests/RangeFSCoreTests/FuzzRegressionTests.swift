@@ -89,7 +89,14 @@ final class FuzzRegressionTests: XCTestCase {
             let page = ObjectListingXML.page(bytes)
             let error = ObjectListingXML.error(bytes)
             XCTAssertFalse(page != nil && error != nil, input)
-            if let error { XCTAssertFalse(error.code.isEmpty, input) }
+            if let error {
+                XCTAssertFalse(error.code.isEmpty, input)
+                for field in [error.code, error.message, error.bucket, error.key, error.resource, error.region] {
+                    guard let field else { continue }
+                    XCTAssertFalse(field.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, input)
+                    XCTAssertLessThanOrEqual(field.count, 300, input)
+                }
+            }
             guard let page else { return }
             for object in page.objects {
                 if let size = object.size { XCTAssertLessThanOrEqual(size, UInt64(Int64.max), input) }

@@ -204,6 +204,16 @@ final class ObjectListingFieldTests: XCTestCase {
         XCTAssertEqual(error(region)?.region, "eu-west-1")
     }
 
+    func testErrorFieldsAreOneLineEach() {
+        // Error bodies reach logs and messages: a server's line ends, tabs and escape sequences do not.
+        let text = "<Error><Code>\n  AccessDenied\n</Code><Message>Access\r\n\t denied&#10;\u{1B}[31mred&#x7F;"
+            + String(repeating: "x", count: 400) + "</Message></Error>"
+        let read = error(text)
+        XCTAssertEqual(read?.code, "AccessDenied")
+        XCTAssertEqual(read?.message, "Access denied [31mred " + String(repeating: "x", count: 278))
+        XCTAssertNil(error("<Error><Code>\n\t</Code></Error>"), "a code of white space is none")
+    }
+
     func testWhatIsNotAnErrorBody() {
         // moto's answer to an unsigned list: an HTML page with status 500.
         let html = """
