@@ -80,6 +80,91 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertEqual(limited.truncated, listing.entries.count > 2 || listing.truncated, input)
     }
 
+    // MARK: Object store answers
+
+    func testObjectListingXMLInputs() throws {
+        // The harness's properties: never both a page and an error; sizes a file can have; a page written back
+        // (escaped, then url-encoded as rclone writes it) reads back the same; the first half is no other page.
+        try replay("ObjectListingXML", regressions: false) { input, bytes in
+            let page = ObjectListingXML.page(bytes)
+            let error = ObjectListingXML.error(bytes)
+            XCTAssertFalse(page != nil && error != nil, input)
+            if let error {
+                XCTAssertFalse(error.code.isEmpty, input)
+                for field in [error.code, error.message, error.bucket, error.key, error.resource, error.region] {
+                    guard let field else { continue }
+                    XCTAssertFalse(field.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, input)
+                    XCTAssertLessThanOrEqual(field.count, 300, input)
+                }
+            }
+            guard let page else { return }
+            for object in page.objects {
+                if let size = object.size { XCTAssertLessThanOrEqual(size, UInt64(Int64.max), input) }
+            }
+            for urlEncoded in [false, true] {
+                XCTAssertEqual(ObjectListingXML.page(listingXML(page, urlEncoded: urlEncoded)), page,
+                               "\(input): written back, url \(urlEncoded)")
+            }
+            let half = ObjectListingXML.page(Array(bytes[..<(bytes.count / 2)]))
+            XCTAssertTrue(half == nil || half == page, input)
+        }
+        // The seeds are real answers (rclone's and moto's pages, moto's SignatureDoesNotMatch): the properties
+        // above held on pages, not only on refusals.
+        let seeds = try inputs("seeds", of: "ObjectListingXML")
+        XCTAssertEqual(seeds.filter { ObjectListingXML.page($0.bytes)?.objects.isEmpty == false }.count, 4)
+        XCTAssertEqual(seeds.filter { ObjectListingXML.error($0.bytes)?.code == "SignatureDoesNotMatch" }.count, 1)
+    }
+
+    /// `page` as a ListBucketResult, as the ObjectListingXML harness writes it: text escaped (a CR as `&#13;`, which
+    /// XML does not read as LF); with `urlEncoded`, keys and prefixes percent-encoded with a space as `+`.
+    private func listingXML(_ page: ObjectListingPage, urlEncoded: Bool) -> [UInt8] {
+        func escaped(_ text: String) -> String {
+            var out = ""
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "&": out += "&amp;"
+                case "<": out += "&lt;"
+                case ">": out += "&gt;"
+                case "\r": out += "&#13;"
+                default: out.unicodeScalars.append(scalar)
+                }
+            }
+            return out
+        }
+        func key(_ text: String) -> String {
+            guard urlEncoded else { return escaped(text) }
+            var out = ""
+            for byte in text.utf8 {
+                if byte == UInt8(ascii: " ") {
+                    out += "+"
+                } else if (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A) {
+                    out.unicodeScalars.append(Unicode.Scalar(byte))
+                } else {
+                    out += cFormat("%%%02X", byte)
+                }
+            }
+            return out
+        }
+        var xml = "<ListBucketResult><IsTruncated>\(page.isTruncated)</IsTruncated>"
+        if let prefix = page.prefix { xml += "<Prefix>\(key(prefix))</Prefix>" }
+        if let delimiter = page.delimiter { xml += "<Delimiter>\(key(delimiter))</Delimiter>" }
+        if let startAfter = page.startAfter { xml += "<StartAfter>\(key(startAfter))</StartAfter>" }
+        if let token = page.continuationToken { xml += "<ContinuationToken>\(escaped(token))</ContinuationToken>" }
+        for object in page.objects {
+            xml += "<Contents><Key>\(key(object.key))</Key>"
+            if let date = object.lastModified { xml += "<LastModified>\(escaped(date))</LastModified>" }
+            if let etag = object.etag { xml += "<ETag>&quot;\(escaped(etag))&quot;</ETag>" }
+            if let size = object.size { xml += "<Size>\(size)</Size>" }
+            xml += "</Contents>"
+        }
+        for prefix in page.commonPrefixes { xml += "<CommonPrefixes><Prefix>\(key(prefix))</Prefix></CommonPrefixes>" }
+        if let token = page.nextContinuationToken {
+            xml += "<NextContinuationToken>\(escaped(token))</NextContinuationToken>"
+        }
+        if urlEncoded { xml += "<EncodingType>url</EncodingType>" }
+        return Array((xml + "</ListBucketResult>").utf8)
+    }
+
     // MARK: Header values
 
     func testContentRangeInputs() throws {

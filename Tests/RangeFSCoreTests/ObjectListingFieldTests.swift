@@ -91,6 +91,7 @@ final class ObjectListingFieldTests: XCTestCase {
         XCTAssertNil(page(contents: "<Key>a</Key>", extra: "<IsTruncated>true</IsTruncated>"), "IsTruncated twice")
         let maybe = "<ListBucketResult><IsTruncated>maybe</IsTruncated></ListBucketResult>"
         XCTAssertNil(ObjectListingXML.page(Array(maybe.utf8)), "IsTruncated neither true nor false")
+        XCTAssertNil(page(contents: "<Key>a</Key>", extra: "<EncodingType>url<x/></EncodingType>"), "markup in a flag")
         XCTAssertNil(page(contents: "<Key>&#xD800;</Key>"), "a reference to a surrogate")
         var notUTF8 = Array("<ListBucketResult><Contents><Key>a</Key></Contents></ListBucketResult>".utf8)
         notUTF8[33] = 0xFF
@@ -201,6 +202,16 @@ final class ObjectListingFieldTests: XCTestCase {
         // AWS names the bucket's region when a request was signed for another one.
         let region = "<Error><Code>AuthorizationHeaderMalformed</Code><Region>eu-west-1</Region></Error>"
         XCTAssertEqual(error(region)?.region, "eu-west-1")
+    }
+
+    func testErrorFieldsAreOneLineEach() {
+        // Error bodies reach logs and messages: a server's line ends, tabs and escape sequences do not.
+        let text = "<Error><Code>\n  AccessDenied\n</Code><Message>Access\r\n\t denied&#10;\u{1B}[31mred&#x7F;"
+            + String(repeating: "x", count: 400) + "</Message></Error>"
+        let read = error(text)
+        XCTAssertEqual(read?.code, "AccessDenied")
+        XCTAssertEqual(read?.message, "Access denied [31mred " + String(repeating: "x", count: 278))
+        XCTAssertNil(error("<Error><Code>\n\t</Code></Error>"), "a code of white space is none")
     }
 
     func testWhatIsNotAnErrorBody() {

@@ -42,7 +42,8 @@ struct ObjectListingPage: Equatable, Sendable {
 
 /// An S3 error answer: `<Error><Code>SignatureDoesNotMatch</Code><Message>...</Message>...</Error>`. Only these
 /// fields are kept: AWS's SignatureDoesNotMatch also carries the canonical request and string to sign, which hold
-/// the signed headers (a session token among them), and nothing of those may reach a log.
+/// the signed headers (a session token among them), and nothing of those may reach a log. Each field is one line
+/// (see `oneLine`).
 struct ObjectStoreErrorBody: Equatable, Sendable {
     var code: String
     var message: String?
@@ -91,10 +92,9 @@ enum ObjectListingXML {
         var fields: [String: String] = [:]
         for child in root.children where !child.hasChildElements && fields[child.name] == nil {
             // A field that is not UTF-8 is left out; the others still say what went wrong.
-            guard let text = String(validating: trimmed(child.text[...]), as: UTF8.self), !text.isEmpty else {
-                continue
-            }
-            fields[child.name] = text
+            guard let text = String(validating: child.text, as: UTF8.self) else { continue }
+            let line = oneLine(text)
+            if !line.isEmpty { fields[child.name] = line }
         }
         guard let code = fields["Code"] else { return nil }
         return ObjectStoreErrorBody(code: code, message: fields["Message"], bucket: fields["BucketName"],
@@ -106,7 +106,7 @@ enum ObjectListingXML {
     private static func page(of root: ShallowXML.Element) throws(ShallowXML.Problem) -> ObjectListingPage {
         var urlEncoded = false
         if let encoding = root.children.last(where: { $0.name == "EncodingType" }) {
-            let value = String(decoding: trimmed(encoding.text[...]), as: UTF8.self)
+            let value = String(decoding: trimmed(Array(try value(encoding).utf8)[...]), as: UTF8.self)
             guard value.isEmpty || value.lowercased() == "url" else {
                 throw fault("EncodingType \(value.prefix(20)) is not url")
             }
@@ -127,7 +127,7 @@ enum ObjectListingXML {
                 guard seen.insert(child.name).inserted else { throw fault("<\(child.name)> given twice") }
                 switch child.name {
                 case "IsTruncated":
-                    switch String(decoding: trimmed(child.text[...]), as: UTF8.self) {
+                    switch String(decoding: trimmed(Array(try value(child).utf8)[...]), as: UTF8.self) {
                     case "true", "1": page.isTruncated = true
                     case "false", "0": page.isTruncated = false
                     default: throw fault("IsTruncated is neither true nor false")
@@ -227,6 +227,24 @@ enum ObjectListingXML {
             value = value * 10 + UInt64(byte - UInt8(ascii: "0"))  // 19 digits stay below 2^64
         }
         return value <= UInt64(Int64.max) ? value : nil
+    }
+
+    /// `text` fit for one line of a message: control characters (line ends, tabs, escape sequences' ESC) and runs
+    /// of spaces become one space, the ends are trimmed, and it is cut to 300 characters. Error bodies are shown to
+    /// users and logged, and the server writes them.
+    private static func oneLine(_ text: String) -> String {
+        var line = ""
+        var pendingSpace = false
+        for scalar in text.unicodeScalars {
+            if scalar.value <= 0x20 || (0x7F...0x9F).contains(scalar.value) {
+                pendingSpace = !line.isEmpty
+                continue
+            }
+            if pendingSpace { line.unicodeScalars.append(" ") }
+            pendingSpace = false
+            line.unicodeScalars.append(scalar)
+        }
+        return line.count > 300 ? String(line.prefix(300)) : line
     }
 
     /// `bytes` without XML white space at either end.
