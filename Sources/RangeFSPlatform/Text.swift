@@ -41,14 +41,25 @@ public enum PercentEncoding {
         var bytes: [UInt8] = []
         var utf8 = Array(text.utf8)[...]
         while let byte = utf8.popFirst() {
-            if byte == UInt8(ascii: "%"), utf8.count >= 2,
-               let value = UInt8(String(decoding: utf8.prefix(2), as: UTF8.self), radix: 16) {
-                bytes.append(value)
+            // Two hex digits exactly: UInt8(_:radix:) alone would take `%+f` for 0x0F and `%-0` for NUL.
+            if byte == UInt8(ascii: "%"), utf8.count >= 2, let high = hexValue(utf8[utf8.startIndex]),
+               let low = hexValue(utf8[utf8.startIndex + 1]) {
+                bytes.append(high << 4 | low)
                 utf8 = utf8.dropFirst(2)
             } else {
                 bytes.append(byte)
             }
         }
         return bytes
+    }
+
+    /// The value of one hex digit, or nil.
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 }

@@ -59,5 +59,6 @@ final class PlatformTests: XCTestCase {
         XCTAssertEqual(PercentEncoding.decode("a%zz%41"), "a%zzA")
         XCTAssertEqual(PercentEncoding.decode("%FF%41"), "%FF%41")
         XCTAssertEqual(PercentEncoding.bytes("%FF%41"), [0xFF, 0x41])
+        XCTAssertEqual(PercentEncoding.decode("%+f%-0x"), "%+f%-0x", "a sign is no hex digit")
     }
 }
