@@ -106,7 +106,7 @@ final class FileSystemCallsTests: XCTestCase {
         XCTAssertEqual(mkdir(small, 0o700), 0)
         let mounted = try Shell.run("/bin/mount", ["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", small])
         try XCTSkipUnless(mounted.status == 0, "cannot mount a tmpfs here: \(mounted.stderr)")
-        defer { _ = try? Shell.run("/bin/umount", [small]) }
+        defer { XCTAssertEqual((try? Shell.run("/bin/umount", [small]))?.status, 0, "the tmpfs is unmounted") }
 
         let path = small + "/listing"
         try FileSystemCalls.replaceAtomically(path, with: Array("old".utf8))
@@ -116,16 +116,19 @@ final class FileSystemCallsTests: XCTestCase {
         XCTAssertEqual(try FileSystemCalls.readSmallFile(path), Array("old".utf8))
         XCTAssertEqual(try temporaryFiles(in: small), [])
 
-        let store = try CacheStore(root: small + "/cache", logger: Logger(label: "test"))
-        let saved = ["http://origin:80": OriginCredentials(queries: ["http://origin/f?token=***": "token=short"])]
-        try store.saveCredentials(saved)
-        let huge = "token=" + String(repeating: "x", count: 1 << 20)
-        XCTAssertThrowsError(try store.saveCredentials(
-            ["http://origin:80": OriginCredentials(queries: ["http://origin/f?token=***": huge])]))
-        XCTAssertEqual(try store.savedCredentials(), saved)
-        var info = stat()
-        XCTAssertEqual(stat(small + "/cache/credentials.json", &info), 0)
-        XCTAssertEqual(info.st_mode & 0o777, 0o600)
+        // In a scope of its own: the store holds its lock file open, which would keep the tmpfs busy.
+        do {
+            let store = try CacheStore(root: small + "/cache", logger: Logger(label: "test"))
+            let saved = ["http://origin:80": OriginCredentials(queries: ["http://origin/f?token=***": "token=short"])]
+            try store.saveCredentials(saved)
+            let huge = "token=" + String(repeating: "x", count: 1 << 20)
+            XCTAssertThrowsError(try store.saveCredentials(
+                ["http://origin:80": OriginCredentials(queries: ["http://origin/f?token=***": huge])]))
+            XCTAssertEqual(try store.savedCredentials(), saved)
+            var info = stat()
+            XCTAssertEqual(stat(small + "/cache/credentials.json", &info), 0)
+            XCTAssertEqual(info.st_mode & 0o777, 0o600)
+        }
         XCTAssertEqual(try temporaryFiles(in: small + "/cache"), [])
     }
 }
