@@ -1,3 +1,5 @@
+import Glibc
+import Logging
 @testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
@@ -29,5 +31,27 @@ final class ChecksumTests: XCTestCase {
         XCTAssertEqual(SHA256.hexDigest(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
         XCTAssertEqual(SHA256.hexDigest("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
                        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        XCTAssertEqual(SHA256.digest(Array("abc".utf8)).count, 32)
+    }
+
+    /// FIPS 180-2's long vector: one million 'a's, many blocks through one call.
+    func testSHA256OfOneMillionAsMatchesFIPSVector() {
+        XCTAssertEqual(SHA256.hexDigest(String(repeating: "a", count: 1_000_000)),
+                       "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
+    /// The names rangefs gives things on disk derive from SHA-256 of a URL or mount point: a cache kept by an
+    /// earlier rangefs is found again only if they never change. Pinned to `sha256sum` of the same text.
+    func testOnDiskNamesDerivedFromSHA256AreUnchanged() throws {
+        let directory = try TemporaryDirectory(prefix: "names")
+        let store = try CacheStore(root: directory.path, logger: Logger(label: "test"))
+        let metadata = RemoteMetadata(url: "https://example.com/data/file.bin", size: 1000, etag: "\"v1\"",
+                                      lastModified: "")
+        let entry = try store.entry(for: metadata, blockSize: 65536)
+        XCTAssertEqual(entry.directory, directory.path + "/entries/0d10a88b5dffefecd6f25465a493b53f")
+        XCTAssertEqual(store.directory(for: metadata.url), entry.directory)
+        XCTAssertEqual(access(entry.directory, F_OK), 0, "the entry's folder is made under that name")
+        XCTAssertEqual(ControlSocket.path(forMountpoint: "/mnt/remote", in: "/run/rangefs"),
+                       "/run/rangefs/6af359d970b8e837.sock")
     }
 }

@@ -1,6 +1,5 @@
 import CLinux
 import Glibc
-import Synchronization
 
 /// Small-file and folder helpers for the cache's metadata files.
 public enum FileSystemCalls {
@@ -19,10 +18,14 @@ public enum FileSystemCalls {
 
     /// Replaces `path` with `bytes` atomically: write a temp file, fsync it, rename it over, fsync the folder.
     /// A reader (or a crash) sees the old contents or the new, never a mix. Safe for concurrent callers of one
-    /// path: each writes its own temporary file (created exclusively, under a name no other caller uses, as git's
-    /// lockfiles are), so two writers never share an inode, and the last rename wins whole.
-    static func replaceAtomically(_ path: String, with bytes: [UInt8]) throws(SystemError) {
-        let temporary = try writeReplacement(for: path, with: bytes, synchronizing: true)
+    /// path, in this process or others: each writes its own temporary file (created exclusively, under a random
+    /// name, as git's lockfiles are), so two writers never share an inode, and the last rename wins whole. A
+    /// failure (a full disk) leaves the old file as it was and no temporary file behind. The new file has `mode`
+    /// (less the umask): 0600 unless the caller says otherwise, which `credentials.json` relies on. The one way
+    /// files are replaced in rangefs, the executable's included (`package`, not part of the core's public API).
+    package static func replaceAtomically(_ path: String, with bytes: [UInt8],
+                                          mode: mode_t = 0o600) throws(SystemError) {
+        let temporary = try writeReplacement(for: path, with: bytes, synchronizing: true, mode: mode)
         try moveReplacement(temporary, over: path)
         try synchronizeDirectory(containing: path)
     }
@@ -30,12 +33,12 @@ public enum FileSystemCalls {
     /// The first half of an atomic replace: `bytes` in a temporary file of its own beside `path`, fsynced if
     /// `synchronizing` (else the caller makes it durable, e.g. with one `synchronizeFileSystem` for many files).
     /// Returns the temporary file's path, for `moveReplacement`; nothing is left behind if it fails.
-    static func writeReplacement(for path: String, with bytes: [UInt8],
-                                 synchronizing: Bool) throws(SystemError) -> String {
-        let temporary = path + ".tmp.\(getpid()).\(temporaryNumbers.wrappingAdd(1, ordering: .relaxed).newValue)"
+    static func writeReplacement(for path: String, with bytes: [UInt8], synchronizing: Bool,
+                                 mode: mode_t = 0o600) throws(SystemError) -> String {
+        let temporary = temporaryPath(for: path)
         do throws(SystemError) {
-            // Created afresh, mode 0600: never a leftover file with another mode or another writer.
-            let file = try SystemFile(path: temporary, flags: O_WRONLY | O_CREAT | O_EXCL)
+            // Created afresh (O_EXCL): never a leftover file with another mode, nor one another writer has open.
+            let file = try SystemFile(path: temporary, flags: O_WRONLY | O_CREAT | O_EXCL, mode: mode)
             try file.write(bytes, at: 0)
             if synchronizing { try retryingEINTR("fsync", temporary) { fsync(file.descriptor) } }
         } catch {
@@ -44,6 +47,15 @@ public enum FileSystemCalls {
             throw error
         }
         return temporary
+    }
+
+    /// A name for a temporary file beside `path` that nothing else uses: `NAME.tmp.` and 64 random bits. Not
+    /// the process id and a counter: a process killed before its rename leaves its temporary file, and a later
+    /// daemon with the same pid (in a container, often) would meet it under the very name it wants and fail
+    /// with EEXIST. `removeTemporaryFiles` finds these by their `.tmp.`.
+    static func temporaryPath(for path: String) -> String {
+        let random = String(UInt64.random(in: .min ... .max), radix: 16)
+        return path + ".tmp." + String(repeating: "0", count: 16 - random.count) + random
     }
 
     /// The second half of an atomic replace: renames `temporary` over `path` (removing it if that fails). The
@@ -75,9 +87,6 @@ public enum FileSystemCalls {
     static func synchronizeFileSystem(of file: SystemFile) throws(SystemError) {
         try retryingEINTR("syncfs", file.path) { rfs_syncfs(file.descriptor) }
     }
-
-    /// Numbers the temporary files of `replaceAtomically` within this process.
-    private static let temporaryNumbers = Atomic<UInt64>(0)
 
     /// fsyncs the folder that holds `path`, so a rename or create in it is durable.
     static func synchronizeDirectory(containing path: String) throws(SystemError) {
@@ -144,7 +153,7 @@ public enum FileSystemCalls {
         return names
     }
 
-    /// Removes the temporary files `writeReplacement` left in `folder` (`NAME.tmp.PID.N`, from a process killed
+    /// Removes the temporary files `writeReplacement` left in `folder` (`NAME.tmp.RANDOM`, from a process killed
     /// before its rename); a folder that cannot be read is left as it is.
     static func removeTemporaryFiles(in folder: String) {
         for name in names(in: folder) ?? [] where name.contains(".tmp.") { unlink(folder + "/" + name) }

@@ -1,66 +1,37 @@
-// SHA-256 (FIPS 180-4), used only to name cache entry folders after their URL. Foundation on Linux has no digest
-// API, and a 60-line implementation is cheaper than a cryptography dependency for one non-security use.
+// SHA-256 (FIPS 180-4) of small inputs, through libcrypto's one-shot `EVP_Digest`: it names cache entry folders,
+// kept listings and control sockets after their URL or mount point, and marks redacted query values. libcrypto is
+// linked already for whole-file digests (ContentDigest.swift) and HMAC (HMAC.swift), so a hand-written copy of the
+// algorithm would be one more thing to get right for nothing. The names it makes are on-disk contract: a test pins
+// one (ChecksumTests), so a change of algorithm or encoding cannot orphan every cached entry.
+
+import CCrypto
 
 /// SHA-256 digests of small inputs such as URLs.
 enum SHA256 {
-    private static let roundConstants: [UInt32] = [
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-    ]
-
     /// The 32-byte digest of `message`.
     static func digest(_ message: some Collection<UInt8>) -> [UInt8] {
-        var state: [UInt32] = [
-            0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-        ]
-        var padded = Array(message)
-        let bitLength = UInt64(padded.count) * 8
-        padded.append(0x80)
-        while padded.count % 64 != 56 { padded.append(0) }
-        for shift in stride(from: 56, through: 0, by: -8) { padded.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-
-        var schedule = [UInt32](repeating: 0, count: 64)
-        for chunkStart in stride(from: 0, to: padded.count, by: 64) {
-            for word in 0..<16 {
-                let base = chunkStart + word * 4
-                schedule[word] = UInt32(padded[base]) << 24 | UInt32(padded[base + 1]) << 16
-                    | UInt32(padded[base + 2]) << 8 | UInt32(padded[base + 3])
+        // An empty array may have no storage: EVP_Digest is handed a real address even for zero bytes, as
+        // HMACSHA256 does for libcrypto's HMAC().
+        let bytes = message.isEmpty ? [0] : Array(message)
+        let count = message.isEmpty ? 0 : bytes.count
+        var output = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        // SAFETY: `bytes` is valid for the call, which reads `count` (at most `bytes.count`) bytes of it.
+        let result = bytes.withUnsafeBytes { input in
+            // SAFETY: `output` holds the 32 bytes SHA-256 writes; the pointer is used only inside the call.
+            output.withUnsafeMutableBufferPointer { digest in
+                EVP_Digest(input.baseAddress, count, digest.baseAddress, &length, EVP_sha256(), nil)
             }
-            for word in 16..<64 {
-                let s0 = rotate(schedule[word - 15], 7) ^ rotate(schedule[word - 15], 18) ^ (schedule[word - 15] >> 3)
-                let s1 = rotate(schedule[word - 2], 17) ^ rotate(schedule[word - 2], 19) ^ (schedule[word - 2] >> 10)
-                schedule[word] = schedule[word - 16] &+ s0 &+ schedule[word - 7] &+ s1
-            }
-            var (a, b, c, d, e, f, g, h) = (state[0], state[1], state[2], state[3], state[4], state[5], state[6], state[7])
-            for round in 0..<64 {
-                let sum1 = rotate(e, 6) ^ rotate(e, 11) ^ rotate(e, 25)
-                let choice = (e & f) ^ (~e & g)
-                let temp1 = h &+ sum1 &+ choice &+ roundConstants[round] &+ schedule[round]
-                let sum0 = rotate(a, 2) ^ rotate(a, 13) ^ rotate(a, 22)
-                let majority = (a & b) ^ (a & c) ^ (b & c)
-                let temp2 = sum0 &+ majority
-                (h, g, f, e, d, c, b, a) = (g, f, e, d &+ temp1, c, b, a, temp1 &+ temp2)
-            }
-            for (index, value) in [a, b, c, d, e, f, g, h].enumerated() { state[index] = state[index] &+ value }
         }
-        return state.flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> UInt32(24 - $0 * 8)) } }
+        // EVP_Digest fails only when libcrypto cannot allocate its context, which nothing here can mend.
+        guard result == 1, length == 32 else { fatalError("SHA-256 failed: out of memory") }
+        return output
     }
 
     /// The digest as lowercase hexadecimal.
     static func hexDigest(_ message: String) -> String {
-        digest(Array(message.utf8)).map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
-    }
-
-    private static func rotate(_ value: UInt32, _ count: UInt32) -> UInt32 {
-        (value >> count) | (value << (32 - count))
+        let digits = Array("0123456789abcdef".utf8)
+        return String(decoding: digest(Array(message.utf8)).flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] },
+                      as: UTF8.self)
     }
 }

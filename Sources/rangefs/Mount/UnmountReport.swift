@@ -27,18 +27,12 @@ struct UnmountReport: Codable, Equatable {
         unlink(path(forMountpoint: mountpoint))
     }
 
-    /// In the daemon, after its last commit: writes `report` (0600, replaced atomically).
+    /// In the daemon, after its last commit: writes `report` (0600, replaced atomically through the core's one
+    /// atomic replace, whose temporary file no other writer shares).
     static func write(_ report: UnmountReport, mountpoint: String, logger: Logger) {
         let target = path(forMountpoint: mountpoint)
         do {
-            let data = try JSONEncoder().encode(report)
-            let temporary = target + ".tmp"
-            guard FileManager.default.createFile(atPath: temporary, contents: data,
-                                                 attributes: [.posixPermissions: 0o600]),
-                  rename(temporary, target) == 0
-            else {
-                return logger.warning("cannot write \(target) for rangefs unmount: \(String(cString: strerror(errno)))")
-            }
+            try FileSystemCalls.replaceAtomically(target, with: Array(try JSONEncoder().encode(report)), mode: 0o600)
         } catch {
             logger.warning("cannot write \(target) for rangefs unmount: \(error)")
         }
