@@ -1,0 +1,150 @@
+// The checks of Revalidator (Revalidator.swift): which probe runs when, and who its completion answers.
+//
+// Each URL has a short line of checks. The first is probing (or waits for a slot of its origin); a check asked
+// for meanwhile joins it if it asks nothing more (the same entry, and no change it has not been told of), else
+// waits behind it, merged with any other waiting check of the same entry. So a URL is probed once however many
+// opens, ESTALE replies and offline checks ask, and a report of a change that arrived after the probe was sent
+// still gets a probe of its own, as when the checks ran one by one. Its waiters are answered from the completion.
+//
+// Each origin (`scheme://host:port`) runs at most `probesPerOrigin` probes at once, so that 10,000 offline files do
+// not make 10,000 transfers at once; the others wait for a slot of their own origin only, the checks a reader
+// waits for (ESTALE, a change) ahead of the offline checks. An origin that never answers holds its own slots
+// until its timeout, and nothing else.
+//
+// Locks: `checks` is taken alone; no probe is started and no waiter runs under it.
+
+import Dispatch
+
+/// The checks of each URL and the probes of each origin.
+struct CheckState {
+    /// One check of a URL: the entry it checks, whether a fetch saw a change, and what waits for its end.
+    struct Check {
+        let entry: CacheEntry
+        var knownChanged: Bool
+        var waiters: [@Sendable () -> Void]
+        /// Its probe was sent (or it was found to need none): it no longer takes news.
+        var started = false
+    }
+
+    /// Per URL, its checks in order: the first is probing or waits for a slot; the others wait behind it.
+    var lines: [String: [Check]] = [:]
+    /// Probes running per origin.
+    var running: [String: Int] = [:]
+    /// Per origin, the URLs whose first check waits for a slot, urgent ones first.
+    var waiting: [String: [String]] = [:]
+    /// How many of each origin's waiting URLs are urgent (they lead its list).
+    var urgentWaiting: [String: Int] = [:]
+}
+
+extension Revalidator {
+    /// Probes at once per origin; the curl engine's own cap per host is 16 connections by default.
+    static let probesPerOrigin = 16
+
+    /// Asks for a check of `entry`'s URL and calls `then` (if any) once it is done; `urgent`: a reader or a change
+    /// waits for it, so it goes ahead of the offline checks of its origin. Returns at once.
+    func check(_ entry: CacheEntry, knownChanged: Bool, urgent: Bool, then: (@Sendable () -> Void)?) {
+        let url = entry.header.url
+        let origin = LinkEstimate.origin(of: url)
+        let waiters = then.map { [$0] } ?? []
+        let start = checks.withLock { state -> Bool in
+            guard var line = state.lines[url] else {
+                outstanding.enter()
+                state.lines[url] = [CheckState.Check(entry: entry, knownChanged: knownChanged, waiters: waiters)]
+                return admit(url, origin: origin, urgent: urgent, in: &state)
+            }
+            defer { state.lines[url] = line }
+            if line[0].entry === entry, !line[0].started || line[0].knownChanged || !knownChanged {
+                // The probe in flight (or about to be sent) answers this check too.
+                line[0].knownChanged = line[0].knownChanged || knownChanged
+                line[0].waiters += waiters
+                if urgent, !line[0].started { hurry(url, origin: origin, in: &state) }
+            } else if let index = line.indices.dropFirst().first(where: { line[$0].entry === entry }) {
+                line[index].knownChanged = line[index].knownChanged || knownChanged
+                line[index].waiters += waiters
+            } else {
+                outstanding.enter()
+                line.append(CheckState.Check(entry: entry, knownChanged: knownChanged, waiters: waiters))
+            }
+            return false
+        }
+        if start { work.async { self.run(url) } }
+    }
+
+    /// Takes a slot of `origin` for the first check of `url` (true: start it now), or puts `url` in line for one.
+    private func admit(_ url: String, origin: String, urgent: Bool, in state: inout CheckState) -> Bool {
+        if state.running[origin, default: 0] < Self.probesPerOrigin {
+            state.running[origin, default: 0] += 1
+            return true
+        }
+        if urgent {
+            state.waiting[origin, default: []].insert(url, at: state.urgentWaiting[origin, default: 0])
+            state.urgentWaiting[origin, default: 0] += 1
+        } else {
+            state.waiting[origin, default: []].append(url)
+        }
+        return false
+    }
+
+    /// Moves `url`, waiting for a slot of `origin` as an offline check, to the urgent ones: a reader waits for it now.
+    private func hurry(_ url: String, origin: String, in state: inout CheckState) {
+        let urgent = state.urgentWaiting[origin, default: 0]
+        guard let index = state.waiting[origin]?.firstIndex(of: url), index >= urgent else { return }
+        state.waiting[origin]!.remove(at: index)
+        state.waiting[origin]!.insert(url, at: urgent)
+        state.urgentWaiting[origin] = urgent + 1
+    }
+
+    /// Runs the first check of `url`, which holds a slot of its origin: probes it, unless it reports a change
+    /// that an earlier check already handled (the entry went stale once: nothing is left to check).
+    private func run(_ url: String) {
+        let check = checks.withLock { state -> CheckState.Check? in
+            guard state.lines[url] != nil else { return nil }
+            state.lines[url]![0].started = true
+            return state.lines[url]![0]
+        }
+        guard let check else { return }
+        if check.knownChanged && check.entry.isStale { return finish(url) }
+        scheduler.fetcher.probe(url: url) { [self] result in
+            // Off the fetcher's thread, which must go on receiving.
+            work.async { [self] in
+                apply(result.map(store.settled), to: check.entry, knownChanged: check.knownChanged) { [self] in
+                    finish(url)
+                }
+            }
+        }
+    }
+
+    /// Ends the first check of `url`: gives its slot to the next check of the URL or of its origin, starts that,
+    /// and answers what waited for the check. Every check that was asked for is answered here once.
+    private func finish(_ url: String) {
+        let origin = LinkEstimate.origin(of: url)
+        let ended = checks.withLock { state -> (waiters: [@Sendable () -> Void], next: [String])? in
+            guard var line = state.lines[url] else { return nil }
+            let done = line.removeFirst()
+            state.running[origin, default: 1] -= 1
+            var next: [String] = []
+            if line.isEmpty {
+                state.lines[url] = nil
+            } else {
+                state.lines[url] = line
+                // The check behind it reports a change or waits for a reader: it goes first.
+                if admit(url, origin: origin, urgent: true, in: &state) { next.append(url) }
+            }
+            while state.running[origin, default: 0] < Self.probesPerOrigin, var queued = state.waiting[origin],
+                  !queued.isEmpty {
+                next.append(queued.removeFirst())
+                state.waiting[origin] = queued.isEmpty ? nil : queued
+                if let urgent = state.urgentWaiting[origin], urgent > 0 {
+                    state.urgentWaiting[origin] = urgent == 1 ? nil : urgent - 1
+                }
+                state.running[origin, default: 0] += 1
+            }
+            if state.running[origin] == 0 { state.running[origin] = nil }
+            return (done.waiters, next)
+        }
+        guard let ended else { return }
+        for url in ended.next { work.async { self.run(url) } }
+        for waiter in ended.waiters { waiter() }
+        outstanding.leave()
+    }
+}
