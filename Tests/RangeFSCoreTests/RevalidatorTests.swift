@@ -198,10 +198,11 @@ final class RevalidatorTests: XCTestCase {
             revalidator.checkOfflineFiles()
             offlineStarted.fulfill()
         }
-        let staleAnswered = expectation(description: "the ESTALE answer")
-        revalidator.answerStale(0..<4096, of: entry, inode: item.inode) { staleAnswered.fulfill() }
         wait(for: [offlineStarted], timeout: 20)
         waitUntil("the hung origin holds the probe") { origin.heldRequests(host: "stuck") == 1 }
+        // Reported after the probe was sent: that probe's answer may predate the change.
+        let staleAnswered = expectation(description: "the ESTALE answer")
+        revalidator.answerStale(0..<4096, of: entry, inode: item.inode) { staleAnswered.fulfill() }
         XCTAssertEqual(origin.probedURLs.count - before, 1, "one probe in flight for the URL")
         XCTAssertFalse(entry.isStale)
 
@@ -211,6 +212,36 @@ final class RevalidatorTests: XCTestCase {
         XCTAssertEqual(origin.probedURLs.count - before, 2, "the three checks shared one probe; the change had its own")
         XCTAssertTrue(entry.isStale, "a change a fetch saw makes the entry stale, even when the probe says the same")
         XCTAssertNil(revalidator.offlineReason(stuck), "the change's probe was answered: online again")
+    }
+
+    // Issue 39: an origin runs at most `probesPerOrigin` probes at once; the other checks of its files wait for a
+    // slot (not as transfers), and run as the probes before them end.
+    func testAnOriginRunsABoundedNumberOfProbesAndTheOtherChecksFollow() throws {
+        let urls = (0..<24).map { "http://stuck/file\($0).bin" }
+        for url in urls { origin.serve(url, bytes: Array(bytes.prefix(4096))) }
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: urls, directory: directory.path)
+        let revalidator = fileSystem.revalidator
+        for url in urls {
+            _ = try fileSystem.entry(for: try XCTUnwrap(fileSystem.catalog.item(url: url)))
+            revalidator.markOffline(url, reason: "connection refused")
+        }
+        let before = origin.probedURLs.count
+        origin.hang(host: "stuck")
+        defer { origin.release(host: "stuck") }
+        let started = expectation(description: "the offline checks started")
+        DispatchQueue.global().async {
+            revalidator.checkOfflineFiles()
+            started.fulfill()
+        }
+        wait(for: [started], timeout: 20)
+        let bound = Revalidator.probesPerOrigin
+        waitUntil("\(bound) probes held") { origin.heldRequests(host: "stuck") == bound }
+        XCTAssertEqual(origin.probedURLs.count - before, bound, "the other checks wait for a slot")
+
+        origin.release(host: "stuck")
+        revalidator.settle()
+        XCTAssertEqual(origin.probedURLs.count - before, urls.count, "each file probed once")
+        XCTAssertEqual(revalidator.offlineFiles.count, bound, "the held probes timed out: those files stay offline")
     }
 }
 

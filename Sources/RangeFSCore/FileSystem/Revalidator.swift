@@ -222,6 +222,9 @@ public final class Revalidator: Sendable {
     /// locked until then, so they are recorded for `forgetKernelPages` to leave out.
     func answerStale(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64,
                             reply: @escaping @Sendable () -> Void) {
+        // Stale already: the catalog took the new version before the entry went stale, so nothing is left to wait
+        // for. Answered now, this READ cannot hold pages that the invalidation of that change waits for.
+        if entry.isStale { return reply() }
         staleReplies.withLock { $0[inode, default: []].append(range) }
         revalidate(entry, knownChanged: true) { [self] in
             reply()
