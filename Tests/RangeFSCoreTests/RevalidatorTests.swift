@@ -243,6 +243,45 @@ final class RevalidatorTests: XCTestCase {
         XCTAssertEqual(origin.probedURLs.count - before, urls.count, "each file probed once")
         XCTAssertEqual(revalidator.offlineFiles.count, bound, "the held probes timed out: those files stay offline")
     }
+
+    // Issue 39: a check a reader waits for (its ESTALE answer) takes the next free slot of its origin, ahead of
+    // the offline checks that were waiting for one before it.
+    func testAReadersCheckGoesAheadOfTheOfflineChecksWaitingForASlot() throws {
+        let bound = Revalidator.probesPerOrigin
+        let urls = (0...(bound + 4)).map { "http://stuck/file\($0).bin" }
+        for url in urls { origin.serve(url, bytes: Array(bytes.prefix(4096))) }
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: urls, directory: directory.path)
+        let revalidator = fileSystem.revalidator
+        for url in urls.dropLast() {
+            _ = try fileSystem.entry(for: try XCTUnwrap(fileSystem.catalog.item(url: url)))
+            revalidator.markOffline(url, reason: "connection refused")
+        }
+        let readItem = try XCTUnwrap(fileSystem.catalog.item(url: urls.last!))
+        let readEntry = try fileSystem.entry(for: readItem)
+        let before = origin.probedURLs.count
+        origin.hang(host: "stuck")
+        defer { origin.release(host: "stuck") }
+        let started = expectation(description: "the offline checks started")
+        DispatchQueue.global().async {
+            revalidator.checkOfflineFiles()
+            started.fulfill()
+        }
+        wait(for: [started], timeout: 20)
+        waitUntil("\(bound) probes held") { origin.heldRequests(host: "stuck") == bound }
+
+        let staleAnswered = expectation(description: "the reader's ESTALE answer")
+        revalidator.answerStale(0..<4096, of: readEntry, inode: readItem.inode) { staleAnswered.fulfill() }
+        XCTAssertEqual(origin.probedURLs.count - before, bound, "no slot free: the reader's check waits too")
+        origin.releaseOldest(host: "stuck")
+        waitUntil("the freed slot's probe") { origin.probedURLs.count - before == bound + 1 }
+        XCTAssertEqual(origin.probedURLs.last, urls.last, "the reader's check went ahead of 4 offline checks")
+
+        origin.release(host: "stuck")
+        wait(for: [staleAnswered], timeout: 20)
+        XCTAssertTrue(readEntry.isStale, "a change a fetch saw makes the entry stale even without an answer")
+        revalidator.settle()
+        XCTAssertEqual(origin.probedURLs.count - before, urls.count, "each file probed once")
+    }
 }
 
 /// The catalog's index of files by URL, which revalidation, `rangefs add` and the saved set look files up in.

@@ -58,6 +58,14 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
         for fail in failures { fail() }
     }
 
+    /// Fails the oldest request held for `host` with `.timedOut`; the host goes on holding the others and new ones.
+    public func releaseOldest(host: String) {
+        lock.lock()
+        let oldest = held[host]?.isEmpty == false ? held[host]!.removeFirst() : nil
+        lock.unlock()
+        oldest?()
+    }
+
     /// How many requests for `host` are held unanswered now.
     public func heldRequests(host: String) -> Int {
         lock.lock()

@@ -22,18 +22,53 @@ struct CheckState {
         let entry: CacheEntry
         var knownChanged: Bool
         var waiters: [@Sendable () -> Void]
+        /// It holds a slot of its origin (it left the origin's waiting line).
+        var admitted = false
         /// Its probe was sent (or it was found to need none): it no longer takes news.
         var started = false
+    }
+
+    /// The URLs of one origin whose first check waits for a slot: urgent ones first, each kind in order. Taking
+    /// the next is O(1) however many wait. A URL hurried by a reader is in both lists; the second time it comes up
+    /// it is skipped (it was admitted already).
+    struct OriginLine {
+        private var urgent: [String] = []
+        private var urgentHead = 0
+        private var offline: [String] = []
+        private var offlineHead = 0
+
+        var isEmpty: Bool { urgentHead == urgent.count && offlineHead == offline.count }
+
+        mutating func append(_ url: String, urgent isUrgent: Bool) {
+            if isUrgent { urgent.append(url) } else { offline.append(url) }
+        }
+
+        mutating func next() -> String? {
+            if urgentHead < urgent.count { return Self.take(&urgent, &urgentHead) }
+            if offlineHead < offline.count { return Self.take(&offline, &offlineHead) }
+            return nil
+        }
+
+        /// Takes the URL at `head`, and drops the taken ones once they are half the list (amortised O(1)).
+        private static func take(_ list: inout [String], _ head: inout Int) -> String {
+            let url = list[head]
+            head += 1
+            if head * 2 >= list.count {
+                list.removeFirst(head)
+                head = 0
+            }
+            return url
+        }
     }
 
     /// Per URL, its checks in order: the first is probing or waits for a slot; the others wait behind it.
     var lines: [String: [Check]] = [:]
     /// Probes running per origin.
     var running: [String: Int] = [:]
-    /// Per origin, the URLs whose first check waits for a slot, urgent ones first.
-    var waiting: [String: [String]] = [:]
-    /// How many of each origin's waiting URLs are urgent (they lead its list).
-    var urgentWaiting: [String: Int] = [:]
+    /// Per origin, the URLs whose first check waits for a slot.
+    var waiting: [String: OriginLine] = [:]
+    /// What waits until no check is left (`settle`).
+    var idle: [@Sendable () -> Void] = []
 }
 
 extension Revalidator {
@@ -48,7 +83,6 @@ extension Revalidator {
         let waiters = then.map { [$0] } ?? []
         let start = checks.withLock { state -> Bool in
             guard var line = state.lines[url] else {
-                outstanding.enter()
                 state.lines[url] = [CheckState.Check(entry: entry, knownChanged: knownChanged, waiters: waiters)]
                 return admit(url, origin: origin, urgent: urgent, in: &state)
             }
@@ -57,12 +91,12 @@ extension Revalidator {
                 // The probe in flight (or about to be sent) answers this check too.
                 line[0].knownChanged = line[0].knownChanged || knownChanged
                 line[0].waiters += waiters
-                if urgent, !line[0].started { hurry(url, origin: origin, in: &state) }
+                // An offline check waiting for a slot that a reader now waits for goes ahead of the others.
+                if urgent, !line[0].admitted { state.waiting[origin, default: .init()].append(url, urgent: true) }
             } else if let index = line.indices.dropFirst().first(where: { line[$0].entry === entry }) {
                 line[index].knownChanged = line[index].knownChanged || knownChanged
                 line[index].waiters += waiters
             } else {
-                outstanding.enter()
                 line.append(CheckState.Check(entry: entry, knownChanged: knownChanged, waiters: waiters))
             }
             return false
@@ -72,26 +106,39 @@ extension Revalidator {
 
     /// Takes a slot of `origin` for the first check of `url` (true: start it now), or puts `url` in line for one.
     private func admit(_ url: String, origin: String, urgent: Bool, in state: inout CheckState) -> Bool {
-        if state.running[origin, default: 0] < Self.probesPerOrigin {
-            state.running[origin, default: 0] += 1
-            return true
+        guard state.running[origin, default: 0] < Self.probesPerOrigin else {
+            state.waiting[origin, default: .init()].append(url, urgent: urgent)
+            return false
         }
-        if urgent {
-            state.waiting[origin, default: []].insert(url, at: state.urgentWaiting[origin, default: 0])
-            state.urgentWaiting[origin, default: 0] += 1
-        } else {
-            state.waiting[origin, default: []].append(url)
-        }
-        return false
+        state.running[origin, default: 0] += 1
+        state.lines[url]![0].admitted = true
+        return true
     }
 
-    /// Moves `url`, waiting for a slot of `origin` as an offline check, to the urgent ones: a reader waits for it now.
-    private func hurry(_ url: String, origin: String, in state: inout CheckState) {
-        let urgent = state.urgentWaiting[origin, default: 0]
-        guard let index = state.waiting[origin]?.firstIndex(of: url), index >= urgent else { return }
-        state.waiting[origin]!.remove(at: index)
-        state.waiting[origin]!.insert(url, at: urgent)
-        state.urgentWaiting[origin] = urgent + 1
+    /// Gives the free slots of `origin` to the URLs waiting for one; returns those to start.
+    private func admitWaiting(of origin: String, in state: inout CheckState) -> [String] {
+        var admitted: [String] = []
+        while state.running[origin, default: 0] < Self.probesPerOrigin, var line = state.waiting[origin],
+              let url = line.next() {
+            state.waiting[origin] = line.isEmpty ? nil : line
+            // Skipped: a URL hurried by a reader comes up twice, and a URL's line may be gone.
+            guard state.lines[url]?[0].admitted == false else { continue }
+            state.running[origin, default: 0] += 1
+            state.lines[url]![0].admitted = true
+            admitted.append(url)
+        }
+        return admitted
+    }
+
+    /// Waits until no check is left (for tests; a check of a server that never answers waits for its timeout).
+    func settle() {
+        let done = DispatchSemaphore(value: 0)
+        let idle = checks.withLock { state -> Bool in
+            if state.lines.isEmpty { return true }
+            state.idle.append { done.signal() }
+            return false
+        }
+        if !idle { done.wait() }
     }
 
     /// Runs the first check of `url`, which holds a slot of its origin: probes it, unless it reports a change
@@ -118,7 +165,8 @@ extension Revalidator {
     /// and answers what waited for the check. Every check that was asked for is answered here once.
     private func finish(_ url: String) {
         let origin = LinkEstimate.origin(of: url)
-        let ended = checks.withLock { state -> (waiters: [@Sendable () -> Void], next: [String])? in
+        typealias Ended = (waiters: [@Sendable () -> Void], next: [String], idle: [@Sendable () -> Void])
+        let ended = checks.withLock { state -> Ended? in
             guard var line = state.lines[url] else { return nil }
             let done = line.removeFirst()
             state.running[origin, default: 1] -= 1
@@ -130,21 +178,14 @@ extension Revalidator {
                 // The check behind it reports a change or waits for a reader: it goes first.
                 if admit(url, origin: origin, urgent: true, in: &state) { next.append(url) }
             }
-            while state.running[origin, default: 0] < Self.probesPerOrigin, var queued = state.waiting[origin],
-                  !queued.isEmpty {
-                next.append(queued.removeFirst())
-                state.waiting[origin] = queued.isEmpty ? nil : queued
-                if let urgent = state.urgentWaiting[origin], urgent > 0 {
-                    state.urgentWaiting[origin] = urgent == 1 ? nil : urgent - 1
-                }
-                state.running[origin, default: 0] += 1
-            }
+            next += admitWaiting(of: origin, in: &state)
             if state.running[origin] == 0 { state.running[origin] = nil }
-            return (done.waiters, next)
+            var idle: [@Sendable () -> Void] = []
+            if state.lines.isEmpty { swap(&idle, &state.idle) }
+            return (done.waiters, next, idle)
         }
         guard let ended else { return }
         for url in ended.next { work.async { self.run(url) } }
-        for waiter in ended.waiters { waiter() }
-        outstanding.leave()
+        for waiter in ended.waiters + ended.idle { waiter() }
     }
 }

@@ -55,8 +55,6 @@ public final class Revalidator: Sendable {
     private let invalidationQueue = DispatchQueue(label: "rangefs.invalidate")
     /// The checks of each URL and the probes of each origin (Revalidator+Checks.swift).
     let checks = Mutex(CheckState())
-    /// Entered once per check asked for, left once it is answered: `settle` waits for it.
-    let outstanding = DispatchGroup()
     /// Where probe answers are acted on: never the fetcher's thread, which must go on receiving, and never a FUSE
     /// thread. Concurrent: checks of different URLs never wait for each other.
     let work = DispatchQueue(label: "rangefs.revalidate", attributes: .concurrent)
@@ -118,11 +116,6 @@ public final class Revalidator: Sendable {
     /// A probe of the URL in flight is joined rather than doubled (Revalidator+Checks.swift).
     func revalidate(_ entry: CacheEntry, knownChanged: Bool, then: (@Sendable () -> Void)? = nil) {
         check(entry, knownChanged: knownChanged, urgent: true, then: then)
-    }
-
-    /// Waits until every check asked for so far is answered (for tests).
-    func settle() {
-        outstanding.wait()
     }
 
     /// Acts on a fresh probe of the URL of `entry` (see `revalidate`), then calls `done`. Any answer from the
