@@ -164,6 +164,40 @@ final class OfflineTests: MountTestCase {
         hung.thaw()
     }
 
+    // 4b. Issue 39: an origin that accepts connections and never answers (SIGSTOP) holds only its own files'
+    //     checks. A read of a file on another, healthy origin that finds its file changed gets its ESTALE answer
+    //     within 1 s while the hung origin's check (`--revalidate 0`: every open checks) is still pending, and the
+    //     change is handled by then: a new open sees the new version.
+    func testAHungOriginHoldsNoCheckOfAFileOnAnotherOrigin() throws {
+        let hung = try NginxOrigin()
+        defer { hung.thaw(); hung.stop() }
+        try hung.serveRandomFile("stuck.bin", size: 1 << 20)
+        try origin.serveRandomFile("fresh.bin", size: 8 << 20)
+        try mount([hung.url("stuck.bin"), origin.url("fresh.bin")], extra: ["--revalidate", "0", "--prefetch", "none"])
+        let path = mountpoint + "/fresh.bin"
+        let reader = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { close(reader) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        XCTAssertEqual(Glibc.pread(reader, &buffer, 4096, 0), 4096)
+
+        hung.freeze()
+        // This open checks the hung file against its server: the probe connects and never gets an answer.
+        let stuck = open(mountpoint + "/stuck.bin", O_RDONLY)
+        XCTAssertGreaterThanOrEqual(stuck, 0)
+        close(stuck)
+        let newDigest = try origin.serveRandomFile("fresh.bin", size: 9 << 20)  // new size and mtime: new ETag
+        XCTAssertEqual(utimes(origin.path("fresh.bin"), [timeval(tv_sec: time(nil) + 3600, tv_usec: 0),
+                                                          timeval(tv_sec: time(nil) + 3600, tv_usec: 0)]), 0)
+        let started = Date()
+        XCTAssertEqual(Glibc.pread(reader, &buffer, 4096, 5 << 20), -1)
+        XCTAssertEqual(errno, ESTALE)
+        let took = Date().timeIntervalSince(started)
+        XCTAssertLessThan(took, 1, "ESTALE after \(took) s: it waited for the hung origin's check")
+        XCTAssertEqual(try statFile(path).st_size, off_t(9 << 20), "the change was handled before the answer")
+        XCTAssertEqual(try Shell.sha256(of: path), newDigest)
+    }
+
     // 5. Bad input names the real problem.
     func testAnUnsafeNameIsReportedAsTheNameNotTheURL() throws {
         try origin.serveRandomFile("named.bin", size: 4096)

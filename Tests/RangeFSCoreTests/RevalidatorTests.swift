@@ -115,6 +115,173 @@ final class RevalidatorTests: XCTestCase {
         fileSystem.revalidator.settle()
         XCTAssertTrue(entry.isStale, "a 404 means the cached bytes are of a file that no longer exists")
     }
+
+    /// Waits until `condition` holds, polling; `limit` seconds is only a safety net against a hang, not a claim on
+    /// how long anything takes.
+    func waitUntil(_ what: String, limit: Double = 20, _ condition: () -> Bool) {
+        let deadline = Date().addingTimeInterval(limit)
+        while !condition(), Date() < deadline { usleep(2000) }
+        XCTAssertTrue(condition(), "\(what) within \(limit) s")
+    }
+
+    // Issue 39, acceptance 3: an origin that accepts connections and never answers holds its own checks only. The
+    // ESTALE answer of a file on another, healthy origin, and the offline check of another file there, are done
+    // while the hung origin's probe is still pending.
+    func testAnOriginThatNeverAnswersHoldsNoCheckOfAnotherOrigin() throws {
+        let stuck = "http://stuck/hung.bin"
+        let changing = url
+        let offlineHealthy = "http://origin/other.bin"
+        for file in [stuck, changing, offlineHealthy] { origin.serve(file, bytes: bytes) }
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: [stuck, changing, offlineHealthy],
+                                                directory: directory.path)
+        let revalidator = fileSystem.revalidator
+        let catalog = fileSystem.catalog
+        let stuckEntry = try fileSystem.entry(for: try XCTUnwrap(catalog.item(url: stuck)))
+        let changingItem = try XCTUnwrap(catalog.item(url: changing))
+        let changingEntry = try fileSystem.entry(for: changingItem)
+        _ = try fileSystem.entry(for: try XCTUnwrap(catalog.item(url: offlineHealthy)))
+        let stuckProbesBefore = origin.probedURLs.filter { $0 == stuck }.count
+        origin.hang(host: "stuck")
+        defer { origin.release(host: "stuck") }
+        revalidator.markOffline(stuck, reason: "timed out")
+        revalidator.markOffline(offlineHealthy, reason: "connection refused")
+
+        // An open of the hung file checks it; its probe reaches the origin and stays unanswered.
+        revalidator.revalidate(stuckEntry, knownChanged: false)
+        waitUntil("the hung origin holds the probe") { origin.heldRequests(host: "stuck") == 1 }
+
+        // The healthy file changed on its server; a read that found it waits for its ESTALE answer.
+        origin.serve(changing, bytes: Array(bytes.prefix(1000)), etag: "\"v2\"")
+        let staleAnswered = expectation(description: "the ESTALE answer of the healthy file")
+        revalidator.answerStale(0..<4096, of: changingEntry, inode: changingItem.inode) { staleAnswered.fulfill() }
+        // The offline check (every 5 s on its timer), started by hand, off this thread.
+        let offlineStarted = expectation(description: "the offline checks started")
+        DispatchQueue.global().async {
+            revalidator.checkOfflineFiles()
+            offlineStarted.fulfill()
+        }
+
+        wait(for: [staleAnswered, offlineStarted], timeout: 20)
+        waitUntil("the offline check of the healthy file") { revalidator.offlineReason(offlineHealthy) == nil }
+        XCTAssertEqual(origin.heldRequests(host: "stuck"), 1,
+                       "both were done while the hung origin's probe was pending, and its own check joined it")
+        XCTAssertTrue(changingEntry.isStale, "the change was handled before the reader's ESTALE answer")
+        XCTAssertEqual(catalog.item(url: changing)?.metadata.etag, "\"v2\"")
+        XCTAssertNotNil(revalidator.offlineReason(stuck), "no answer yet: still offline")
+
+        origin.release(host: "stuck")
+        revalidator.settle()
+        XCTAssertEqual(origin.probedURLs.filter { $0 == stuck }.count - stuckProbesBefore, 1,
+                       "the open's check and the offline check of the hung file shared one probe")
+        XCTAssertNotNil(revalidator.offlineReason(stuck), "a timeout keeps it offline")
+        XCTAssertFalse(stuckEntry.isStale, "an unanswered check is no reason to drop what is cached")
+    }
+
+    // Issue 39: checks of one URL asked while its probe is in flight share that probe; a change reported after it
+    // was sent gets a probe of its own once it ends, and the reader's ESTALE answer waits for that one.
+    func testChecksOfOneURLShareItsProbeInFlightAndAChangeGetsItsOwn() throws {
+        let stuck = "http://stuck/hung.bin"
+        origin.serve(stuck, bytes: bytes)
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: [stuck], directory: directory.path)
+        let revalidator = fileSystem.revalidator
+        let item = try XCTUnwrap(fileSystem.catalog.item(url: stuck))
+        let entry = try fileSystem.entry(for: item)
+        let before = origin.probedURLs.count
+        origin.hang(host: "stuck")
+        defer { origin.release(host: "stuck") }
+        revalidator.markOffline(stuck, reason: "timed out")
+
+        revalidator.revalidate(entry, knownChanged: false)
+        revalidator.revalidate(entry, knownChanged: false)
+        let offlineStarted = expectation(description: "the offline check started")
+        DispatchQueue.global().async {
+            revalidator.checkOfflineFiles()
+            offlineStarted.fulfill()
+        }
+        wait(for: [offlineStarted], timeout: 20)
+        waitUntil("the hung origin holds the probe") { origin.heldRequests(host: "stuck") == 1 }
+        // Reported after the probe was sent: that probe's answer may predate the change.
+        let staleAnswered = expectation(description: "the ESTALE answer")
+        revalidator.answerStale(0..<4096, of: entry, inode: item.inode) { staleAnswered.fulfill() }
+        XCTAssertEqual(origin.probedURLs.count - before, 1, "one probe in flight for the URL")
+        XCTAssertFalse(entry.isStale)
+
+        origin.release(host: "stuck")
+        wait(for: [staleAnswered], timeout: 20)
+        revalidator.settle()
+        XCTAssertEqual(origin.probedURLs.count - before, 2, "the three checks shared one probe; the change had its own")
+        XCTAssertTrue(entry.isStale, "a change a fetch saw makes the entry stale, even when the probe says the same")
+        XCTAssertNil(revalidator.offlineReason(stuck), "the change's probe was answered: online again")
+    }
+
+    // Issue 39: an origin runs at most `probesPerOrigin` probes at once; the other checks of its files wait for a
+    // slot (not as transfers), and run as the probes before them end.
+    func testAnOriginRunsABoundedNumberOfProbesAndTheOtherChecksFollow() throws {
+        let urls = (0..<24).map { "http://stuck/file\($0).bin" }
+        for url in urls { origin.serve(url, bytes: Array(bytes.prefix(4096))) }
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: urls, directory: directory.path)
+        let revalidator = fileSystem.revalidator
+        for url in urls {
+            _ = try fileSystem.entry(for: try XCTUnwrap(fileSystem.catalog.item(url: url)))
+            revalidator.markOffline(url, reason: "connection refused")
+        }
+        let before = origin.probedURLs.count
+        origin.hang(host: "stuck")
+        defer { origin.release(host: "stuck") }
+        let started = expectation(description: "the offline checks started")
+        DispatchQueue.global().async {
+            revalidator.checkOfflineFiles()
+            started.fulfill()
+        }
+        wait(for: [started], timeout: 20)
+        let bound = Revalidator.probesPerOrigin
+        waitUntil("\(bound) probes held") { origin.heldRequests(host: "stuck") == bound }
+        XCTAssertEqual(origin.probedURLs.count - before, bound, "the other checks wait for a slot")
+
+        origin.release(host: "stuck")
+        revalidator.settle()
+        XCTAssertEqual(origin.probedURLs.count - before, urls.count, "each file probed once")
+        XCTAssertEqual(revalidator.offlineFiles.count, bound, "the held probes timed out: those files stay offline")
+    }
+
+    // Issue 39: a check a reader waits for (its ESTALE answer) takes the next free slot of its origin, ahead of
+    // the offline checks that were waiting for one before it.
+    func testAReadersCheckGoesAheadOfTheOfflineChecksWaitingForASlot() throws {
+        let bound = Revalidator.probesPerOrigin
+        let urls = (0...(bound + 4)).map { "http://stuck/file\($0).bin" }
+        for url in urls { origin.serve(url, bytes: Array(bytes.prefix(4096))) }
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: urls, directory: directory.path)
+        let revalidator = fileSystem.revalidator
+        for url in urls.dropLast() {
+            _ = try fileSystem.entry(for: try XCTUnwrap(fileSystem.catalog.item(url: url)))
+            revalidator.markOffline(url, reason: "connection refused")
+        }
+        let readItem = try XCTUnwrap(fileSystem.catalog.item(url: urls.last!))
+        let readEntry = try fileSystem.entry(for: readItem)
+        let before = origin.probedURLs.count
+        origin.hang(host: "stuck")
+        defer { origin.release(host: "stuck") }
+        let started = expectation(description: "the offline checks started")
+        DispatchQueue.global().async {
+            revalidator.checkOfflineFiles()
+            started.fulfill()
+        }
+        wait(for: [started], timeout: 20)
+        waitUntil("\(bound) probes held") { origin.heldRequests(host: "stuck") == bound }
+
+        let staleAnswered = expectation(description: "the reader's ESTALE answer")
+        revalidator.answerStale(0..<4096, of: readEntry, inode: readItem.inode) { staleAnswered.fulfill() }
+        XCTAssertEqual(origin.probedURLs.count - before, bound, "no slot free: the reader's check waits too")
+        origin.releaseOldest(host: "stuck")
+        waitUntil("the freed slot's probe") { origin.probedURLs.count - before == bound + 1 }
+        XCTAssertEqual(origin.probedURLs.last, urls.last, "the reader's check went ahead of 4 offline checks")
+
+        origin.release(host: "stuck")
+        wait(for: [staleAnswered], timeout: 20)
+        XCTAssertTrue(readEntry.isStale, "a change a fetch saw makes the entry stale even without an answer")
+        revalidator.settle()
+        XCTAssertEqual(origin.probedURLs.count - before, urls.count, "each file probed once")
+    }
 }
 
 /// The catalog's index of files by URL, which revalidation, `rangefs add` and the saved set look files up in.

@@ -36,6 +36,50 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     public var probesFail = false
     private var probesAnswered = 0
     private var probed: [String] = []
+    /// Hosts whose requests are held unanswered (`hang(host:)`), and the requests held, by host.
+    private var hungHosts: Set<String> = []
+    private var held: [String: [@Sendable () -> Void]] = [:]
+
+    /// Holds every request (probe or transfer) for `host` unanswered from now on, like a server that accepts
+    /// connections and never answers, until `release(host:)`.
+    public func hang(host: String) {
+        lock.lock()
+        hungHosts.insert(host)
+        lock.unlock()
+    }
+
+    /// Answers `host` again: the requests it held fail with `.timedOut`, as the low-speed timeout ends them, and
+    /// new ones are answered as usual.
+    public func release(host: String) {
+        lock.lock()
+        hungHosts.remove(host)
+        let failures = held.removeValue(forKey: host) ?? []
+        lock.unlock()
+        for fail in failures { fail() }
+    }
+
+    /// Fails the oldest request held for `host` with `.timedOut`; the host goes on holding the others and new ones.
+    public func releaseOldest(host: String) {
+        lock.lock()
+        let oldest = held[host]?.isEmpty == false ? held[host]!.removeFirst() : nil
+        lock.unlock()
+        oldest?()
+    }
+
+    /// How many requests for `host` are held unanswered now.
+    public func heldRequests(host: String) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return held[host]?.count ?? 0
+    }
+
+    /// Holds `fail` instead of answering if the host of `url` hangs (the lock is held); true if it did.
+    private func holdIfHung(_ url: String, _ fail: @escaping @Sendable () -> Void) -> Bool {
+        let afterScheme = url.split(separator: "/", omittingEmptySubsequences: true).dropFirst().first
+        guard let host = afterScheme.map(String.init), hungHosts.contains(host) else { return false }
+        held[host, default: []].append(fail)
+        return true
+    }
 
     /// The URL of every probe, in order.
     public var probedURLs: [String] {
@@ -130,6 +174,10 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             self.lock.unlock()
             sink.complete(error: error)
         }
+        lock.lock()
+        let hung = holdIfHung(request.url) { finish(.timedOut) }
+        lock.unlock()
+        if hung { return }
         queue.asyncAfter(deadline: .now() + latency) { [chunkSize, chunkDelay] in
             if isDown { return finish(downError) }
             guard let file else {
@@ -194,7 +242,9 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
         let (noLength, lastModified) = (sendsNoLength, self.lastModified)
         probesAnswered += 1
         probed.append(url)
+        let hung = holdIfHung(url) { completion(.failure(.timedOut)) }
         lock.unlock()
+        if hung { return }
         if isDown { return completion(.failure(.connectionRefused)) }
         if probesFail { return completion(.failure(.httpStatus(503))) }
         guard let file else { return completion(.failure(.httpStatus(404))) }

@@ -2,16 +2,20 @@
 //
 // A change is seen two ways: a fetch gets a 200 to its If-Range request (the scheduler reports it, after failing
 // the entry's waiting readers with `.remoteChanged`), or an open finds the last check older than `revalidateAfter`
-// and probes in the background. Either way the URL is probed once on the serial revalidation queue: the catalog
-// takes the new metadata, the old entry goes stale, and a fresh entry serves the new version. A reader that was
-// waiting queues its ESTALE answer behind that probe, so its next open already gets the new version. One change
-// makes one probe: once an entry is stale, a later report of the same change finds nothing left to do.
+// and probes in the background. Either way the URL is probed: the catalog takes the new metadata, the old entry
+// goes stale, and a fresh entry serves the new version. A reader that was waiting gets its ESTALE answer from the
+// completion of that probe, so its next open already gets the new version. One change makes one probe: once an
+// entry is stale, a later report of the same change finds nothing left to do.
 //
 // A URL whose probe fails for a network reason (refused, unresolvable, timed out, cut off, 5xx) but that has a
 // cache entry is served from the entry: its cached blocks are read, an uncached block fails with EIO after the
-// usual retries. Every `offlineCheckInterval` the offline URLs are probed again, all at once, on the revalidation
-// queue; the first answer from the server ends the offline state and goes through the rules above, so a file that
-// changed meanwhile gets its new version. Fetches need not wait for that: each carries If-Range.
+// usual retries. Every `offlineCheckInterval` the offline URLs are probed again, each on its own; the first answer
+// from the server ends the offline state and goes through the rules above, so a file that changed meanwhile gets
+// its new version. Fetches need not wait for that: each carries If-Range.
+//
+// Nothing here waits on the network (issue 39), as in DirectoryService: each URL has at most one probe in flight,
+// which the checks asked meanwhile join, and its completion answers them (Revalidator+Checks.swift). An origin
+// that accepts connections and never answers holds only its own URLs' checks, never those of another origin.
 
 import Dispatch
 import Logging
@@ -35,8 +39,8 @@ public final class Revalidator: Sendable {
     }
 
     private let catalog: Catalog
-    private let store: CacheStore
-    private let scheduler: FetchScheduler
+    let store: CacheStore
+    let scheduler: FetchScheduler
     private let settings: FileSystemSettings
     private let events: Events
     private let logger: Logger
@@ -44,13 +48,18 @@ public final class Revalidator: Sendable {
     private let lastValidated = Mutex<[String: Double]>([:])
     /// URLs served from their cache entries alone because their server could not be reached, with the last error.
     private let offline = Mutex<[String: String]>([:])
-    /// Byte ranges of READs being answered ESTALE on the revalidation queue, by inode: the kernel holds their pages
-    /// locked until the reply, so the page invalidation that runs on that queue must leave them out.
+    /// Byte ranges of READs waiting for their ESTALE answer, by inode: the kernel holds their pages locked until the
+    /// reply, so the page invalidation that runs before it must leave them out.
     private let staleReplies = Mutex<[UInt64: [Range<UInt64>]]>([:])
     /// Where the second, complete page invalidation runs after a remote change (see `forgetKernelPages`).
     private let invalidationQueue = DispatchQueue(label: "rangefs.invalidate")
-    /// Re-probes run here, one at a time: they wait for the network, which the curl thread provides.
-    let queue = DispatchQueue(label: "rangefs.revalidate")
+    /// The checks of each URL and the probes of each origin (Revalidator+Checks.swift).
+    let checks = Mutex(CheckState())
+    /// Where probe answers are acted on: never the fetcher's thread, which must go on receiving, and never a FUSE
+    /// thread. Concurrent: checks of different URLs never wait for each other.
+    let work = DispatchQueue(label: "rangefs.revalidate", attributes: .concurrent)
+    /// Where the offline timer fires; it only starts checks, so it never waits on the network.
+    private let timerQueue = DispatchQueue(label: "rangefs.offline-checks")
     /// Probes the offline files now and then (`startOfflineChecks`).
     private let offlineTimer = Mutex<RepeatingTimer?>(nil)
 
@@ -100,69 +109,77 @@ public final class Revalidator: Sendable {
         lastValidated.withLock { $0[url] = MonotonicClock.seconds() }
     }
 
-    /// Re-probes the URL of `entry` in the background; see `revalidateNow`.
-    func revalidate(_ entry: CacheEntry, knownChanged: Bool) {
-        queue.async { self.revalidateNow(entry, knownChanged: knownChanged) }
-    }
-
-    /// Waits until every check queued so far has run (for tests and shutdown).
-    func settle() {
-        queue.sync {}
-    }
-
-    /// Probes `urls` at once; a file without a length whose complete copy is cached gets that copy's size.
-    private func probe(_ urls: [String]) -> [Result<RemoteMetadata, FetchError>] {
-        scheduler.fetcher.probeAll(urls).map { $0.map(store.settled) }
-    }
-
-    /// Probes the URL of `entry` again. If the server now describes other content, the catalog takes the new
+    /// Re-probes the URL of `entry` in the background, and calls `then` once that check is done (from its
+    /// completion, on no queue that waits). If the server now describes other content, the catalog takes the new
     /// metadata, the old entry goes stale and a fresh one is opened for the new version. `knownChanged` says a
     /// fetch already saw another version: then the entry goes stale even if the probe cannot reach the server.
-    private func revalidateNow(_ entry: CacheEntry, knownChanged: Bool) {
-        // A change already handled (or a file removed): the entry went stale once, and nothing is left to check.
-        if knownChanged && entry.isStale { return }
-        apply(probe([entry.header.url])[0], to: entry, knownChanged: knownChanged)
+    /// A probe of the URL in flight is joined rather than doubled (Revalidator+Checks.swift).
+    func revalidate(_ entry: CacheEntry, knownChanged: Bool, then: (@Sendable () -> Void)? = nil) {
+        check(entry, knownChanged: knownChanged, urgent: true, then: then)
     }
 
-    /// Acts on a fresh probe of the URL of `entry` (see `revalidateNow`). Any answer from the server ends the
-    /// file's offline state; a failure to reach it keeps serving what is cached.
-    func apply(_ probe: Result<RemoteMetadata, FetchError>, to entry: CacheEntry, knownChanged: Bool) {
+    /// Acts on a fresh probe of the URL of `entry` (see `revalidate`), then calls `done`. Any answer from the
+    /// server ends the file's offline state; a failure to reach it keeps serving what is cached. A rotated ETag
+    /// may take a second probe, which is waited for through its completion, never by a thread.
+    func apply(_ probe: Result<RemoteMetadata, FetchError>, to entry: CacheEntry, knownChanged: Bool,
+               done: @escaping @Sendable () -> Void = {}) {
         let url = entry.header.url
         markValidated(url)
         // The files that show this entry's version (two files may share a URL, and so its entry).
         let items = catalog.items(url: url).filter { $0.metadata.describesSameContent(as: entry.remoteMetadata) }
         guard !items.isEmpty else {
             entry.markStale()  // already replaced by an earlier revalidation
-            return
-        }
-        /// Marks the entry stale; the kernel then forgets the old version's pages, so that old handles get ESTALE
-        /// even where the kernel had cached pages.
-        func markStale() {
-            if entry.markStale() { for item in items { forgetKernelPages(of: item.inode) } }
+            return done()
         }
         if case .failure(let error) = probe, error.isOriginUnreachable {
             logger.info("cannot check \(Redaction.redact(url)) against its server: \(error.userMessage)")
             offline.withLock { if $0[url] != nil { $0[url] = error.userMessage } }
             // Unreachable: unless a fetch saw another version, keep serving what is cached.
-            if knownChanged { markStale() }
-            return
+            if knownChanged { markStale(entry, items: items) }
+            return done()
         }
         if offline.withLock({ $0.removeValue(forKey: url) }) != nil {
             logger.notice("\(Redaction.redact(url)) is reachable again")
         }
-        if case .success(let fresh) = probe, entry.remoteMetadata.etagRotated(to: fresh) {
-            // Another ETag for the same length and date: a server that rotates them, or a file replaced within the
-            // second. A second probe tells, where one answer cannot (RotatingETags.swift).
-            var verdict = entry.judgeETag(fresh.etag)
-            if verdict == .askAgain, case .success(let again) = self.probe([url])[0] {
+        guard case .success(let fresh) = probe, entry.remoteMetadata.etagRotated(to: fresh) else {
+            act(on: probe, for: entry, items: items, knownChanged: knownChanged)
+            return done()
+        }
+        // Another ETag for the same length and date: a server that rotates them, or a file replaced within the
+        // second. A second probe tells, where one answer cannot (RotatingETags.swift).
+        let verdict = entry.judgeETag(fresh.etag)
+        let judged: @Sendable (ETagVerdict) -> Void = { [self] verdict in
+            if verdict == .rotates, let origin = entry.retireETag() { scheduler.etagsRotate(at: origin) }
+            act(on: probe, for: entry, items: items, knownChanged: knownChanged)
+            done()
+        }
+        guard verdict == .askAgain else { return judged(verdict) }
+        scheduler.fetcher.probe(url: url) { [self] again in
+            work.async {
+                guard case .success(let again) = again.map(self.store.settled) else { return judged(verdict) }
                 if again.etag == entry.remoteMetadata.etag {
-                    verdict = .rotates  // its own ETag again: two nodes, two ETags
+                    judged(.rotates)  // its own ETag again: two nodes, two ETags
                 } else if entry.remoteMetadata.etagRotated(to: again) {
-                    verdict = entry.judgeETag(again.etag)
+                    judged(entry.judgeETag(again.etag))
+                } else {
+                    judged(verdict)
                 }
             }
-            if verdict == .rotates, let origin = entry.retireETag() { scheduler.etagsRotate(at: origin) }
         }
+    }
+
+    /// Marks `entry` stale; the kernel then forgets the old version's pages of `items`, so that old handles get
+    /// ESTALE even where the kernel had cached pages.
+    private func markStale(_ entry: CacheEntry, items: [CatalogItem]) {
+        if entry.markStale() { for item in items { forgetKernelPages(of: item.inode) } }
+    }
+
+    /// What a probe that reached the server (or failed for another reason than reaching it) does to `entry` and to
+    /// `items`, the files that show its version (see `apply`).
+    private func act(on probe: Result<RemoteMetadata, FetchError>, for entry: CacheEntry, items: [CatalogItem],
+                     knownChanged: Bool) {
+        let url = entry.header.url
+        let markStale = { self.markStale(entry, items: items) }
         switch probe {
         case .success(let fresh) where !fresh.describesSameContent(as: entry.remoteMetadata):
             logger.notice("\(Redaction.redact(url)) changed on the server; open handles of the old version get ESTALE")
@@ -192,16 +209,17 @@ public final class Revalidator: Sendable {
         }
     }
 
-    /// Answers a read ESTALE once the change its fetch found is handled: the answer waits on the revalidation
-    /// queue behind the probe that the scheduler's report of the change queued, so the reader's next open finds
-    /// the new version. The kernel holds the READ's pages locked until then, so they are recorded for
-    /// `forgetKernelPages` to leave out.
+    /// Answers a read ESTALE once the change its fetch found is handled: the answer comes from the completion of
+    /// the probe that the scheduler's report of the change started (joined here, or started here if this reader
+    /// saw the change first), so the reader's next open finds the new version. The kernel holds the READ's pages
+    /// locked until then, so they are recorded for `forgetKernelPages` to leave out.
     func answerStale(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64,
                             reply: @escaping @Sendable () -> Void) {
+        // Stale already: the catalog took the new version before the entry went stale, so nothing is left to wait
+        // for. Answered now, this READ cannot hold pages that the invalidation of that change waits for.
+        if entry.isStale { return reply() }
         staleReplies.withLock { $0[inode, default: []].append(range) }
-        // Queued here as well, in case this reader saw the change before any report of it: the probe runs once.
-        revalidate(entry, knownChanged: true)
-        queue.async { [self] in
+        revalidate(entry, knownChanged: true) { [self] in
             reply()
             staleReplies.withLock { replies in
                 if let index = replies[inode]?.firstIndex(of: range) { replies[inode]!.remove(at: index) }
@@ -211,8 +229,8 @@ public final class Revalidator: Sendable {
     }
 
     /// Makes the kernel drop its cached pages (and attributes) of `inode` after its entry went stale. The kernel
-    /// serves cached pages without asking, so without this an old handle would go on reading them. Runs on the
-    /// revalidation queue, where the ESTALE replies of the READs that found the change wait: their pages stay
+    /// serves cached pages without asking, so without this an old handle would go on reading them. Runs before the
+    /// ESTALE replies of the READs that found the change, which wait for this check's completion: their pages stay
     /// locked until then, so those ranges are left out here (they are not cached anyway: the READs fail), and a
     /// second, complete pass runs on its own queue for whatever was in flight meanwhile.
     private func forgetKernelPages(of inode: UInt64) {
@@ -255,7 +273,7 @@ public final class Revalidator: Sendable {
 
     /// Starts probing the offline files every `interval` until `stopOfflineChecks`.
     public func startOfflineChecks(every interval: Duration = Revalidator.offlineCheckInterval) {
-        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let timer = DispatchSource.makeTimerSource(queue: timerQueue)
         timer.schedule(deadline: .now() + interval.dispatchInterval, repeating: interval.dispatchInterval)
         timer.setEventHandler { [weak self] in self?.checkOfflineFiles() }
         timer.resume()
@@ -267,21 +285,25 @@ public final class Revalidator: Sendable {
         offlineTimer.withLock { $0?.timer.cancel(); $0 = nil }
     }
 
-    /// Probes every offline file at once and acts on the answers (on the revalidation queue): one lookup per
-    /// URL, so 10,000 offline files cost 10,000 lookups, not 10,000 walks of the catalog.
-    func checkOfflineFiles() {
+    /// Starts a check of every offline file, each on its own: one lookup per URL, so 10,000 offline files cost
+    /// 10,000 lookups, not 10,000 walks of the catalog. A URL whose probe is still in flight (a server that never
+    /// answers) is joined, not probed again, and holds no other URL's check. Each check enters `group` and leaves
+    /// it once it is done.
+    func checkOfflineFiles(group: DispatchGroup? = nil) {
         let urls = offline.withLock { Array($0.keys) }
         // A file without a known length has no block entry to check (its stream notices a change itself).
         let entries = urls.compactMap(catalog.item(url:)).filter(\.metadata.sizeKnown).compactMap(events.entry)
-        guard !entries.isEmpty else { return }
-        for (entry, result) in zip(entries, probe(entries.map(\.header.url))) {
-            apply(result, to: entry, knownChanged: false)
+        for entry in entries {
+            group?.enter()
+            check(entry, knownChanged: false, urgent: false) { group?.leave() }
         }
     }
 
-    /// Probes the offline files now, on the revalidation queue, and returns when that is done.
+    /// Probes the offline files now and returns when every one of those checks is done (for tests).
     func checkOfflineFilesNow() {
-        queue.sync { checkOfflineFiles() }
+        let group = DispatchGroup()
+        checkOfflineFiles(group: group)
+        group.wait()
     }
 }
 
