@@ -190,7 +190,10 @@ class S3Mount:
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + timeout
         while not mounted(self.point):
-            if time.time() > deadline or self.process.poll() is not None:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{kind} exited ({self.process.returncode}) without mounting "
+                                   f"s3://{BUCKET}/{prefix}")
+            if time.time() > deadline:
                 self.kill()
                 raise RuntimeError(f"{kind} did not mount s3://{BUCKET}/{prefix} within {timeout} s")
             time.sleep(0.02)

@@ -19,7 +19,7 @@ it about 0.4 s whatever its length: there, row 2 measures moto's cost per reques
 The builds and curl get --runs runs (medians); the peers one run of row 1, with a deadline (s3fs HEADs every
 object to `ls -l` it), and --runs of row 2.
 """
-import hashlib, os, shutil, subprocess, time
+import os, shutil, subprocess, tempfile, time
 
 import bench as b
 import s3servers as s3
@@ -30,17 +30,30 @@ PEER_TIMEOUT = 180  # seconds for a peer's mount and listing of the 100,000 obje
 TREE = [(f"d{d}", f"f{f:03d}.bin") for d in range(3) for f in range(10)]
 
 
-def listing(command, timeout):
-    """(seconds, regular files shown) of `command` (an ls), or (None, 0) if it failed or passed `timeout`."""
+def bounded(command, timeout, mount=None):
+    """(seconds, stdout) of `command`, or (None, b"") if it failed or passed `timeout`. A reader stuck in a FUSE
+    request cannot be killed until the daemon answers (rclone mount retries a stopped server for minutes), so past
+    the deadline `mount`'s daemon is killed first, which fails the request."""
     start = time.perf_counter()
-    try:
-        done = subprocess.run(command, capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, 0
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        return None, 0
-    return seconds, sum(1 for line in done.stdout.splitlines() if line.startswith(b"-"))
+    with tempfile.TemporaryFile() as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.DEVNULL)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            if mount is not None:
+                mount.kill()
+            process.kill()
+            process.wait()
+            return None, b""
+        seconds = time.perf_counter() - start
+        output.seek(0)
+        return (seconds, output.read()) if process.returncode == 0 else (None, b"")
+
+
+def listing(command, timeout, mount=None):
+    """(seconds, regular files shown) of `command` (an ls), or (None, 0) if it failed or passed `timeout`."""
+    seconds, output = bounded(command, timeout, mount)
+    return seconds, sum(1 for line in output.splitlines() if line.startswith(b"-"))
 
 
 def make_objects(bench, folder):
@@ -74,11 +87,7 @@ def reads_rclone(bench, binary, store, objects):
         shutil.rmtree(cache, ignore_errors=True)
         return False
     try:
-        done = subprocess.run(["cmp", mount.path("probe.bin"), objects["data/probe.bin"]],
-                              capture_output=True, timeout=60)
-        return done.returncode == 0
-    except subprocess.TimeoutExpired:
-        return False
+        return bounded(["cmp", mount.path("probe.bin"), objects["data/probe.bin"]], 60, mount)[0] is not None
     finally:
         mount.kill()
         shutil.rmtree(cache, ignore_errors=True)
@@ -112,7 +121,7 @@ def fresh_rss(bench, kind, binary, store):
     except RuntimeError:
         return None
     try:
-        listing(["ls", "-l", mount.point], 60)
+        listing(["ls", "-l", mount.point], 60, mount)
         time.sleep(0.5)  # settled
         return mount.rss()
     finally:
@@ -133,18 +142,23 @@ def list_prefix(bench, table, column, kind, binary, store, timeout):
         mount = s3.S3Mount(kind, binary, bench.work, store, "flat/", cache, timeout=timeout)
     except RuntimeError as error:
         b.log(f"  s3: {column}: {error}")
+        if kind == "rangefs":
+            bench.checks.append((f"s3: {column} mounts s3://{s3.BUCKET}/flat/", False))
         table.add(first, column, None)
+        shutil.rmtree(cache, ignore_errors=True)
         return
     try:
         for row, step in ((first, "1st"), (second, "2nd")):
             if row == second:
                 since, start = store.mark(), time.perf_counter()
             cpu = 0 if row == first else mount.cpu()  # the first: all the daemon's CPU since it started
-            seconds, shown = listing(["ls", "-l", mount.point], max(1, timeout - (time.perf_counter() - start)))
+            seconds, shown = listing(["ls", "-l", mount.point], max(1, timeout - (time.perf_counter() - start)),
+                                     mount)
             table.add(row, column, None if seconds is None else time.perf_counter() - start)
-            table.add(f"  {step}: daemon CPU s", column, mount.cpu() - cpu)
+            # Past the deadline the daemon was killed: its CPU and RSS are gone with it.
+            table.add(f"  {step}: daemon CPU s", column, None if seconds is None else mount.cpu() - cpu)
             counts = requests(table, step, column, store, since)
-            if row == first and fresh is not None:
+            if row == first and fresh is not None and seconds is not None:
                 table.add("  RSS growth per entry, bytes", column, (mount.rss() - fresh) / count, "{:.0f}")
             b.log(f"  s3 {column} {step} ls -l: {table.text(row, column)} s, {shown} files, {counts}")
             if kind == "rangefs":
@@ -158,12 +172,16 @@ def list_prefix(bench, table, column, kind, binary, store, timeout):
         mount = s3.S3Mount(kind, binary, bench.work, store, "flat/", cache, again=True, timeout=timeout)
     except RuntimeError as error:
         b.log(f"  s3: {column}: {error}")
+        if kind == "rangefs":
+            bench.checks.append((f"s3: {column} mounts its saved set again", False))
         table.add(again, column, None)
+        shutil.rmtree(cache, ignore_errors=True)
         return
     try:
-        seconds, shown = listing(["ls", "-lR", mount.point], max(1, timeout - (time.perf_counter() - start)))
+        seconds, shown = listing(["ls", "-lR", mount.point], max(1, timeout - (time.perf_counter() - start)),
+                                 mount)
         table.add(again, column, None if seconds is None else time.perf_counter() - start)
-        table.add("  remount: daemon CPU s", column, mount.cpu())
+        table.add("  remount: daemon CPU s", column, None if seconds is None else mount.cpu())
         counts = requests(table, "remount", column, store, since)
         b.log(f"  s3 {column} remount ls -lR: {table.text(again, column)} s, {shown} files, {counts}")
         if kind == "rangefs":
@@ -225,7 +243,13 @@ def kill_resume(bench, table, column, binary, store, dest):
     sent for the second pass against the missing bytes + 32 MiB. Returns the MiB over the missing bytes."""
     size = bench.sizes["big.bin"]
     cache = bench.fresh_cache()
-    mount = s3.S3Mount("rangefs", binary, bench.work, store, "data/", cache)
+    try:
+        mount = s3.S3Mount("rangefs", binary, bench.work, store, "data/", cache)
+    except RuntimeError as error:
+        b.log(f"  s3: {column}: {error}")
+        bench.checks.append((f"s3: {column} mounts for kill -9", False))
+        shutil.rmtree(cache, ignore_errors=True)
+        return float("inf")
     b.drop_caches()
     copy = subprocess.Popen(["cp", mount.path("big.bin"), dest], stderr=subprocess.DEVNULL)
     copied = 0
@@ -267,10 +291,13 @@ def offline(bench, table, found, store, objects):
             mount = s3.S3Mount(kind, binary, bench.work, store, "tree/", cache)
         except RuntimeError as error:
             b.log(f"  s3: {column}: {error}")
+            if kind == "rangefs":
+                bench.checks.append((f"s3: {column} mounts s3://{s3.BUCKET}/tree/", False))
+            shutil.rmtree(cache, ignore_errors=True)
             continue
         try:
-            listing(["ls", "-lR", mount.point], 60)
-            subprocess.run(["cat", mount.path("d0/f000.bin")], capture_output=True, timeout=60)
+            listing(["ls", "-lR", mount.point], 60, mount)
+            bounded(["cat", mount.path("d0/f000.bin")], 60, mount)
             time.sleep(1)  # rclone writes its VFS cache's metadata back after a moment
         finally:
             mount.close()
@@ -281,21 +308,20 @@ def offline(bench, table, found, store, objects):
     for column, kind, binary in found:
         if column not in caches:
             continue
-        shown, read = 0, False
-        try:
-            mount = s3.S3Mount(kind, binary, bench.work, store, "tree/", caches[column], again=True, timeout=30)
-        except RuntimeError:
-            mount = None
-        if mount:
+        # Each question on a remount of its own: a daemon killed at the deadline of one does not answer the other.
+        results = []
+        for command in (["ls", "-lR", ""], ["cat", "d0/f000.bin"]):
             try:
-                shown = listing(["ls", "-lR", mount.point], 30)[1]
-                try:
-                    done = subprocess.run(["cat", mount.path("d0/f000.bin")], capture_output=True, timeout=30)
-                    read = done.returncode == 0 and done.stdout == expected
-                except subprocess.TimeoutExpired:
-                    pass
+                mount = s3.S3Mount(kind, binary, bench.work, store, "tree/", caches[column], again=True, timeout=30)
+            except RuntimeError:
+                results.append((None, b""))
+                continue
+            try:
+                results.append(bounded([*command[:-1], mount.path(command[-1])], 30, mount))
             finally:
-                mount.kill()
+                mount.close()  # or it was killed at the deadline
+        shown = sum(1 for line in results[0][1].splitlines() if line.startswith(b"-"))
+        read = results[1][0] is not None and results[1][1] == expected
         table.add(shown_row, column, 1 if shown == len(TREE) else 0, yes)
         table.add(read_row, column, 1 if read else 0, yes)
         b.log(f"  s3 {column} offline: {shown} of {len(TREE)} files shown, cat {'right' if read else 'failed'}")
