@@ -5,8 +5,9 @@ It starts its own nginx on 127.0.0.1 (a direct origin, and a proxy in front of i
 8 MiB/s, like many mirrors and CDNs), runs each scenario several times, and prints medians and the ratios behind
 issue 4's goals. `--only small` and `--only wan` (issue 36: many small files on loopback, and a far origin through
 capproxy.py's latency emulator) live in scenario_small.py and scenario_wan.py and print markdown tables (tables.py)
-with rclone and httpdirfs beside. `--smoke` runs tiny sizes once and only checks that every copy is byte-for-byte
-right (for CI).
+with rclone and httpdirfs beside; `--only s3` (issue 38: a 100,000-object listing, a cold copy, kill -9 and an
+offline remount on S3 servers, with s3fs-fuse and rclone mount beside) lives in scenario_s3.py. `--smoke` runs
+tiny sizes once and only checks that every copy is byte-for-byte right (for CI).
 
 Needs root for `echo 3 > /proc/sys/vm/drop_caches` (cold runs) and for the kernel readahead; without root the
 cold numbers are warm-ish, and the script says so.
@@ -634,6 +635,11 @@ class Bench:
         self.results["fill, TLS (--prefetch all)"] = (median(fill[False]), "", 0, None)
         self.results["  fill, TLS: --http2 vs default"] = (median(fill[True]), "HTTP/1.1", median(fill[False]), None)
 
+    def s3(self):
+        """Object stores (issue 38): a 100,000-object listing, a cold cp, kill -9 and an offline remount, with peers."""
+        import scenario_s3
+        scenario_s3.run(self)
+
     def kill_resume(self):
         """Resuming where it broke, default options: kill -9 at about 40% of a fast cold cp, remount, copy again;
         the origin's log counts what the second pass fetched against what the first had not copied."""
@@ -1078,7 +1084,7 @@ class Bench:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
-SCENARIOS = ["fast", "kill", "capped", "mirrors", "random", "memory", "scan", "tls", "library", "small", "wan"]
+SCENARIOS = ["fast", "kill", "capped", "mirrors", "random", "memory", "scan", "tls", "library", "small", "wan", "s3"]
 
 
 def main():
@@ -1100,6 +1106,8 @@ def main():
     parser.add_argument("--small-files", type=int, metavar="N", help="small: this many files, not 3,000 (to try it)")
     parser.add_argument("--wan-files", type=int, metavar="N", help="wan: cp -r of this many files, not 500 (to try it)")
     parser.add_argument("--wan-big", type=int, metavar="MIB", help="wan: the big file's size, not 256 MiB (to try it)")
+    parser.add_argument("--s3-objects", type=int, metavar="N",
+                        help="s3: list a prefix of this many objects, not 100,000 (a smoke run: 200)")
     parser.add_argument("--cache-root", metavar="DIR",
                         help="make every tool's fresh caches in DIR, not in the work folder (e.g. on another file system)")
     args = parser.parse_args()
@@ -1125,6 +1133,7 @@ def main():
         args.runs, args.size, args.capped_size, args.multi_size, args.reads = 1, 24 * MiB, 8 * MiB, 2 * MiB, 50
         args.movies, args.loops, args.scan_wait = 3, 4, 2  # 70 MiB movies: 30% of one is more than a probe reads
     args.small_files = args.small_files or args.small_files_default
+    args.s3_objects = args.s3_objects or (200 if args.smoke else 100_000)
     args.wan_small = args.wan_files or args.wan_small
     args.wan_big = args.wan_big * MiB if args.wan_big else args.wan_big_default
     if args.binary is None:
@@ -1143,7 +1152,7 @@ def main():
                               ("mirrors", bench.mirrors),
                               ("random", bench.random_reads), ("memory", bench.memory), ("scan", bench.scan),
                               ("tls", bench.tls), ("library", bench.library), ("small", bench.small),
-                              ("wan", bench.wan)]:
+                              ("wan", bench.wan), ("s3", bench.s3)]:
             if key in only:
                 log(f"running: {scenario.__doc__.splitlines()[0]}")
                 scenario()
