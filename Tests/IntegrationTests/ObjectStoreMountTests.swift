@@ -191,11 +191,34 @@ final class ObjectStoreMountTests: MountTestCase {
         _ = try statFile(mountpoint + "/a.bin")
         XCTAssertEqual(moto.requests().count(.list), 0, "a second ls within --dir-cache-time asks nothing")
         try driver.unmount(mountpoint, cache: cache)
+
+        // Remounted with the store up: the kept listings show the tree, and the objects read before, whose ETags
+        // are still the listed ones, are read with no request at all.
+        moto.clearRequestLog()
+        XCTAssertEqual(try mountS3([], environment: keys(moto)).status, 0)
+        XCTAssertEqual(try Shell.run("/usr/bin/find", [mountpoint]).stdout.split(separator: "\n").count, 5)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/sub/c.bin"), Shell.sha256(of: Data(c)))
+        XCTAssertEqual(moto.requests(), [], "a remount shows the tree and reads what is cached with no request")
+        try driver.unmount(mountpoint, cache: cache)
+
+        // A kept listing older than --dir-cache-time still shows at once, and a visit lists it again behind.
+        try moto.put(bucket: "bkt", key: "data/new.bin", bytes: [7])
+        XCTAssertEqual(try mountS3([], environment: keys(moto), extra: ["--dir-cache-time", "0"]).status, 0)
+        var names = try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted()
+        XCTAssertEqual(names, ["a.bin", "d.bin", "sub"], "the kept listing first")
+        let deadline = Date().addingTimeInterval(60)
+        while !names.contains("new.bin") && Date() < deadline {
+            usleep(100_000)
+            names = try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted()
+        }
+        XCTAssertEqual(names, ["a.bin", "d.bin", "new.bin", "sub"], "then the store's")
+        try driver.unmount(mountpoint, cache: cache)
         moto.stop()
 
         let remounted = try mountS3([], environment: [:])
         XCTAssertEqual(remounted.status, 0, remounted.stderr)
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(), ["a.bin", "d.bin", "sub"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(),
+                       ["a.bin", "d.bin", "new.bin", "sub"])
         XCTAssertEqual(Int(try statFile(mountpoint + "/a.bin").st_size), a.count)
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/a.bin"), Shell.sha256(of: Data(a)))
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/sub/c.bin"), Shell.sha256(of: Data(c)))

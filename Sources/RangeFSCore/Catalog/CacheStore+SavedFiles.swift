@@ -83,6 +83,15 @@ extension CacheStore {
         (try? FileSystemCalls.readSmallFile(listingPath(for: url))) ?? nil
     }
 
+    /// How many seconds ago the listing kept for directory `url` was read, if one is kept.
+    func savedListingAge(for url: String) -> Double? {
+        var info = stat()
+        guard stat(listingPath(for: url), &info) == 0 else { return nil }
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return max(0, Double(now.tv_sec - info.st_mtim.tv_sec))
+    }
+
     /// Saves `files` as the mounted set.
     public func saveFiles(_ files: [SavedFile]) throws {
         let encoder = JSONEncoder()

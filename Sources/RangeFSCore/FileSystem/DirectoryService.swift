@@ -103,6 +103,8 @@ final class DirectoryService: Sendable {
     }
 
     let state = Mutex(State())
+    /// Taken while a kept listing is applied at a first visit (`showSavedListing`).
+    private let savedListingShown = Mutex(())
     let catalog: Catalog
     let store: CacheStore
     let fetcher: RangeFetching
@@ -144,7 +146,10 @@ final class DirectoryService: Sendable {
     /// last listing failed less than `listingRetryAfter` ago: it then shows what it holds). A directory listed
     /// longer than `directoryCacheTime` ago is listed again in the background and shows what it holds meanwhile.
     func whenListed(_ inode: UInt64, _ waiter: @escaping Waiter) {
-        guard let directory = catalog.directory(inode: inode), let url = directory.url else { return waiter() }
+        guard var directory = catalog.directory(inode: inode), let url = directory.url else { return waiter() }
+        if !directory.listed, showSavedListing(inode, url: url), let shown = catalog.directory(inode: inode) {
+            directory = shown
+        }
         let now = MonotonicClock.seconds()
         if directory.listed {
             if let listedAt = directory.listedAt, now - listedAt > directoryCacheTime.seconds {
@@ -183,6 +188,12 @@ final class DirectoryService: Sendable {
     }
 
     func list(_ inode: UInt64, url: String) {
+        // A first listing of an object store's directory whose kept listing is still fresh costs no request.
+        if catalog.directory(inode: inode)?.listed == false, showSavedListing(inode, url: url),
+           let listedAt = catalog.directory(inode: inode)?.listedAt,
+           MonotonicClock.seconds() - listedAt <= directoryCacheTime.seconds {
+            return work.async { [self] in finish(inode, outcome: .listed, failure: nil) }
+        }
         let completion: @Sendable (Result<[UInt8], FetchError>) -> Void = { [self] result in
             work.async { [self] in
                 // A reader must not fail for the walk ahead's sake: it lists again (DirectoryService+WalkAhead.swift).
@@ -194,19 +205,8 @@ final class DirectoryService: Sendable {
                     return !listing.reports.isEmpty || (listing.ahead != nil && listing.waiters.isEmpty)
                 }
                 let outcome = read(result, into: inode, from: url, reported: reported)
-                let (waiters, reports, step, quiet) = state.withLock { state in
-                    let listing = state.listings.removeValue(forKey: inode) ?? Listing()
-                    // A listing ahead that failed with no reader waiting leaves no error: a reader lists again.
-                    let quiet = listing.ahead != nil && listing.waiters.isEmpty && listing.reports.isEmpty
-                    if case .failed(let why, _) = outcome, !quiet {
-                        state.listings[inode] = Listing(failedAt: MonotonicClock.seconds(), failure: why)
-                    }
-                    return (listing.waiters, listing.reports, listing.ahead, quiet)
-                }
-                for waiter in waiters { waiter() }
-                for report in reports { report(outcome) }
                 let failure: FetchError? = if case .failure(let error) = result { error } else { nil }
-                listingEnded(inode, step: step, quiet: quiet, outcome: outcome, failure: failure)
+                finish(inode, outcome: outcome, failure: failure)
             }
         }
         if let access = credentials.objectStore(for: url) {
@@ -216,10 +216,28 @@ final class DirectoryService: Sendable {
         }
     }
 
+    /// Ends the listing of directory `inode`: answers its waiters and reports, and goes on with the walk ahead.
+    private func finish(_ inode: UInt64, outcome: ListingOutcome, failure: FetchError?) {
+        let (waiters, reports, step, quiet) = state.withLock { state in
+            let listing = state.listings.removeValue(forKey: inode) ?? Listing()
+            // A listing ahead that failed with no reader waiting leaves no error: a reader lists again.
+            let quiet = listing.ahead != nil && listing.waiters.isEmpty && listing.reports.isEmpty
+            if case .failed(let why, _) = outcome, !quiet {
+                state.listings[inode] = Listing(failedAt: MonotonicClock.seconds(), failure: why)
+            }
+            return (listing.waiters, listing.reports, listing.ahead, quiet)
+        }
+        for waiter in waiters { waiter() }
+        for report in reports { report(outcome) }
+        listingEnded(inode, step: step, quiet: quiet, outcome: outcome, failure: failure)
+    }
+
     /// Lists directory `inode` now (or joins the listing in flight) and reports how that went: at mount and for
     /// `rangefs add`, where a directory that cannot be listed is an error the user must see.
     func listNow(_ inode: UInt64, report: @escaping @Sendable (ListingOutcome) -> Void) {
-        guard let url = catalog.directory(inode: inode)?.url else { return report(.listed) }
+        guard let directory = catalog.directory(inode: inode), let url = directory.url else { return report(.listed) }
+        // An object store's tree remounted: the kept listing shows it, and a visit refreshes it when it is old.
+        if !directory.listed, showSavedListing(inode, url: url) { return report(.listed) }
         let start = state.withLock { state -> Bool in
             var listing = state.listings[inode, default: Listing()]
             defer { state.listings[inode] = listing }
@@ -244,6 +262,25 @@ final class DirectoryService: Sendable {
             state.listings.compactMapValues { $0.running ? nil : $0.failure }
         }
         return failed.filter { inode, _ in catalog.directory(inode: inode).map { !$0.listed } ?? false }
+    }
+
+    /// Shows an object store's directory from the listing kept at its last visit, with no request (LIST requests
+    /// cost money, and a bucket's tree can be 100 pages): as listed when that listing was read, so that
+    /// `directoryCacheTime` lists it again in the background as it would have in the mount that read it. Web
+    /// directories are listed at once instead (DESIGN.md §7). Returns whether the directory is listed now.
+    func showSavedListing(_ inode: UInt64, url: String) -> Bool {
+        guard credentials.objectStore(for: url) != nil else { return false }
+        return savedListingShown.withLock { _ -> Bool in
+            // Under this lock only (never held across the network): two first visits apply the kept listing once.
+            guard let directory = catalog.directory(inode: inode) else { return false }
+            if directory.listed { return true }
+            guard let age = store.savedListingAge(for: url), let kept = store.savedListing(for: url) else { return false }
+            let listing = DirectoryListing.parse(kept, base: url)
+            guard DirectoryListing.problem(with: kept, parsed: listing) == nil else { return false }
+            apply(listing, to: inode, listedFrom: url)
+            catalog.markListed(inode, at: MonotonicClock.seconds() - age)
+            return true
+        }
     }
 
     /// Takes a listing's result into the catalog.
