@@ -17,7 +17,7 @@ final class ObjectStoreTests: XCTestCase {
         XCTAssertEqual(ObjectStoreURL.identity(of: "s3://bkt/a b/é.bin", defaults: defaults)?.url,
                        "http://127.0.0.1:9000/bkt/a%20b/%C3%A9.bin", "key segments are percent-encoded")
         XCTAssertEqual(ObjectStoreURL.identity(of: "s3://bkt/a%20b", defaults: defaults)?.url,
-                       "http://127.0.0.1:9000/bkt/a%20b", "an encoded key is not encoded twice")
+                       "http://127.0.0.1:9000/bkt/a%2520b", "a key is taken as written, as the AWS tools take it")
 
         defaults.endpoint = nil
         XCTAssertEqual(ObjectStoreURL.identity(of: "s3://bkt/k.bin", defaults: defaults)?.url,
@@ -30,6 +30,7 @@ final class ObjectStoreTests: XCTestCase {
         let google = try XCTUnwrap(ObjectStoreURL.identity(of: "gs://pub-data/x/", defaults: defaults))
         XCTAssertEqual(google.url, "https://storage.googleapis.com/pub-data/x/")
         XCTAssertEqual(google.access.region, "auto")
+        XCTAssertNil(google.access.key, "the environment's AWS key never goes to Google")
 
         for bad in ["s3://", "s3://ab/k", "s3://user:secret@bkt/k", "s3://bk t/k", "http://bkt/k"] {
             XCTAssertNil(ObjectStoreURL.identity(of: bad, defaults: defaults), bad)
@@ -79,6 +80,9 @@ final class ObjectStoreTests: XCTestCase {
 
         XCTAssertEqual(table.wire(for: "http://127.0.0.1:9000/bkt/it's+(1).bin", range: nil, validator: nil).url,
                        "http://127.0.0.1:9000/bkt/it%27s%2B%281%29.bin", "what is sent is what is signed")
+        let presigned = table.wire(for: "http://127.0.0.1:9000/bkt/p.bin?X-Amz-Credential=A&X-Amz-Signature=S",
+                                   range: 0..<1, validator: "\"e\"", time: 0)
+        XCTAssertEqual(presigned.headers, ["If-Match: \"e\""], "a presigned URL is not signed twice")
         XCTAssertEqual(table.wire(for: "http://web/f", range: 0..<1, validator: "\"v\"").headers, ["If-Range: \"v\""])
         XCTAssertEqual(table.wire(for: "http://web/f", range: nil, validator: "\"v\"").headers, [])
 
@@ -101,13 +105,18 @@ final class ObjectStoreTests: XCTestCase {
         XCTAssertEqual(saved["http://h:9000"]?.objectStore?.key?.accessKeyID, "OLD")
 
         let remount = CredentialTable(saved)
-        remount.setObjectStore(endpoint: nil, region: nil, pathStyle: nil, key: nil, anonymous: false)
+        remount.setObjectStore(endpoint: "http://h:9000", region: nil, pathStyle: nil, key: nil, anonymous: false)
         XCTAssertEqual(remount.objectStore(for: url)?.key?.accessKeyID, "OLD", "no key given: the kept one stays")
-        remount.setObjectStore(endpoint: nil, region: nil, pathStyle: nil, key: ("NEW", "new-secret", nil),
+        remount.setObjectStore(endpoint: nil, region: nil, pathStyle: nil, key: ("AWS", "aws-secret", "TOKEN"),
+                               anonymous: false)
+        XCTAssertEqual(remount.objectStore(for: url)?.key?.accessKeyID, "OLD",
+                       "a key for AWS never goes to the origin of another store kept from an earlier mount")
+        remount.setObjectStore(endpoint: "http://h:9000", region: nil, pathStyle: nil, key: ("NEW", "new-secret", nil),
                                anonymous: false)
         XCTAssertEqual(remount.objectStore(for: url)?.key?.accessKeyID, "NEW")
-        remount.setObjectStore(endpoint: nil, region: nil, pathStyle: nil, key: nil, anonymous: true)
+        remount.setObjectStore(endpoint: "http://h:9000", region: nil, pathStyle: nil, key: nil, anonymous: true)
         XCTAssertNil(remount.objectStore(for: url)?.key, "--s3-no-sign drops the kept key")
+        remount.setObjectStore(endpoint: nil, region: nil, pathStyle: nil, key: nil, anonymous: false)
         XCTAssertEqual(remount.identity(of: "s3://bkt/k"), "https://bkt.s3.us-east-1.amazonaws.com/k",
                        "the defaults changed: a new endpoint is a new identity")
     }
@@ -138,13 +147,43 @@ final class ObjectStoreTests: XCTestCase {
         let body = try fetch(origin, "http://h:9000/bkt/d/", access: access).get()
         XCTAssertEqual(origin.requests.count, 2, "one request per page")
         let listing = DirectoryListing.parse(body, base: "http://h:9000/bkt/d/")
-        XCTAssertEqual(listing.entries.map(\.name), ["a b.bin", "sub"])
-        XCTAssertEqual(listing.entries.map(\.isDirectory), [false, true], "a key that is also a prefix: the folder")
-        XCTAssertEqual(listing.entries.map(\.url), ["http://h:9000/bkt/d/a%20b.bin", "http://h:9000/bkt/d/sub/"])
-        XCTAssertEqual(listing.entries[0].size, 22)
-        XCTAssertEqual(listing.entries[0].etag, "\"0123\"")
-        XCTAssertEqual(listing.entries[0].modificationTime, RFC3339.parse("2026-11-26T04:08:04Z"))
+        XCTAssertEqual(listing.entries.map(\.name), ["sub", "a b.bin"], "folders first")
+        XCTAssertEqual(listing.entries.map(\.isDirectory), [true, false], "a key that is also a prefix: the folder")
+        XCTAssertEqual(listing.entries.map(\.url), ["http://h:9000/bkt/d/sub/", "http://h:9000/bkt/d/a%20b.bin"])
+        XCTAssertEqual(listing.entries[1].size, 22)
+        XCTAssertEqual(listing.entries[1].etag, "\"0123\"")
+        XCTAssertEqual(listing.entries[1].modificationTime, RFC3339.parse("2026-11-26T04:08:04Z"))
         XCTAssertEqual(listing.skipped.map(\.link), ["sub"], "the object named like the folder is named in the log")
+    }
+
+    /// Keys sort by bytes, so a file `d/data` and others (`d/data-1.csv`) may fill a page before the prefix
+    /// `d/data/` comes on the next: the folder still wins its name. A page that says more follow without a token
+    /// fails the listing rather than cut it short.
+    func testAFolderOnALaterPageWinsItsNameAndATruncatedPageNeedsAToken() throws {
+        let origin = MemoryOrigin()
+        let bucketURL = "http://h:9000/bkt"
+        let page1 = #"""
+            <ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>t2</NextContinuationToken>
+            <Contents><Key>d/data</Key><Size>1</Size></Contents><Contents><Key>d/data-1.csv</Key><Size>2</Size></Contents>
+            <Contents><Key>d/\#u{301}x</Key><Size>3</Size></Contents></ListBucketResult>
+            """#
+        let page2 = "<ListBucketResult><IsTruncated>false</IsTruncated><CommonPrefixes><Prefix>d/data/</Prefix>"
+            + "</CommonPrefixes></ListBucketResult>"
+        origin.serve(ObjectStoreURL.listURL(bucketURL: bucketURL, prefix: "d/", continuation: nil), bytes: Array(page1.utf8))
+        origin.serve(ObjectStoreURL.listURL(bucketURL: bucketURL, prefix: "d/", continuation: "t2"), bytes: Array(page2.utf8))
+        let access = ObjectStoreAccess(region: "us-east-1", pathStyle: true, key: nil)
+        let listing = DirectoryListing.parse(try fetch(origin, "http://h:9000/bkt/d/", access: access).get(),
+                                             base: "http://h:9000/bkt/d/")
+        XCTAssertEqual(listing.entries.map(\.name), ["data", "data-1.csv", "\u{301}x"])
+        XCTAssertEqual(listing.entries.map(\.isDirectory), [true, false, false])
+
+        let cut = MemoryOrigin()
+        cut.serve(ObjectStoreURL.listURL(bucketURL: bucketURL, prefix: "d/", continuation: nil),
+                  bytes: Array("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>".utf8))
+        guard case .failure(.badListing(let why)) = fetch(cut, "http://h:9000/bkt/d/", access: access) else {
+            return XCTFail("a truncated page without a token must fail the listing")
+        }
+        XCTAssertTrue(why.contains("no continuation token"), why)
     }
 
     /// A store's refusal comes back in its own words, naming the bucket and the fix.

@@ -86,6 +86,14 @@ final class ObjectStoreSettingsTests: XCTestCase {
             let message = (error as? MountRunner.Failure)?.message ?? ""
             XCTAssertTrue(message.contains("'minio:9000' is not an http(s) URL"), message)
         }
+        for (endpoint, problem) in [("https://gw/s3", "has a path"), ("http://u:pw@h:9000", "holds a login"),
+                                    ("https://", "names no host")] {
+            XCTAssertThrowsError(try resolve(ObjectStoreOptions(endpoint: endpoint))) { error in
+                let message = (error as? MountRunner.Failure)?.message ?? ""
+                XCTAssertTrue(message.contains(problem) && !message.contains(":pw@"), message)
+            }
+        }
+        XCTAssertEqual(try resolve(ObjectStoreOptions(endpoint: "http://h:9000/")).endpoint, "http://h:9000/")
     }
 
     func testAKeyIsNeverPrinted() throws {

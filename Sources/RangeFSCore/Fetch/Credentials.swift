@@ -160,7 +160,10 @@ public final class CredentialTable: Sendable {
                 lines.append("If-Unmodified-Since: \(validator)")
             }
         }
-        if let key = access.key {
+        // A presigned URL carries its signature in its query; a second one in a header would be refused.
+        let query = signed.firstIndex(of: "?").map { signed[$0...].lowercased() } ?? ""
+        let presigned = query.contains("x-amz-signature=") || query.contains("x-amz-credential=")
+        if let key = access.key, !presigned {
             lines += SignatureV4.headers(method: "GET", url: signed, headers: [], key: key, region: access.region,
                                          service: access.service, time: time).map { "\($0.name): \($0.value)" }
         }
@@ -223,8 +226,8 @@ public final class CredentialTable: Sendable {
 
     /// Sets what `s3://` and `gs://` sources adopted from now on mean: the endpoint (nil: AWS's), the region, path
     /// style or virtual-hosted (nil: path style for an endpoint given, else virtual-hosted where the bucket's name
-    /// allows), and the key requests are signed with. A key given (or `anonymous`) also replaces the key every
-    /// object-store origin kept from an earlier mount; with neither, what was kept stays.
+    /// allows), and the key requests are signed with. A key given (or `anonymous`) also replaces the key that the
+    /// origins of the same endpoint kept from an earlier mount; with neither, what was kept stays.
     public func setObjectStore(endpoint: String?, region: String?, pathStyle: Bool?,
                                key: (id: String, secret: String, token: String?)?, anonymous: Bool) {
         let given = key.map { ObjectStoreKey(accessKeyID: $0.id, secretAccessKey: $0.secret, sessionToken: $0.token) }
@@ -233,8 +236,12 @@ public final class CredentialTable: Sendable {
                                            key: given)
         }
         guard given != nil || anonymous else { return }
+        // Only the origins of this endpoint (AWS's when none is given) take the key: an origin kept from a mount of
+        // another store must never be sent this key's id or token.
+        let endpointOrigin = endpoint.flatMap(URLOrigin.of)
         table.withLock { table in
-            for (origin, entry) in table where entry.objectStore != nil {
+            for (origin, entry) in table where entry.objectStore != nil
+                && (endpointOrigin.map { $0 == origin } ?? origin.hasSuffix(".amazonaws.com:443")) {
                 table[origin]?.objectStore?.key = given
             }
         }

@@ -35,8 +35,11 @@ private final class ObjectListingRun: Sendable {
     private let completion: @Sendable (Result<[UInt8], FetchError>) -> Void
     private let state = Mutex(Gathered())
 
+    /// The records so far: folders apart from files, so that every folder comes first in the listing, whichever
+    /// page it was on (keys sort by bytes: `data-1.csv` and `data.zip` come before the prefix `data/`).
     private struct Gathered {
-        var json: [UInt8] = Array("[".utf8)
+        var folders: [UInt8] = []
+        var files: [UInt8] = []
         var pages = 0
         var tokens = Set<String>()
     }
@@ -75,12 +78,22 @@ private final class ObjectListingRun: Sendable {
         }
         let step = state.withLock { state -> Result<String?, FetchError> in
             state.pages += 1
-            for record in records(of: page) {
-                if state.json.count > 1 { state.json.append(UInt8(ascii: ",")) }
-                state.json += record
+            let (folders, files) = records(of: page)
+            for record in folders {
+                if !state.folders.isEmpty { state.folders.append(UInt8(ascii: ",")) }
+                state.folders += record
             }
-            guard state.json.count <= limit else { return .failure(.listingTooLarge(limit)) }
-            guard page.isTruncated, let token = page.nextContinuationToken, !token.isEmpty else { return .success(nil) }
+            for record in files {
+                if !state.files.isEmpty { state.files.append(UInt8(ascii: ",")) }
+                state.files += record
+            }
+            guard state.folders.count + state.files.count <= limit else { return .failure(.listingTooLarge(limit)) }
+            guard page.isTruncated else { return .success(nil) }
+            // A page that says more follow but not where: taking it for the end would drop the rest from the tree
+            // (and from the kept listing).
+            guard let token = page.nextContinuationToken, !token.isEmpty else {
+                return .failure(.badListing("page \(state.pages) says more keys follow but gives no continuation token"))
+            }
             guard state.pages < Self.maximumPages, state.tokens.insert(token).inserted else {
                 return .failure(.badListing("the store's pages do not end (page \(state.pages))"))
             }
@@ -89,7 +102,12 @@ private final class ObjectListingRun: Sendable {
         switch step {
         case .failure(let error): completion(.failure(error))
         case .success(let token?): next(after: token)
-        case .success(nil): completion(.success(state.withLock { $0.json } + Array("]".utf8)))
+        case .success(nil):
+            let body = state.withLock { state in
+                Array("[".utf8) + state.folders + (state.folders.isEmpty || state.files.isEmpty ? [] : [UInt8(ascii: ",")])
+                    + state.files + Array("]".utf8)
+            }
+            completion(.success(body))
         }
     }
 
@@ -102,22 +120,31 @@ private final class ObjectListingRun: Sendable {
         return String(afterScheme.prefix { $0 != "." })
     }
 
-    /// The page's subdirectories and objects as JSON objects, the directories first: a key that is also a prefix
-    /// (`a` beside `a/b`) shows as the directory, and the object of the same name is left out by the reader.
-    private func records(of page: ObjectListingPage) -> [[UInt8]] {
-        var records: [[UInt8]] = []
-        for common in page.commonPrefixes where common.hasPrefix(prefix) {
-            let name = common.dropFirst(prefix.count).trimmed(while: { $0 == "/" })
-            records.append(Array(#"{"name":\#(JSONText.quoted(name)),"type":"directory"}"#.utf8))
+    /// The page's subdirectories and objects as JSON objects (listed folders first: a key that is also a prefix,
+    /// `a` beside `a/b`, shows as the folder, and the object of the same name is left out by the reader). Keys are
+    /// cut by bytes: a key whose next character after the prefix is a combining mark is still under it.
+    private func records(of page: ObjectListingPage) -> (folders: [[UInt8]], files: [[UInt8]]) {
+        var folders: [[UInt8]] = [], files: [[UInt8]] = []
+        for common in page.commonPrefixes {
+            guard let rest = below(common) else { continue }
+            let name = rest.trimmed(while: { $0 == "/" })
+            folders.append(Array(#"{"name":\#(JSONText.quoted(name)),"type":"directory"}"#.utf8))
         }
-        for object in page.objects where object.key.hasPrefix(prefix) && object.key.count > prefix.count {
-            var record = #"{"name":\#(JSONText.quoted(String(object.key.dropFirst(prefix.count)))),"type":"file""#
+        for object in page.objects {
+            guard let name = below(object.key), !name.isEmpty else { continue }  // the folder's own marker
+            var record = #"{"name":\#(JSONText.quoted(name)),"type":"file""#
             if let size = object.size { record += #","size":\#(size)"# }
             if let date = object.lastModified { record += #","mod_time":\#(JSONText.quoted(date))"# }
             if let etag = object.etag { record += #","etag":\#(JSONText.quoted("\"" + etag + "\""))"# }
-            records.append(Array((record + "}").utf8))
+            files.append(Array((record + "}").utf8))
         }
-        return records
+        return (folders, files)
+    }
+
+    /// `key` after the listed prefix, by bytes; nil when it is not under it.
+    private func below(_ key: String) -> String? {
+        guard key.utf8.starts(with: prefix.utf8) else { return nil }
+        return String(decoding: key.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
     }
 }
 

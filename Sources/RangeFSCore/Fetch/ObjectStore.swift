@@ -47,10 +47,12 @@ enum ObjectStoreURL {
         let bucket = String(rest[..<slash])
         guard isBucketName(bucket) else { return nil }
         let key = slash < rest.endIndex ? String(rest[rest.index(after: slash)...]) : ""
+        // A key is taken as written, as the AWS tools take it: `report%202024.pdf` is that name, not one with a space.
         let path = key.split(separator: "/", omittingEmptySubsequences: false)
-            .map { DirectoryListing.encodeSegment(PercentEncoding.decode(String($0))) }.joined(separator: "/")
+            .map { DirectoryListing.encodeSegment(String($0)) }.joined(separator: "/")
         if google {
-            let access = ObjectStoreAccess(region: "auto", pathStyle: true, key: defaults.key)
+            // Anonymous: the AWS key of the environment is not Google's, and its id and token must not go there.
+            let access = ObjectStoreAccess(region: "auto", pathStyle: true, key: nil)
             return ("\(googleEndpoint)/\(bucket)/\(path)", access)
         }
         let endpoint = defaults.endpoint.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }

@@ -65,12 +65,25 @@ struct ObjectStoreSettings: Equatable {
             ?? profileValues["region"]
         let endpoint = options.endpoint ?? environment["AWS_ENDPOINT_URL_S3"] ?? environment["AWS_ENDPOINT_URL"]
             ?? profileValues["endpoint_url"]
-        if let endpoint, !(endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://")) {
-            throw MountRunner.Failure("the object-store endpoint '\(endpoint)' is not an http(s) URL; give it as "
+        if let endpoint, let problem = problem(withEndpoint: endpoint) {
+            throw MountRunner.Failure("the object-store endpoint '\(Redaction.redact(endpoint))' \(problem); give it as "
                                       + "--s3-endpoint https://HOST[:PORT] (or AWS_ENDPOINT_URL_S3)")
         }
         return ObjectStoreSettings(endpoint: endpoint, region: region, pathStyle: options.pathStyle ? true : nil,
                                    key: key, anonymous: options.noSign)
+    }
+
+    /// What is wrong with `endpoint`: it must be `http(s)://HOST[:PORT]`. A path would be taken for the bucket, and a
+    /// password would end up in every file's URL (catalog.json, status, xattrs).
+    static func problem(withEndpoint endpoint: String) -> String? {
+        guard endpoint.hasPrefix("http://") || endpoint.hasPrefix("https://") else { return "is not an http(s) URL" }
+        let authorityAndPath = endpoint.drop(while: { $0 != ":" }).dropFirst(3)
+        let slash = authorityAndPath.firstIndex(of: "/") ?? authorityAndPath.endIndex
+        if authorityAndPath[..<slash].contains("@") { return "holds a login; give the key in AWS_ACCESS_KEY_ID" }
+        if authorityAndPath[..<slash].isEmpty { return "names no host" }
+        let rest = authorityAndPath[slash...]
+        if !(rest.isEmpty || rest == "/") { return "has a path, a query or a fragment, which an endpoint cannot have" }
+        return nil
     }
 
     /// Makes `credentials` adopt `s3://` and `gs://` sources by these settings.
