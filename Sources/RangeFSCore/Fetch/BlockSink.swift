@@ -29,22 +29,22 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     // @unchecked Sendable: the fetcher calls one sink from one thread at a time (head, body..., complete), and
     // a retry starts only after `complete` returned, so the mutable fields are never touched concurrently.
 
-    private let entry: any BlockStore
+    let entry: any BlockStore
     /// The file's own URL (the primary, with mirrors).
     let url: String
     /// The file's mirrors, if it has any; nil asks `url` every time.
-    private let mirrors: MirrorSet?
+    let mirrors: MirrorSet?
     /// The mirror the current attempt asks.
-    private var choice: MirrorSet.Choice?
+    var choice: MirrorSet.Choice?
     /// When the current attempt started (monotonic seconds), to measure the mirror.
     private var attemptBegan = 0.0
     /// Set when the current mirror turned out to disagree with the file: why it is dropped.
-    private var dropReason: String?
+    var dropReason: String?
     /// Body bytes received in the current attempt, and the proxy they came through.
-    private var tally = AttemptTally()
+    var tally = AttemptTally()
     private let blocks: Range<Int>
     /// Streams the whole file without a Range header, skipping blocks already present.
-    private let wholeFile: Bool
+    let wholeFile: Bool
     /// Fill can be promoted to demand while it runs (a reader needs its blocks); read from the fetcher's thread.
     private let currentPriority: Mutex<FetchPriority>
     private let maxBytesPerSecond: Int?
@@ -52,7 +52,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private let logger: Logger
     // Strong: a transfer may finish after everything else let go of its owner. The owner keeps running fill sinks
     // only until `finished`, so the cycle ends with the transfer.
-    private let owner: TransferOwner
+    let owner: TransferOwner
     /// The first block not yet stored; blocks before it in `blocks` are present.
     private var nextBlock: Int
     /// Bytes of `nextBlock` received so far; handed to the entry when the block is whole.
@@ -62,20 +62,20 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// Where the current attempt started, to tell whether it made progress.
     private var attemptStart: UInt64 = 0
     /// Why the current attempt was cancelled by us, if it was.
-    private var failure: FetchError?
+    var failure: FetchError?
     /// The body length the current attempt's head states (its Content-Range's span, or the file's size for a
     /// whole-file stream), and the body bytes received so far in it.
-    private var expectedBody: UInt64?
+    var expectedBody: UInt64?
     private var bodyReceived: UInt64 = 0
     /// Whether no header fixes the current body's length, so its blocks are held here until it ends right.
-    private var holdingBack = false
+    var holdingBack = false
     /// Blocks of the current attempt held back, in order from `attemptFirstBlock`.
     private var held: [BlockBuffer] = []
     /// Where the current attempt began: its first block, and how many bytes of it were here before.
     private var attemptFirstBlock = 0
     private var attemptPartialBytes = 0
     /// The current attempt was given up to ask again at once (its answer showed that the ETag rotates).
-    private var askAgain = false
+    var askAgain = false
     /// When the transfer last asked its owner whether it is still wanted (uptime nanoseconds), and whether it
     /// was given up because nobody wants it any more: every reader closed its file, and nothing completes it.
     private var wantCheckedAt: UInt64 = 0
@@ -109,7 +109,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         entry.byteRange(of: nextBlock..<(nextBlock + 1)).lowerBound + UInt64(partial.count)
     }
 
-    private var wanted: Range<UInt64> {
+    var wanted: Range<UInt64> {
         resumeOffset..<entry.byteRange(of: blocks).upperBound
     }
 
@@ -179,131 +179,6 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
 
     /// Makes a running fill transfer demand work: a reader waits for its blocks.
     func promoteToDemand() { currentPriority.withLock { $0 = .demand } }
-
-    func receive(head: ResponseHead) -> Bool {
-        tally.proxy = head.proxy
-        switch head.carriedBytes(asked: wholeFile ? nil : wanted) {
-        case .part(let contentRange):
-            return receive(part: contentRange, of: head)
-        case .wholeFile:
-            return receive(wholeFile: head)
-        case .wrongRange(let value):
-            failure = .badContentRange(value)
-            return false
-        case .otherStatus:
-            // 412: an object store's If-Match failed (ObjectStore.swift): the object is not the version cached.
-            failure = head.status == 412 ? .remoteChanged : head.statusError
-            return false
-        }
-    }
-
-    /// The head of a part of the file (a 206, or a 200 with exactly the range asked for): kept if it starts where
-    /// asked, its body is what it names, and it is of the cached version.
-    private func receive(part contentRange: ContentRange, of head: ResponseHead) -> Bool {
-        let value = head["content-range"] ?? "(missing)"
-        guard contentRange.fits(wanted), let range = contentRange.range else {
-            failure = .badContentRange(value)
-            return false
-        }
-        if let refusal = head.untrustedBody(expectedLength: UInt64(range.count)) {
-            failure = refusal
-            return false
-        }
-        expectedBody = UInt64(range.count)
-        holdingBack = !head.statesItsLength
-        // A 206 answered If-Range: it is of the version asked for. A 200 that carries the range (rclone serve s3,
-        // which ignores If-Range) answered none: its own validators say which version its bytes are of.
-        let answeredIfRange = head.status == 206
-        let now = RemoteMetadata(url: choice?.url ?? url, size: contentRange.completeLength ?? entry.size,
-                                 etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "")
-        if let mirrors, let choice, !choice.isPrimary {
-            // A mirror's own validator, for its own If-Range; its length must be the file's.
-            if !answeredIfRange, let known = choice.validator, known != now.ifRangeValidator {
-                failure = .remoteChanged  // the mirror changed since its validator was learned, not the file
-                return false
-            }
-            if !mirrors.learn(choice.index, size: contentRange.completeLength, expected: entry.size,
-                               validator: now.ifRangeValidator) {
-                dropReason = "its length is \(contentRange.completeLength ?? 0) bytes, not \(entry.size)"
-                failure = .badContentRange(value)
-                return false
-            }
-            return true
-        }
-        if let total = contentRange.completeLength, total != entry.size {
-            failure = .remoteChanged
-            return false
-        }
-        if !answeredIfRange {
-            guard isCachedVersion(now, askAgainIfRotating: false) else { return false }
-            // Passed by length and date with another ETag (a server that rotates them): not the cached one seen.
-            if now.etag != entry.remoteMetadata.etag { return true }
-        }
-        entry.noteOwnAnswer()
-        return true
-    }
-
-    /// The head of the whole file, to a request with Range (the file changed, or its server ignores Range) or to a
-    /// whole-file stream's.
-    private func receive(wholeFile head: ResponseHead) -> Bool {
-        // Checked first: an encoded body's Content-Length is not the file's size, and must not read as a change.
-        // The length is left to `isCachedVersion` below: another Content-Length here is a change of the file.
-        if let refusal = head.untrustedBody(expectedLength: nil) {
-            failure = refusal
-            return false
-        }
-        let now = RemoteMetadata(url: url, size: head["content-length"].flatMap(UInt64.init) ?? entry.size,
-                                 etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "")
-        if let choice, !choice.isPrimary, !wholeFile {
-            // The mirror changed since its validator was learned (set aside, relearned later), or it ignores
-            // Range or holds another length (dropped).
-            if now.size != entry.size {
-                dropReason = "its length is \(now.size) bytes, not \(entry.size)"
-            } else if choice.validator == nil || choice.validator == now.ifRangeValidator {
-                dropReason = "it ignores Range requests"
-            }
-            failure = dropReason == nil ? .remoteChanged : .rangeIgnored
-            return false
-        }
-        guard isCachedVersion(now, askAgainIfRotating: !wholeFile) else { return false }
-        if wholeFile {
-            expectedBody = entry.size
-            return true
-        }
-        failure = .rangeIgnored
-        return false
-    }
-
-    /// Whether an answer that did not answer the cache's If-Range is of the cached version, by what its head says
-    /// of the file (`now`); otherwise sets `failure`: a change, or an ask again at once.
-    private func isCachedVersion(_ now: RemoteMetadata, askAgainIfRotating: Bool) -> Bool {
-        if entry.remoteMetadata.etagRotated(to: now) {
-            // Only the ETag differs. A server whose nodes make their own (behind a load balancer) is no change:
-            // length and Last-Modified tell the version from then on, and a request whose answer was the whole file
-            // asks again with them at once. One such answer is not proof (the file may have been replaced within
-            // the second): the first asks again with the cache's own validator (see RotatingETags.swift).
-            switch entry.judgeETag(now.etag) {
-            case .rotates:
-                if let origin = entry.retireETag() { owner.etagsRotate(at: origin) }
-                if askAgainIfRotating {
-                    askAgain = true
-                    failure = .cancelled
-                    return false
-                }
-            case .askAgain where !wholeFile:
-                askAgain = true
-                failure = .cancelled
-                return false
-            case .askAgain, .changed:
-                break  // a change, below
-            }
-        }
-        guard entry.matches(now) else {
-            failure = .remoteChanged
-            return false
-        }
-        return true
-    }
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
         tally.received += body.count
