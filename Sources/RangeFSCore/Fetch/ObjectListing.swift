@@ -56,7 +56,7 @@ private final class ObjectListingRun: Sendable {
     func next(after token: String?) {
         let url = ObjectStoreURL.listURL(bucketURL: bucketURL, prefix: prefix, continuation: token)
         let request = RangeRequest(url: url, range: nil, ifRange: nil)
-        fetcher.start(request, sink: ObjectStoreAnswerSink(limit: limit) { [self] result in
+        fetcher.start(request, sink: ListingSink(limit: limit, keepingErrorBodies: true) { [self] result in
             // Pages are read off the fetcher's thread, which serves every transfer of the mount.
             DispatchQueue.global(qos: .utility).async { [self] in read(result) }
         })
@@ -167,45 +167,5 @@ enum JSONText {
             }
         }
         return out + "\""
-    }
-}
-
-/// Collects an object store's answer whatever its status (an error's body names the reason), up to a limit.
-final class ObjectStoreAnswerSink: RangeResponseSink, @unchecked Sendable {
-    // @unchecked Sendable: the fetcher calls in order from one thread, and `completion` runs once, last.
-    private let limit: Int
-    private let completion: @Sendable (Result<(status: Int, body: [UInt8]), FetchError>) -> Void
-    private var status = 0
-    private var body: [UInt8] = []
-    private var failure: FetchError?
-
-    init(limit: Int, completion: @escaping @Sendable (Result<(status: Int, body: [UInt8]), FetchError>) -> Void) {
-        self.limit = limit
-        self.completion = completion
-    }
-
-    func receive(head: ResponseHead) -> Bool {
-        status = head.status
-        // A compressed answer would be read as garbage: say why instead.
-        if let refusal = head.untrustedBody(expectedLength: nil) {
-            failure = refusal
-            return false
-        }
-        return true
-    }
-
-    func receive(body bytes: UnsafeRawBufferPointer) -> Bool {
-        guard body.count + bytes.count <= limit else {
-            failure = .listingTooLarge(limit)
-            return false
-        }
-        body.append(contentsOf: bytes)
-        return true
-    }
-
-    func complete(error: FetchError?) {
-        if failure == nil, let error { failure = error }
-        completion(failure.map { .failure($0) } ?? .success((status, body)))
-        body = []
     }
 }

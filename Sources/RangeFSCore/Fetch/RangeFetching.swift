@@ -117,25 +117,31 @@ extension RangeFetching {
                              completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
         var request = RangeRequest(url: url, range: nil, ifRange: nil)
         request.accept = "application/json, text/html;q=0.9, */*;q=0.1"
-        start(request, sink: ListingSink(limit: limit, completion: completion))
+        start(request, sink: ListingSink(limit: limit) { completion($0.map(\.body)) })
     }
 }
 
-/// Collects a listing's body, up to a limit.
-private final class ListingSink: RangeResponseSink, @unchecked Sendable {
+/// Collects a listing's body, up to a limit. A web listing's answer other than 200 fails at its head; an object
+/// store's error answer is kept (`keepingErrorBodies`), since its body names the reason (ObjectListing.swift).
+final class ListingSink: RangeResponseSink, @unchecked Sendable {
     // @unchecked Sendable: the fetcher calls in order from one thread, and `completion` runs once, last.
     private let limit: Int
-    private let completion: @Sendable (Result<[UInt8], FetchError>) -> Void
+    private let keepingErrorBodies: Bool
+    private let completion: @Sendable (Result<(status: Int, body: [UInt8]), FetchError>) -> Void
+    private var status = 0
     private var body: [UInt8] = []
     private var failure: FetchError?
 
-    init(limit: Int, completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
+    init(limit: Int, keepingErrorBodies: Bool = false,
+         completion: @escaping @Sendable (Result<(status: Int, body: [UInt8]), FetchError>) -> Void) {
         self.limit = limit
+        self.keepingErrorBodies = keepingErrorBodies
         self.completion = completion
     }
 
     func receive(head: ResponseHead) -> Bool {
-        guard head.status == 200 else {
+        status = head.status
+        guard head.status == 200 || keepingErrorBodies else {
             failure = head.statusError
             return false
         }
@@ -158,7 +164,7 @@ private final class ListingSink: RangeResponseSink, @unchecked Sendable {
 
     func complete(error: FetchError?) {
         if failure == nil, let error { failure = error }
-        completion(failure.map { .failure($0) } ?? .success(body))
+        completion(failure.map { .failure($0) } ?? .success((status, body)))
         body = []
     }
 }
