@@ -93,6 +93,15 @@ class MountTestCase: XCTestCase {
         return Array(buffer.prefix(got))
     }
 
+    /// pread's errno for `count` bytes at `offset`, or 0 if it read them.
+    func readError(_ path: String, offset: Int, count: Int) -> Int32 {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { return errno }
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: count)
+        return Glibc.pread(descriptor, &buffer, count, off_t(offset)) < 0 ? errno : 0
+    }
+
     func fileBytes(_ path: String, offset: Int, count: Int) throws -> [UInt8] {
         let handle = try XCTUnwrap(FileHandle(forReadingAtPath: path))
         defer { try? handle.close() }

@@ -24,15 +24,6 @@ final class OfflineTests: MountTestCase {
         try statusFiles().first { $0["name"] as? String == name }?["state"] as? String
     }
 
-    /// pread's errno for `count` bytes at `offset`, or 0 if it read them.
-    func readError(_ path: String, offset: Int, count: Int) -> Int32 {
-        let descriptor = open(path, O_RDONLY)
-        guard descriptor >= 0 else { return errno }
-        defer { close(descriptor) }
-        var buffer = [UInt8](repeating: 0, count: count)
-        return Glibc.pread(descriptor, &buffer, count, off_t(offset)) < 0 ? errno : 0
-    }
-
     // 1. Two complete files and a partial one; the origin goes down; the same cache mounts with the URLs and with
     //    none, serves what is cached, fails an uncached block with EIO, and catches up once the origin is back.
     func testCachedFilesMountWhileTheOriginIsDownAndCatchUpWhenItReturns() throws {
