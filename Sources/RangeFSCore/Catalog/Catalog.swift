@@ -19,7 +19,7 @@ public final class Catalog: Sendable {
 
     private struct State {
         var nextInode: UInt64 = 2
-        var files: [UInt64: CatalogItem] = [:]
+        var files = InodeTable<CatalogItem>(first: 2)
         var directories: [UInt64: CatalogDirectory] = [
             Catalog.rootInode: CatalogDirectory(inode: Catalog.rootInode, name: "", parent: Catalog.rootInode, url: nil),
         ]
