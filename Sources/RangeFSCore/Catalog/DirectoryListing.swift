@@ -136,29 +136,46 @@ enum DirectoryListing {
     // MARK: JSON (nginx, Caddy)
 
     private static func parseJSON(_ body: [UInt8], in directory: DirectoryURL, limit: Int) -> ParsedListing? {
-        guard let items = ListingJSON.objects(body) ?? decodedObjects(body) else { return nil }
+        var fast = JSONEntries(directory: directory, limit: limit)
+        if ListingJSON.forEachObject(body, { fast.take($0) }) { return fast.listing }
+        guard let items = decodedObjects(body) else { return nil }
+        var decoded = JSONEntries(directory: directory, limit: limit)
+        for item in items { decoded.take(item) }
+        return decoded.listing
+    }
+
+    /// The entries of a JSON listing, gathered one object at a time.
+    private struct JSONEntries {
+        let directory: DirectoryURL
+        let limit: Int
         var listing = ParsedListing()
         var seen = Set<FileName>()
-        for item in items {
-            guard let name = item.strings["name"] else { continue }
+
+        init(directory: DirectoryURL, limit: Int) {
+            self.directory = directory
+            self.limit = limit
+        }
+
+        mutating func take(_ item: ListingObject) {
+            guard !listing.truncated, let name = item.strings["name"] else { return }
             // nginx: "type": "directory"; Caddy: "is_dir": true.
             let isDirectory = item.strings["type"] == "directory" || item.booleans["is_dir"] == true
             if holdsControlCharacter(name) {
                 listing.controlNames.append(name)
-                continue
+                return
             }
             if let problem = problem(withName: name) {
                 listing.skipped.append((name, problem))
-                continue
+                return
             }
             guard seen.insert(FileName(name)).inserted else {
                 // An object store's key that is also a prefix (`a` beside `a/b`): the folder, listed first, is shown.
                 if !isDirectory { listing.skipped.append((name, "a folder of the same name is shown instead")) }
-                continue
+                return
             }
             guard listing.entries.count < limit else {
                 listing.truncated = true
-                break
+                return
             }
             var entry = ListedEntry(name: name, url: directory.child(encodedSegment: encodeSegment(name), isDirectory: isDirectory),
                                     isDirectory: isDirectory)
@@ -173,7 +190,6 @@ enum DirectoryListing {
             }
             listing.entries.append(entry)
         }
-        return listing
     }
 
     /// The objects of a JSON array read by the JSON decoder, for what `ListingJSON` does not read (nested values).

@@ -16,8 +16,18 @@ struct ListingObject {
 enum ListingJSON {
     /// The objects of the JSON array `bytes`, or nil if it is not an array of flat objects.
     static func objects(_ bytes: [UInt8]) -> [ListingObject]? {
+        var objects: [ListingObject] = []
+        return forEachObject(bytes) { objects.append($0) } ? objects : nil
+    }
+
+    /// Hands each object of the JSON array `bytes` to `visit` as it is read, and returns whether `bytes` is an
+    /// array of flat objects; when it is not, `visit` may have seen the objects before the fault. One object at a
+    /// time: a listing of 100,000 files never holds 100,000 objects (three dictionaries each), and what the caller
+    /// keeps of each (its name, its ETag) is not scattered among them, which left the daemon's heap fragmented
+    /// long after they were freed.
+    static func forEachObject(_ bytes: [UInt8], _ visit: (ListingObject) -> Void) -> Bool {
         var reader = Reader(bytes: bytes)
-        return reader.array()
+        return reader.array(visit)
     }
 
     private struct Reader {
@@ -35,17 +45,17 @@ enum ListingJSON {
             return true
         }
 
-        mutating func array() -> [ListingObject]? {
-            guard take(UInt8(ascii: "[")) else { return nil }
-            var objects: [ListingObject] = []
-            if take(UInt8(ascii: "]")) { return objects }
-            repeat {
-                guard let object = object() else { return nil }
-                objects.append(object)
-            } while take(UInt8(ascii: ","))
-            guard take(UInt8(ascii: "]")) else { return nil }
+        mutating func array(_ visit: (ListingObject) -> Void) -> Bool {
+            guard take(UInt8(ascii: "[")) else { return false }
+            if !take(UInt8(ascii: "]")) {
+                repeat {
+                    guard let object = object() else { return false }
+                    visit(object)
+                } while take(UInt8(ascii: ","))
+                guard take(UInt8(ascii: "]")) else { return false }
+            }
             skipSpace()
-            return index == bytes.count ? objects : nil
+            return index == bytes.count
         }
 
         mutating func object() -> ListingObject? {
