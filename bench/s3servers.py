@@ -6,7 +6,8 @@ No secret is put in any argv: rclone serve s3 reads its key from RCLONE_AUTH_KEY
 RCLONE_S3_ACCESS_KEY_ID/RCLONE_S3_SECRET_ACCESS_KEY, rangefs from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY and s3fs
 from a 0600 passwd file.
 """
-import os, re, signal, socket, subprocess, tempfile, time
+import datetime, hashlib, hmac, http.client, os, re, signal, socket, subprocess, tempfile, time
+import urllib.parse
 
 import bench as b
 
@@ -148,6 +149,61 @@ server.main(["-H", "127.0.0.1", "-p", sys.argv[2]])
             except (OSError, ValueError):
                 time.sleep(0.02)
         raise RuntimeError("moto did not report the bytes it sent")
+
+
+def list_alone(store, prefix, region="us-east-1"):
+    """Pages through ListObjectsV2 of `prefix` as a bare client does: one keep-alive connection, each page signed
+    with SigV4 (the bench's key) and read whole, nothing else done with it. Returns (pages, keys, seconds): the
+    server's own cost of the listing, which no client can list below."""
+    host = f"127.0.0.1:{store.port}"
+    connection = http.client.HTTPConnection("127.0.0.1", store.port, timeout=600)
+    pages = keys = 0
+    token = None
+    start = time.perf_counter()
+    try:
+        while True:
+            query = {"list-type": "2", "prefix": prefix, "delimiter": "/"}
+            if token is not None:
+                query["continuation-token"] = token
+            connection.request("GET", f"/{BUCKET}?" + signed_query(query),
+                               headers=sigv4_headers(host, f"/{BUCKET}", query, region))
+            response = connection.getresponse()
+            body = response.read().decode("utf-8", "replace")
+            if response.status != 200:
+                raise RuntimeError(f"ListObjectsV2 of {prefix} answered {response.status}: {body[:200]}")
+            pages += 1
+            keys += body.count("<Key>")
+            found = re.search(r"<NextContinuationToken>(.*?)</NextContinuationToken>", body)
+            if "<IsTruncated>true</IsTruncated>" not in body or not found:
+                return pages, keys, time.perf_counter() - start
+            token = found.group(1).replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+    finally:
+        connection.close()
+
+
+def signed_query(query):
+    """`query` as SigV4 canonicalises it: names sorted, names and values percent-encoded but for -_.~."""
+    return "&".join(f"{urllib.parse.quote(name, safe='-_.~')}={urllib.parse.quote(value, safe='-_.~')}"
+                    for name, value in sorted(query.items()))
+
+
+def sigv4_headers(host, path, query, region):
+    """The headers of a GET of `path`?`query` signed with the bench's key (AWS Signature Version 4, empty body)."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    payload = hashlib.sha256(b"").hexdigest()
+    headers = {"host": host, "x-amz-content-sha256": payload, "x-amz-date": stamp}
+    names = ";".join(sorted(headers))
+    canonical = "\n".join(["GET", urllib.parse.quote(path, safe="/-_.~"), signed_query(query),
+                           "".join(f"{name}:{headers[name]}\n" for name in sorted(headers)), names, payload])
+    scope = f"{stamp[:8]}/{region}/s3/aws4_request"
+    text = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("AWS4" + SECRET).encode()
+    for part in (stamp[:8], region, "s3", "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={ACCESS}/{scope}, SignedHeaders={names}, "
+                                f"Signature={signature}")
+    return headers
 
 
 def credentials():

@@ -191,6 +191,22 @@ def list_prefix(bench, table, column, kind, binary, store, timeout):
         shutil.rmtree(cache, ignore_errors=True)
 
 
+ALONE = "pages alone"
+
+
+def list_alone(bench, table, store):
+    """The listing's floor: a bare client pages through the same ListObjectsV2 listing (signed, one keep-alive
+    connection, each page read and dropped), so the mounts' first `ls -l` can be set against the server's own
+    cost of the listing in the same run."""
+    count = bench.args.s3_objects
+    since = store.mark()
+    pages, keys, seconds = s3.list_alone(store, "flat/")
+    table.add(f"mount + 1st `ls -l` of {count:,} objects, s", ALONE, seconds)
+    counts = requests(table, "1st", ALONE, store, since)
+    b.log(f"  s3 {ALONE}: {pages} pages, {keys} keys in {seconds:.2f} s, {counts}")
+    bench.checks.append((f"s3: ListObjectsV2 alone finds {count} keys", keys == count))
+
+
 def cold_copy(bench, table, column, kind, binary, store, dest):
     """Row 2 for one tool: a cold cp of data/big.bin from a fresh mount; checked, then removed."""
     size = bench.sizes["big.bin"]
@@ -350,8 +366,9 @@ def run(bench):
         columns = [column for column, _, _ in found]
         listed = Table(f"s3, listing: {args.s3_objects:,} objects of 100 B under one prefix, {lister.name} "
                        f"(-vv), caches on {caches} (medians of {args.runs} runs for the builds, one run for the "
-                       "peers)", columns, baseline=baseline, timeout=PEER_TIMEOUT)
+                       "peers)", columns + [ALONE], baseline=baseline, timeout=PEER_TIMEOUT)
         for index in range(args.runs):
+            list_alone(bench, listed, lister)
             for column, kind, binary in found:
                 if index == 0 or kind == "rangefs":
                     list_prefix(bench, listed, column, kind, binary, lister,
@@ -380,6 +397,9 @@ def run(bench):
                 mine, theirs = table.value(row, ours), table.value(row, column)
                 if mine and theirs:
                     bench.results[f"s3: {label} vs {column} (ratio)"] = (mine / theirs, "", 0, None)
+        mine, floor = listed.value(first, ours), listed.value(first, ALONE)
+        if mine and floor:
+            bench.results[f"s3: mount + 1st ls -l time vs {ALONE} (ratio)"] = (mine / floor, "", 0, None)
         bench.results["s3: kill -9 at 40%: MiB refetched, worst"] = (max(extra[ours]), "", 0, "<=32")
     finally:
         lister.stop()
