@@ -207,6 +207,25 @@ final class ObjectStoreTests: XCTestCase {
         XCTAssertFalse(FetchError.objectStore(status: 403, code: "AccessDenied", bucket: "b").isTransient)
     }
 
+    /// A page refused with a failure that may pass (`SlowDown`, an expired session key) is asked again, and the
+    /// listing goes on; a refusal that will not pass is not asked again.
+    func testAPageRefusedForAWhileIsAskedAgain() throws {
+        let access = ObjectStoreAccess(region: "us-east-1", pathStyle: true, key: nil)
+        let page = "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>d/a.bin</Key><Size>1</Size>"
+            + "</Contents></ListBucketResult>"
+        for code in ["SlowDown", "ExpiredToken"] {
+            let store = RefusingStore(status: code == "SlowDown" ? 503 : 400,
+                                      body: "<Error><Code>\(code)</Code></Error>", times: 2, then: page)
+            let listing = DirectoryListing.parse(try fetch(store, "http://h:9000/bkt/d/", access: access).get(),
+                                                 base: "http://h:9000/bkt/d/")
+            XCTAssertEqual(listing.entries.map(\.name), ["a.bin"], code)
+            XCTAssertEqual(store.requests.withLock { $0 }, 3, "\(code): refused twice, then listed")
+        }
+        let denied = RefusingStore(status: 403, body: "<Error><Code>AccessDenied</Code></Error>", times: 1, then: page)
+        XCTAssertEqual(fetch(denied, "http://h:9000/bkt/d/", access: access).failure?.isTransient, false)
+        XCTAssertEqual(denied.requests.withLock { $0 }, 1)
+    }
+
     private func fetch(_ fetcher: any RangeFetching, _ url: String,
                        access: ObjectStoreAccess) -> Result<[UInt8], FetchError> {
         let done = DispatchSemaphore(value: 0)
@@ -220,18 +239,28 @@ final class ObjectStoreTests: XCTestCase {
     }
 }
 
-/// A store that answers every request with one status and body.
+/// A store that answers its first `times` requests with one status and body, and the others with 200 and `then`.
 private final class RefusingStore: RangeFetching, @unchecked Sendable {
     let status: Int
     let body: String
+    let times: Int
+    let then: String
+    let requests = Mutex(0)
 
-    init(status: Int, body: String) {
+    init(status: Int, body: String, times: Int = .max, then: String = "") {
         self.status = status
         self.body = body
+        self.times = times
+        self.then = then
     }
 
     func start(_ request: RangeRequest, sink: any RangeResponseSink) {
-        DispatchQueue.global().async { [self] in
+        let refused = requests.withLock { count in
+            count += 1
+            return count <= times
+        }
+        let (status, body) = refused ? (status, body) : (200, then)
+        DispatchQueue.global().async {
             _ = sink.receive(head: ResponseHead(status: status, headers: ["content-length": "\(body.utf8.count)"]))
             _ = Array(body.utf8).withUnsafeBytes { sink.receive(body: $0) }
             sink.complete(error: nil)

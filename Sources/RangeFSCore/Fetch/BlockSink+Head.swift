@@ -17,8 +17,32 @@ extension BlockSink {
         case .otherStatus:
             // 412: an object store's If-Match failed (ObjectStore.swift): the object is not the version cached.
             failure = head.status == 412 ? .remoteChanged : head.statusError
+            // An object store says why in an XML body: its Code names the fix, and tells an expired session key
+            // (tried again with the key read anew) from a wrong one. Read it (at most `errorBodyLimit` bytes).
+            if head.status >= 400, head.status != 412, head["content-type"]?.lowercased().contains("xml") == true {
+                errorBody = []
+                return true
+            }
             return false
         }
+    }
+
+    /// Bytes of an error's body kept to read the object store's Code from.
+    static var errorBodyLimit: Int { 16 << 10 }
+
+    /// Keeps the error body's bytes; false (cancel) once it is longer than an error document is.
+    func receive(errorBytes bytes: UnsafeRawBufferPointer) -> Bool {
+        guard (errorBody?.count ?? 0) + bytes.count <= Self.errorBodyLimit else { return false }
+        errorBody?.append(contentsOf: bytes)
+        return true
+    }
+
+    /// The attempt's failure in the object store's words when its error body says them.
+    func objectStoreFailure(_ failure: FetchError?) -> FetchError? {
+        guard let body = errorBody else { return failure }
+        errorBody = nil
+        guard case .httpStatus(let status)? = failure, let error = ObjectListingXML.error(body) else { return failure }
+        return .objectStore(status: status, code: error.code, bucket: error.bucket ?? "")
     }
 
     /// The head of a part of the file (a 206, or a 200 with exactly the range asked for): kept if it starts where

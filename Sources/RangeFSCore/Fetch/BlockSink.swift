@@ -63,6 +63,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private var attemptStart: UInt64 = 0
     /// Why the current attempt was cancelled by us, if it was.
     var failure: FetchError?
+    /// The body of an error answer, while it is read for an object store's Code (BlockSink+Head.swift).
+    var errorBody: [UInt8]?
     /// The body length the current attempt's head states (its Content-Range's span, or the file's size for a
     /// whole-file stream), and the body bytes received so far in it.
     var expectedBody: UInt64?
@@ -144,6 +146,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         attemptFirstBlock = nextBlock
         attemptPartialBytes = partial.count
         failure = nil
+        errorBody = nil
         dropReason = nil
         expectedBody = nil
         bodyReceived = 0
@@ -181,6 +184,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     func promoteToDemand() { currentPriority.withLock { $0 = .demand } }
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
+        if errorBody != nil { return receive(errorBytes: body) }
         tally.received += body.count
         bodyReceived += UInt64(body.count)
         let now = DispatchTime.now().uptimeNanoseconds
@@ -260,7 +264,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func complete(error: FetchError?) {
-        var outcome = settleHeldBlocks(failure ?? error)
+        var outcome = settleHeldBlocks(objectStoreFailure(failure) ?? error)
         tally.count(source: choice?.url ?? url, isPrimary: choice?.isPrimary ?? true, outcome: outcome)
         if let mirrors, let choice {
             mirrors.finished(choice, bytes: resumeOffset - attemptStart,

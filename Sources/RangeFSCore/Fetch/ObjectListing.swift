@@ -33,6 +33,8 @@ private final class ObjectListingRun: Sendable {
     private let prefix: String
     private let limit: Int
     private let completion: @Sendable (Result<[UInt8], FetchError>) -> Void
+    /// The retry rule of every transfer (attempts and delays), for pages too.
+    private let policy = FetchPolicy()
     private let state = Mutex(Gathered())
 
     /// The records so far: folders apart from files, so that every folder comes first in the listing, whichever
@@ -53,25 +55,26 @@ private final class ObjectListingRun: Sendable {
         self.completion = completion
     }
 
-    func next(after token: String?) {
+    /// Asks for the page after `token` (the first page for nil); `attempt` counts the tries of this page.
+    func next(after token: String?, attempt: Int = 1) {
         let url = ObjectStoreURL.listURL(bucketURL: bucketURL, prefix: prefix, continuation: token)
         let request = RangeRequest(url: url, range: nil, ifRange: nil)
         fetcher.start(request, sink: ListingSink(limit: limit, keepingErrorBodies: true) { [self] result in
             // Pages are read off the fetcher's thread, which serves every transfer of the mount.
-            DispatchQueue.global(qos: .utility).async { [self] in read(result) }
+            DispatchQueue.global(qos: .utility).async { [self] in read(result, after: token, attempt: attempt) }
         })
     }
 
-    private func read(_ result: Result<(status: Int, body: [UInt8]), FetchError>) {
+    private func read(_ result: Result<(status: Int, body: [UInt8]), FetchError>, after token: String?, attempt: Int) {
         let answer: (status: Int, body: [UInt8])
         switch result {
-        case .failure(let error): return completion(.failure(error))
+        case .failure(let error): return failed(error, after: token, attempt: attempt)
         case .success(let value): answer = value
         }
         guard answer.status == 200 else {
-            return completion(.failure(ObjectListingXML.error(answer.body).map {
+            return failed(ObjectListingXML.error(answer.body).map {
                 .objectStore(status: answer.status, code: $0.code, bucket: $0.bucket ?? bucketName)
-            } ?? .httpStatus(answer.status)))
+            } ?? .httpStatus(answer.status), after: token, attempt: attempt)
         }
         guard let page = ObjectListingXML.page(answer.body) else {
             return completion(.failure(.badListing("the answer to ListObjectsV2 is not a ListBucketResult")))
@@ -108,6 +111,15 @@ private final class ObjectListingRun: Sendable {
                     + state.files + Array("]".utf8)
             }
             completion(.success(body))
+        }
+    }
+
+    /// A page failed: asked again after the retry rule's delay when the failure may pass (`SlowDown`, a 5xx, an
+    /// expired session key that the next attempt signs anew, a dropped connection), else the listing fails.
+    private func failed(_ error: FetchError, after token: String?, attempt: Int) {
+        guard let delay = policy.retry(after: error, attempt: attempt) else { return completion(.failure(error)) }
+        DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + delay.seconds) { [self] in
+            next(after: token, attempt: attempt + 1)
         }
     }
 
