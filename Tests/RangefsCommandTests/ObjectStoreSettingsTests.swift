@@ -45,6 +45,9 @@ final class ObjectStoreSettingsTests: XCTestCase {
         XCTAssertEqual(fromProfile.key, .init(id: "DEFAULTID", secret: "default/secret", token: nil))
         XCTAssertEqual(fromProfile.region, "eu-central-1")
         XCTAssertNil(fromProfile.endpoint)
+        XCTAssertEqual(fromProfile.keySource, ObjectStoreKeySource(profile: "default", credentialsFile: home + "/.aws/credentials",
+                                                                   configFile: home + "/.aws/config"),
+                       "a key from a profile is read again from there when the file changes")
 
         let environment = ["AWS_ACCESS_KEY_ID": "ENVID", "AWS_SECRET_ACCESS_KEY": "env-secret",
                            "AWS_SESSION_TOKEN": "envtoken", "AWS_REGION": "us-west-2",
@@ -53,6 +56,7 @@ final class ObjectStoreSettingsTests: XCTestCase {
         XCTAssertEqual(fromEnvironment.key, .init(id: "ENVID", secret: "env-secret", token: "envtoken"))
         XCTAssertEqual(fromEnvironment.region, "us-west-2")
         XCTAssertEqual(fromEnvironment.endpoint, "http://127.0.0.1:1")
+        XCTAssertNil(fromEnvironment.keySource, "the environment of a running mount cannot be read again")
         XCTAssertEqual(try resolve(ObjectStoreOptions(), environment.merging(["AWS_ENDPOINT_URL_S3": "http://s3:2"]) { $1 })
             .endpoint, "http://s3:2", "the S3 endpoint wins over the general one")
 

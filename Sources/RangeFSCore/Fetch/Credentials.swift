@@ -88,6 +88,9 @@ public final class CredentialTable: Sendable {
     private let table: Mutex<[String: OriginCredentials]>
     /// What `s3://` and `gs://` sources adopted from now on mean.
     private let objectStoreDefaults = Mutex(ObjectStoreDefaults())
+    /// Each object-store origin's profile files as they were when its key was last read from them
+    /// (`ObjectStoreKeySource.stamp`).
+    private let keyFileStamps = Mutex([String: [Int64]]())
 
     public init(_ initial: [String: OriginCredentials] = [:]) {
         table = Mutex(initial.filter { !$0.value.isEmpty })
@@ -163,11 +166,32 @@ public final class CredentialTable: Sendable {
         // A presigned URL carries its signature in its query; a second one in a header would be refused.
         let query = signed.firstIndex(of: "?").map { signed[$0...].lowercased() } ?? ""
         let presigned = query.contains("x-amz-signature=") || query.contains("x-amz-credential=")
-        if let key = access.key, !presigned {
+        if let kept = access.key, !presigned {
+            let key = currentKey(kept, of: origin)
             lines += SignatureV4.headers(method: "GET", url: signed, headers: [], key: key, region: access.region,
                                          service: access.service, time: time).map { "\($0.name): \($0.value)" }
         }
         return (signed, lines)
+    }
+
+    /// The key to sign `origin`'s next request with: `kept`, or the key its profile holds now when the profile's
+    /// files changed since the key was last read from them. Session keys expire, and the AWS tools write the new
+    /// one into the same file; a request the store refused with `ExpiredToken` is tried again (FetchError), signed
+    /// here with the new key. The first request of a mount reads the files once: a key kept from an earlier mount
+    /// may have been replaced since. A key from the environment has no file and is used as it is.
+    private func currentKey(_ kept: ObjectStoreKey, of origin: String) -> ObjectStoreKey {
+        guard let source = kept.source else { return kept }
+        let stamp = source.stamp
+        let changed = keyFileStamps.withLock { stamps in
+            defer { stamps[origin] = stamp }
+            return stamps[origin] != stamp
+        }
+        // A profile that lost its key (a file half written, or emptied) leaves the key at hand in use.
+        guard changed, let fresh = source.key, fresh != kept else { return kept }
+        table.withLock { table in
+            if table[origin]?.objectStore?.key == kept { table[origin]?.objectStore?.key = fresh }
+        }
+        return fresh
     }
 
     /// The URL a request for `url` (an identity, or a redirect's target) sends: with its real query put back when
@@ -228,9 +252,15 @@ public final class CredentialTable: Sendable {
     /// style or virtual-hosted (nil: path style for an endpoint given, else virtual-hosted where the bucket's name
     /// allows), and the key requests are signed with. A key given (or `anonymous`) also replaces the key that the
     /// origins of the same endpoint kept from an earlier mount; with neither, what was kept stays.
-    public func setObjectStore(endpoint: String?, region: String?, pathStyle: Bool?,
-                               key: (id: String, secret: String, token: String?)?, anonymous: Bool) {
-        let given = key.map { ObjectStoreKey(accessKeyID: $0.id, secretAccessKey: $0.secret, sessionToken: $0.token) }
+    /// A key read from a profile names it as `keySource`, so that it is read again when the profile's files change.
+    package func setObjectStore(endpoint: String?, region: String?, pathStyle: Bool?,
+                                key: (id: String, secret: String, token: String?)?, keySource: ObjectStoreKeySource? = nil,
+                                anonymous: Bool) {
+        let given = key.map { key in
+            var given = ObjectStoreKey(accessKeyID: key.id, secretAccessKey: key.secret, sessionToken: key.token)
+            given.source = keySource
+            return given
+        }
         objectStoreDefaults.withLock { defaults in
             defaults = ObjectStoreDefaults(endpoint: endpoint, region: region ?? "us-east-1", pathStyle: pathStyle,
                                            key: given)

@@ -122,7 +122,11 @@ public enum FetchError: Error, Sendable, Equatable {
         case .timedOut, .stalled, .shortBody, .transport, .connectionRefused, .proxy, .untrustedBody: true
         case .httpStatus(let status): status == 408 || status == 429 || status >= 500
         case .proxyStatus: true
-        case .objectStore(let status, let code, _): status >= 500 || code == "SlowDown" || code == "RequestTimeout"
+        // An expired session key: the next attempt is signed with the key its profile holds by then (the AWS
+        // tools write a new one into the same file; Credentials.swift reads it again).
+        case .objectStore(let status, let code, _):
+            status >= 500 || code == "SlowDown" || code == "RequestTimeout" || code == "ExpiredToken"
+                || code == "TokenRefreshRequired"
         default: false
         }
     }
@@ -165,11 +169,15 @@ public enum FetchError: Error, Sendable, Equatable {
     private static func objectStoreAdvice(_ status: Int, _ code: String, _ bucket: String) -> String {
         let keys = "check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the profile (--s3-profile, AWS_PROFILE) in "
             + "~/.aws/credentials"
+        // A GET's error may not name its bucket (the log line names the URL).
+        let bucket = bucket.isEmpty ? "of this object" : bucket
         let advice = switch code {
         case "SignatureDoesNotMatch": "the secret key does not match the access key id; \(keys)"
         case "InvalidAccessKeyId": "the store knows no such access key id; \(keys)"
         case "ExpiredToken", "TokenRefreshRequired":
-            "the session token has expired; get new credentials (AWS_SESSION_TOKEN, or the profile) and mount again"
+            "the session token has expired; write new credentials into the profile (aws sso login, or "
+                + "~/.aws/credentials), which the mount reads again by itself; a key from AWS_SESSION_TOKEN needs "
+                + "a new mount"
         case "AccessDenied", "AllAccessDisabled":
             "the key may not read bucket \(bucket); check its permissions, or for a public bucket mount with --s3-no-sign"
         case "NoSuchBucket": "there is no bucket \(bucket) at this endpoint; check the name, --s3-endpoint and --s3-region"

@@ -9,6 +9,9 @@ struct ObjectStoreKey: Sendable, Equatable, Codable, CustomStringConvertible, Cu
     var secretAccessKey: String
     /// Sent as `x-amz-security-token` with every request when present.
     var sessionToken: String?
+    /// The profile it was read from, to read it again when the file changes (AWSProfile.swift); nil for a key
+    /// from the environment, which a running mount cannot read again.
+    var source: ObjectStoreKeySource?
 
     init(accessKeyID: String, secretAccessKey: String, sessionToken: String? = nil) {
         self.accessKeyID = accessKeyID

@@ -95,6 +95,15 @@ public enum FileSystemCalls {
         try retryingEINTR("fsync", folder) { fsync(directory.descriptor) }
     }
 
+    /// What tells one version of the file at `path` from the next: device, inode, size and modification time
+    /// (ns); a rewrite by rename gives a new inode, one in place a new time or size. Nil when there is no file.
+    static func version(of path: String) -> [Int64]? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return [Int64(status.st_dev), Int64(status.st_ino), Int64(status.st_size), Int64(status.st_mtim.tv_sec),
+                Int64(status.st_mtim.tv_nsec)]
+    }
+
     /// The whole contents of a small file, or nil if it does not exist.
     static func readSmallFile(_ path: String, limit: Int = 64 << 20) throws(SystemError) -> [UInt8]? {
         let file: SystemFile

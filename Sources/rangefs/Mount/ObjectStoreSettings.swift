@@ -23,6 +23,8 @@ struct ObjectStoreSettings: Equatable {
     var region: String?
     var pathStyle: Bool?
     var key: ObjectStoreKeyLines?
+    /// The profile `key` was read from, to read it again when the files change; nil for a key from the environment.
+    var keySource: ObjectStoreKeySource?
     var anonymous: Bool
 
     /// An access key as read: id, secret and session token. Never printed (`description` hides the secret).
@@ -61,6 +63,8 @@ struct ObjectStoreSettings: Equatable {
         // A profile named on the command line wins over the environment, as with the AWS tools' --profile.
         let key = options.noSign ? nil
             : options.profile != nil ? keyOfProfile() ?? keyOfEnvironment : keyOfEnvironment ?? keyOfProfile()
+        let keySource = key != nil && key == keyOfProfile() && key != keyOfEnvironment
+            ? ObjectStoreKeySource(profile: profile, credentialsFile: credentialsFile, configFile: configFile) : nil
         let region = options.region ?? environment["AWS_REGION"] ?? environment["AWS_DEFAULT_REGION"]
             ?? profileValues["region"]
         let endpoint = options.endpoint ?? environment["AWS_ENDPOINT_URL_S3"] ?? environment["AWS_ENDPOINT_URL"]
@@ -70,7 +74,7 @@ struct ObjectStoreSettings: Equatable {
                                       + "--s3-endpoint https://HOST[:PORT] (or AWS_ENDPOINT_URL_S3)")
         }
         return ObjectStoreSettings(endpoint: endpoint, region: region, pathStyle: options.pathStyle ? true : nil,
-                                   key: key, anonymous: options.noSign)
+                                   key: key, keySource: keySource, anonymous: options.noSign)
     }
 
     /// What is wrong with `endpoint`: it must be `http(s)://HOST[:PORT]`. A path would be taken for the bucket, and a
@@ -89,37 +93,7 @@ struct ObjectStoreSettings: Equatable {
     /// Makes `credentials` adopt `s3://` and `gs://` sources by these settings.
     func apply(to credentials: CredentialTable) {
         credentials.setObjectStore(endpoint: endpoint, region: region, pathStyle: pathStyle,
-                                   key: key.map { ($0.id, $0.secret, $0.token) }, anonymous: anonymous)
-    }
-}
-
-/// The AWS tools' INI files: `[name]` sections in credentials, `[profile name]` (and `[default]`) in config, and
-/// `key = value` lines; `#` and `;` start comments.
-enum AWSFile {
-    /// The values of profile `name` in `path`; nil when the file or the profile is missing.
-    static func section(_ name: String, in path: String, configStyle: Bool) -> [String: String]? {
-        // A file that cannot be read holds no profile: the AWS tools treat it the same.
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
-        return parse(text)[configStyle && name != "default" ? "profile \(name)" : name]
-    }
-
-    /// Every section of `text`, by its name (inner spaces kept, outer trimmed).
-    static func parse(_ text: String) -> [String: [String: String]] {
-        var sections: [String: [String: String]] = [:]
-        var current: String?
-        for raw in text.split(whereSeparator: \.isNewline) {
-            let line = raw.trimmed()
-            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
-            if line.hasPrefix("["), line.hasSuffix("]") {
-                let name = line.dropFirst().dropLast().trimmed()
-                current = name
-                sections[name, default: [:]] = sections[name] ?? [:]
-                continue
-            }
-            guard let current, let equals = line.firstIndex(of: "=") else { continue }
-            let key = line[..<equals].trimmed().lowercased()
-            sections[current]?[key] = line[line.index(after: equals)...].trimmed()
-        }
-        return sections
+                                   key: key.map { ($0.id, $0.secret, $0.token) }, keySource: keySource,
+                                   anonymous: anonymous)
     }
 }
