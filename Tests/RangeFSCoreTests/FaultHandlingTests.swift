@@ -118,6 +118,19 @@ final class FaultHandlingTests: XCTestCase {
         assertBytes(read(new.handle, offset: 1_000_000, count: 100), changed[1_000_000..<1_000_100])
     }
 
+    /// A gateway that drops If-Range (an object store's If-Match) answers 206 with the new version's bytes: its own
+    /// ETag says so, and the part is a change, never bytes mixed into the cached version.
+    func testA206OfAnotherVersionFromAServerThatDropsIfRangeIsAChangeNotItsBytes() throws {
+        origin.ignoresIfRange = true
+        let old = try open()
+        assertBytes(read(old.handle, offset: 0, count: 100), bytes[..<100])
+        let changed = pseudoRandomBytes(count: bytes.count, seed: 13)
+        origin.serve(url, bytes: changed, etag: "\"v2\"")
+        XCTAssertEqual(read(old.handle, offset: 2_000_000, count: 100), .failure(.stale))
+        let new = try open()
+        assertBytes(read(new.handle, offset: 2_000_000, count: 100), changed[2_000_000..<2_000_100])
+    }
+
     func testARemoteChangeGivesOldHandlesESTALEAndNewOpensTheNewVersion() throws {
         let old = try open()
         XCTAssertTrue(old.keepCache)

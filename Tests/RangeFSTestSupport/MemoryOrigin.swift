@@ -97,6 +97,9 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     /// Answer a Range request with 200 and only the range, with its Content-Range, and ignore If-Range, as
     /// `rclone serve s3` (1.75) does.
     public var answersRangesWith200 = false
+    /// Answer a Range request with 206 and the range whatever its If-Range (or an object store's If-Match) says,
+    /// as a gateway or CDN that drops the condition does.
+    public var ignoresIfRange = false
     /// Headers added to every answer (after its own): a lie, or a server's own habit.
     public var extraHeaders: [String: String] = [:]
     /// Claim a Content-Range this many bytes later than the one asked for (and send those bytes).
@@ -160,6 +163,7 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
         let (ignoresRange, shift, isDown, downError) = (self.ignoresRange || sendsNoLength, contentRangeShift, self.isDown,
                                                         self.downError)
         let (noLength, lastModified, partsWith200) = (sendsNoLength, self.lastModified, answersRangesWith200)
+        let dropsCondition = ignoresIfRange
         let extraHeaders = self.extraHeaders
         let dropAfter: Int? = dropsLeft > 0 ? dropAfterBytes : nil
         if dropsLeft > 0 { dropsLeft -= 1 }
@@ -188,7 +192,7 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             var headers = noLength ? ["last-modified": lastModified]
                 : ["etag": file.etag, "content-length": String(file.bytes.count), "last-modified": lastModified]
             var status = 200
-            if let asked = request.range, !ignoresRange, partsWith200 || request.ifRange == nil
+            if let asked = request.range, !ignoresRange, partsWith200 || dropsCondition || request.ifRange == nil
                 || request.ifRange == file.etag || request.ifRange == lastModified {
                 let range = (asked.lowerBound + shift)..<(asked.upperBound + shift)
                 let upper = min(UInt64(file.bytes.count), range.upperBound)

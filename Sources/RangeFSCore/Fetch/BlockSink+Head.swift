@@ -82,7 +82,12 @@ extension BlockSink {
             failure = .remoteChanged
             return false
         }
-        if !answeredIfRange {
+        // A 206 whose own strong ETag is not the cached one did not honour the If-Range (or If-Match) it was
+        // sent: a gateway or CDN that drops the condition serves the current version's bytes. Judged as a 200's.
+        let cached = entry.remoteMetadata.etag
+        let droppedCondition = answeredIfRange && !now.etag.isEmpty && !now.etag.hasPrefix("W/") && !cached.isEmpty
+            && now.etag != cached
+        if !answeredIfRange || droppedCondition {
             guard isCachedVersion(now, askAgainIfRotating: false) else { return false }
             // Passed by length and date with another ETag (a server that rotates them): not the cached one seen.
             if now.etag != entry.remoteMetadata.etag { return true }
