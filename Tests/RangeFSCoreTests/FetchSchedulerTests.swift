@@ -2,6 +2,7 @@ import Glibc
 import Logging
 @testable import RangeFSCore
 import RangeFSTestSupport
+import Synchronization
 import XCTest
 
 /// Background fill, connection caps and bandwidth limits, against an in-memory origin.
@@ -117,5 +118,35 @@ final class FetchSchedulerTests: XCTestCase {
         XCTAssertEqual(done.wait(timeout: .now() + 60), .success)
         XCTAssertGreaterThanOrEqual(origin.backgroundPauses, 1, "fill must pause while a reader waits")
         XCTAssertTrue(try waitUntil(20) { try cachedBytes(fileSystem) == UInt64(bytes.count) }, "and resume after")
+    }
+
+    /// Issue 39: a demand read takes the scheduler's lock once. Its blocks that nobody fetches are queued and the
+    /// requests that hold its other blocks promoted in the same round trip (it was two: fetch, then promote). The
+    /// origin holds every request unanswered while the locks are counted, so no transfer ends meanwhile.
+    func testADemandReadTakesTheSchedulersLockOnce() throws {
+        let fileSystem = try makeFileSystem(prefetch: .none)
+        let inode = try XCTUnwrap(fileSystem.catalog.item(named: "fill.bin")).inode
+        let handle = try fileSystem.open(inode).get().handle
+        defer { fileSystem.release(handle) }
+        let entry = try XCTUnwrap(fileSystem.store.openEntry(for: url))
+        origin.hang(host: "origin")
+        let scheduler = fileSystem.scheduler
+        let answered = DispatchSemaphore(value: 0)
+        let failures = Mutex<[String]>([])
+        var waiting = 0
+        for (blocks, what) in [(0..<2, "nothing fetched yet"), (1..<4, "block 1 in flight, 2 and 3 not"),
+                               (0..<4, "every block in flight")] {
+            let before = scheduler.lockCount
+            let availability = scheduler.ensure(entry, url: url, blocks: blocks) { result in
+                if case .failure(let failure) = result { failures.withLock { $0.append("\(what): \(failure)") } }
+                answered.signal()
+            }
+            XCTAssertEqual(scheduler.lockCount - before, 1, what)
+            guard case .waiting = availability else { return XCTFail("\(what): \(availability)") }
+            waiting += 1
+        }
+        origin.release(host: "origin")
+        for _ in 0..<waiting { XCTAssertEqual(answered.wait(timeout: .now() + 120), .success) }
+        XCTAssertEqual(failures.withLock { $0 }, [], "every waiting read is answered once the origin answers")
     }
 }

@@ -40,6 +40,8 @@ public final class FetchScheduler: Sendable {
     let mirrorProbes = DispatchQueue(label: "rangefs.mirror-probes")
     let mirrorProbeSlots = DispatchSemaphore(value: 64)
     private let state = Mutex(State())
+    /// How often `state`'s lock was taken, for the test that a demand read takes it once (`locked`).
+    private let lockAcquisitions = Atomic<Int>(0)
     /// Told when a fetch finds that the remote file changed; RangeFS re-probes it.
     private let changeObserver = LockedBox<(@Sendable (any BlockStore) -> Void)?>(nil)
 
@@ -87,10 +89,19 @@ public final class FetchScheduler: Sendable {
         self.logger = logger
     }
 
+    /// Runs `body` with the state locked, counting the acquisition.
+    private func locked<Result>(_ body: (inout sending State) -> sending Result) -> sending Result {
+        lockAcquisitions.add(1, ordering: .relaxed)
+        return state.withLock(body)
+    }
+
+    /// How often the scheduler's lock has been taken so far.
+    var lockCount: Int { lockAcquisitions.load(ordering: .relaxed) }
+
     /// Changes the state under the lock, then starts the work `change` returns. Background transfers are paused
     /// when demand starts, and resumed when the last demand transfer ends.
     private func schedule(_ change: (inout State) -> [Pending]) {
-        let (toStart, paused, resumeGeneration) = state.withLock { state -> ([Pending], Bool, Int?) in
+        let (toStart, paused, resumeGeneration) = locked { state -> ([Pending], Bool, Int?) in
             let before = state.runningDemand
             var toStart = change(&state)
             let after = state.runningDemand
@@ -139,27 +150,48 @@ public final class FetchScheduler: Sendable {
             return startStream(entry, url: url)
         }
         schedule { state in
-            for run in runs {
-                for blocks in segments(of: run, in: entry, url: url) {
-                    state.queue.append(Pending(sequence: state.nextSequence, priority: priority, entry: entry,
-                                               url: url, blocks: blocks, singleAttempt: singleAttempt))
-                    state.nextSequence += 1
-                }
-            }
+            enqueue(runs, of: entry, url: url, priority: priority, singleAttempt: singleAttempt, in: &state)
             return takeStartable(&state)
+        }
+    }
+
+    /// Queues `runs` of `entry` in requests of a segment at most.
+    private func enqueue(_ runs: [Range<Int>], of entry: any BlockStore, url: String, priority: FetchPriority,
+                         singleAttempt: Bool, in state: inout State) {
+        for run in runs {
+            for blocks in segments(of: run, in: entry, url: url) {
+                state.queue.append(Pending(sequence: state.nextSequence, priority: priority, entry: entry,
+                                           url: url, blocks: blocks, singleAttempt: singleAttempt))
+                state.nextSequence += 1
+            }
         }
     }
 
     /// Makes sure `blocks` of `store` become readable, for a reader: the ones nobody fetches yet are claimed and
     /// fetched at demand priority, and the requests that already hold the others are promoted, so that the reader
-    /// never waits behind readahead or fill. The one claim-fetch-promote path of every read. Returns what the store
-    /// found; on `.waiting`, `then` runs once every block arrived or one failed. `singleAttempt` as for `fetch`.
+    /// never waits behind readahead or fill. The one claim-fetch-promote path of every read, in one round trip of
+    /// the scheduler's lock. Returns what the store found; on `.waiting`, `then` runs once every block arrived or
+    /// one failed. `singleAttempt` as for `fetch`.
     func ensure(_ store: any BlockStore, url: String, blocks: Range<Int>, singleAttempt: Bool = false,
                        then: @escaping BlockWaiter) -> BlockAvailability {
         var claimed: [Range<Int>] = []
         let availability = store.request(blocks: blocks, claimed: &claimed, whenReady: then)
-        if !claimed.isEmpty { fetch(store, url: url, runs: claimed, priority: .demand, singleAttempt: singleAttempt) }
-        if case .waiting = availability { promote(store, blocks: blocks) }
+        guard case .waiting = availability else {
+            if !claimed.isEmpty { fetch(store, url: url, runs: claimed, priority: .demand, singleAttempt: singleAttempt) }
+            return availability
+        }
+        if store.isRangeless {
+            if !claimed.isEmpty { fetch(store, url: url, runs: claimed, priority: .demand) }  // one stream
+            promote(store, blocks: blocks)
+            return availability
+        }
+        var promotedRunning = false
+        schedule { state in
+            enqueue(claimed, of: store, url: url, priority: .demand, singleAttempt: singleAttempt, in: &state)
+            promotedRunning = promote(store, blocks: blocks, in: &state)
+            return takeStartable(&state)
+        }
+        if promotedRunning { fetcher.pauseBackground(true) }  // wakes the fetcher to resume the promoted transfer
         return availability
     }
 
@@ -175,21 +207,28 @@ public final class FetchScheduler: Sendable {
     func promote(_ entry: any BlockStore, blocks: Range<Int>) {
         var promotedRunning = false
         schedule { state in
-            for index in state.queue.indices
-            where state.queue[index].entry === entry && state.queue[index].blocks.overlaps(blocks) {
-                state.queue[index].priority = .demand
-            }
-            for (key, sink) in state.runningFillSinks
-            where sink.blockStore === entry && sink.coveredBlocks.overlaps(blocks) {
-                state.runningFillSinks[key] = nil
-                sink.promoteToDemand()
-                state.runningFill -= 1
-                state.runningDemand += 1
-                promotedRunning = true
-            }
+            promotedRunning = promote(entry, blocks: blocks, in: &state)
             return takeStartable(&state)
         }
         if promotedRunning { fetcher.pauseBackground(true) }  // wakes the fetcher to resume the promoted transfer
+    }
+
+    /// `promote` under the lock; true when a running fill transfer became demand work.
+    private func promote(_ entry: any BlockStore, blocks: Range<Int>, in state: inout State) -> Bool {
+        var promotedRunning = false
+        for index in state.queue.indices
+        where state.queue[index].entry === entry && state.queue[index].blocks.overlaps(blocks) {
+            state.queue[index].priority = .demand
+        }
+        for (key, sink) in state.runningFillSinks
+        where sink.blockStore === entry && sink.coveredBlocks.overlaps(blocks) {
+            state.runningFillSinks[key] = nil
+            sink.promoteToDemand()
+            state.runningFill -= 1
+            state.runningDemand += 1
+            promotedRunning = true
+        }
+        return promotedRunning
     }
 
     /// Completes `entry` in the background, at fill priority, whether or not it stays open.
@@ -204,17 +243,17 @@ public final class FetchScheduler: Sendable {
 
     /// Stops filling `entry` in the background (transfers already running finish).
     func stopFilling(_ entry: any BlockStore) {
-        state.withLock { state in state.fillJobs.removeAll { $0.entry === entry } }
+        locked { state in state.fillJobs.removeAll { $0.entry === entry } }
     }
 
     /// Whether any transfer for `entry` is running.
     func isTransferring(_ entry: any BlockStore) -> Bool {
-        state.withLock { ($0.runningPerEntry[ObjectIdentifier(entry)] ?? 0) > 0 }
+        locked { ($0.runningPerEntry[ObjectIdentifier(entry)] ?? 0) > 0 }
     }
 
     /// Whether `entry` is waiting to be completed in the background (or being completed).
     func isFilling(_ entry: any BlockStore) -> Bool {
-        state.withLock { $0.fillJobs.contains { $0.entry === entry } }
+        locked { $0.fillJobs.contains { $0.entry === entry } }
     }
 
     /// Lets transfers that paused themselves (a file the user resumed) continue at once.
@@ -225,7 +264,7 @@ public final class FetchScheduler: Sendable {
 
     /// How many transfers are running and queued, and how many files are being filled; for status and tests.
     var load: (running: Int, queued: Int, filling: Int) {
-        state.withLock { ($0.running, $0.queue.count, $0.fillJobs.count) }
+        locked { ($0.running, $0.queue.count, $0.fillJobs.count) }
     }
 
     /// `run` in requests of at most a segment each, cut at the file's segment boundaries (multiples of the
@@ -348,7 +387,7 @@ public final class FetchScheduler: Sendable {
                              wholeFile: pending.wholeFile, priority: pending.priority, maxBytesPerSecond: rate,
                              policy: sinkPolicy, logger: logger, owner: self)
         if pending.priority == .fill {
-            state.withLock { $0.runningFillSinks[ObjectIdentifier(sink)] = sink }
+            locked { $0.runningFillSinks[ObjectIdentifier(sink)] = sink }
         }
         sink.startAttempt()
     }
