@@ -28,6 +28,10 @@ public struct RemoteMetadata: Sendable, Equatable {
     }
     private var announced = Announced()
 
+    /// The largest size a file can have: an `off_t`, as the cache's header allows. A server's larger number is not
+    /// a size (it would overflow the cache's block arithmetic and stop the mount).
+    static let largestSize = UInt64(Int64.max)
+
     /// What a response announces besides the file's identity: never makes two descriptions of a file differ.
     private struct Announced: Equatable, Sendable {
         var urls: [String] = []
