@@ -46,7 +46,7 @@ final class FUSEContext: Sendable {
 }
 
 /// SAFETY: userdata is the FUSEContext that FUSEMount keeps retained for the session's whole life.
-private func context(_ req: fuse_req_t?) -> FUSEContext {
+func context(_ req: fuse_req_t?) -> FUSEContext {
     Unmanaged<FUSEContext>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
 }
 
