@@ -139,7 +139,7 @@ final class MetricsTests: MountTestCase {
         let counted = value(try scrape(port).stdout, "rangefs_io_errors_total") ?? 0
         XCTAssertGreaterThanOrEqual(counted, 10, "each EIO answered is counted")
         let log = (try? String(contentsOfFile: scratch.path + "/daemon.log", encoding: .utf8)) ?? ""
-        let lines = log.split(separator: "\n").filter { $0.contains("answered a read or lookup with EIO") }
+        let lines = log.split(separator: "\n").filter { $0.contains("a program was answered EIO: ") }
         XCTAssertEqual(lines.count, 1, log)
         XCTAssertTrue(lines.first?.contains("404") == true, "the line says why: \(lines)")
         _ = daemon  // the foreground daemon, which the unmount in tearDown stops

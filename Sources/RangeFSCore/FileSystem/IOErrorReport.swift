@@ -27,7 +27,7 @@ final class IOErrorReport: Sendable {
             seen.insert(message)
             return true
         }
-        if isNew { logger.warning("answered a read or lookup with EIO: \(message) (logged once per distinct message)") }
+        if isNew { logger.warning("a program was answered EIO: \(message) (logged once per distinct message)") }
     }
 }
 
