@@ -46,7 +46,7 @@ final class FUSEContext: Sendable {
 }
 
 /// SAFETY: userdata is the FUSEContext that FUSEMount keeps retained for the session's whole life.
-private func context(_ req: fuse_req_t?) -> FUSEContext {
+func context(_ req: fuse_req_t?) -> FUSEContext {
     Unmanaged<FUSEContext>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
 }
 
@@ -309,14 +309,13 @@ private func replySized(_ request: FUSERequest, _ value: [UInt8], size: Int) {
 }
 
 private func rangefsStatfs(_ req: fuse_req_t?, _ inode: fuse_ino_t) {
-    let context = context(req)
-    let items = context.fileSystem.catalog.items
-    let total = items.reduce(UInt64(0)) { $0 + $1.metadata.size }
+    // The catalog keeps the totals as files come and go: no copy or sort of every file on each `df`.
+    let totals = context(req).fileSystem.catalog.totals
     var info = statvfs()
     info.f_bsize = 4096
     info.f_frsize = 4096
-    info.f_blocks = fsblkcnt_t((total + 4095) / 4096)
-    info.f_files = fsfilcnt_t(items.count + 1)
+    info.f_blocks = fsblkcnt_t(totals.bytes / 4096 + (totals.bytes % 4096 == 0 ? 0 : 1))
+    info.f_files = fsfilcnt_t(totals.files + 1)
     info.f_namemax = 255
     fuse_reply_statfs(req, &info)
 }

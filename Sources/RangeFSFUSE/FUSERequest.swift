@@ -8,7 +8,11 @@ struct FUSERequest: @unchecked Sendable {
     // method below is called once per request by construction of the handlers.
     let raw: fuse_req_t
 
-    func fail(_ error: FileSystemError) { fuse_reply_err(raw, error.errno) }
+    /// Answers with `error`'s errno; the core logs and counts an `io` error first, as its message goes no further.
+    func fail(_ error: FileSystemError) {
+        if case .io = error { context(raw).fileSystem.noteFailure(error) }
+        fuse_reply_err(raw, error.errno)
+    }
 
     func replyEntry(_ attributes: FileAttributes, context: FUSEContext) {
         var entry = Self.entryParameter(attributes, context: context)

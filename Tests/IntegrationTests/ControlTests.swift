@@ -33,6 +33,28 @@ final class ControlTests: MountTestCase {
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/added.bin"), later)
     }
 
+    /// Issue 39: `df` (statfs) answers from totals the catalog keeps, and they follow files added and removed at
+    /// runtime: the files plus the root, and their sizes added up in 4 KiB blocks.
+    func testStatfsFollowsTheFilesAddedAndRemoved() throws {
+        try origin.serveRandomFile("keep.bin", size: 1 << 20)
+        try origin.serveRandomFile("drop.bin", size: (1 << 20) + 100)
+        try origin.serveRandomFile("later.bin", size: 3 << 20)
+        try mount([origin.url("keep.bin"), origin.url("drop.bin")], extra: ["--prefetch", "none"])
+        func totals() throws -> (files: UInt64, bytes: UInt64) {
+            var info = statvfs()
+            guard statvfs(mountpoint, &info) == 0 else { throw TestSupportError("statvfs \(mountpoint)") }
+            return (UInt64(info.f_files), UInt64(info.f_blocks) * UInt64(info.f_frsize))
+        }
+        XCTAssertEqual(try totals().files, 3)
+        XCTAssertEqual(try totals().bytes, (1 << 20) + (1 << 20) + 4096)
+        XCTAssertEqual(try control(["add", origin.url("later.bin")]).status, 0)
+        XCTAssertEqual(try totals().files, 4)
+        XCTAssertEqual(try totals().bytes, (5 << 20) + 4096)
+        XCTAssertEqual(try control(["rm", "drop.bin"]).status, 0)
+        XCTAssertEqual(try totals().files, 3)
+        XCTAssertEqual(try totals().bytes, 4 << 20)
+    }
+
     func testRemovedFileDisappearsAndStaysGone() throws {
         try origin.serveRandomFile("keep.bin", size: 1 << 20)
         try origin.serveRandomFile("drop.bin", size: 1 << 20)

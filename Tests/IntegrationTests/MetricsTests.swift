@@ -120,6 +120,31 @@ final class MetricsTests: MountTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 2, "a scrape waited behind clients that hang")
     }
 
+    /// Issue 39: the message of an EIO, which the kernel cannot pass on, is logged once however often a program
+    /// reads the broken file, and each EIO the adapter answers is counted.
+    func testAnEIOsMessageIsLoggedOnceAndEveryEIOIsCounted() throws {
+        try origin.serveRandomFile("broken.bin", size: 1 << 20)
+        let port = try freePort()
+        let daemon = try startForeground([origin.url("broken.bin")], extra: ["--metrics", "127.0.0.1:\(port)"])
+        let path = mountpoint + "/broken.bin"
+        let descriptor = open(path, O_RDONLY)
+        XCTAssertGreaterThanOrEqual(descriptor, 0)
+        defer { close(descriptor) }
+        unlink(origin.path("broken.bin"))  // the server answers 404 from now on: every read of it fails
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<10 {
+            XCTAssertEqual(Glibc.pread(descriptor, &buffer, buffer.count, 0), -1)
+            XCTAssertEqual(errno, EIO)
+        }
+        let counted = value(try scrape(port).stdout, "rangefs_io_errors_total") ?? 0
+        XCTAssertGreaterThanOrEqual(counted, 10, "each EIO answered is counted")
+        let log = (try? String(contentsOfFile: scratch.path + "/daemon.log", encoding: .utf8)) ?? ""
+        let lines = log.split(separator: "\n").filter { $0.contains("a program was answered EIO: ") }
+        XCTAssertEqual(lines.count, 1, log)
+        XCTAssertTrue(lines.first?.contains("404") == true, "the line says why: \(lines)")
+        _ = daemon  // the foreground daemon, which the unmount in tearDown stops
+    }
+
     func testABadMetricsAddressIsNamedWithItsFix() throws {
         let result = try driver.run(["mount", mountpoint, origin.url("x.bin"), "--cache", cache, "--metrics", "localhost:99999"])
         XCTAssertNotEqual(result.status, 0)

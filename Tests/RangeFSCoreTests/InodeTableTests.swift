@@ -36,6 +36,6 @@ final class InodeTableTests: XCTestCase {
         XCTAssertGreaterThan(third.inode, second.inode, "numbers are never reused")
         XCTAssertNil(catalog.item(inode: first.inode))
         XCTAssertEqual(catalog.item(inode: third.inode)?.metadata.size, 3)
-        XCTAssertEqual(catalog.fileCount, 2)
+        XCTAssertEqual(catalog.totals.files, 2)
     }
 }

@@ -28,6 +28,14 @@ public struct RemoteMetadata: Sendable, Equatable {
     }
     private var announced = Announced()
 
+    /// Seconds since 1970 from Last-Modified, or nil when absent or unparsable. Here, not with the probe's parsing
+    /// (Fetch/), as the catalog (CatalogNode) dates its files with it and uses only Cache and System.
+    var modificationTime: Int64? { HTTPDate.parse(lastModified) }
+
+    /// The largest size a file can have: an `off_t`, as the cache's header allows. A server's larger number is not
+    /// a size (it would overflow the cache's block arithmetic and stop the mount).
+    static let largestSize = UInt64(Int64.max)
+
     /// What a response announces besides the file's identity: never makes two descriptions of a file differ.
     private struct Announced: Equatable, Sendable {
         var urls: [String] = []

@@ -99,24 +99,6 @@ extension CacheStore {
         try FileSystemCalls.replaceAtomically(catalogPath, with: Array(try encoder.encode(files)))
     }
 
-    private var credentialsPath: String { root + "/credentials.json" }
-
-    /// The credentials saved for remounts (per origin), or none. Kept in `credentials.json`, mode 0600: the one
-    /// file of the cache that holds passwords and tokens.
-    public func savedCredentials() throws -> [String: OriginCredentials] {
-        guard let bytes = try FileSystemCalls.readSmallFile(credentialsPath) else { return [:] }
-        return try JSONDecoder().decode([String: OriginCredentials].self, from: Data(bytes))
-    }
-
-    /// Saves `credentials` for remounts; an empty table removes the file.
-    public func saveCredentials(_ credentials: [String: OriginCredentials]) throws {
-        guard !credentials.isEmpty else { return try FileSystemCalls.removeFile(credentialsPath) }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        // Its temporary file is created afresh with mode 0600 (replaceAtomically), never a leftover of another.
-        try FileSystemCalls.replaceAtomically(credentialsPath, with: Array(try encoder.encode(credentials)))
-    }
-
     /// Moves the entry an older rangefs kept under `oldURL` (a URL with `user:password@`) to `url`, the same URL
     /// without them, so its cached data stays; rewrites its header without the credentials. Does nothing if there
     /// is no such entry, or `url` has one already.

@@ -33,10 +33,15 @@ public final class Catalog: Sendable {
         /// keeps its other files in `sharedURLs`.
         var fileOfURL: [String: UInt64] = [:]
         var sharedURLs: [String: [UInt64]] = [:]
+        /// The sizes of all `files` added up, kept here where files come and go: `df` asks for it (statfs) and must
+        /// not cost a walk of 100,000 files. Wrapping: absurd sizes summed give a wrong total, never a trap.
+        var totalBytes: UInt64 = 0
 
         /// Puts `item` in `files`, indexed by its URL.
         mutating func store(_ item: CatalogItem) {
-            if let previous = files.updateValue(item, forKey: item.inode) {
+            let previous = files.updateValue(item, forKey: item.inode)
+            totalBytes = totalBytes &+ item.metadata.size &- (previous?.metadata.size ?? 0)
+            if let previous {
                 if previous.metadata.url == item.metadata.url { return }
                 unindex(previous)
             }
@@ -51,6 +56,7 @@ public final class Catalog: Sendable {
         /// Takes file `inode` out of `files` and the URL index.
         mutating func removeFile(_ inode: UInt64) {
             guard let item = files.removeValue(forKey: inode) else { return }
+            totalBytes = totalBytes &- item.metadata.size
             unindex(item)
         }
 
@@ -403,9 +409,10 @@ public final class Catalog: Sendable {
             .sorted { $0.inode < $1.inode }
     }
 
-    /// How many files the mount holds, listed ones included.
-    public var fileCount: Int {
-        state.withLock { $0.files.count }
+    /// How many files the mount holds, listed ones included, and their sizes added up: kept as files are added,
+    /// updated and removed, so that statfs (every `df`) walks nothing.
+    public var totals: (files: Int, bytes: UInt64) {
+        state.withLock { ($0.files.count, $0.totalBytes) }
     }
 
     /// The files that pass `wanted`, sorted by name: picked under the lock, so that a few files of a tree of

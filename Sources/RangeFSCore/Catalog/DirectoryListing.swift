@@ -337,7 +337,7 @@ enum DirectoryListing {
         guard date.count == 3, let day = Int(date[0]), let month = months.firstIndex(of: String(date[1])),
               let year = Int(date[2]), (0...9999).contains(year), clock.count == 2, (0..<24).contains(clock[0]),
               (0..<60).contains(clock[1]), (1...31).contains(day), let size = UInt64(fields[2]),
-              size <= ContentRange.largestLength
+              size <= RemoteMetadata.largestSize
         else { return nil }
         let time = HTTPDate.daysSinceEpoch(year: year, month: month + 1, day: day) * 86_400
             + Int64(clock[0] * 3600 + clock[1] * 60)

@@ -1,5 +1,6 @@
-// Pure parsing of the HTTP header values rangefs reads: Content-Range, Content-Disposition, dates, and
-// percent-encoded path segments.
+// Pure parsing of the HTTP header values rangefs reads: Content-Range and Content-Disposition. Dates
+// (System/HTTPDate.swift) and whitespace trimming (System/String+Whitespace.swift) live in System/, as Catalog's
+// listings read them too.
 
 import FoundationEssentials
 import RangeFSPlatform
@@ -12,7 +13,7 @@ struct ContentRange: Equatable, Sendable {
 
     /// The largest length a file can have: an `off_t`. A server's larger number is not a length (it would
     /// overflow the cache's block arithmetic and stop the mount; found by the CacheRecords fuzzer).
-    static let largestLength = UInt64(Int64.max)
+    static let largestLength = RemoteMetadata.largestSize
 
     init(range: Range<UInt64>?, completeLength: UInt64?) {
         self.range = range
@@ -84,81 +85,5 @@ enum ContentDisposition {
         }
         parts.append(current)
         return parts
-    }
-}
-
-/// Parsing of HTTP dates (RFC 9110 §5.6.7): IMF-fixdate, and the obsolete RFC 850 and asctime forms.
-enum HTTPDate {
-    private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
-
-    /// Seconds since 1970-01-01 UTC, or nil.
-    static func parse(_ text: String) -> Int64? {
-        let fields = text.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "-" }).map(String.init)
-        // IMF: Sun 06 Nov 1994 08:49:37 GMT; RFC 850: Sunday 06 Nov 94 08:49:37 GMT; asctime: Sun Nov 6 08:49:37 1994
-        let day: Int?, month: Int?, year: Int?, time: String
-        if fields.count == 6, fields[5] == "GMT" {
-            day = Int(fields[1]); month = months.firstIndex(of: fields[2].lowercased()); time = fields[4]
-            // RFC 850's two-digit years; a year written with four digits is that year, even one below 100.
-            year = Int(fields[3]).map { fields[3].count <= 2 ? ($0 < 70 ? 2000 + $0 : 1900 + $0) : $0 }
-        } else if fields.count == 5 {
-            day = Int(fields[2]); month = months.firstIndex(of: fields[1].lowercased()); time = fields[3]
-            year = Int(fields[4])
-        } else {
-            return nil
-        }
-        let clock = time.split(separator: ":").compactMap { Int($0) }
-        // Bounded before any arithmetic: a server's `99999999999999999:00:00` would overflow it and stop the mount.
-        guard let day, let month, let year, clock.count == 3, (1...31).contains(day), (0...9999).contains(year),
-              (0..<24).contains(clock[0]), (0..<60).contains(clock[1]), (0...60).contains(clock[2]) else { return nil }
-        return daysSinceEpoch(year: year, month: month + 1, day: day) * 86_400
-            + Int64(clock[0] * 3600 + clock[1] * 60 + clock[2])
-    }
-
-    /// `seconds` since 1970 as an IMF-fixdate: `Mon, 23 Nov 2026 10:00:00 GMT`.
-    static func format(_ seconds: Int64) -> String {
-        let date = civil(seconds)
-        let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
-        let weekday = weekdays[Int(((date.days % 7) + 7) % 7)]
-        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        // IMF-fixdate's year is four digits: year 26 written "26" would read back as 2026.
-        let year = date.year
-        let fourDigitYear = year >= 0 && year < 1000 ? String("000\(year)".suffix(4)) : "\(year)"
-        return "\(weekday), \(two(date.day)) \(months[Int(date.month - 1)].capitalized) \(fourDigitYear) "
-            + "\(two(date.hour)):\(two(date.minute)):\(two(date.second)) GMT"
-    }
-
-    /// The UTC calendar date and clock time `seconds` after 1970-01-01 (proleptic Gregorian), and the whole days
-    /// since then (negative before 1970). Month and day count from 1.
-    static func civil(_ seconds: Int64)
-        -> (year: Int64, month: Int64, day: Int64, hour: Int64, minute: Int64, second: Int64, days: Int64) {
-        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-        let clock = seconds - days * 86_400
-        // Civil date from days (Howard Hinnant's algorithm, inverted).
-        let shifted = days + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        return (year, month, day, clock / 3600, clock % 3600 / 60, clock % 60, days)
-    }
-
-    /// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int64 {
-        let shiftedYear = Int64(month <= 2 ? year - 1 : year)
-        let era = (shiftedYear >= 0 ? shiftedYear : shiftedYear - 399) / 400
-        let yearOfEra = shiftedYear - era * 400
-        let dayOfYear = Int64((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1)
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-}
-
-extension StringProtocol {
-    func trimmingWhitespace() -> String {
-        String(drop(while: { $0 == " " || $0 == "\t" }).reversed().drop(while: { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }).reversed())
     }
 }

@@ -4,9 +4,6 @@ import RangeFSPlatform
 // What a probe learns about a URL: the file's identity read from the response headers that carry it.
 
 extension RemoteMetadata {
-    /// Seconds since 1970 from Last-Modified, or nil when absent or unparsable.
-    var modificationTime: Int64? { HTTPDate.parse(lastModified) }
-
     /// Interprets the answer to a probe (`GET` with `Range: bytes=0-0`).
     public init(url: String, probeResponse head: ResponseHead) throws(FetchError) {
         try self.init(url: url, probeResponse: head, asked: 0..<1)

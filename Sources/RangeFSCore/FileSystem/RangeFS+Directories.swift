@@ -11,12 +11,12 @@ extension RangeFS {
     static var maximumDepth: Int { DirectoryService.maximumDepth }
 
     /// Replies `reply` once, now or from a listing's or probe's completion.
-    public typealias AttributesReply = @Sendable (Result<FileAttributes, FileSystemError>) -> Void
-
     /// The files a listing states exactly (nginx JSON and HTML, Caddy) keep their attributes in the kernel as
     /// long as the listing is fresh, so a second `ls -l` of 100,000 files costs no request to the daemon.
     /// A file whose cache entry is open shows progress as it happens instead (see `kernelCacheSeconds`).
-    public func lookup(parent: UInt64, name: String, reply: @escaping AttributesReply) {
+    // The reply's type is written out, not a public typealias: RangeFSCore's public declarations are capped.
+    public func lookup(parent: UInt64, name: String,
+                       reply: @escaping @Sendable (Result<FileAttributes, FileSystemError>) -> Void) {
         guard catalog.directory(inode: parent) != nil else { return reply(.failure(.notADirectory)) }
         directories.whenListed(parent) { [self] in
             if let failure = directories.listingFailure(of: parent) { return reply(.failure(.io(failure))) }

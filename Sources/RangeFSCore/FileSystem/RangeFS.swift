@@ -61,6 +61,8 @@ public final class RangeFS: Sendable {
     let invalidationQueue = DispatchQueue(label: "rangefs.invalidate-attributes")
     /// Directories open for reading, with the names each read takes its offsets from.
     let directoryHandles = Mutex(DirectoryHandles())
+    /// The `io` errors answered to programs: each message logged once, every one counted (IOErrorReport.swift).
+    let ioErrors = IOErrorReport()
     let logger: Logger
 
     /// A directory open for reading: its children's inodes in name order, taken at its first read.

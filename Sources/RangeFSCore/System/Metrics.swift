@@ -47,11 +47,13 @@ final class Metrics: Sendable {
         "rangefs_reads_total": "READ requests answered by the daemon, hit or miss as for rangefs_read_bytes_total.",
         "rangefs_evicted_bytes_total": "Bytes dropped from the cache to stay under --cache-max-size.",
         "rangefs_passthrough_opens_total": "Opens of complete files that the kernel reads itself (FUSE passthrough).",
+        "rangefs_io_errors_total": "Errors answered to programs as EIO (network trouble after retries, a failed server, a broken cache file); each distinct message is logged once.",
         "rangefs_digest_checks_total": "End-to-end digest checks of complete files, by result: verified, refetch (a first mismatch, the file is fetched again) or mismatch (wrong again after the refetch).",
     ]
 
     /// Counters without labels: shown as 0 before anything was added, so that a dashboard finds them.
-    static let unlabeled: Set<String> = ["rangefs_evicted_bytes_total", "rangefs_passthrough_opens_total"]
+    static let unlabeled: Set<String> = ["rangefs_evicted_bytes_total", "rangefs_passthrough_opens_total",
+                                         "rangefs_io_errors_total"]
 
     func add(_ name: String, _ value: UInt64 = 1, labels: KeyValuePairs<String, String> = [:]) {
         guard value > 0 else { return }

@@ -1,6 +1,6 @@
 // The mount's control socket: a unix stream socket, owner-only. Each connection carries one request line and gets
-// one response line. One thread accepts; each request is answered on a queue of its own, at most eight at once,
-// so an `add` waiting for a slow server does not hold up a `status`.
+// one response line. One thread accepts (AcceptLoop.swift); each request is answered on a queue of its own, at most
+// eight at once, so an `add` waiting for a slow server does not hold up a `status`.
 
 import Dispatch
 import FoundationEssentials
@@ -11,14 +11,12 @@ import RangeFSPlatform
 
 /// Serves control requests for one mount until `stop`.
 public final class ControlServer: @unchecked Sendable {
-    // @unchecked Sendable: `listener` and `path` are immutable; the handler is a Sendable closure.
+    // @unchecked Sendable: `loop` and `path` are immutable; the handler is a Sendable closure.
     public let path: String
-    private let listener: Int32
+    /// Accepts; answers at most eight requests at once, more wait in the socket's backlog.
+    private let loop: AcceptLoop
     private let handler: @Sendable (ControlRequest) -> ControlResponse
     private let logger: Logger
-    /// Requests being answered; more wait in the socket's backlog.
-    private let slots = DispatchSemaphore(value: 8)
-    private let answering = DispatchQueue(label: "rangefs.control", attributes: .concurrent)
 
     /// Creates the socket at `path` (replacing a dead one left by a killed daemon) and starts serving.
     public init(path: String, logger: Logger, handler: @escaping @Sendable (ControlRequest) -> ControlResponse) throws {
@@ -32,7 +30,7 @@ public final class ControlServer: @unchecked Sendable {
         guard case (var address, let length)? = unixSocketAddress(path) else {
             throw SystemError(call: "bind", path: path, errno: .nameTooLong)
         }
-        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) }
         }
@@ -42,25 +40,14 @@ public final class ControlServer: @unchecked Sendable {
             throw SystemError(call: "bind", path: path, errno: Errno(rawValue: code))
         }
         chmod(path, 0o600)
-        startThread(name: "rangefs-control") { [self] in serve() }
+        loop = AcceptLoop(listener: listener, name: "rangefs-control", concurrency: 8)
+        loop.start { [self] connection in answer(connection) }
     }
 
     /// Stops serving and removes the socket.
     public func stop() {
-        shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
+        loop.stop()
         unlink(path)
-    }
-
-    private func serve() {
-        SocketServing.acceptConnections(on: listener) { connection in
-            slots.wait()
-            answering.async { [self] in
-                answer(connection)
-                close(connection)
-                slots.signal()
-            }
-        }
     }
 
     private func answer(_ connection: Int32) {

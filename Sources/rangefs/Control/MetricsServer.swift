@@ -1,7 +1,7 @@
 // `--metrics ADDR:PORT`: the mount's counters over HTTP, in the Prometheus text format, for the people who run
-// rangefs on many machines. One thread accepts; each request is one GET answered and closed (HTTP/1.0), up to four
-// at once, and a client gets 5 s to send its request and 5 s per send to take the answer: a scraper that hangs, or
-// trickles its request a byte at a time, holds up no other.
+// rangefs on many machines. One thread accepts (AcceptLoop.swift); each request is one GET answered and closed
+// (HTTP/1.0), up to four at once, and a client gets 5 s to send its request and 5 s per send to take the answer: a
+// scraper that hangs, or trickles its request a byte at a time, holds up no other.
 
 import Dispatch
 import FoundationEssentials
@@ -12,11 +12,10 @@ import RangeFSPlatform
 
 /// Serves `GET /metrics` on a TCP address until `stop`.
 final class MetricsServer: @unchecked Sendable {
-    // @unchecked Sendable: `listener` is immutable; the text source is a Sendable closure.
-    private let listener: Int32
+    // @unchecked Sendable: `loop` is immutable; the text source is a Sendable closure.
+    /// Accepts; answers at most four requests at once.
+    private let loop: AcceptLoop
     private let text: @Sendable () -> String
-    private let slots = DispatchSemaphore(value: 4)
-    private let answering = DispatchQueue(label: "rangefs.metrics", attributes: .concurrent)
     /// The time a client has to send its request.
     private static let requestDeadline = 5.0
 
@@ -39,7 +38,7 @@ final class MetricsServer: @unchecked Sendable {
     /// Listens on `address:port`; throws the one-line reason when it cannot.
     init(address: String, port: UInt16, text: @escaping @Sendable () -> String) throws {
         self.text = text
-        listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var yes: Int32 = 1
         setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
         var socketAddress = sockaddr_in()
@@ -56,23 +55,12 @@ final class MetricsServer: @unchecked Sendable {
             close(listener)
             throw MountRunner.Failure("cannot serve --metrics on \(address):\(port) (\(reason)); choose another port")
         }
-        startThread(name: "rangefs-metrics") { [self] in serve() }
+        loop = AcceptLoop(listener: listener, name: "rangefs-metrics", concurrency: 4)
+        loop.start { [self] connection in answer(connection) }
     }
 
     func stop() {
-        shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
-    }
-
-    private func serve() {
-        SocketServing.acceptConnections(on: listener) { connection in
-            slots.wait()
-            answering.async { [self] in
-                answer(connection)
-                close(connection)
-                slots.signal()
-            }
-        }
+        loop.stop()
     }
 
     private func answer(_ connection: Int32) {

@@ -118,7 +118,7 @@ struct MountRunner {
         }
         listDirectories(of: fileSystem, saved: saved, into: &probed)
         // Only now is it known whether anything mounts, and so whether the unmountable URLs stay saved.
-        let mounting = catalog.fileCount > 0 || !catalog.directorySources.isEmpty
+        let mounting = catalog.totals.files > 0 || !catalog.directorySources.isEmpty
         for failure in probed.unmountable {
             let kept = mounting || failure.wasSaved
             let note = !failure.keepSaved || !kept ? ""
@@ -180,9 +180,9 @@ struct MountRunner {
             Daemon.reportReady(status, logFile: logFile)
             if logFile == nil { destination.use(.syslog) }
         }
-        logger.info("mounted \(catalog.fileCount) file(s) on \(target)")
+        logger.info("mounted \(catalog.totals.files) file(s) on \(target)")
         logger.info("FUSE passthrough \(fileSystem.passthroughMode.withLock { $0 }.description)")
-        SystemdNotifier.notify("READY=1\nSTATUS=mounted \(catalog.fileCount) file(s) on \(target)\nMAINPID=\(getpid())")
+        SystemdNotifier.notify("READY=1\nSTATUS=mounted \(catalog.totals.files) file(s) on \(target)\nMAINPID=\(getpid())")
 
         mount.waitUntilUnmounted()
         SystemdNotifier.notify("STOPPING=1")

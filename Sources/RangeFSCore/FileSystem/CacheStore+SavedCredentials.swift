@@ -1,0 +1,25 @@
+// The credentials saved with the cache for remounts (`credentials.json`, mode 0600, replaced atomically). Apart
+// from the saved set of files (Catalog/CacheStore+SavedFiles.swift) because what it saves, `OriginCredentials`, is
+// Fetch's type, and Catalog uses only Cache and System.
+
+import FoundationEssentials
+
+extension CacheStore {
+    private var credentialsPath: String { root + "/credentials.json" }
+
+    /// The credentials saved for remounts (per origin), or none. Kept in `credentials.json`, mode 0600: the one
+    /// file of the cache that holds passwords and tokens.
+    public func savedCredentials() throws -> [String: OriginCredentials] {
+        guard let bytes = try FileSystemCalls.readSmallFile(credentialsPath) else { return [:] }
+        return try JSONDecoder().decode([String: OriginCredentials].self, from: Data(bytes))
+    }
+
+    /// Saves `credentials` for remounts; an empty table removes the file.
+    public func saveCredentials(_ credentials: [String: OriginCredentials]) throws {
+        guard !credentials.isEmpty else { return try FileSystemCalls.removeFile(credentialsPath) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        // Its temporary file is created afresh with mode 0600 (replaceAtomically), never a leftover of another.
+        try FileSystemCalls.replaceAtomically(credentialsPath, with: Array(try encoder.encode(credentials)))
+    }
+}

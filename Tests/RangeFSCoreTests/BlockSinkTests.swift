@@ -1,0 +1,207 @@
+import Foundation
+import Glibc
+import Logging
+@testable import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// BlockSink's rules for what it takes of an answer (issue 39): the 200/206 rules of BlockSink+Head.swift and the
+/// mirror failover of BlockSink.swift, each through a real cache entry and the real scheduler (the sink's owner),
+/// over the in-memory origin whose knobs make each kind of answer. A reader of this process waits on the entry, as
+/// a READ would, so every transfer is wanted to its end.
+final class BlockSinkTests: XCTestCase {
+    let url = "http://origin/file.bin"
+    /// Ten blocks of 64 KiB, the last one short.
+    let bytes = pseudoRandomBytes(count: 600_000, seed: 39)
+    let logger = Logger(label: "test")
+    var directory: TemporaryDirectory!
+    var origin: MemoryOrigin!
+    var store: CacheStore!
+    var scheduler: FetchScheduler!
+    var entry: CacheEntry!
+    /// How often the scheduler was told that the remote file changed.
+    let changes = LockedBox(0)
+
+    override func setUpWithError() throws {
+        directory = try TemporaryDirectory(prefix: "blocksink")
+        origin = MemoryOrigin()
+        origin.serve(url, bytes: bytes, etag: "\"v1\"")
+        store = try CacheStore(root: directory.path, logger: logger)
+        let metadata = RemoteMetadata(url: url, size: UInt64(bytes.count), etag: "\"v1\"",
+                                      lastModified: origin.lastModified)
+        entry = try store.entry(for: metadata, blockSize: 65536)
+        entry.beginRead(pid: getpid())
+        var policy = FetchPolicy()
+        policy.retryDelay = .milliseconds(5)
+        scheduler = FetchScheduler(fetcher: origin, policy: policy, logger: logger)
+        scheduler.observeRemoteChanges { [changes] _ in changes.withLock { $0 += 1 } }
+    }
+
+    override func tearDown() {
+        entry?.endRead(pid: getpid())
+        entry = nil
+        scheduler = nil
+        store = nil
+        origin = nil
+        directory = nil
+        super.tearDown()
+    }
+
+    /// Asks for `blocks` as a reader does and waits for the answer (a generous deadline, for a hang only).
+    func fetch(_ blocks: Range<Int>) throws -> Result<Void, FetchError> {
+        let done = DispatchSemaphore(value: 0)
+        let answer = LockedBox<Result<Void, BlockFailure>?>(nil)
+        let availability = scheduler.ensure(entry, url: url, blocks: blocks) { result in
+            answer.withLock { $0 = result }
+            done.signal()
+        }
+        switch availability {
+        case .ready: return .success(())
+        case .failed(let failure): return .failure(failure.fetchError)
+        case .waiting:
+            XCTAssertEqual(done.wait(timeout: .now() + 60), .success, "no answer for blocks \(blocks)")
+            let result = try XCTUnwrap(answer.withLock { $0 })
+            return result.mapError(\.fetchError)
+        }
+    }
+
+    /// The bytes of `blocks` as the data file holds them once written.
+    func cached(_ blocks: Range<Int>) throws -> [UInt8] {
+        entry.waitForWrites()
+        return try entry.readPresent(entry.byteRange(of: blocks))
+    }
+
+    func original(_ blocks: Range<Int>) -> [UInt8] {
+        let range = entry.byteRange(of: blocks)
+        return Array(bytes[Int(range.lowerBound)..<Int(range.upperBound)])
+    }
+
+    /// How often the scheduler was told of a change, once `expected` were told or a generous deadline passed: the
+    /// sink fails the readers first and tells its owner after.
+    func changesTold(expecting expected: Int) -> Int {
+        let deadline = Date().addingTimeInterval(30)
+        while changes.withLock({ $0 }) < expected && Date() < deadline { usleep(1000) }
+        return changes.withLock { $0 }
+    }
+
+    var presentBlocks: [Int] { (0..<entry.blockCount).filter { entry.isPresent($0) } }
+
+    // MARK: 200 and 206
+
+    func testA206WithTheExactContentRangeIsStored() throws {
+        XCTAssertNoThrow(try fetch(2..<5).get())
+        XCTAssertTrue(try cached(2..<5) == original(2..<5), "the bytes of the file")
+        XCTAssertEqual(presentBlocks, [2, 3, 4], "only the blocks asked for")
+        let requests = origin.requests
+        XCTAssertEqual(requests.count, 1)
+        XCTAssertEqual(requests.first?.range, entry.byteRange(of: 2..<5))
+        XCTAssertEqual(requests.first?.ifRange, "\"v1\"", "every Range request carries If-Range")
+        XCTAssertFalse(entry.isRangeless)
+        XCTAssertEqual(changes.withLock { $0 }, 0)
+    }
+
+    /// A server that ignores Range answers with the whole file (same validator, same length): that 200 is taken,
+    /// as one whole-file stream, not read as a change.
+    func testA200WithTheWholeFileOfTheExpectedSizeIsTaken() throws {
+        origin.ignoresRange = true
+        XCTAssertNoThrow(try fetch(3..<4).get())
+        XCTAssertTrue(entry.isRangeless)
+        let deadline = Date().addingTimeInterval(60)
+        while !entry.isComplete && Date() < deadline { usleep(5000) }
+        XCTAssertTrue(entry.isComplete, "the stream brings every block")
+        XCTAssertTrue(try cached(0..<entry.blockCount) == bytes, "the bytes of the file")
+        XCTAssertEqual(origin.requests.last?.range, nil, "the stream asks without Range")
+        XCTAssertEqual(changes.withLock { $0 }, 0, "the same validator and length: no change")
+        XCTAssertFalse(entry.isStale)
+    }
+
+    /// The same ETag but another length, in a 200 to a partial request: the file changed.
+    func testA200OfAnotherSizeToAPartialRequestIsARemoteChange() throws {
+        origin.ignoresRange = true
+        origin.serve(url, bytes: Array(bytes.prefix(500_000)), etag: "\"v1\"")
+        XCTAssertEqual(try fetch(2..<4).failure, .remoteChanged)
+        XCTAssertEqual(presentBlocks, [], "no byte of the other version is kept")
+        XCTAssertFalse(entry.isRangeless, "a change is not a server that ignores Range")
+        XCTAssertEqual(changesTold(expecting: 1), 1)
+    }
+
+    /// A 206 whose Content-Range names other bytes than those asked for: refused at its head, so none of its bytes
+    /// reach a block, and no change of the file is read into it.
+    func testA206WithAWrongContentRangeIsRefusedAndNothingOfItIsKept() throws {
+        origin.contentRangeShift = 65536
+        guard case .badContentRange = try fetch(2..<4).failure else {
+            return XCTFail("a 206 for other bytes was not refused as a bad Content-Range")
+        }
+        XCTAssertEqual(presentBlocks, [])
+        XCTAssertEqual(origin.requests.count, 1, "a wrong range is no transient failure: not asked again")
+        XCTAssertEqual(origin.bodyBytesDelivered, 0, "refused at its head: no body byte was read")
+        XCTAssertEqual(changes.withLock { $0 }, 0)
+        // The same blocks come once the server answers right.
+        origin.contentRangeShift = 0
+        XCTAssertNoThrow(try fetch(2..<4).get())
+        XCTAssertTrue(try cached(2..<4) == original(2..<4), "the bytes of the file")
+    }
+
+    /// Another ETag and Last-Modified: the server answers If-Range with the whole new file, a change.
+    func testAChangedValidatorIsARemoteChange() throws {
+        origin.serve(url, bytes: pseudoRandomBytes(count: bytes.count, seed: 40), etag: "\"v2\"")
+        origin.lastModified = "Mon, 23 Nov 2026 10:00:00 GMT"
+        XCTAssertEqual(try fetch(5..<7).failure, .remoteChanged)
+        XCTAssertEqual(presentBlocks, [])
+        XCTAssertEqual(changesTold(expecting: 1), 1)
+        XCTAssertEqual(origin.requests.first?.ifRange, "\"v1\"")
+    }
+
+    /// A server that ignores If-Range and sends the range with 200 (rclone serve s3): its part of another version
+    /// (another ETag and Last-Modified) is no byte of the file.
+    func testA200PartOfAnotherVersionIsARemoteChange() throws {
+        origin.answersRangesWith200 = true
+        XCTAssertNoThrow(try fetch(0..<2).get(), "a 200 part of the cached version is taken")
+        XCTAssertTrue(try cached(0..<2) == original(0..<2), "the bytes of the file")
+        origin.serve(url, bytes: pseudoRandomBytes(count: bytes.count, seed: 41), etag: "\"v2\"")
+        origin.lastModified = "Mon, 23 Nov 2026 10:00:00 GMT"
+        XCTAssertEqual(try fetch(4..<6).failure, .remoteChanged)
+        XCTAssertEqual(presentBlocks, [0, 1], "none of the other version's part")
+        XCTAssertEqual(changesTold(expecting: 1), 1)
+    }
+
+    // MARK: Mirrors
+
+    /// A transfer cut mid-block on one mirror goes on at once from the byte it reached on the other: each byte is
+    /// sent once, and the mirror that failed is set aside.
+    func testAFailureOnOneMirrorGoesOnFromTheByteReachedOnAnother() throws {
+        let mirror = "http://mirror/file.bin"
+        origin.serve(mirror, bytes: bytes, etag: "\"m1\"")
+        scheduler.useMirrors([mirror], for: entry.remoteMetadata)
+        let mirrors = try XCTUnwrap(scheduler.mirrors.mirrors(of: url))
+        let deadline = Date().addingTimeInterval(30)
+        while mirrors.snapshot[1].validator == nil && Date() < deadline { usleep(1000) }
+        XCTAssertEqual(mirrors.snapshot[1].validator, "\"m1\"", "the mirror's probe taught its validator")
+        origin.dropAfterBytes = 100_000  // one block and 34,464 bytes of the next
+        origin.dropsLeft = 1
+        XCTAssertNoThrow(try fetch(0..<8).get())
+        XCTAssertTrue(try cached(0..<8) == original(0..<8), "the bytes of the file")
+        let requests = origin.requests
+        guard requests.count == 2 else { return XCTFail("not the two requests expected: \(requests)") }
+        XCTAssertEqual(requests[0].range, entry.byteRange(of: 0..<8))
+        XCTAssertEqual(requests[1].range, 100_000..<entry.byteRange(of: 0..<8).upperBound, "from the byte reached")
+        XCTAssertNotEqual(requests[1].url, requests[0].url, "on the other mirror")
+        for request in requests {
+            XCTAssertEqual(request.ifRange, request.url == url ? "\"v1\"" : "\"m1\"", "each its own validator")
+        }
+        XCTAssertEqual(origin.bodyBytesDelivered, entry.byteRange(of: 0..<8).upperBound, "no byte sent twice")
+        let failed = requests[0].url == url ? 0 : 1
+        guard case .setAside = mirrors.snapshot[failed].condition else {
+            return XCTFail("the mirror that failed is not set aside: \(mirrors.snapshot[failed].condition)")
+        }
+        XCTAssertEqual(changes.withLock { $0 }, 0)
+    }
+}
+
+private extension Result {
+    /// The error of a failure, nil for a success.
+    var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
