@@ -57,7 +57,7 @@ public final class ControlService: Sendable {
         case .pin: return pin(name: request.name)
         case .evict: return evict(name: request.name)
         case .identify: return ControlResponse(ok: true, pid: getpid())
-        case .metrics: return ControlResponse(ok: true, message: Metrics.shared.prometheusText)
+        case .metrics: return ControlResponse(ok: true, message: fileSystem.metrics.prometheusText)
         }
     }
 
@@ -192,7 +192,9 @@ public final class ControlService: Sendable {
             return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
         }
         fileSystem.revalidator.forget(item.metadata.url)
-        fileSystem.entryInvalidator.withLock { $0 }?(item.parent, item.name)
+        // Through the one queue, and sent before the answer: a name looked up after `rangefs rm` returns is gone.
+        fileSystem.kernel.forgetName(item.name, in: item.parent)
+        fileSystem.kernel.flush()
         if let open = store.openEntry(for: item.metadata.url) { scheduler.stopFilling(open) }
         fileSystem.forgetDownload(of: item.metadata.url)
         saveCatalog()

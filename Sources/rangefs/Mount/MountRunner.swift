@@ -61,12 +61,20 @@ struct MountRunner {
         }
 
         let target = MountPoint.absolute(mountpoint)
+        // Made first and handed to each part at its birth: the mount's counters, the object through which the
+        // store and the scheduler report to the file system (FileSystemEvents.swift), the kernel's notifier (given
+        // the session once it is mounted) and the passthrough capability the FUSE adapter settles.
+        let metrics = Metrics()
+        let events = FileSystemEvents()
+        let kernel = FUSEKernelNotifier()
+        let passthrough = LockedBox(PassthroughMode.pending)
         let store: CacheStore
         var sources: [MountSource]
         do {
             sources = try givenSources()
             if let problem = MountPoint.prepare(target, logger: logger) { throw Failure(problem) }
-            store = try CacheStore(root: configuration.cacheRoot, settings: configuration.store, logger: logger)
+            store = try CacheStore(root: configuration.cacheRoot, settings: configuration.store, events: events.store,
+                                   metrics: metrics, logger: logger)
         } catch let failure as Failure {
             return fail(failure.message)
         } catch {
@@ -101,12 +109,12 @@ struct MountRunner {
         var probed = probe(sources, with: engine, store: store, saved: saved)
         let catalog = probed.catalog
 
-        let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine,
-                                       policy: configuration.fetch, logger: logger)
+        let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine, policy: configuration.fetch,
+                                       events: events.scheduler, metrics: metrics, logger: logger)
         var proxyReport: (@Sendable () -> String)?
         if let chain = session.proxyChain { proxyReport = { chain.report } }
-        let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler,
-                                 settings: configuration.fileSystem, credentials: credentials,
+        let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
+                                 passthrough: passthrough, settings: configuration.fileSystem, credentials: credentials,
                                  proxyReport: proxyReport, logger: logger)
         for item in catalog.items where probed.offline[item.metadata.url] == nil {
             fileSystem.revalidator.markValidated(item.metadata.url)
@@ -149,8 +157,8 @@ struct MountRunner {
         defer { metricsServer?.stop() }
         let mount: FUSEMount
         do {
-            mount = try FUSEMount(fileSystem: fileSystem, mountpoint: target, settings: configuration.mount,
-                                  logger: logger)
+            mount = try FUSEMount(fileSystem: fileSystem, kernel: kernel, passthrough: passthrough, mountpoint: target,
+                                  settings: configuration.mount, logger: logger)
             try mount.start()
         } catch {
             return fail("\(error)")
@@ -181,7 +189,7 @@ struct MountRunner {
             if logFile == nil { destination.use(.syslog) }
         }
         logger.info("mounted \(catalog.fileCount) file(s) on \(target)")
-        logger.info("FUSE passthrough \(fileSystem.passthroughMode.withLock { $0 }.description)")
+        logger.info("FUSE passthrough \(passthrough.withLock { $0 }.description)")
         SystemdNotifier.notify("READY=1\nSTATUS=mounted \(catalog.fileCount) file(s) on \(target)\nMAINPID=\(getpid())")
 
         mount.waitUntilUnmounted()
