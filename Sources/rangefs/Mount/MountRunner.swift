@@ -88,7 +88,9 @@ struct MountRunner {
         } catch {
             return fail("\(error)")
         }
-        let savedFiles = addSavedFiles(of: store, to: &sources, credentials: credentials)
+        // The one writer of the saved set, for this mount's start and then its control service.
+        let savedSet = SavedSet(store: store)
+        let savedFiles = addSavedFiles(of: savedSet, store: store, to: &sources, credentials: credentials)
         if sources.isEmpty { return fail("nothing to mount: give URLs or --list FILE (this cache has no saved files)") }
         // What weakens this mount: logged once now, and shown by every `status`.
         let warnings = configuration.http.insecure
@@ -141,7 +143,7 @@ struct MountRunner {
             return Status.failed
         }
         // A URL given or saved before stays saved unless its server said it is gone.
-        let controlService = ControlService(fileSystem: fileSystem, unmounted: probed.unmounted)
+        let controlService = ControlService(fileSystem: fileSystem, unmounted: probed.unmounted, savedSet: savedSet)
         var metricsServer: MetricsServer?
         if let metrics = configuration.metrics {
             do {
