@@ -47,7 +47,7 @@ public struct MountSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// The session pointer, for the one callback that outlives a FUSE request (name invalidation).
+/// The session pointer, for what outlives a FUSE request: the kernel notifier (KernelNotices.swift).
 struct UnsafeSendableSession: @unchecked Sendable {
     // @unchecked Sendable: libfuse's notify functions are safe to call from any thread while the session lives.
     let pointer: OpaquePointer
