@@ -47,7 +47,7 @@ public struct MountSettings: Sendable, Equatable {
     public init() {}
 }
 
-/// The session pointer, for the one callback that outlives a FUSE request (name invalidation).
+/// The session pointer, for what outlives a FUSE request: the kernel notifier (KernelNotices.swift).
 struct UnsafeSendableSession: @unchecked Sendable {
     // @unchecked Sendable: libfuse's notify functions are safe to call from any thread while the session lives.
     let pointer: OpaquePointer
@@ -71,9 +71,17 @@ public final class FUSEMount: @unchecked Sendable {
     private let settings: MountSettings
     private let loopEnded = DispatchSemaphoreBox()
     private let logger: Logger
+    /// The notifier the file system was made with: given the session once the kernel initialised it.
+    private let kernel: FUSEKernelNotifier
+    /// The passthrough capability the file system was made with: settled here (Passthrough.swift).
+    private let passthrough: LockedBox<PassthroughMode>
 
-    /// Creates the session and mounts it on `mountpoint`; the files are visible once `start` returns.
-    public init(fileSystem: RangeFS, mountpoint: String, settings: MountSettings, logger: Logger) throws(MountError) {
+    /// Creates the session and mounts it on `mountpoint`; the files are visible once `start` returns. `kernel` and
+    /// `passthrough` are the ones `fileSystem` was made with.
+    package init(fileSystem: RangeFS, kernel: FUSEKernelNotifier, passthrough: LockedBox<PassthroughMode>,
+                 mountpoint: String, settings: MountSettings, logger: Logger) throws(MountError) {
+        self.kernel = kernel
+        self.passthrough = passthrough
         self.mountpoint = mountpoint
         self.settings = settings
         self.logger = logger
@@ -107,7 +115,8 @@ public final class FUSEMount: @unchecked Sendable {
             throw .mountFailed(mountpoint)
         }
         box.sessionDescriptor = fuse_session_fd(session)
-        Passthrough.prepare(session: session, wanted: settings.passthrough, fileSystem: fileSystem, logger: logger)
+        Passthrough.prepare(session: session, wanted: settings.passthrough, fileSystem: fileSystem,
+                            mode: passthrough, logger: logger)
     }
 
     /// Starts the request loop on its own thread and waits until the kernel has initialised the session.
@@ -124,25 +133,10 @@ public final class FUSEMount: @unchecked Sendable {
         guard context.takeUnretainedValue().initialized.wait(seconds: 30) else {
             throw .notInitialized(mountpoint)
         }
-        Passthrough.settle(fileSystem: context.takeUnretainedValue().fileSystem)
+        Passthrough.settle(passthrough)
         if let kibibytes = settings.kernelReadaheadKiB { setKernelReadahead(kibibytes) }
-        // SAFETY: the session lives until `finish`, after which the file system no longer calls this.
-        let handle = UnsafeSendableSession(pointer: session)
-        context.takeUnretainedValue().fileSystem.entryInvalidator.withLock { invalidator in
-            invalidator = { parent, name in
-                _ = fuse_lowlevel_notify_inval_entry(handle.pointer, fuse_ino_t(parent), name, name.utf8.count)
-            }
-        }
-        context.takeUnretainedValue().fileSystem.pageInvalidator.withLock { invalidator in
-            invalidator = { inode, range in
-                let length = range.upperBound == UInt64.max ? 0 : off_t(range.count)  // 0: to the end
-                _ = fuse_lowlevel_notify_inval_inode(handle.pointer, fuse_ino_t(inode), off_t(range.lowerBound), length)
-            }
-        }
-        context.takeUnretainedValue().fileSystem.attributeInvalidator.withLock { invalidator in
-            // An offset of -1 drops the attributes only, not the pages.
-            invalidator = { inode in _ = fuse_lowlevel_notify_inval_inode(handle.pointer, fuse_ino_t(inode), -1, 0) }
-        }
+        // SAFETY: the session lives until `finish`, which detaches it from the notifier before destroying it.
+        kernel.attach(UnsafeSendableSession(pointer: session))
     }
 
     /// Raises the mount's readahead through sysfs; without permission (not root) the default stays.
@@ -176,9 +170,7 @@ public final class FUSEMount: @unchecked Sendable {
 
     /// Unmounts and frees the session; call after `waitUntilUnmounted`.
     public func finish() {
-        context.takeUnretainedValue().fileSystem.entryInvalidator.withLock { $0 = nil }
-        context.takeUnretainedValue().fileSystem.pageInvalidator.withLock { $0 = nil }
-        context.takeUnretainedValue().fileSystem.attributeInvalidator.withLock { $0 = nil }
+        kernel.attach(nil)
         fuse_session_unmount(session)
         fuse_session_destroy(session)
         context.release()

@@ -30,9 +30,10 @@ enum Passthrough {
 
     /// Routes the session through the passthrough io if passthrough is wanted and may work; else records why not.
     /// Between fuse_session_mount and the loop's start, before the kernel's INIT is read.
-    static func prepare(session: OpaquePointer, wanted: Bool, fileSystem: RangeFS, logger: Logger) {
+    static func prepare(session: OpaquePointer, wanted: Bool, fileSystem: RangeFS, mode: LockedBox<PassthroughMode>,
+                        logger: Logger) {
         func off(_ reason: String) {
-            fileSystem.passthroughMode.withLock { $0 = .off(reason) }
+            mode.withLock { $0 = .off(reason) }
         }
         guard wanted, fileSystem.settings.passthrough else { return off("--passthrough off") }
         guard rfs_has_cap_sys_admin() != 0 else {
@@ -47,8 +48,8 @@ enum Passthrough {
 
     /// Once the session is initialised: records whether the INIT reply took passthrough (the mount logs it once
     /// it is ready, so the line goes to the log, not to the terminal of `rangefs mount`).
-    static func settle(fileSystem: RangeFS) {
-        let pending = fileSystem.passthroughMode.withLock { $0 == .pending }
+    static func settle(_ passthrough: LockedBox<PassthroughMode>) {
+        let pending = passthrough.withLock { $0 == .pending }
         if pending {
             // The INIT reply follows the init callback at once; wait for it to be written.
             for _ in 0..<200 where rfs_passthrough_init_replied() == 0 { usleep(5000) }
@@ -56,7 +57,7 @@ enum Passthrough {
                 : rfs_passthrough_offered() == 0
                     ? .off("the kernel does not offer it (it needs Linux 6.9 or later with CONFIG_FUSE_PASSTHROUGH)")
                     : .off("the INIT reply could not take it")
-            fileSystem.passthroughMode.withLock { $0 = mode }
+            passthrough.withLock { $0 = mode }
         }
     }
 

@@ -33,8 +33,9 @@ final class BlockSinkTests: XCTestCase {
         entry.beginRead(pid: getpid())
         var policy = FetchPolicy()
         policy.retryDelay = .milliseconds(5)
-        scheduler = FetchScheduler(fetcher: origin, policy: policy, logger: logger)
-        scheduler.observeRemoteChanges { [changes] _ in changes.withLock { $0 += 1 } }
+        var events = FetchScheduler.Events()
+        events.remoteChanged = { [changes] _ in changes.withLock { $0 += 1 } }
+        scheduler = FetchScheduler(fetcher: origin, policy: policy, events: events, logger: logger)
     }
 
     override func tearDown() {

@@ -67,7 +67,7 @@ final class CatalogTotalsTests: XCTestCase {
         settings.maxBytes = 4 * 65536
         let fileSystem = try makeTestFileSystem(origin: origin, urls: urls, directory: directory.path,
                                                 storeSettings: settings)
-        let evictedBefore = Metrics.shared.value("rangefs_evicted_bytes_total")
+        let evictedBefore = fileSystem.metrics.value("rangefs_evicted_bytes_total")
         assertTotalsMatchAWalk(fileSystem.catalog, "the mount")
         for name in ["one.bin", "two.bin"] {
             let inode = try XCTUnwrap(fileSystem.catalog.item(named: name)).inode
@@ -79,7 +79,7 @@ final class CatalogTotalsTests: XCTestCase {
             fileSystem.release(handle)
             assertTotalsMatchAWalk(fileSystem.catalog, "the fill of \(name)")
         }
-        XCTAssertGreaterThan(Metrics.shared.value("rangefs_evicted_bytes_total"), evictedBefore, "blocks were evicted")
+        XCTAssertGreaterThan(fileSystem.metrics.value("rangefs_evicted_bytes_total"), evictedBefore, "blocks were evicted")
         assertTotalsMatchAWalk(fileSystem.catalog, "evictions")
         XCTAssertEqual(fileSystem.catalog.totals.bytes, 12 * 65536)
         XCTAssertEqual(fileSystem.catalog.totals.files, 2)

@@ -12,6 +12,8 @@ final class DirectoryServiceTests: XCTestCase {
     let base = "http://origin/dir/"
     var directory: TemporaryDirectory!
     var fileSystem: RangeFS!
+    /// What the file system tells the kernel.
+    let kernel = KernelRecorder()
 
     override func setUpWithError() throws {
         directory = try TemporaryDirectory(prefix: "directories")
@@ -21,13 +23,15 @@ final class DirectoryServiceTests: XCTestCase {
         origin.serve(base + "a.bin", bytes: pseudoRandomBytes(count: 1000))
         origin.serve(base + "b.bin", bytes: pseudoRandomBytes(count: 2000))
         let logger = Logger(label: "test")
-        let store = try CacheStore(root: directory.path, logger: logger)
+        let events = FileSystemEvents()
+        let store = try CacheStore(root: directory.path, events: events.store, logger: logger)
         let catalog = Catalog()
         catalog.setRootURL(base)
-        let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), logger: logger)
+        let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler, logger: logger)
         var settings = FileSystemSettings()
         settings.revalidateAfter = nil
-        fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, settings: settings, logger: logger)
+        fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
+                             settings: settings, logger: logger)
     }
 
     override func tearDown() {
@@ -129,7 +133,8 @@ final class DirectoryServiceTests: XCTestCase {
         origin.serve(json + "d.bin", bytes: bytes)
         func mountAndRead(_ directory: String) throws -> [UInt8]? {
             let logger = Logger(label: "test")
-            let store = try CacheStore(root: directory, logger: logger)
+            let events = FileSystemEvents()
+            let store = try CacheStore(root: directory, events: events.store, logger: logger)
             // As a daemon stops: the next store on this directory waits for the lock instead of failing (the
             // lock goes with this store, once the work still holding it has finished; a CI run saw it held).
             defer {
@@ -140,8 +145,10 @@ final class DirectoryServiceTests: XCTestCase {
             catalog.setRootURL(json)
             var settings = FileSystemSettings()
             settings.revalidateAfter = nil
-            let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), logger: logger)
-            let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, settings: settings, logger: logger)
+            let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler,
+                                           logger: logger)
+            let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events,
+                                  settings: settings, logger: logger)
             _ = try mounted.directoryContents(Catalog.rootInode).get()
             let inode = try XCTUnwrap(catalog.node(named: "d.bin", in: Catalog.rootInode)).inode
             let handle = try mounted.open(inode).get().handle
@@ -200,8 +207,6 @@ final class DirectoryServiceTests: XCTestCase {
         origin.serve(json, bytes: Array(listing.utf8))
         origin.serve(json + "e.bin", bytes: pseudoRandomBytes(count: 3000, seed: 5))
         let folder = fileSystem.catalog.addDirectory(url: json)
-        let dropped = LockedBox<[UInt64]>([])
-        fileSystem.attributeInvalidator.withLock { $0 = { inode in dropped.withLock { $0.append(inode) } } }
         let found = try fileSystem.lookup(parent: folder.inode, name: "e.bin").get()
         XCTAssertEqual(found.cachedBytes, 0)
         XCTAssertGreaterThan(found.kernelCacheSeconds, 0, "kept as long as the listing is fresh")
@@ -210,8 +215,9 @@ final class DirectoryServiceTests: XCTestCase {
         XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 3000)?.get(),
                        pseudoRandomBytes(count: 3000, seed: 5))
         let deadline = Date().addingTimeInterval(30)
-        while !dropped.withLock({ $0.contains(found.inode) }) && Date() < deadline { usleep(10_000) }
-        XCTAssertEqual(dropped.withLock { $0 }, [found.inode], "the kernel was told once to drop them")
+        let notices = kernel.wait { $0 == .attributes(found.inode) }
+        XCTAssertEqual(notices.filter { if case .attributes = $0 { true } else { false } }, [.attributes(found.inode)],
+                       "the kernel was told once to drop them")
         // The read is answered from the received bytes; they count as cached once written.
         while (try? fileSystem.attributes(of: found.inode).get().cachedBytes) != 3000 && Date() < deadline {
             usleep(10_000)
@@ -234,7 +240,8 @@ final class DirectoryServiceTests: XCTestCase {
             origin.serve(url + "d.bin", bytes: bytes)
             func mount(_ use: (RangeFS, CatalogItem) throws -> Void) throws {
                 let logger = Logger(label: "test")
-                let store = try CacheStore(root: cache.path, logger: logger)
+                let events = FileSystemEvents()
+                let store = try CacheStore(root: cache.path, events: events.store, logger: logger)
                 defer {
                     store.markStopping()
                     store.close()
@@ -243,9 +250,10 @@ final class DirectoryServiceTests: XCTestCase {
                 catalog.setRootURL(url)
                 var settings = FileSystemSettings()
                 settings.revalidateAfter = nil
-                let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), logger: logger)
-                let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, settings: settings,
-                                      logger: logger)
+                let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler,
+                                               logger: logger)
+                let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events,
+                                      settings: settings, logger: logger)
                 _ = try mounted.directoryContents(Catalog.rootInode).get()
                 guard case .file(let item) = catalog.node(named: "d.bin", in: Catalog.rootInode) else {
                     return XCTFail("\(folder): no d.bin")

@@ -30,13 +30,16 @@ final class DirectoryWalkAheadTests: XCTestCase {
 
     func makeFileSystem(fetcher: RangeFetching? = nil) throws -> RangeFS {
         let logger = Logger(label: "test")
-        let store = try CacheStore(root: directory.path, logger: logger)
+        let events = FileSystemEvents()
+        let store = try CacheStore(root: directory.path, events: events.store, logger: logger)
         let catalog = Catalog()
         catalog.setRootURL(base)
-        let scheduler = FetchScheduler(fetcher: fetcher ?? origin, policy: FetchPolicy(), logger: logger)
+        let scheduler = FetchScheduler(fetcher: fetcher ?? origin, policy: FetchPolicy(), events: events.scheduler,
+                                       logger: logger)
         var settings = FileSystemSettings()
         settings.revalidateAfter = nil
-        return RangeFS(catalog: catalog, store: store, scheduler: scheduler, settings: settings, logger: logger)
+        return RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, settings: settings,
+                       logger: logger)
     }
 
     /// Reads directory `inode` from its start as `ls` does; `reply` gets the names.

@@ -73,9 +73,11 @@ final class FirstBytesTests: XCTestCase {
         catalog.setRootURL(base)
         var settings = FileSystemSettings()
         settings.revalidateAfter = nil
-        let fileSystem = RangeFS(catalog: catalog, store: try CacheStore(root: directory.path, logger: logger),
-                                 scheduler: FetchScheduler(fetcher: origin, logger: logger), settings: settings,
-                                 logger: logger)
+        let events = FileSystemEvents()
+        let fileSystem = RangeFS(catalog: catalog,
+                                 store: try CacheStore(root: directory.path, events: events.store, logger: logger),
+                                 scheduler: FetchScheduler(fetcher: origin, events: events.scheduler, logger: logger),
+                                 events: events, settings: settings, logger: logger)
         _ = try fileSystem.directoryContents(Catalog.rootInode).get()
         return (fileSystem, try XCTUnwrap(fileSystem.catalog.node(named: "c.bin", in: Catalog.rootInode)).inode)
     }

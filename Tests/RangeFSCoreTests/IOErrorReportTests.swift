@@ -19,7 +19,9 @@ final class IOErrorReportTests: XCTestCase {
         super.tearDown()
     }
 
-    var counted: UInt64 { Metrics.shared.value("rangefs_io_errors_total") }
+    /// The counter of the file system under test (each mount has its own `Metrics`).
+    var metrics: Metrics?
+    var counted: UInt64 { metrics?.value("rangefs_io_errors_total") ?? 0 }
 
     func testABrokenFileReadInALoopLogsItsMessageOnceAndCountsEveryError() throws {
         let lines = LockedBox<[String]>([])
@@ -27,6 +29,7 @@ final class IOErrorReportTests: XCTestCase {
         let origin = MemoryOrigin()
         origin.serve(url, bytes: pseudoRandomBytes(count: 200_000))
         let fileSystem = try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path, logger: logger)
+        metrics = fileSystem.metrics
         let inode = try XCTUnwrap(fileSystem.catalog.item(named: "broken.bin")).inode
         let handle = try fileSystem.open(inode).get().handle
         origin.remove(url)  // every read of an uncached block now fails: the server answers 404
@@ -53,7 +56,7 @@ final class IOErrorReportTests: XCTestCase {
         fileSystem.noteFailure(.notFound)
         XCTAssertEqual(lines.withLock { $0 }.filter { $0.contains("EIO") }.count, 2)
         XCTAssertEqual(counted - before, 22)
-        XCTAssertTrue(Metrics.shared.prometheusText.contains("# TYPE rangefs_io_errors_total counter\n"))
+        XCTAssertTrue(fileSystem.metrics.prometheusText.contains("# TYPE rangefs_io_errors_total counter\n"))
     }
 
     /// The messages remembered are bounded: past the limit the set starts again, and a message is logged anew.
@@ -61,11 +64,12 @@ final class IOErrorReportTests: XCTestCase {
         let lines = LockedBox<[String]>([])
         let logger = Logger(label: "test") { _ in CommitHealthTests.CapturingHandler(lines: lines) }
         let report = IOErrorReport()
-        for index in 0..<IOErrorReport.limit { report.note(.io("failure \(index)"), logger: logger) }
-        report.note(.io("failure 0"), logger: logger)
+        let metrics = Metrics()
+        for index in 0..<IOErrorReport.limit { report.note(.io("failure \(index)"), logger: logger, metrics: metrics) }
+        report.note(.io("failure 0"), logger: logger, metrics: metrics)
         XCTAssertEqual(lines.withLock { $0.count }, IOErrorReport.limit, "each remembered message logged once")
-        report.note(.io("one more"), logger: logger)  // the set is full: it starts again with this one
-        report.note(.io("failure 0"), logger: logger)
+        report.note(.io("one more"), logger: logger, metrics: metrics)  // the set is full: it starts again with this one
+        report.note(.io("failure 0"), logger: logger, metrics: metrics)
         XCTAssertEqual(lines.withLock { $0.count }, IOErrorReport.limit + 2)
     }
 }

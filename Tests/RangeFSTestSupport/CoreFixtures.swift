@@ -9,16 +9,24 @@ import Logging
 public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: String,
                                policy: FetchPolicy = FetchPolicy(), prefetch: PrefetchPolicy = .none,
                                storeSettings: StoreSettings = StoreSettings(),
+                               kernel: any KernelNotifier = NoKernel(),
+                               passthrough: LockedBox<PassthroughMode> = LockedBox(PassthroughMode.pending),
+                               metrics: Metrics = Metrics(),
                                logger: Logger = Logger(label: "test")) throws -> RangeFS {
-    let store = try CacheStore(root: directory, settings: storeSettings, logger: logger)
+    // The store and the scheduler report to the file system through `events`, as a mount wires them.
+    let events = FileSystemEvents()
+    let store = try CacheStore(root: directory, settings: storeSettings, events: events.store, metrics: metrics,
+                               logger: logger)
     let catalog = Catalog()
     for result in origin.probeAll(urls) { catalog.add(try result.get()) }
-    let scheduler = FetchScheduler(fetcher: origin, policy: policy, logger: logger)
+    let scheduler = FetchScheduler(fetcher: origin, policy: policy, events: events.scheduler, metrics: metrics,
+                                   logger: logger)
     var settings = FileSystemSettings()
     settings.blockSize = 65536
     settings.prefetch = prefetch
     settings.revalidateAfter = nil  // tests probe only when they mean to
-    return RangeFS(catalog: catalog, store: store, scheduler: scheduler, settings: settings, logger: logger)
+    return RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
+                   passthrough: passthrough, settings: settings, logger: logger)
 }
 
 extension RangeFS {

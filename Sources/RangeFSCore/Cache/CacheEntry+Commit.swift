@@ -81,7 +81,7 @@ extension CacheEntry {
         headerDurable.store(true, ordering: .relaxed)
         state.withLock { $0.blocks.committed(plan.snapshot) }
         // The whole file is durable now: its end-to-end check may read it.
-        if plan.snapshot.isFull && !plan.wasComplete, let observe = store?.completions.withLock({ $0 }) { observe(self) }
+        if plan.snapshot.isFull && !plan.wasComplete, let store { store.events.completed(self) }
     }
 
     /// Bytes of blocks present but not yet in the bitmap on disk: what exiting now would lose.

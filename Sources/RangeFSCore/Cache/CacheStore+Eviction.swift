@@ -52,7 +52,7 @@ extension CacheStore {
                 guard let entry = record.entry, entry.stamp(of: record.block) == record.stamp else { continue }
                 let freed = entry.evict(record.block, stamp: record.stamp)
                 queue.usedBytes -= freed
-                Metrics.shared.add("rangefs_evicted_bytes_total", UInt64(freed))
+                metrics.add("rangefs_evicted_bytes_total", UInt64(freed))
             }
             queue.usedBytes += bytes
         }

@@ -101,9 +101,9 @@ extension CacheStore {
         }
         let candidates = entries.withLock { $0.values.filter(untouched) }
         guard !candidates.isEmpty else { return }
-        let hasWork = self.hasWork.withLock { $0 }
+        let hasWork = events.hasWork
         var released = 0
-        for entry in candidates where entry.isIdle && !(hasWork?(entry) ?? false) {
+        for entry in candidates where entry.isIdle && !hasWork(entry) {
             let url = entry.header.url
             let removed = entries.withLock { table -> Bool in
                 guard table[url] === entry, untouched(entry) else { return false }

@@ -40,12 +40,10 @@ public final class CacheStore: Sendable {
     private let openingLocks = (0..<64).map { _ in ExclusiveLock() }
     /// What is cached of entries that are not open (CacheStore+Summaries.swift).
     let summaries = Mutex(EntrySummaries())
-    /// Whether the owner still has work for an entry nobody holds (a fill queued or running); set by the file
-    /// system, consulted before an idle entry is released.
-    let hasWork = LockedBox<(@Sendable (CacheEntry) -> Bool)?>(nil)
-    /// Told when a commit made an entry's whole file durable (set by the file system, for its digest check); it
-    /// runs on the commit queue and must only hand the work on.
-    let completions = LockedBox<(@Sendable (CacheEntry) -> Void)?>(nil)
+    /// What the store asks and tells its owner, fixed at its birth.
+    let events: Events
+    /// The mount's counters (evicted bytes).
+    let metrics: Metrics
     // The group commit (CacheStore+Commit.swift).
     let commitQueue = DispatchQueue(label: "rangefs.commit")
     let committing = Mutex(false)
@@ -74,9 +72,23 @@ public final class CacheStore: Sendable {
         return (environment["HOME"] ?? "/root") + "/.cache/rangefs"
     }
 
+    /// What the store asks and tells whoever composes it (the file system), given to `init` (never set later).
+    package struct Events: Sendable {
+        package init() {}
+        /// Whether the owner still has work for an entry nobody holds (a fill queued or running, a digest check),
+        /// consulted before an idle entry is released.
+        var hasWork: @Sendable (CacheEntry) -> Bool = { _ in false }
+        /// A commit made an entry's whole file durable (for its digest check); it runs on the commit queue and
+        /// must only hand the work on.
+        var completed: @Sendable (CacheEntry) -> Void = { _ in }
+    }
+
     /// Opens (creating if needed) the cache at `root` and takes its lock.
-    public init(root: String, settings: StoreSettings = StoreSettings(), logger: Logger) throws(CacheError) {
+    package init(root: String, settings: StoreSettings = StoreSettings(), events: Events = Events(),
+                 metrics: Metrics = Metrics(), logger: Logger) throws(CacheError) {
         self.root = root
+        self.events = events
+        self.metrics = metrics
         self.settings = settings
         pipeline = BlockPipeline(settings: settings)
         backlog = CommitBacklog(limit: 2 * settings.commitBytes)

@@ -1,5 +1,6 @@
 // The set of mounted URLs, saved with the cache (`catalog.json`, replaced atomically) so that a restart on the
-// same cache shows the same files, including those added at runtime and without those removed.
+// same cache shows the same files, including those added at runtime and without those removed. SavedSet.swift
+// reads and writes it; what else a mount keeps with the cache (versions, listings, credentials) is here.
 
 import FoundationEssentials
 import Glibc
@@ -25,25 +26,6 @@ public struct SavedFile: Codable, Sendable, Equatable {
 }
 
 extension CacheStore {
-    private var catalogPath: String { root + "/catalog.json" }
-
-    /// The saved files, or none if nothing was saved (or the file is damaged, which is logged by the caller).
-    public func savedFiles() throws -> [SavedFile] {
-        guard let bytes = try FileSystemCalls.readSmallFile(catalogPath) else { return [] }
-        return try JSONDecoder().decode([SavedFile].self, from: Data(bytes))
-    }
-
-    /// Moves a damaged `catalog.json` aside as `catalog.json.damaged-SECONDS`, so that saving the mounted set
-    /// afresh never overwrites what the user may still want; returns the new path.
-    public func setAsideDamagedCatalog() throws -> String {
-        let aside = catalogPath + ".damaged-\(time(nil))"
-        guard rename(catalogPath, aside) == 0 else {
-            throw SystemError(call: "rename", path: catalogPath)
-        }
-        try FileSystemCalls.synchronizeDirectory(containing: catalogPath)
-        return aside
-    }
-
     /// What the cache entry of `url` says about it when it was last reached (size, date, validator), if there is
     /// an entry with a readable header for exactly this URL: enough to mount it while its server is unreachable.
     public func storedMetadata(for url: String) -> RemoteMetadata? {
@@ -90,13 +72,6 @@ extension CacheStore {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         return max(0, Double(now.tv_sec - info.st_mtim.tv_sec))
-    }
-
-    /// Saves `files` as the mounted set.
-    public func saveFiles(_ files: [SavedFile]) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        try FileSystemCalls.replaceAtomically(catalogPath, with: Array(try encoder.encode(files)))
     }
 
     /// Moves the entry an older rangefs kept under `oldURL` (a URL with `user:password@`) to `url`, the same URL

@@ -9,7 +9,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         case status, add, rm, pause, resume, verify, pin, evict
         /// Which process serves the mount (its `pid`), at once: `rangefs unmount` waits for it to exit.
         case identify
-        /// The process's counters as Prometheus text, in `message` (what `--metrics` serves).
+        /// The mount's counters as Prometheus text, in `message` (what `--metrics` serves).
         case metrics
     }
 

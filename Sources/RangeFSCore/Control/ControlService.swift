@@ -18,8 +18,8 @@ public final class ControlService: Sendable {
     let fileSystem: RangeFS
     /// Saved files not mounted this run (unreachable, nothing cached): they stay in the saved set.
     private let unmountedSaved = Mutex<[SavedFile]>([])
-    /// Serializes saves of the mounted set: each writes one temporary file and renames it over the last.
-    private let catalogSaving = Mutex(())
+    /// The one writer of the saved set (SavedSet.swift), the mount's.
+    let savedSet: SavedSet
     /// URLs being added: two `rangefs add` of one URL at once make one file.
     let adding = Mutex<Set<String>>([])
     /// Serializes saves of the credentials: each takes its snapshot and writes it while no other does, so an
@@ -28,9 +28,11 @@ public final class ControlService: Sendable {
     /// Status samples of stored bytes per entry (monotonic seconds, bytes), for download speeds.
     let speedSamples = Mutex<[String: (Double, UInt64)]>([:])
 
-    /// Serves `fileSystem`; `unmounted` are the saved files its mount left out (see `unmountedFiles`).
-    public init(fileSystem: RangeFS, unmounted: [SavedFile] = []) {
+    /// Serves `fileSystem`; `unmounted` are the saved files its mount left out (see `unmountedFiles`); `savedSet`
+    /// the mount's writer of the saved set (nil: the cache's, made here, for a file system no mount made).
+    package init(fileSystem: RangeFS, unmounted: [SavedFile] = [], savedSet: SavedSet? = nil) {
         self.fileSystem = fileSystem
+        self.savedSet = savedSet ?? SavedSet(store: fileSystem.store)
         unmountedSaved.withLock { $0 = unmounted }
     }
 
@@ -57,7 +59,7 @@ public final class ControlService: Sendable {
         case .pin: return pin(name: request.name)
         case .evict: return evict(name: request.name)
         case .identify: return ControlResponse(ok: true, pid: getpid())
-        case .metrics: return ControlResponse(ok: true, message: Metrics.shared.prometheusText)
+        case .metrics: return ControlResponse(ok: true, message: fileSystem.metrics.prometheusText)
         }
     }
 
@@ -192,7 +194,9 @@ public final class ControlService: Sendable {
             return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
         }
         fileSystem.revalidator.forget(item.metadata.url)
-        fileSystem.entryInvalidator.withLock { $0 }?(item.parent, item.name)
+        // Through the one queue, and sent before the answer: a name looked up after `rangefs rm` returns is gone.
+        fileSystem.kernel.forgetName(item.name, in: item.parent)
+        fileSystem.kernel.flush()
         if let open = store.openEntry(for: item.metadata.url) { scheduler.stopFilling(open) }
         fileSystem.forgetDownload(of: item.metadata.url)
         saveCatalog()
@@ -349,8 +353,8 @@ public final class ControlService: Sendable {
     /// Saves the mounted set with the cache: every file in the catalog, and the saved files not mounted this run.
     /// Pinned files are open (pinning opens them, and so does `restorePins`), so saving opens nothing.
     public func saveCatalog() {
-        catalogSaving.withLock { _ in
-            do {
+        do {
+            try savedSet.save { [self] in
                 // Files mounted one by one, and directory URLs (the root's with an empty name); not what listings
                 // found, which the next mount lists again.
                 let items = catalog.items { !$0.listed }
@@ -365,10 +369,10 @@ public final class ControlService: Sendable {
                 files += catalog.directorySources.map { SavedFile(name: $0.name, url: $0.url ?? "") }
                 let mounted = Set(files.map(\.url))
                 files += unmountedFiles.filter { !mounted.contains($0.url) }
-                try store.saveFiles(files)
-            } catch {
-                logger.error("cannot save the list of mounted files: \(error)")
+                return files
             }
+        } catch {
+            logger.error("cannot save the list of mounted files: \(error)")
         }
     }
 }

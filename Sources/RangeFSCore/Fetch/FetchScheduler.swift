@@ -42,8 +42,18 @@ public final class FetchScheduler: Sendable {
     private let state = Mutex(State())
     /// How often `state`'s lock was taken, for the test that a demand read takes it once (`locked`).
     private let lockAcquisitions = Atomic<Int>(0)
-    /// Told when a fetch finds that the remote file changed; RangeFS re-probes it.
-    private let changeObserver = LockedBox<(@Sendable (any BlockStore) -> Void)?>(nil)
+    /// What the scheduler reports, fixed at its birth.
+    let events: Events
+    /// The mount's counters: each transfer's bytes and failures are added here once its attempt ends.
+    let metrics: Metrics
+
+    /// What the scheduler reports to whoever composes it, given to `init` (never set later).
+    package struct Events: Sendable {
+        package init() {}
+        /// A fetch found that the remote file of the entry changed (readers were failed already); the file system
+        /// probes it again.
+        var remoteChanged: @Sendable (any BlockStore) -> Void = { _ in }
+    }
 
     private struct Pending {
         let sequence: UInt64
@@ -81,8 +91,10 @@ public final class FetchScheduler: Sendable {
         var holdGeneration = 0
     }
 
-    public init(fetcher: RangeFetching, demandFetcher: RangeFetching? = nil, policy: FetchPolicy = FetchPolicy(),
-                logger: Logger) {
+    package init(fetcher: RangeFetching, demandFetcher: RangeFetching? = nil, policy: FetchPolicy = FetchPolicy(),
+                 events: Events = Events(), metrics: Metrics = Metrics(), logger: Logger) {
+        self.events = events
+        self.metrics = metrics
         self.fetcher = fetcher
         self.demandFetcher = demandFetcher ?? fetcher
         self.policy = policy
@@ -419,11 +431,6 @@ public final class FetchScheduler: Sendable {
         }
     }
 
-    /// Sets who is told when a fetch finds the remote file changed.
-    func observeRemoteChanges(_ observer: @escaping @Sendable (any BlockStore) -> Void) {
-        changeObserver.withLock { $0 = observer }
-    }
-
     /// Runs `body` after `delay` on a background queue.
     func after(_ delay: Duration, _ body: @escaping @Sendable () -> Void) {
         DispatchQueue.global().asyncAfter(deadline: .now() + delay.dispatchInterval, execute: body)
@@ -432,16 +439,18 @@ public final class FetchScheduler: Sendable {
 
 extension FetchScheduler: TransferOwner {
     func started(_ sink: BlockSink, request: RangeRequest) {
+        sink.tally.drain(into: metrics)  // what the attempt before this one counted
         // Demand work (and every retry of it) goes to the demand fetcher.
         (sink.priority == .demand ? demandFetcher : fetcher).start(request, sink: sink)
     }
 
     func retry(_ sink: BlockSink, after delay: Duration) {
+        sink.tally.drain(into: metrics)
         after(delay) { sink.startAttempt() }
     }
 
     func remoteChanged(_ entry: any BlockStore) {
-        changeObserver.withLock { $0 }?(entry)
+        events.remoteChanged(entry)
     }
 
     func isWanted(_ sink: BlockSink) -> Bool {
@@ -455,6 +464,7 @@ extension FetchScheduler: TransferOwner {
     }
 
     func finished(_ sink: BlockSink, outcome: TransferOutcome) {
+        sink.tally.drain(into: metrics)
         let entry = sink.blockStore
         schedule { state in
             state.runningFillSinks[ObjectIdentifier(sink)] = nil

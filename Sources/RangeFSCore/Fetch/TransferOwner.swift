@@ -25,25 +25,44 @@ protocol TransferOwner: AnyObject, Sendable {
     func finished(_ sink: BlockSink, outcome: TransferOutcome)
 }
 
-/// The body bytes of one attempt of a transfer, and the proxy they came through: counted in `Metrics` once the
-/// attempt ends (not per callback, on the hot path).
+/// The body bytes of one attempt of a transfer, and the proxy they came through: counted once the attempt ends
+/// (not per callback, on the hot path). The sink knows no `Metrics`: what it counts waits here until its owner,
+/// which the sink calls after every attempt (`started`, `retry` or `finished`), moves it into the mount's registry.
 struct AttemptTally {
+    /// One addition to a counter, waiting for `drain`.
+    struct Addition {
+        let name: String
+        let value: UInt64
+        let labels: KeyValuePairs<String, String>
+    }
+
     var received = 0
     var proxy: String?
+    /// What ended attempts counted and no owner has drained yet.
+    private(set) var settled: [Addition] = []
 
-    /// Adds the attempt's bytes (by source and proxy) and its failure, if any, to the process's metrics, and
+    /// Adds the attempt's bytes (by source and proxy) and its failure, if any, to what waits for `drain`, and
     /// starts the next attempt's count.
     mutating func count(source: String, isPrimary: Bool, outcome: FetchError?) {
-        let metrics = Metrics.shared
         if received > 0 {
-            metrics.add("rangefs_fetched_bytes_total", UInt64(received),
-                        labels: ["source": URLOrigin.of(source) ?? "unknown", "role": isPrimary ? "origin" : "mirror"])
-            if let proxy { metrics.add("rangefs_proxy_bytes_total", UInt64(received), labels: ["proxy": proxy]) }
+            settled.append(Addition(name: "rangefs_fetched_bytes_total", value: UInt64(received),
+                                    labels: ["source": URLOrigin.of(source) ?? "unknown",
+                                             "role": isPrimary ? "origin" : "mirror"]))
+            if let proxy {
+                settled.append(Addition(name: "rangefs_proxy_bytes_total", value: UInt64(received),
+                                        labels: ["proxy": proxy]))
+            }
         }
         received = 0
         proxy = nil
         if let outcome, outcome != .cancelled {
-            metrics.add("rangefs_fetch_errors_total", labels: ["kind": outcome.metricKind])
+            settled.append(Addition(name: "rangefs_fetch_errors_total", value: 1, labels: ["kind": outcome.metricKind]))
         }
+    }
+
+    /// Moves what ended attempts counted into `metrics`.
+    mutating func drain(into metrics: Metrics) {
+        for addition in settled { metrics.add(addition.name, addition.value, labels: addition.labels) }
+        settled.removeAll()
     }
 }

@@ -18,9 +18,9 @@ final class IOErrorReport: Sendable {
     private let seen = Mutex<Set<String>>([])
 
     /// Records one error answered to a program; only `io` errors are logged and counted.
-    func note(_ error: FileSystemError, logger: Logger) {
+    func note(_ error: FileSystemError, logger: Logger, metrics: Metrics) {
         guard case .io(let message) = error else { return }
-        Metrics.shared.add("rangefs_io_errors_total")
+        metrics.add("rangefs_io_errors_total")
         let isNew = seen.withLock { seen in
             if seen.contains(message) { return false }
             if seen.count >= Self.limit { seen.removeAll(keepingCapacity: true) }
@@ -35,6 +35,6 @@ extension RangeFS {
     /// The FUSE adapter calls this with every error it is about to answer with (the kernel passes on only its
     /// errno): an `io` error's message is logged the first time it is seen, and counted (IOErrorReport).
     public func noteFailure(_ error: FileSystemError) {
-        ioErrors.note(error, logger: logger)
+        ioErrors.note(error, logger: logger, metrics: metrics)
     }
 }

@@ -44,11 +44,7 @@ extension RangeFS {
     /// may answer a request the kernel waits for.
     func entryOpened(url: String) {
         let inodes = catalog.items(url: url).filter(keepsAttributesInKernel).map(\.inode)
-        guard !inodes.isEmpty else { return }
-        invalidationQueue.async { [self] in
-            guard let invalidate = attributeInvalidator.withLock({ $0 }) else { return }
-            for inode in inodes { invalidate(inode) }
-        }
+        kernel.forgetAttributes(of: inodes)
     }
 
     /// How much of `item` is cached. No entry is opened for this: `ls -l` of a library would make one for every

@@ -59,7 +59,7 @@ extension RangeFS {
                                   computed: computed, origin: expected.origin)
         if computed == expected.digest {
             entry.record(record)
-            Metrics.shared.add("rangefs_digest_checks_total", labels: ["result": "verified"])
+            metrics.add("rangefs_digest_checks_total", labels: ["result": "verified"])
             logger.info("\(shown) is verified: its \(computed.algorithm.rawValue) matches \(expected.origin)")
             if refetched, let mirrorSet = scheduler.mirrors.mirrors(of: url) { mirrorSet.endRefetch() }
             return
@@ -69,10 +69,10 @@ extension RangeFS {
         if refetched {
             record.verdict = .mismatch
             entry.record(record)
-            Metrics.shared.add("rangefs_digest_checks_total", labels: ["result": "mismatch"])
+            metrics.add("rangefs_digest_checks_total", labels: ["result": "mismatch"])
             logger.error("\(shown) fails its digest check again after a refetch: \(mismatch); its opens fail with EIO until it changes on the server or rangefs evict drops it")
         } else {
-            Metrics.shared.add("rangefs_digest_checks_total", labels: ["result": "refetch"])
+            metrics.add("rangefs_digest_checks_total", labels: ["result": "refetch"])
             let mirrorSet = scheduler.mirrors.mirrors(of: url)
             mirrorSet?.beginRefetch()
             let how = mirrorSet == nil ? "" : ", each part from another mirror than before"
@@ -91,7 +91,7 @@ extension RangeFS {
         }
         // The kernel may hold pages of the wrong bytes: it must ask again (and get EIO, or the new bytes).
         for item in catalog.items(url: url) {
-            invalidationQueue.async { [self] in pageInvalidator.withLock { $0 }?(item.inode, 0..<UInt64.max) }
+            kernel.forgetPages(of: item.inode)
         }
     }
 

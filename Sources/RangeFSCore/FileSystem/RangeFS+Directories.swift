@@ -189,26 +189,18 @@ extension RangeFS {
     }
 
     /// Makes the directory service that lists and probes for this file system, with its reports wired to the
-    /// kernel invalidations the FUSE adapter provides.
+    /// kernel's invalidations and to the first bytes' store.
     static func makeDirectoryService(catalog: Catalog, store: CacheStore, fetcher: RangeFetching,
-                                     credentials: CredentialTable, settings: FileSystemSettings, revalidator: Revalidator, logger: Logger,
-                                     owner: @escaping @Sendable () -> RangeFS?) -> DirectoryService {
+                                     credentials: CredentialTable, settings: FileSystemSettings, revalidator: Revalidator,
+                                     kernel: KernelInvalidations, events fileSystemEvents: FileSystemEvents,
+                                     logger: Logger) -> DirectoryService {
         var events = DirectoryService.Events()
         events.offline = { [weak revalidator] url, reason in revalidator?.markOffline(url, reason: reason) }
         events.validated = { [weak revalidator] url in revalidator?.markValidated(url) }
-        // The kernel forgets a name off this thread: the lookup that found it gone may still hold its directory.
-        events.removed = { parent, name in
-            guard let owner = owner() else { return }
-            owner.invalidationQueue.async { owner.entryInvalidator.withLock { $0 }?(parent, name) }
-        }
-        events.changed = { inode in
-            guard let owner = owner() else { return }
-            owner.invalidationQueue.async { owner.attributeInvalidator.withLock { $0 }?(inode) }
-        }
-        events.firstBytes = { metadata, body in
-            guard let owner = owner() else { return body.discard() }
-            owner.store(firstBytes: body, of: metadata)
-        }
+        // Queued: the lookup that found the name gone may still hold its directory.
+        events.removed = { parent, name in kernel.forgetName(name, in: parent) }
+        events.changed = { inode in kernel.forgetAttributes(of: [inode]) }
+        events.firstBytes = { metadata, body in fileSystemEvents.storeFirstBytes(body, of: metadata) }
         return DirectoryService(catalog: catalog, store: store, fetcher: fetcher, credentials: credentials,
                                 directoryCacheTime: settings.directoryCacheTime,
                                 openProbeBytes: settings.openProbeBytes, probeBlockBytes: settings.blockSize,

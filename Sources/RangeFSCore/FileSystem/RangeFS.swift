@@ -32,18 +32,14 @@ public final class RangeFS: Sendable {
     let handles = OpenHandles()
     /// The cache generation whose pages the kernel may hold, per inode.
     private let kernelGenerations = Mutex<[UInt64: UInt64]>([:])
-    /// Tells the kernel to forget a name (set by the FUSE adapter), after `rangefs rm`.
-    public let entryInvalidator = LockedBox<(@Sendable (UInt64, String) -> Void)?>(nil)
-    /// Tells the kernel to drop its cached pages of an inode in a byte range, and its attributes (set by the FUSE
-    /// adapter); `UInt64.max` as the upper bound means to the end of the file. It waits for pages that a READ in
-    /// flight holds, so it must never run where that READ's reply waits behind it.
-    public let pageInvalidator = LockedBox<(@Sendable (UInt64, Range<UInt64>) -> Void)?>(nil)
-    /// Whether complete files are read by the kernel itself (FUSE passthrough); set by the FUSE adapter once the
-    /// session is initialised, and turned off if the kernel refuses a backing file.
-    public let passthroughMode = Mutex(PassthroughMode.pending)
-    /// Tells the kernel to drop its cached attributes of an inode (set by the FUSE adapter): a listed file whose
-    /// attributes the kernel keeps (see `kernelCacheSeconds`) has its cache entry opened, or a new listing changed it.
-    public let attributeInvalidator = LockedBox<(@Sendable (UInt64) -> Void)?>(nil)
+    /// Where the kernel is told to drop names, attributes and pages (KernelNotifier.swift): one queue, one owner.
+    let kernel: KernelInvalidations
+    /// Whether complete files are read by the kernel itself (FUSE passthrough): made by the mount and given here,
+    /// settled by the FUSE adapter once the session is initialised, and turned off if the kernel refuses a
+    /// backing file.
+    let passthroughMode: LockedBox<PassthroughMode>
+    /// The mount's counters (the store's: one registry per mount, made by the mount).
+    var metrics: Metrics { store.metrics }
     /// Describes the proxy chain for status, when the mount has one (the network layer owns it).
     let proxyReport: (@Sendable () -> String)?
     /// The end-to-end digest checks of complete files (RangeFS+Digests.swift).
@@ -56,9 +52,6 @@ public final class RangeFS: Sendable {
     let directoryPrefetch: DirectoryPrefetch?
     /// Notices remote changes and keeps the files served while their server is unreachable (Revalidator.swift).
     public let revalidator: Revalidator
-    /// Where the kernel is told to forget names and attributes: off the thread that found the change, which may
-    /// hold the directory or the inode the kernel then waits for.
-    let invalidationQueue = DispatchQueue(label: "rangefs.invalidate-attributes")
     /// Directories open for reading, with the names each read takes its offsets from.
     let directoryHandles = Mutex(DirectoryHandles())
     /// The `io` errors answered to programs: each message logged once, every one counted (IOErrorReport.swift).
@@ -84,9 +77,14 @@ public final class RangeFS: Sendable {
     /// The credentials per origin that the fetcher sends; `rangefs add` puts a URL's userinfo here.
     let credentials: CredentialTable
 
-    public init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler,
-                settings: FileSystemSettings = FileSystemSettings(), credentials: CredentialTable = CredentialTable(),
-                proxyReport: (@Sendable () -> String)? = nil, logger: Logger) {
+    /// Makes the file system from its parts, every one given here: `events` is the object the store and the
+    /// scheduler were given their events by (FileSystemEvents.swift), `kernel` what tells the kernel to drop what
+    /// it caches, `passthrough` the mount's passthrough capability, which the FUSE adapter settles.
+    package init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, events: FileSystemEvents,
+                 kernel: any KernelNotifier = NoKernel(),
+                 passthrough: LockedBox<PassthroughMode> = LockedBox(PassthroughMode.pending),
+                 settings: FileSystemSettings = FileSystemSettings(), credentials: CredentialTable = CredentialTable(),
+                 proxyReport: (@Sendable () -> String)? = nil, logger: Logger) {
         self.credentials = credentials
         self.proxyReport = proxyReport
         self.catalog = catalog
@@ -94,46 +92,21 @@ public final class RangeFS: Sendable {
         self.scheduler = scheduler
         self.settings = settings
         self.logger = logger
+        let kernel = KernelInvalidations(kernel)
+        self.kernel = kernel
+        passthroughMode = passthrough
         mountTime = Int64(time(nil))
-        let owner = WeakReference<RangeFS>()
-        var revalidation = Revalidator.Events()
-        revalidation.forgetPages = { inode, range in owner.object?.pageInvalidator.withLock { $0 }?(inode, range) }
-        revalidation.entry = { item in
-            guard let owner = owner.object else { return nil }
-            do {
-                return try owner.entry(for: item)
-            } catch {
-                owner.logger.error("cannot open the cache for \(item.name) to check it against its server: \(error)")
-                return nil
-            }
-        }
         let revalidator = Revalidator(catalog: catalog, store: store, scheduler: scheduler, settings: settings,
-                                      events: revalidation, logger: logger)
+                                      kernel: kernel, events: events.revalidator, logger: logger)
         self.revalidator = revalidator
         let directories = Self.makeDirectoryService(catalog: catalog, store: store,
                                                     fetcher: MeasuredFetcher(scheduler.fetcher, estimate: link),
-                                                    credentials: credentials, settings: settings, revalidator: revalidator, logger: logger) {
-            owner.object
-        }
+                                                    credentials: credentials, settings: settings, revalidator: revalidator,
+                                                    kernel: kernel, events: events, logger: logger)
         self.directories = directories
         directoryPrefetch = Self.makeDirectoryPrefetch(catalog: catalog, directories: directories, link: link,
                                                        settings: settings, connections: scheduler.policy.maxTransfers)
-        scheduler.observeRemoteChanges { [weak revalidator] changed in
-            if let entry = changed as? CacheEntry { revalidator?.revalidate(entry, knownChanged: true) }
-        }
-        // A file whose whole data just became durable is checked against its digest.
-        store.completions.withLock { completions in
-            completions = { entry in owner.object?.checkDigest(of: entry, again: true) }
-        }
-        // An entry with a fill queued or running, or its digest check, stays open while nobody reads it.
-        store.hasWork.withLock { hasWork in
-            hasWork = { [weak scheduler] entry in
-                guard let scheduler else { return false }
-                return scheduler.isFilling(entry) || scheduler.isTransferring(entry)
-                    || owner.object?.isCheckingDigest(of: entry) == true
-            }
-        }
-        owner.object = self
+        events.attach(self)
     }
 
     var prefetch: PrefetchPolicy { settings.prefetch }
@@ -209,7 +182,7 @@ public final class RangeFS: Sendable {
         revalidator.revalidateIfDue(cacheEntry)
         if passthrough {
             cacheEntry.beginPassthrough()
-            Metrics.shared.add("rangefs_passthrough_opens_total")
+            metrics.add("rangefs_passthrough_opens_total")
             return .success(OpenedFile(handle: handle, keepCache: false, passthroughFile: cacheEntry.directory + "/data"))
         }
         let generation = cacheEntry.header.generation
@@ -330,7 +303,7 @@ public final class RangeFS: Sendable {
         }
         if counted {
             let hit = if case .ready = availability { true } else { false }
-            Metrics.shared.countRead(bytes: range.count, hit: hit)
+            metrics.countRead(bytes: range.count, hit: hit)
         }
         switch availability {
         case .ready:

@@ -30,9 +30,6 @@ public final class Revalidator: Sendable {
 
     /// What the revalidator asks of the file system around it.
     struct Events: Sendable {
-        /// Makes the kernel drop its cached pages of an inode in a byte range (`UInt64.max`: to the end); may wait
-        /// for pages a READ in flight holds.
-        var forgetPages: @Sendable (UInt64, Range<UInt64>) -> Void = { _, _ in }
         /// The cache entry of a file, opened if need be (nil if it cannot be).
         var entry: @Sendable (CatalogItem) -> CacheEntry? = { _ in nil }
         init() {}
@@ -51,8 +48,8 @@ public final class Revalidator: Sendable {
     /// Byte ranges of READs waiting for their ESTALE answer, by inode: the kernel holds their pages locked until the
     /// reply, so the page invalidation that runs before it must leave them out.
     private let staleReplies = Mutex<[UInt64: [Range<UInt64>]]>([:])
-    /// Where the second, complete page invalidation runs after a remote change (see `forgetKernelPages`).
-    private let invalidationQueue = DispatchQueue(label: "rangefs.invalidate")
+    /// Where the kernel's pages are dropped after a remote change (see `forgetKernelPages`).
+    private let kernel: KernelInvalidations
     /// The checks of each URL and the probes of each origin (Revalidator+Checks.swift).
     let checks = Mutex(CheckState())
     /// Where probe answers are acted on: never the fetcher's thread, which must go on receiving, and never a FUSE
@@ -64,7 +61,8 @@ public final class Revalidator: Sendable {
     private let offlineTimer = Mutex<RepeatingTimer?>(nil)
 
     init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, settings: FileSystemSettings,
-                events: Events, logger: Logger) {
+         kernel: KernelInvalidations, events: Events, logger: Logger) {
+        self.kernel = kernel
         self.catalog = catalog
         self.store = store
         self.scheduler = scheduler
@@ -234,18 +232,17 @@ public final class Revalidator: Sendable {
     /// locked until then, so those ranges are left out here (they are not cached anyway: the READs fail), and a
     /// second, complete pass runs on its own queue for whatever was in flight meanwhile.
     private func forgetKernelPages(of inode: UInt64) {
-        let invalidate = events.forgetPages
         let page: UInt64 = 4096
         let held = staleReplies.withLock { $0[inode] ?? [] }
             .map { ($0.lowerBound / page * page)..<(($0.upperBound + page - 1) / page * page) }
             .sorted { $0.lowerBound < $1.lowerBound }
         var start: UInt64 = 0
         for range in held {
-            if range.lowerBound > start { invalidate(inode, start..<range.lowerBound) }
+            if range.lowerBound > start { kernel.forgetPagesNow(of: inode, in: start..<range.lowerBound) }
             start = max(start, range.upperBound)
         }
-        invalidate(inode, start..<UInt64.max)
-        invalidationQueue.async { invalidate(inode, 0..<UInt64.max) }
+        kernel.forgetPagesNow(of: inode, in: start..<UInt64.max)
+        kernel.forgetPages(of: inode)
     }
 
     // MARK: Offline files

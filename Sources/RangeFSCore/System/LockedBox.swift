@@ -1,19 +1,5 @@
 import Synchronization
 
-/// A weak reference that may be read from any thread: how a part made in its owner's initializer reaches the
-/// owner without keeping it alive.
-final class WeakReference<Object: AnyObject & Sendable>: Sendable {
-    private struct Slot { weak var object: Object? }
-    private let slot = Mutex(Slot())
-
-    init() {}
-
-    var object: Object? {
-        get { slot.withLock { $0.object } }
-        set { slot.withLock { $0.object = newValue } }
-    }
-}
-
 /// A value guarded by a `Mutex`, shareable between threads as a class reference.
 public final class LockedBox<Value: ~Copyable>: Sendable {
     // Sendable without @unchecked: Mutex is Sendable for any Value, and the value is reached only through it.

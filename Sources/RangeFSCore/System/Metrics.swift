@@ -1,13 +1,15 @@
 // What the daemon did, as counters for the people who run many machines (`--metrics ADDR:PORT` serves them as
 // Prometheus text; `rangefs status` stays the view of one mount). One registry per process, as Prometheus client
-// libraries have it: a mount is one process. Labels are bounded: sources are origins (scheme, host, port), never
+// libraries have it: a mount is one process. The mount (MountRunner) makes the one registry and hands it to the
+// store, the scheduler and the file system at their birth; nothing reaches it as a global. Labels are bounded: sources are origins (scheme, host, port), never
 // whole URLs, so a library of 100,000 files from one server is one series.
 
 import Synchronization
 
 /// Counters, each a name and a set of labels; only ever added to.
-final class Metrics: Sendable {
-    static let shared = Metrics()
+package final class Metrics: Sendable {
+    /// An empty registry: one per mount.
+    package init() {}
 
     /// One series: a counter's name and its labels, sorted and formatted.
     private struct Series: Hashable, Sendable {
@@ -81,7 +83,7 @@ final class Metrics: Sendable {
     }
 
     /// The Prometheus text exposition format (version 0.0.4): HELP and TYPE once per name, then its series.
-    var prometheusText: String {
+    package var prometheusText: String {
         let snapshot = self.snapshot
         var text = ""
         for name in Self.help.keys.sorted() {

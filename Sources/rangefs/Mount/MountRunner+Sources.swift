@@ -75,10 +75,10 @@ extension MountRunner {
     /// Adds the files saved with the cache (added at runtime, or mounted before) that `sources` lacks; returns
     /// what was saved. A damaged list is moved aside, never overwritten. A saved URL with `user:password@` or a
     /// query (saved by an older rangefs) gives them to `credentials`, and is saved again as its identity.
-    func addSavedFiles(of store: CacheStore, to sources: inout [MountSource],
-                               credentials: CredentialTable) -> [SavedFile] {
+    func addSavedFiles(of savedSet: SavedSet, store: CacheStore, to sources: inout [MountSource],
+                       credentials: CredentialTable) -> [SavedFile] {
         do {
-            var saved = try store.savedFiles()
+            var saved = try savedSet.files()
             var adopted = false
             // What was given this time, or kept in credentials.json, wins over what an older catalog holds.
             for index in saved.indices {
@@ -92,7 +92,7 @@ extension MountRunner {
             if adopted {
                 do {
                     try store.saveCredentials(credentials.snapshot)
-                    try store.saveFiles(saved)
+                    try savedSet.save { saved }
                 } catch {
                     printError("rangefs: cannot save the credentials apart from the URLs in \(store.root): \(error)")
                 }
@@ -106,7 +106,7 @@ extension MountRunner {
         } catch {
             let path = "\(store.root)/catalog.json"
             do {
-                let aside = try store.setAsideDamagedCatalog()
+                let aside = try savedSet.setAsideDamaged()
                 printError("rangefs: \(path) is damaged (\(error)); kept it as \(aside) and mounting only the given "
                            + "URLs; add its URLs again with rangefs add")
             } catch let renaming {

@@ -61,12 +61,20 @@ struct MountRunner {
         }
 
         let target = MountPoint.absolute(mountpoint)
+        // Made first and handed to each part at its birth: the mount's counters, the object through which the
+        // store and the scheduler report to the file system (FileSystemEvents.swift), the kernel's notifier (given
+        // the session once it is mounted) and the passthrough capability the FUSE adapter settles.
+        let metrics = Metrics()
+        let events = FileSystemEvents()
+        let kernel = FUSEKernelNotifier()
+        let passthrough = LockedBox(PassthroughMode.pending)
         let store: CacheStore
         var sources: [MountSource]
         do {
             sources = try givenSources()
             if let problem = MountPoint.prepare(target, logger: logger) { throw Failure(problem) }
-            store = try CacheStore(root: configuration.cacheRoot, settings: configuration.store, logger: logger)
+            store = try CacheStore(root: configuration.cacheRoot, settings: configuration.store, events: events.store,
+                                   metrics: metrics, logger: logger)
         } catch let failure as Failure {
             return fail(failure.message)
         } catch {
@@ -80,7 +88,9 @@ struct MountRunner {
         } catch {
             return fail("\(error)")
         }
-        let savedFiles = addSavedFiles(of: store, to: &sources, credentials: credentials)
+        // The one writer of the saved set, for this mount's start and then its control service.
+        let savedSet = SavedSet(store: store)
+        let savedFiles = addSavedFiles(of: savedSet, store: store, to: &sources, credentials: credentials)
         if sources.isEmpty { return fail("nothing to mount: give URLs or --list FILE (this cache has no saved files)") }
         // What weakens this mount: logged once now, and shown by every `status`.
         let warnings = configuration.http.insecure
@@ -101,12 +111,12 @@ struct MountRunner {
         var probed = probe(sources, with: engine, store: store, saved: saved)
         let catalog = probed.catalog
 
-        let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine,
-                                       policy: configuration.fetch, logger: logger)
+        let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine, policy: configuration.fetch,
+                                       events: events.scheduler, metrics: metrics, logger: logger)
         var proxyReport: (@Sendable () -> String)?
         if let chain = session.proxyChain { proxyReport = { chain.report } }
-        let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler,
-                                 settings: configuration.fileSystem, credentials: credentials,
+        let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
+                                 passthrough: passthrough, settings: configuration.fileSystem, credentials: credentials,
                                  proxyReport: proxyReport, logger: logger)
         for item in catalog.items where probed.offline[item.metadata.url] == nil {
             fileSystem.revalidator.markValidated(item.metadata.url)
@@ -133,7 +143,7 @@ struct MountRunner {
             return Status.failed
         }
         // A URL given or saved before stays saved unless its server said it is gone.
-        let controlService = ControlService(fileSystem: fileSystem, unmounted: probed.unmounted)
+        let controlService = ControlService(fileSystem: fileSystem, unmounted: probed.unmounted, savedSet: savedSet)
         var metricsServer: MetricsServer?
         if let metrics = configuration.metrics {
             do {
@@ -149,8 +159,8 @@ struct MountRunner {
         defer { metricsServer?.stop() }
         let mount: FUSEMount
         do {
-            mount = try FUSEMount(fileSystem: fileSystem, mountpoint: target, settings: configuration.mount,
-                                  logger: logger)
+            mount = try FUSEMount(fileSystem: fileSystem, kernel: kernel, passthrough: passthrough, mountpoint: target,
+                                  settings: configuration.mount, logger: logger)
             try mount.start()
         } catch {
             return fail("\(error)")
@@ -181,7 +191,7 @@ struct MountRunner {
             if logFile == nil { destination.use(.syslog) }
         }
         logger.info("mounted \(catalog.totals.files) file(s) on \(target)")
-        logger.info("FUSE passthrough \(fileSystem.passthroughMode.withLock { $0 }.description)")
+        logger.info("FUSE passthrough \(passthrough.withLock { $0 }.description)")
         SystemdNotifier.notify("READY=1\nSTATUS=mounted \(catalog.totals.files) file(s) on \(target)\nMAINPID=\(getpid())")
 
         mount.waitUntilUnmounted()

@@ -1,0 +1,69 @@
+// What the kernel is told to forget, and the one queue it is told from (issue 39).
+//
+// The kernel keeps names, attributes and pages of the mount. When the core learns that one of them is wrong (a
+// file left the mount, a listing changed a file, an entry opened and its cached bytes start changing, a remote
+// change or a digest mismatch made its pages wrong), it tells the kernel through a `KernelNotifier`: the FUSE
+// adapter's sends FUSE notifications, the core tests' records them. Every such notice goes through
+// `KernelInvalidations`, which owns the one queue they are sent from: off the thread that found the change, which
+// may hold the directory or inode the kernel then waits for, or be the READ whose reply a page invalidation waits
+// for. One serial queue keeps the notices in the order the core made them.
+
+import Dispatch
+
+/// Tells the kernel to drop what it caches of the mount. Its calls may block (a page invalidation waits for pages
+/// that a READ in flight holds), so the core makes them only from `KernelInvalidations`' queue.
+package protocol KernelNotifier: Sendable {
+    /// The kernel forgets the name `name` in directory `parent`.
+    func forgetName(_ name: String, in parent: UInt64)
+    /// The kernel drops its cached pages of `inode` in `range`, and its attributes; `UInt64.max` as the upper
+    /// bound means to the end of the file.
+    func forgetPages(of inode: UInt64, in range: Range<UInt64>)
+    /// The kernel drops its cached attributes of `inode` (not its pages).
+    func forgetAttributes(of inode: UInt64)
+}
+
+/// The core's one way to the kernel's caches: queues each notice for the notifier, in order.
+final class KernelInvalidations: Sendable {
+    private let notifier: any KernelNotifier
+    private let queue = DispatchQueue(label: "rangefs.invalidate")
+
+    init(_ notifier: any KernelNotifier) {
+        self.notifier = notifier
+    }
+
+    /// The kernel forgets the name `name` in directory `parent`, soon.
+    func forgetName(_ name: String, in parent: UInt64) {
+        queue.async { [notifier] in notifier.forgetName(name, in: parent) }
+    }
+
+    /// The kernel drops its pages of `inode` in `range` (to the end of the file by default), soon.
+    func forgetPages(of inode: UInt64, in range: Range<UInt64> = 0..<UInt64.max) {
+        queue.async { [notifier] in notifier.forgetPages(of: inode, in: range) }
+    }
+
+    /// The kernel drops its pages of `inode` in `range` before this returns: for the revalidator, whose ESTALE
+    /// replies must follow the invalidation. Only where no READ whose pages `range` covers waits behind the
+    /// caller (the revalidator leaves those pages out, and queues a complete pass with `forgetPages`).
+    func forgetPagesNow(of inode: UInt64, in range: Range<UInt64>) {
+        notifier.forgetPages(of: inode, in: range)
+    }
+
+    /// The kernel drops its attributes of each of `inodes`, soon.
+    func forgetAttributes(of inodes: [UInt64]) {
+        guard !inodes.isEmpty else { return }
+        queue.async { [notifier] in for inode in inodes { notifier.forgetAttributes(of: inode) } }
+    }
+
+    /// Returns once every notice queued before this call was sent (tests, and a mount's end).
+    func flush() {
+        queue.sync {}
+    }
+}
+
+/// A notifier for a file system no kernel sees (`rangefs verify`, tests that do not look): it tells nobody.
+package struct NoKernel: KernelNotifier {
+    package init() {}
+    package func forgetName(_ name: String, in parent: UInt64) {}
+    package func forgetPages(of inode: UInt64, in range: Range<UInt64>) {}
+    package func forgetAttributes(of inode: UInt64) {}
+}
