@@ -1,6 +1,11 @@
 // The seam between Fetch and Cache: all that fetching needs of one cached file. Fetch claims blocks, puts the
-// blocks it receives, and fails the ones it cannot bring, through this protocol alone; it never sees a data file,
+// blocks it receives, and fails the ones it cannot bring, through these protocols alone; it never sees a data file,
 // a CRC or the store. `CacheEntry` is the one implementation (and the cache knows nothing of HTTP).
+//
+// Twelve requirements (issue 39; it had 32): the file's shape is one value (`BlockGeometry`), its modes one snapshot
+// (`BlockStoreCondition`), and which version is cached, with how an answer is judged against it, is a seam of its
+// own (`CachedVersion`), reached through `version`. What transfers call besides (`size`, `isStale`, `abandon`, ...)
+// is derived from these in the extension below, so an implementation provides only the twelve.
 
 /// What a request for blocks found.
 enum BlockAvailability {
@@ -12,19 +17,39 @@ enum BlockAvailability {
     case failed(BlockFailure)
 }
 
-/// One cached file, as the transfers that fill it see it.
-protocol BlockStore: AnyObject, Sendable {
-    // The file's shape and version.
-    var size: UInt64 { get }
-    var blockSize: Int { get }
-    var blockCount: Int { get }
-    func length(ofBlock index: Int) -> Int
-    func byteRange(of blocks: Range<Int>) -> Range<UInt64>
-    /// What to send as If-Range for the version cached.
-    var validator: String? { get }
+/// The modes of a cached file that transfers check, read together under one lock.
+struct BlockStoreCondition: Sendable, Equatable {
+    /// Every block is present.
+    var isComplete: Bool
+    /// The file was replaced on the server: nothing more is put.
+    var isStale: Bool
+    /// The user paused the file's background downloads.
+    var isPaused: Bool
+    /// The process is shutting down: nothing more is fetched in the background.
+    var isStopping: Bool
+    /// A block could not be written lately (a full disk): background fill stops.
+    var hasWriteFailure: Bool
+    /// Its server ignores Range: the file comes as one whole-file stream.
+    var isRangeless: Bool
+}
+
+/// A step of a whole-file stream, for a server that ignores Range.
+enum StreamStep {
+    /// The server ignores Range for this file: from now on it is streamed whole.
+    case markRangeless
+    /// Claims every absent block for one stream; answers false if a stream runs already (or none is needed).
+    case begin
+    /// The stream ended.
+    case end
+}
+
+/// Which version of the remote file is cached, and how an answer is judged against it (RotatingETags.swift).
+protocol CachedVersion: AnyObject, Sendable {
+    /// The version cached, as `matches` compares it.
+    var remoteMetadata: RemoteMetadata { get }
     /// Whether the cached version is the one `metadata` describes.
     func matches(_ metadata: RemoteMetadata) -> Bool
-    /// Judges an answer that differs from the cached version only by its ETag (see RotatingETags.swift).
+    /// Judges an answer that differs from the cached version only by its ETag.
     func judgeETag(_ etag: String) -> ETagVerdict
     /// An answer for the cached version's own validator arrived.
     func noteOwnAnswer()
@@ -32,56 +57,88 @@ protocol BlockStore: AnyObject, Sendable {
     /// Returns the server's origin the first time it is found to rotate, to say so once.
     @discardableResult
     func retireETag() -> String?
-    /// The version cached, as `matches` compares it.
-    var remoteMetadata: RemoteMetadata { get }
+}
 
-    // Which blocks are readable, and whether to go on.
-    func isPresent(_ index: Int) -> Bool
-    var isComplete: Bool { get }
-    /// The file was replaced on the server: nothing more is put.
-    var isStale: Bool { get }
-    /// The user paused the file's background downloads.
-    var isPaused: Bool { get }
-    /// The process is shutting down: nothing more is fetched in the background.
-    var isStopping: Bool { get }
-    /// A live process uses the file: a READ of a process that still exists waits on it, or, when no READ waits,
-    /// a handle is open on it.
+/// One cached file, as the transfers that fill it see it.
+protocol BlockStore: AnyObject, Sendable {
+    /// 1. The file's shape: its size and how it is cut into blocks.
+    var geometry: BlockGeometry { get }
+    /// 2. Which version is cached, and how answers are judged against it.
+    var version: any CachedVersion { get }
+    /// 3. Its modes, read together.
+    var condition: BlockStoreCondition { get }
+    /// 4. A live process uses the file: a READ of a process that still exists waits on it, or, when no READ
+    /// waits, a handle is open on it. Apart from `condition`: it looks for processes, which costs system calls.
     var hasLiveUse: Bool { get }
-    /// A block could not be written lately (a full disk): background fill stops.
-    var hasWriteFailure: Bool { get }
+    /// 5. Whether block `index` is readable.
+    func isPresent(_ index: Int) -> Bool
 
     // Claims: blocks marked in flight, so that no two transfers bring the same block.
-    /// Makes sure `blocks` will be readable: says so if they are, or can never be (`whenReady` is then not
+    /// 6. Makes sure `blocks` will be readable: says so if they are, or can never be (`whenReady` is then not
     /// called); otherwise `whenReady` runs once they all arrive or one fails, and `claimed` receives the runs that
     /// nobody was fetching yet, now claimed: the caller fetches them.
     func request(blocks: Range<Int>, claimed: inout [Range<Int>], whenReady: @escaping BlockWaiter) -> BlockAvailability
-    /// Claims the absent, unclaimed blocks of `blocks` and returns them as runs (readahead, fill).
+    /// 7. Claims the absent, unclaimed blocks of `blocks` and returns them as runs (readahead, fill).
     func claim(blocks: Range<Int>) -> [Range<Int>]
-    /// The next run of absent, unclaimed blocks at or after `cursor` (wrapping once), at most `limit` long,
+    /// 8. The next run of absent, unclaimed blocks at or after `cursor` (wrapping once), at most `limit` long,
     /// now claimed, with the cursor for the next call.
     func claimNextRun(from cursor: Int, limit: Int) -> (Range<Int>, Int)?
-    /// Gives claimed blocks back without failing their readers: another transfer brings them.
-    func releaseClaims(_ blocks: Range<Int>)
+    /// 9. Gives the claims on `blocks` back: with `failing`, their waiting readers get it (the blocks will not
+    /// come); without, they go on waiting (another transfer brings them).
+    func release(_ blocks: Range<Int>, failing: BlockFailure?)
 
-    // Putting and failing blocks.
-    /// An empty buffer for one block of `capacity` bytes, from the store's pool.
+    // Putting blocks.
+    /// 10. An empty buffer for one block of `capacity` bytes, from the store's pool.
     func makeBuffer(capacity: Int) -> BlockBuffer
-    /// Takes a whole received block: its readers are answered, and it is written to the cache. `background`
+    /// 11. Takes a whole received block: its readers are answered, and it is written to the cache. `background`
     /// (fill) blocks are written without the page cache; `budgeted` ones wait for memory when the writer lags.
     func put(block index: Int, buffer: BlockBuffer, background: Bool, budgeted: Bool)
-    /// The claimed blocks of `blocks` will not come: their readers get `error`.
-    func abandon(blocks: Range<Int>, error: BlockFailure)
 
-    // Servers that ignore Range: the file comes as one whole-file stream.
-    var isRangeless: Bool { get }
-    func markRangeless()
-    /// Claims every absent block for one stream; false if a stream runs already.
-    func beginStream() -> Bool
-    func endStream()
+    /// 12. A step of a whole-file stream (`begin` answers whether it began; the others true).
+    @discardableResult
+    func stream(_ step: StreamStep) -> Bool
 }
 
-extension CacheEntry: BlockStore {
-    var isStopping: Bool { store?.stopping.load(ordering: .relaxed) ?? false }
+/// What transfers call, derived from the twelve.
+extension BlockStore {
+    var size: UInt64 { geometry.size }
+    var blockSize: Int { geometry.blockSize }
+    var blockCount: Int { geometry.blockCount }
+    func length(ofBlock index: Int) -> Int { geometry.length(ofBlock: index) }
+    func byteRange(of blocks: Range<Int>) -> Range<UInt64> { geometry.byteRange(of: blocks) }
+
+    /// What to send as If-Range for the version cached.
+    var validator: String? { version.remoteMetadata.ifRangeValidator }
+
+    var isComplete: Bool { condition.isComplete }
+    var isStale: Bool { condition.isStale }
+    var isPaused: Bool { condition.isPaused }
+    var isStopping: Bool { condition.isStopping }
+    var hasWriteFailure: Bool { condition.hasWriteFailure }
+    var isRangeless: Bool { condition.isRangeless }
+
+    /// The claimed blocks of `blocks` will not come: their readers get `error`.
+    func abandon(blocks: Range<Int>, error: BlockFailure) { release(blocks, failing: error) }
+    /// Gives claimed blocks back without failing their readers: another transfer brings them.
+    func releaseClaims(_ blocks: Range<Int>) { release(blocks, failing: nil) }
+
+    func markRangeless() { stream(.markRangeless) }
+    /// Claims every absent block for one stream; false if a stream runs already.
+    func beginStream() -> Bool { stream(.begin) }
+    func endStream() { stream(.end) }
+}
+
+extension CacheEntry: BlockStore, CachedVersion {
+    var version: any CachedVersion { self }
+
+    var condition: BlockStoreCondition {
+        let stopping = store?.stopping.load(ordering: .relaxed) ?? false
+        return state.withLock { state in
+            BlockStoreCondition(isComplete: state.blocks.present.isFull, isStale: state.stale, isPaused: state.paused,
+                                isStopping: stopping, hasWriteFailure: state.memory.reportedWriteFailure,
+                                isRangeless: state.rangeless)
+        }
+    }
 
     func makeBuffer(capacity: Int) -> BlockBuffer { BlockBuffer(capacity: capacity, pool: pipeline.buffers) }
 
@@ -91,5 +148,19 @@ extension CacheEntry: BlockStore {
         } else {
             _ = accept(block: index, buffer: buffer, writeBackNow: background, budgeted: budgeted)
         }
+    }
+
+    func release(_ blocks: Range<Int>, failing: BlockFailure?) {
+        if let failing { abandonClaims(blocks, error: failing) } else { returnClaims(blocks) }
+    }
+
+    @discardableResult
+    func stream(_ step: StreamStep) -> Bool {
+        switch step {
+        case .markRangeless: setRangeless()
+        case .begin: return beginWholeStream()
+        case .end: endWholeStream()
+        }
+        return true
     }
 }

@@ -240,7 +240,7 @@ final class CacheEntry: Sendable {
     }
 
     /// Releases the claim on the absent blocks of `blocks` and fails every reader waiting for one of them.
-    func abandon(blocks: Range<Int>, error: BlockFailure) {
+    func abandonClaims(_ blocks: Range<Int>, error: BlockFailure) {
         let failed = state.withLock { state -> [BlockWaiter] in
             switch error {
             case .cancelled:
@@ -259,7 +259,7 @@ final class CacheEntry: Sendable {
     }
 
     /// Releases the claim on `blocks` without failing their readers; another transfer will bring them.
-    func releaseClaims(_ blocks: Range<Int>) {
+    func returnClaims(_ blocks: Range<Int>) {
         state.withLock { $0.blocks.releaseClaims(blocks) }
     }
 
@@ -290,11 +290,11 @@ final class CacheEntry: Sendable {
 
     /// Whether the server ignores Range for this file, so it must be streamed whole.
     var isRangeless: Bool { state.withLock { $0.rangeless } }
-    func markRangeless() { state.withLock { $0.rangeless = true } }
+    func setRangeless() { state.withLock { $0.rangeless = true } }
 
     /// Claims every absent block for one whole-file stream, unless a stream is already running.
     /// Returns false when one is.
-    func beginStream() -> Bool {
+    func beginWholeStream() -> Bool {
         state.withLock { state in
             // A complete entry needs no stream: a Range request answered with the whole file after another
             // stream completed it must not start the file over.
@@ -305,5 +305,5 @@ final class CacheEntry: Sendable {
         }
     }
 
-    func endStream() { state.withLock { $0.streaming = false } }
+    func endWholeStream() { state.withLock { $0.streaming = false } }
 }

@@ -84,15 +84,15 @@ extension BlockSink {
         }
         // A 206 whose own strong ETag is not the cached one did not honour the If-Range (or If-Match) it was
         // sent: a gateway or CDN that drops the condition serves the current version's bytes. Judged as a 200's.
-        let cached = entry.remoteMetadata.etag
+        let cached = entry.version.remoteMetadata.etag
         let droppedCondition = answeredIfRange && !now.etag.isEmpty && !now.etag.hasPrefix("W/") && !cached.isEmpty
             && now.etag != cached
         if !answeredIfRange || droppedCondition {
             guard isCachedVersion(now, askAgainIfRotating: false) else { return false }
             // Passed by length and date with another ETag (a server that rotates them): not the cached one seen.
-            if now.etag != entry.remoteMetadata.etag { return true }
+            if now.etag != entry.version.remoteMetadata.etag { return true }
         }
-        entry.noteOwnAnswer()
+        entry.version.noteOwnAnswer()
         return true
     }
 
@@ -130,14 +130,14 @@ extension BlockSink {
     /// Whether an answer that did not answer the cache's If-Range is of the cached version, by what its head says
     /// of the file (`now`); otherwise sets `failure`: a change, or an ask again at once.
     private func isCachedVersion(_ now: RemoteMetadata, askAgainIfRotating: Bool) -> Bool {
-        if entry.remoteMetadata.etagRotated(to: now) {
+        if entry.version.remoteMetadata.etagRotated(to: now) {
             // Only the ETag differs. A server whose nodes make their own (behind a load balancer) is no change:
             // length and Last-Modified tell the version from then on, and a request whose answer was the whole file
             // asks again with them at once. One such answer is not proof (the file may have been replaced within
             // the second): the first asks again with the cache's own validator (see RotatingETags.swift).
-            switch entry.judgeETag(now.etag) {
+            switch entry.version.judgeETag(now.etag) {
             case .rotates:
-                if let origin = entry.retireETag() { owner.etagsRotate(at: origin) }
+                if let origin = entry.version.retireETag() { owner.etagsRotate(at: origin) }
                 if askAgainIfRotating {
                     askAgain = true
                     failure = .cancelled
@@ -151,7 +151,7 @@ extension BlockSink {
                 break  // a change, below
             }
         }
-        guard entry.matches(now) else {
+        guard entry.version.matches(now) else {
             failure = .remoteChanged
             return false
         }
