@@ -197,6 +197,25 @@ final class BlockSinkTests: XCTestCase {
         }
         XCTAssertEqual(changes.withLock { $0 }, 0)
     }
+
+    /// Issue 39: a transfer is handed its engines at its birth and sends each attempt through the one of its
+    /// priority: a reader's blocks go to the demand engine, readahead to the background one (the scheduler no longer
+    /// sends a sink's requests for it).
+    func testEachTransferSendsThroughTheEngineOfItsPriority() throws {
+        let demand = MemoryOrigin()
+        demand.serve(url, bytes: bytes, etag: "\"v1\"")
+        let background = FetchScheduler(fetcher: origin, demandFetcher: demand, policy: FetchPolicy(), logger: logger)
+        scheduler = background
+        if case .failure(let error) = try fetch(0..<2) { XCTFail("the reader's blocks failed: \(error)") }
+        XCTAssertEqual(demand.requests.count, 1, "the reader's blocks from the demand engine")
+        XCTAssertEqual(origin.requests.count, 0)
+        background.prefetch(entry, url: url, blocks: 6..<8, priority: .readahead)
+        let deadline = Date().addingTimeInterval(60)
+        while !(entry.isPresent(6) && entry.isPresent(7)) && Date() < deadline { usleep(10_000) }
+        XCTAssertTrue(entry.isPresent(7))
+        XCTAssertEqual(origin.requests.count, 1, "readahead from the background engine")
+        XCTAssertEqual(demand.requests.count, 1)
+    }
 }
 
 private extension Result {

@@ -42,6 +42,9 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     var dropReason: String?
     /// Body bytes received in the current attempt, and the proxy they came through.
     var tally = AttemptTally()
+    /// The engines its attempts are sent through, and the counters its attempts end in; handed over at its birth.
+    private let engines: TransferEngines
+    private let metrics: Metrics
     private let blocks: Range<Int>
     /// Streams the whole file without a Range header, skipping blocks already present.
     let wholeFile: Bool
@@ -91,7 +94,9 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
 
     init(entry: any BlockStore, url: String, mirrors: MirrorSet? = nil, blocks: Range<Int>, wholeFile: Bool = false,
          priority: FetchPriority, maxBytesPerSecond: Int?, policy: FetchPolicy, logger: Logger,
-         owner: TransferOwner) {
+         engines: TransferEngines, metrics: Metrics, owner: TransferOwner) {
+        self.engines = engines
+        self.metrics = metrics
         self.entry = entry
         self.url = url
         self.mirrors = wholeFile ? nil : mirrors
@@ -115,8 +120,13 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         resumeOffset..<entry.byteRange(of: blocks).upperBound
     }
 
+    /// Sends the next attempt (the first, or a retry) through the engine for the transfer's priority now (a fill
+    /// promoted for a reader goes on with the demand engine); what the attempt before it counted goes to the
+    /// mount's metrics first.
     func startAttempt() {
-        owner.started(self, request: beginAttempt())
+        let request = beginAttempt()
+        tally.drain(into: metrics)
+        engines.engine(for: priority).start(request, sink: self)
     }
 
     /// Takes over, as this sink's first attempt, a request already sent for exactly this sink's bytes from the

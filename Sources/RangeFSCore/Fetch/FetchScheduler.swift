@@ -40,6 +40,8 @@ public final class FetchScheduler: Sendable {
     let mirrorProbes = DispatchQueue(label: "rangefs.mirror-probes")
     let mirrorProbeSlots = DispatchSemaphore(value: 64)
     private let state = Mutex(State())
+    /// The engines handed to each transfer at its birth.
+    private var engines: TransferEngines { TransferEngines(demand: demandFetcher, background: fetcher) }
     /// How often `state`'s lock was taken, for the test that a demand read takes it once (`locked`).
     private let lockAcquisitions = Atomic<Int>(0)
     /// What the scheduler reports, fixed at its birth.
@@ -397,7 +399,7 @@ public final class FetchScheduler: Sendable {
         let sink = BlockSink(entry: pending.entry, url: pending.url, mirrors: mirrors.mirrors(of: pending.url),
                              blocks: pending.blocks,
                              wholeFile: pending.wholeFile, priority: pending.priority, maxBytesPerSecond: rate,
-                             policy: sinkPolicy, logger: logger, owner: self)
+                             policy: sinkPolicy, logger: logger, engines: engines, metrics: metrics, owner: self)
         if pending.priority == .fill {
             locked { $0.runningFillSinks[ObjectIdentifier(sink)] = sink }
         }
@@ -410,7 +412,7 @@ public final class FetchScheduler: Sendable {
     /// (to the file's own URL, not its mirrors: the request already went there).
     func adopt(_ entry: any BlockStore, url: String, blocks: Range<Int>) -> BlockSink {
         let sink = BlockSink(entry: entry, url: url, blocks: blocks, priority: .readahead, maxBytesPerSecond: nil,
-                             policy: policy, logger: logger, owner: self)
+                             policy: policy, logger: logger, engines: engines, metrics: metrics, owner: self)
         schedule { state in
             Self.count(.readahead, of: entry, in: &state, by: 1)
             return []
@@ -438,12 +440,6 @@ public final class FetchScheduler: Sendable {
 }
 
 extension FetchScheduler: TransferOwner {
-    func started(_ sink: BlockSink, request: RangeRequest) {
-        sink.tally.drain(into: metrics)  // what the attempt before this one counted
-        // Demand work (and every retry of it) goes to the demand fetcher.
-        (sink.priority == .demand ? demandFetcher : fetcher).start(request, sink: sink)
-    }
-
     func retry(_ sink: BlockSink, after delay: Duration) {
         sink.tally.drain(into: metrics)
         after(delay) { sink.startAttempt() }

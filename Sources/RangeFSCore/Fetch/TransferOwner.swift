@@ -9,9 +9,16 @@ enum TransferOutcome: Equatable {
 }
 
 /// What a `BlockSink` reports to the scheduler that runs it. The sink knows only this, never the scheduler.
+/// The engines a transfer sends its attempts through: demand work (and every retry of it) on the demand engine,
+/// readahead and fill on the other, so that a reader's request never queues behind background ones.
+struct TransferEngines: Sendable {
+    let demand: any RangeFetching
+    let background: any RangeFetching
+
+    func engine(for priority: FetchPriority) -> any RangeFetching { priority == .demand ? demand : background }
+}
+
 protocol TransferOwner: AnyObject, Sendable {
-    /// Sends the sink's request (a first attempt or a retry) to a fetcher.
-    func started(_ sink: BlockSink, request: RangeRequest)
     /// Calls `sink.startAttempt()` again after `delay` (a transient failure).
     func retry(_ sink: BlockSink, after delay: Duration)
     /// The remote file changed; readers of the entry were failed with `.remoteChanged` already.
