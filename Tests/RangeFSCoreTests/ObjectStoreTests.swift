@@ -202,6 +202,32 @@ final class ObjectStoreTests: XCTestCase {
                        .httpStatus(503), "a body that is no S3 error: the status")
     }
 
+    /// gs:// is signed with Google's own key (`--gs-profile`) and no other: the AWS key signs s3:// on its
+    /// endpoint and never goes to Google's origin, and Google's key never goes to the S3 endpoint.
+    func testGSIsSignedWithGooglesKeyOnlyAndS3WithItsOwn() throws {
+        let table = CredentialTable()
+        table.setObjectStore(endpoint: "http://127.0.0.1:9000", region: nil, pathStyle: nil,
+                             key: ("AWSKEY", "aws-secret", nil), googleKey: ("GOOGKEY", "goog-secret", nil),
+                             anonymous: false)
+        let google = table.adopt("gs://pub-data/a/b.bin").url
+        XCTAssertEqual(google, "https://storage.googleapis.com/pub-data/a/b.bin")
+        let signed = table.wire(for: google, range: 0..<10, validator: nil).headers
+        let authorization = try XCTUnwrap(signed.first { $0.hasPrefix("Authorization: ") })
+        XCTAssertTrue(authorization.contains("Credential=GOOGKEY/") && authorization.contains("/auto/s3/aws4_request"),
+                      authorization)
+        XCTAssertTrue(signed.contains("Host: storage.googleapis.com"), "\(signed)")
+        let s3 = table.adopt("s3://bkt/k.bin").url
+        let s3Authorization = table.wire(for: s3, range: 0..<10, validator: nil).headers.first { $0.hasPrefix("Authorization: ") }
+        XCTAssertTrue(s3Authorization?.contains("Credential=AWSKEY/") == true, s3Authorization ?? "unsigned")
+
+        let anonymous = CredentialTable()
+        anonymous.setObjectStore(endpoint: nil, region: nil, pathStyle: nil, key: ("AWSKEY", "aws-secret", nil),
+                                 anonymous: false)
+        let unsigned = anonymous.adopt("gs://pub-data/a/b.bin").url
+        XCTAssertFalse(anonymous.wire(for: unsigned, range: 0..<10, validator: nil).headers
+            .contains { $0.hasPrefix("Authorization") }, "without --gs-profile gs:// goes unsigned")
+    }
+
     func testSlowDownIsTriedAgainAndAccessDeniedIsNot() {
         XCTAssertTrue(FetchError.objectStore(status: 503, code: "SlowDown", bucket: "b").isTransient)
         XCTAssertFalse(FetchError.objectStore(status: 403, code: "AccessDenied", bucket: "b").isTransient)

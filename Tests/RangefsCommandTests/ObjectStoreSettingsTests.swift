@@ -100,6 +100,28 @@ final class ObjectStoreSettingsTests: XCTestCase {
         XCTAssertEqual(try resolve(ObjectStoreOptions(endpoint: "http://h:9000/")).endpoint, "http://h:9000/")
     }
 
+    /// gs:// is signed only with the key of the profile named by `--gs-profile` (Google's HMAC key); an AWS key of
+    /// the environment or the default profile never is, and a profile that is missing or holds no key is one line.
+    func testGSIsSignedOnlyWithTheProfileNamedForIt() throws {
+        let environment = ["AWS_ACCESS_KEY_ID": "ENVID", "AWS_SECRET_ACCESS_KEY": "env-secret"]
+        XCTAssertNil(try resolve(ObjectStoreOptions(), environment).googleKey, "no AWS key goes to Google")
+        let named = try resolve(ObjectStoreOptions(googleProfile: "work"), environment)
+        XCTAssertEqual(named.googleKey, .init(id: "WORKID", secret: "work+secret", token: "TOKEN=="))
+        XCTAssertEqual(named.googleKeySource?.profile, "work")
+        XCTAssertEqual(named.key?.id, "ENVID", "s3:// keeps its own key")
+        XCTAssertThrowsError(try resolve(ObjectStoreOptions(googleProfile: "nope"))) { error in
+            let message = (error as? MountRunner.Failure)?.message ?? ""
+            XCTAssertTrue(message.hasPrefix("--gs-profile nope: no such profile in \(home)/.aws/credentials"), message)
+            XCTAssertFalse(message.contains("\n"))
+        }
+        try "[keyless]\nregion = auto\n".write(toFile: home + "/.aws/credentials-keyless", atomically: true, encoding: .utf8)
+        XCTAssertThrowsError(try resolve(ObjectStoreOptions(googleProfile: "keyless"),
+                                         ["AWS_SHARED_CREDENTIALS_FILE": home + "/.aws/credentials-keyless"])) { error in
+            let message = (error as? MountRunner.Failure)?.message ?? ""
+            XCTAssertTrue(message.contains("holds no aws_access_key_id"), message)
+        }
+    }
+
     func testAKeyIsNeverPrinted() throws {
         let settings = try resolve(ObjectStoreOptions(profile: "work"))
         for text in [String(describing: settings), String(reflecting: settings), "\(settings)"] {
@@ -110,13 +132,16 @@ final class ObjectStoreSettingsTests: XCTestCase {
     func testTheOptionsParseFromArgvAndFromAnOptionList() throws {
         let argv = try RangefsCommand.parseCommandLine(["mount", "/mnt", "s3://bkt/data/", "--s3-endpoint",
                                                         "http://127.0.0.1:9000", "--s3-region", "r1",
-                                                        "--s3-path-style", "--s3-profile", "work", "--s3-no-sign"])
+                                                        "--s3-path-style", "--s3-profile", "work", "--s3-no-sign",
+                                                        "--gs-profile", "google"])
         let mount = try XCTUnwrap(argv as? MountCommand)
         XCTAssertEqual(MountConfiguration(mount.options, environment: ["HOME": home]).objectStore,
                        ObjectStoreOptions(endpoint: "http://127.0.0.1:9000", region: "r1", pathStyle: true,
-                                          profile: "work", noSign: true))
-        let list = try MountOptionList.expand(["-o", "s3_endpoint=http://h:1,s3_region=r2,s3_path_style,s3_no_sign"])
-        XCTAssertEqual(list, ["--s3-endpoint=http://h:1", "--s3-region=r2", "--s3-path-style", "--s3-no-sign"])
+                                          profile: "work", noSign: true, googleProfile: "google"))
+        let list = try MountOptionList.expand(["-o", "s3_endpoint=http://h:1,s3_region=r2,s3_path_style,s3_no_sign,"
+                                                   + "gs_profile=google"])
+        XCTAssertEqual(list, ["--s3-endpoint=http://h:1", "--s3-region=r2", "--s3-path-style", "--s3-no-sign",
+                              "--gs-profile=google"])
     }
 
     func testAWSFilesAreReadAsTheAWSToolsReadThem() {

@@ -253,17 +253,29 @@ public final class CredentialTable: Sendable {
     /// allows), and the key requests are signed with. A key given (or `anonymous`) also replaces the key that the
     /// origins of the same endpoint kept from an earlier mount; with neither, what was kept stays.
     /// A key read from a profile names it as `keySource`, so that it is read again when the profile's files change.
+    /// `googleKey` signs `gs://` sources (an HMAC key of Google Cloud Storage's, from `googleKeySource`); it
+    /// replaces the key kept for Google's origin, and no other key is ever sent there.
     package func setObjectStore(endpoint: String?, region: String?, pathStyle: Bool?,
                                 key: (id: String, secret: String, token: String?)?, keySource: ObjectStoreKeySource? = nil,
-                                anonymous: Bool) {
-        let given = key.map { key in
-            var given = ObjectStoreKey(accessKeyID: key.id, secretAccessKey: key.secret, sessionToken: key.token)
-            given.source = keySource
-            return given
+                                googleKey: (id: String, secret: String, token: String?)? = nil,
+                                googleKeySource: ObjectStoreKeySource? = nil, anonymous: Bool) {
+        func made(_ key: (id: String, secret: String, token: String?)?, _ source: ObjectStoreKeySource?) -> ObjectStoreKey? {
+            key.map { key in
+                var made = ObjectStoreKey(accessKeyID: key.id, secretAccessKey: key.secret, sessionToken: key.token)
+                made.source = source
+                return made
+            }
         }
+        let given = made(key, keySource)
+        let google = made(googleKey, googleKeySource)
         objectStoreDefaults.withLock { defaults in
             defaults = ObjectStoreDefaults(endpoint: endpoint, region: region ?? "us-east-1", pathStyle: pathStyle,
-                                           key: given)
+                                           key: given, googleKey: google)
+        }
+        if let google, let googleOrigin = URLOrigin.of(ObjectStoreURL.googleEndpoint) {
+            table.withLock { table in
+                if table[googleOrigin]?.objectStore != nil { table[googleOrigin]?.objectStore?.key = google }
+            }
         }
         guard given != nil || anonymous else { return }
         // Only the origins of this endpoint (AWS's when none is given) take the key: an origin kept from a mount of

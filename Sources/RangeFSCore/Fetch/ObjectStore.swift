@@ -28,6 +28,9 @@ struct ObjectStoreDefaults: Sendable, Equatable {
     /// bucket's name can be a host name.
     var pathStyle: Bool?
     var key: ObjectStoreKey?
+    /// The key of `gs://` sources: Google Cloud Storage's HMAC key, named apart (`--gs-profile`) so that an AWS key
+    /// is never sent to Google. Nil: anonymous.
+    var googleKey: ObjectStoreKey?
 }
 
 /// The URLs of object stores: identities from `s3://` and `gs://` sources, and the bucket and prefix a directory's
@@ -51,8 +54,9 @@ enum ObjectStoreURL {
         let path = key.split(separator: "/", omittingEmptySubsequences: false)
             .map { DirectoryListing.encodeSegment(String($0)) }.joined(separator: "/")
         if google {
-            // Anonymous: the AWS key of the environment is not Google's, and its id and token must not go there.
-            let access = ObjectStoreAccess(region: "auto", pathStyle: true, key: nil)
+            // Google's own HMAC key when one was named for it (`--gs-profile`), else anonymous: the AWS key of the
+            // environment is not Google's, and its id and token must not go there.
+            let access = ObjectStoreAccess(region: "auto", pathStyle: true, key: defaults.googleKey)
             return ("\(googleEndpoint)/\(bucket)/\(path)", access)
         }
         let endpoint = defaults.endpoint.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }

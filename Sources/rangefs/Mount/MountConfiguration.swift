@@ -74,7 +74,7 @@ struct MountConfiguration: Equatable {
         headers = options.header + (options.cookie.map { ["Cookie: \($0)"] } ?? [])
         objectStore = ObjectStoreOptions(endpoint: options.s3Endpoint, region: options.s3Region,
                                          pathStyle: options.s3PathStyle, profile: options.s3Profile,
-                                         noSign: options.s3NoSign)
+                                         noSign: options.s3NoSign, googleProfile: options.gsProfile)
         // Room for every transfer of both engines' pools, and never fewer than the default.
         http.maxTotalConnections = max(HTTPOptions().maxTotalConnections, options.connections * 2)
 

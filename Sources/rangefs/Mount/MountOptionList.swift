@@ -16,6 +16,7 @@ enum MountOptionList {
         "connections", "connections_per_file", "connections_per_host", "kernel_readahead", "revalidate", "dir_cache_time", "connect_timeout", "timeout",
         "retries", "cacert", "capath", "cert", "key", "header", "cookie", "cookie_file", "netrc_file", "user_agent",
         "proxy", "noproxy", "proxy_reset_after", "metrics", "checksum", "s3_endpoint", "s3_region", "s3_profile",
+        "gs_profile",
     ]
     static let aliases = ["f": "foreground"]
     /// Always on: the kernel checks the mode bits.

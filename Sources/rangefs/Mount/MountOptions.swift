@@ -215,6 +215,9 @@ struct MountOptions: ParsableArguments {
     @Flag(name: .long, help: "Send s3:// requests unsigned, for public buckets (the default when no key is found).")
     var s3NoSign = false
 
+    @Option(name: .long, help: "Sign gs:// requests with the key of this profile of ~/.aws/credentials and ~/.aws/config: an HMAC key Google Cloud Storage made for its S3-compatible API (default: gs:// goes unsigned, for public buckets; an AWS key is never sent to Google).")
+    var gsProfile: String?
+
     /// Checks ranges; each error names the option and a valid value.
     func validate() throws {
         for line in header {

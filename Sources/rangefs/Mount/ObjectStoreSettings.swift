@@ -15,6 +15,8 @@ struct ObjectStoreOptions: Equatable {
     var pathStyle = false
     var profile: String?
     var noSign = false
+    /// `--gs-profile`: the profile whose key (Google's HMAC key) signs gs:// requests.
+    var googleProfile: String?
 }
 
 /// What the options, the environment and the AWS files say together.
@@ -25,6 +27,9 @@ struct ObjectStoreSettings: Equatable {
     var key: ObjectStoreKeyLines?
     /// The profile `key` was read from, to read it again when the files change; nil for a key from the environment.
     var keySource: ObjectStoreKeySource?
+    /// The key of gs:// sources (`--gs-profile`), and the profile it was read from; nil: anonymous.
+    var googleKey: ObjectStoreKeyLines?
+    var googleKeySource: ObjectStoreKeySource?
     var anonymous: Bool
 
     /// An access key as read: id, secret and session token. Never printed (`description` hides the secret).
@@ -73,8 +78,26 @@ struct ObjectStoreSettings: Equatable {
             throw MountRunner.Failure("the object-store endpoint '\(Redaction.redact(endpoint))' \(problem); give it as "
                                       + "--s3-endpoint https://HOST[:PORT] (or AWS_ENDPOINT_URL_S3)")
         }
+        var googleKey: ObjectStoreKeyLines?
+        var googleKeySource: ObjectStoreKeySource?
+        if let named = options.googleProfile {
+            let source = ObjectStoreKeySource(profile: named, credentialsFile: credentialsFile, configFile: configFile)
+            guard let values = source.values else {
+                throw MountRunner.Failure("--gs-profile \(named): no such profile in \(credentialsFile) or \(configFile); "
+                                          + "put the HMAC key Google Cloud Storage made for you there as "
+                                          + "aws_access_key_id and aws_secret_access_key under [\(named)]")
+            }
+            guard let id = values["aws_access_key_id"], let secret = values["aws_secret_access_key"], !id.isEmpty,
+                  !secret.isEmpty else {
+                throw MountRunner.Failure("--gs-profile \(named): the profile holds no aws_access_key_id and "
+                                          + "aws_secret_access_key; put the HMAC key's access id and secret there")
+            }
+            googleKey = ObjectStoreKeyLines(id: id, secret: secret, token: values["aws_session_token"])
+            googleKeySource = source
+        }
         return ObjectStoreSettings(endpoint: endpoint, region: region, pathStyle: options.pathStyle ? true : nil,
-                                   key: key, keySource: keySource, anonymous: options.noSign)
+                                   key: key, keySource: keySource, googleKey: googleKey,
+                                   googleKeySource: googleKeySource, anonymous: options.noSign)
     }
 
     /// What is wrong with `endpoint`: it must be `http(s)://HOST[:PORT]`. A path would be taken for the bucket, and a
@@ -94,6 +117,7 @@ struct ObjectStoreSettings: Equatable {
     func apply(to credentials: CredentialTable) {
         credentials.setObjectStore(endpoint: endpoint, region: region, pathStyle: pathStyle,
                                    key: key.map { ($0.id, $0.secret, $0.token) }, keySource: keySource,
-                                   anonymous: anonymous)
+                                   googleKey: googleKey.map { ($0.id, $0.secret, $0.token) },
+                                   googleKeySource: googleKeySource, anonymous: anonymous)
     }
 }
