@@ -131,6 +131,23 @@ final class FaultHandlingTests: XCTestCase {
         assertBytes(read(new.handle, offset: 2_000_000, count: 100), changed[2_000_000..<2_000_100])
     }
 
+    /// A cached weak ETag is never the condition sent (Last-Modified is): a 206 that carries a strong ETag then is
+    /// the answer to that condition, not a sign that it was dropped, and its bytes are read.
+    func testA206WithAStrongETagForAWeakCachedOneIsRead() throws {
+        let weak = "http://origin/weak.bin"
+        origin.serve(weak, bytes: bytes, etag: "W/\"w1\"")
+        var policy = FetchPolicy()
+        policy.retryDelay = .milliseconds(10)
+        let other = try TemporaryDirectory(prefix: "faults-weak")
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: [weak], directory: other.path, policy: policy)
+        let handle = try fileSystem.open(fileSystem.catalog.item(named: "weak.bin")!.inode).get().handle
+        let first = fileSystem.readSynchronously(handle: handle, offset: 0, count: 100)
+        assertBytes(try XCTUnwrap(first), bytes[..<100])
+        origin.serve(weak, bytes: bytes, etag: "\"w1\"")  // the same file; its range answers name a strong ETag
+        let later = fileSystem.readSynchronously(handle: handle, offset: 2_000_000, count: 100)
+        assertBytes(try XCTUnwrap(later), bytes[2_000_000..<2_000_100])
+    }
+
     func testARemoteChangeGivesOldHandlesESTALEAndNewOpensTheNewVersion() throws {
         let old = try open()
         XCTAssertTrue(old.keepCache)

@@ -50,6 +50,12 @@ final class ObjectStoreKeyRenewalUnitTests: XCTestCase {
         XCTAssertEqual(kept.accessKeyID, "SECOND", "the mount keeps the new key (for its next start)")
         XCTAssertEqual(kept.source, source)
 
+        // A source adopted later (`rangefs add`) takes the profile's key, not the expired one of the mount's start.
+        let added = table.adopt("s3://bkt/added.bin", replacing: true).url
+        XCTAssertEqual(sent(table, added).id, "SECOND")
+        XCTAssertEqual(sent(table, url).id, "SECOND")
+        XCTAssertEqual(table.snapshot.values.first?.objectStore?.key?.accessKeyID, "SECOND")
+
         // A profile emptied (half written, or logged out) leaves the key at hand in use.
         try write("", to: "credentials")
         XCTAssertEqual(sent(table, url).id, "SECOND")
@@ -83,6 +89,9 @@ final class ObjectStoreKeyRenewalUnitTests: XCTestCase {
         XCTAssertTrue(FetchError.objectStore(status: 400, code: "ExpiredToken", bucket: "b").isTransient)
         XCTAssertTrue(FetchError.objectStore(status: 403, code: "TokenRefreshRequired", bucket: "b").isTransient)
         XCTAssertFalse(FetchError.objectStore(status: 403, code: "SignatureDoesNotMatch", bucket: "b").isTransient)
+        // A 429 or 408 stays worth another attempt when its body is an XML error with a code not listed.
+        XCTAssertTrue(FetchError.objectStore(status: 429, code: "TooManyRequests", bucket: "b").isTransient)
+        XCTAssertTrue(FetchError.objectStore(status: 408, code: "RequestTimeTooLong", bucket: "b").isTransient)
         XCTAssertFalse(FetchError.objectStore(status: 403, code: "InvalidAccessKeyId", bucket: "b").isTransient)
         let line = FetchError.objectStore(status: 400, code: "ExpiredToken", bucket: "").userMessage
         XCTAssertTrue(line.contains("write new credentials into the profile"), line)

@@ -84,9 +84,11 @@ extension BlockSink {
         }
         // A 206 whose own strong ETag is not the cached one did not honour the If-Range (or If-Match) it was
         // sent: a gateway or CDN that drops the condition serves the current version's bytes. Judged as a 200's.
+        // Only when the cached ETag was the condition sent: a weak one never is (Last-Modified goes instead), and a
+        // strong ETag on the answer then says nothing about the condition.
         let cached = entry.version.remoteMetadata.etag
-        let droppedCondition = answeredIfRange && !now.etag.isEmpty && !now.etag.hasPrefix("W/") && !cached.isEmpty
-            && now.etag != cached
+        let droppedCondition = answeredIfRange && !cached.isEmpty && entry.validator == cached && !now.etag.isEmpty
+            && !now.etag.hasPrefix("W/") && now.etag != cached
         if !answeredIfRange || droppedCondition {
             guard isCachedVersion(now, askAgainIfRotating: false) else { return false }
             // Passed by length and date with another ETag (a server that rotates them): not the cached one seen.

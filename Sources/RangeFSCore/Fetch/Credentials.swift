@@ -88,9 +88,9 @@ public final class CredentialTable: Sendable {
     private let table: Mutex<[String: OriginCredentials]>
     /// What `s3://` and `gs://` sources adopted from now on mean.
     private let objectStoreDefaults = Mutex(ObjectStoreDefaults())
-    /// Each object-store origin's profile files as they were when its key was last read from them
-    /// (`ObjectStoreKeySource.stamp`).
-    private let keyFileStamps = Mutex([String: [Int64]]())
+    /// The key each profile held when its files were last read, and what the files looked like then
+    /// (`ObjectStoreKeySource.stamp`): one record per profile, whichever origins and sources use it.
+    private let profileKeys = Mutex([ObjectStoreKeySource: (stamp: [Int64], key: ObjectStoreKey)]())
 
     public init(_ initial: [String: OriginCredentials] = [:]) {
         table = Mutex(initial.filter { !$0.value.isEmpty })
@@ -167,31 +167,47 @@ public final class CredentialTable: Sendable {
         let query = signed.firstIndex(of: "?").map { signed[$0...].lowercased() } ?? ""
         let presigned = query.contains("x-amz-signature=") || query.contains("x-amz-credential=")
         if let kept = access.key, !presigned {
-            let key = currentKey(kept, of: origin)
+            let key = currentKey(kept)
             lines += SignatureV4.headers(method: "GET", url: signed, headers: [], key: key, region: access.region,
                                          service: access.service, time: time).map { "\($0.name): \($0.value)" }
         }
         return (signed, lines)
     }
 
-    /// The key to sign `origin`'s next request with: `kept`, or the key its profile holds now when the profile's
+    /// The key to sign the next request with: `kept`, or the key its profile holds now when the profile's
     /// files changed since the key was last read from them. Session keys expire, and the AWS tools write the new
     /// one into the same file; a request the store refused with `ExpiredToken` is tried again (FetchError), signed
     /// here with the new key. The first request of a mount reads the files once: a key kept from an earlier mount
     /// may have been replaced since. A key from the environment has no file and is used as it is.
-    private func currentKey(_ kept: ObjectStoreKey, of origin: String) -> ObjectStoreKey {
+    private func currentKey(_ kept: ObjectStoreKey) -> ObjectStoreKey {
         guard let source = kept.source else { return kept }
         let stamp = source.stamp
-        let changed = keyFileStamps.withLock { stamps in
-            defer { stamps[origin] = stamp }
-            return stamps[origin] != stamp
+        let known = profileKeys.withLock { $0[source] }
+        var current = kept
+        if let known, known.stamp == stamp {
+            current = known.key
+        } else if let fresh = source.key, source.stamp == stamp {
+            // Stamped again after the read: a file rewritten in place may be read half-written, and is read anew
+            // at the next request instead. A profile that lost its key (emptied, or half written) leaves the key
+            // at hand in use, and is read again once it changes.
+            profileKeys.withLock { $0[source] = (stamp, fresh) }
+            current = fresh
+        } else if let known {
+            current = known.key
         }
-        // A profile that lost its key (a file half written, or emptied) leaves the key at hand in use.
-        guard changed, let fresh = source.key, fresh != kept else { return kept }
+        guard current != kept else { return kept }
+        // Every origin, and the defaults that later sources (`rangefs add`) take, move to the profile's key: a
+        // source adopted with the key of the mount's start must not bring an expired one back.
         table.withLock { table in
-            if table[origin]?.objectStore?.key == kept { table[origin]?.objectStore?.key = fresh }
+            for (origin, entry) in table where entry.objectStore?.key?.source == source {
+                table[origin]?.objectStore?.key = current
+            }
         }
-        return fresh
+        objectStoreDefaults.withLock { defaults in
+            if defaults.key?.source == source { defaults.key = current }
+            if defaults.googleKey?.source == source { defaults.googleKey = current }
+        }
+        return current
     }
 
     /// The URL a request for `url` (an identity, or a redirect's target) sends: with its real query put back when

@@ -125,7 +125,8 @@ public enum FetchError: Error, Sendable, Equatable {
         // An expired session key: the next attempt is signed with the key its profile holds by then (the AWS
         // tools write a new one into the same file; Credentials.swift reads it again).
         case .objectStore(let status, let code, _):
-            status >= 500 || code == "SlowDown" || code == "RequestTimeout" || code == "ExpiredToken"
+            status == 408 || status == 429 || status >= 500 || code == "SlowDown" || code == "RequestTimeout"
+                || code == "ExpiredToken"
                 || code == "TokenRefreshRequired"
         default: false
         }
