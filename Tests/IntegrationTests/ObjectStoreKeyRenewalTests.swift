@@ -72,7 +72,7 @@ final class ObjectStoreKeyRenewalTests: MountTestCase {
 
         // The store expires the key: every request signed with it is refused, and the read fails with one line
         // in the store's words.
-        FileManager.default.createFile(atPath: expired + "/token-first", contents: nil)
+        XCTAssertTrue(FileManager.default.createFile(atPath: expired + "/token-first", contents: nil))
         let before = try requests().count
         XCTAssertEqual(readError(mountpoint + "/obj.bin", offset: 0, count: 65536), EIO)
         let refused = try requests().dropFirst(before)

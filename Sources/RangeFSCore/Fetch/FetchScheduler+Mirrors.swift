@@ -35,4 +35,23 @@ extension FetchScheduler {
             logger.warning("mirror \(Redaction.redact(url)) of \(file) is set aside: \(error.userMessage)")
         }
     }
+
+    /// `run` in requests of at most a segment each, cut at the file's segment boundaries (multiples of the
+    /// segment size), and where a refetch wants another mirror. Aligned requests never straddle a proxy group's
+    /// 4 MiB shards or a slice cache's slices: every client asks each shard of the same proxy, whole, so a group
+    /// of caches holds and fetches each slice once.
+    func segments(of run: Range<Int>, in entry: any BlockStore, url: String) -> [Range<Int>] {
+        let blocksPerSegment = max(1, Int(policy.segmentBytes / UInt64(entry.blockSize)))
+        let pieces = mirrors.mirrors(of: url)?.pieces(of: run) ?? [run]
+        return pieces.flatMap { piece in
+            var segments: [Range<Int>] = []
+            var start = piece.lowerBound
+            while start < piece.upperBound {
+                let boundary = (start / blocksPerSegment + 1) * blocksPerSegment
+                segments.append(start..<min(piece.upperBound, boundary))
+                start = boundary
+            }
+            return segments
+        }
+    }
 }

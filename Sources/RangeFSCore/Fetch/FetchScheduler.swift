@@ -281,25 +281,6 @@ public final class FetchScheduler: Sendable {
         locked { ($0.running, $0.queue.count, $0.fillJobs.count) }
     }
 
-    /// `run` in requests of at most a segment each, cut at the file's segment boundaries (multiples of the
-    /// segment size), and where a refetch wants another mirror. Aligned requests never straddle a proxy group's
-    /// 4 MiB shards or a slice cache's slices: every client asks each shard of the same proxy, whole, so a group
-    /// of caches holds and fetches each slice once.
-    private func segments(of run: Range<Int>, in entry: any BlockStore, url: String) -> [Range<Int>] {
-        let blocksPerSegment = max(1, Int(policy.segmentBytes / UInt64(entry.blockSize)))
-        let pieces = mirrors.mirrors(of: url)?.pieces(of: run) ?? [run]
-        return pieces.flatMap { piece in
-            var segments: [Range<Int>] = []
-            var start = piece.lowerBound
-            while start < piece.upperBound {
-                let boundary = (start / blocksPerSegment + 1) * blocksPerSegment
-                segments.append(start..<min(piece.upperBound, boundary))
-                start = boundary
-            }
-            return segments
-        }
-    }
-
     /// Takes every request that may start now off the queue (and generates fill work if there is room), counting
     /// them as running.
     private func takeStartable(_ state: inout State) -> [Pending] {
@@ -437,29 +418,9 @@ public final class FetchScheduler: Sendable {
     func after(_ delay: Duration, _ body: @escaping @Sendable () -> Void) {
         DispatchQueue.global().asyncAfter(deadline: .now() + delay.dispatchInterval, execute: body)
     }
-}
 
-extension FetchScheduler: TransferOwner {
-    func retry(_ sink: BlockSink, after delay: Duration) {
-        sink.tally.drain(into: metrics)
-        after(delay) { sink.startAttempt() }
-    }
-
-    func remoteChanged(_ entry: any BlockStore) {
-        events.remoteChanged(entry)
-    }
-
-    func isWanted(_ sink: BlockSink) -> Bool {
-        let entry = sink.blockStore
-        return entry.hasLiveUse || isFilling(entry)
-    }
-
-    /// Says that a server's ETags are not used (once: the cache keeps the servers found to rotate them).
-    func etagsRotate(at origin: String) {
-        logger.warning("\(origin) sends another ETag on each answer for the same file (length and Last-Modified unchanged): its ETags are not used as validators; changes are told by length and Last-Modified")
-    }
-
-    func finished(_ sink: BlockSink, outcome: TransferOutcome) {
+    /// A transfer ended: it no longer counts as running, and the work it made room for starts.
+    func transferEnded(_ sink: BlockSink, outcome: TransferOutcome) {
         sink.tally.drain(into: metrics)
         let entry = sink.blockStore
         schedule { state in

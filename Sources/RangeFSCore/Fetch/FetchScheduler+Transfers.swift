@@ -1,0 +1,27 @@
+// The scheduler as the owner of its transfers (TransferOwner.swift): what a BlockSink tells it while it runs and
+// when it ends.
+
+extension FetchScheduler: TransferOwner {
+    func retry(_ sink: BlockSink, after delay: Duration) {
+        sink.tally.drain(into: metrics)
+        after(delay) { sink.startAttempt() }
+    }
+
+    func remoteChanged(_ entry: any BlockStore) {
+        events.remoteChanged(entry)
+    }
+
+    func isWanted(_ sink: BlockSink) -> Bool {
+        let entry = sink.blockStore
+        return entry.hasLiveUse || isFilling(entry)
+    }
+
+    /// Says that a server's ETags are not used (once: the cache keeps the servers found to rotate them).
+    func etagsRotate(at origin: String) {
+        logger.warning("\(origin) sends another ETag on each answer for the same file (length and Last-Modified unchanged): its ETags are not used as validators; changes are told by length and Last-Modified")
+    }
+
+    func finished(_ sink: BlockSink, outcome: TransferOutcome) {
+        transferEnded(sink, outcome: outcome)
+    }
+}
