@@ -54,6 +54,21 @@ def free_port():
         return s.getsockname()[1]
 
 
+def kill_during_copy(mount, source, dest, at):
+    """Copies `source` to `dest` with cp, kills `mount`'s daemon with SIGKILL once `at` bytes are copied (or cp
+    ended), and lazily unmounts its mount point. Returns the bytes cp had copied when the daemon was killed."""
+    copy = subprocess.Popen(["cp", source, dest], stderr=subprocess.DEVNULL)
+    copied = 0
+    while copied < at and copy.poll() is None:
+        copied = os.path.getsize(dest) if os.path.exists(dest) else 0
+        time.sleep(0.0005)
+    mount.process.kill()
+    mount.process.wait()
+    copy.wait()
+    subprocess.run(["fusermount3", "-uz", mount.point], stderr=subprocess.DEVNULL)
+    return copied
+
+
 def drop_caches():
     try:
         os.sync()
@@ -649,15 +664,7 @@ class Bench:
             for _ in range(self.args.runs):
                 cache = self.fresh_cache()
                 mount = Mount(binary, self.work, [self.nginx.url(name)], cache)
-                copy = subprocess.Popen(["cp", mount.path(name), dest], stderr=subprocess.DEVNULL)
-                copied = 0
-                while copied < size * 2 // 5 and copy.poll() is None:
-                    copied = os.path.getsize(dest) if os.path.exists(dest) else 0
-                    time.sleep(0.0005)
-                mount.process.kill()
-                mount.process.wait()
-                copy.wait()
-                subprocess.run(["fusermount3", "-uz", mount.point], stderr=subprocess.DEVNULL)
+                copied = kill_during_copy(mount, mount.path(name), dest, size * 2 // 5)
                 self.nginx.clear_log()
                 mount = Mount(binary, self.work, [self.nginx.url(name)], cache)
                 run(["cp", mount.path(name), dest])

@@ -129,6 +129,20 @@ def fresh_rss(bench, kind, binary, store):
         shutil.rmtree(cache, ignore_errors=True)
 
 
+def mount_or_note(bench, table, column, kind, row, what, cache, mount):
+    """`mount()`, or None after logging why it failed, leaving `row` empty for `column`, counting a failed check
+    for rangefs (`what` it could not do) and removing `cache`."""
+    try:
+        return mount()
+    except RuntimeError as error:
+        b.log(f"  s3: {column}: {error}")
+        if kind == "rangefs":
+            bench.checks.append((f"s3: {column} {what}", False))
+        table.add(row, column, None)
+        shutil.rmtree(cache, ignore_errors=True)
+        return None
+
+
 def list_prefix(bench, table, column, kind, binary, store, timeout):
     """Row 1 for one tool: a fresh mount and its first `ls -l` (rangefs lists a prefix before its mount returns,
     the peers when it is first read, so both are timed together), a second `ls -l`, and a remount and `ls -lR`."""
@@ -138,14 +152,9 @@ def list_prefix(bench, table, column, kind, binary, store, timeout):
     fresh = fresh_rss(bench, kind, binary, store)
     cache = bench.fresh_cache()
     since, start = store.mark(), time.perf_counter()
-    try:
-        mount = s3.S3Mount(kind, binary, bench.work, store, "flat/", cache, timeout=timeout)
-    except RuntimeError as error:
-        b.log(f"  s3: {column}: {error}")
-        if kind == "rangefs":
-            bench.checks.append((f"s3: {column} mounts s3://{s3.BUCKET}/flat/", False))
-        table.add(first, column, None)
-        shutil.rmtree(cache, ignore_errors=True)
+    mount = mount_or_note(bench, table, column, kind, first, f"mounts s3://{s3.BUCKET}/flat/", cache,
+                          lambda: s3.S3Mount(kind, binary, bench.work, store, "flat/", cache, timeout=timeout))
+    if mount is None:
         return
     try:
         for row, step in ((first, "1st"), (second, "2nd")):
@@ -168,14 +177,10 @@ def list_prefix(bench, table, column, kind, binary, store, timeout):
     finally:
         mount.close()
     since, start = store.mark(), time.perf_counter()
-    try:
-        mount = s3.S3Mount(kind, binary, bench.work, store, "flat/", cache, again=True, timeout=timeout)
-    except RuntimeError as error:
-        b.log(f"  s3: {column}: {error}")
-        if kind == "rangefs":
-            bench.checks.append((f"s3: {column} mounts its saved set again", False))
-        table.add(again, column, None)
-        shutil.rmtree(cache, ignore_errors=True)
+    mount = mount_or_note(bench, table, column, kind, again, "mounts its saved set again", cache,
+                          lambda: s3.S3Mount(kind, binary, bench.work, store, "flat/", cache, again=True,
+                                             timeout=timeout))
+    if mount is None:
         return
     try:
         seconds, shown = listing(["ls", "-lR", mount.point], max(1, timeout - (time.perf_counter() - start)),
@@ -267,15 +272,7 @@ def kill_resume(bench, table, column, binary, store, dest):
         shutil.rmtree(cache, ignore_errors=True)
         return float("inf")
     b.drop_caches()
-    copy = subprocess.Popen(["cp", mount.path("big.bin"), dest], stderr=subprocess.DEVNULL)
-    copied = 0
-    while copied < size * 2 // 5 and copy.poll() is None:
-        copied = os.path.getsize(dest) if os.path.exists(dest) else 0
-        time.sleep(0.0005)
-    mount.process.kill()
-    mount.process.wait()
-    copy.wait()
-    subprocess.run(["fusermount3", "-uz", mount.point], stderr=subprocess.DEVNULL)
+    copied = b.kill_during_copy(mount, mount.path("big.bin"), dest, size * 2 // 5)
     mount = s3.S3Mount("rangefs", binary, bench.work, store, "data/", cache)
     try:
         before = store.sent()

@@ -47,33 +47,25 @@ struct ObjectStoreSettings: Equatable {
         let profile = options.profile ?? environment["AWS_PROFILE"] ?? "default"
         let credentialsFile = environment["AWS_SHARED_CREDENTIALS_FILE"] ?? home + "/.aws/credentials"
         let configFile = environment["AWS_CONFIG_FILE"] ?? home + "/.aws/config"
-        let fromCredentials = AWSFile.section(profile, in: credentialsFile, configStyle: false)
-        let fromConfig = AWSFile.section(profile, in: configFile, configStyle: true)
-        if let named = options.profile, fromCredentials == nil, fromConfig == nil {
+        let source = ObjectStoreKeySource(profile: profile, credentialsFile: credentialsFile, configFile: configFile)
+        let profileValues = source.values
+        if let named = options.profile, profileValues == nil {
             throw MountRunner.Failure("--s3-profile \(named): no such profile in \(credentialsFile) or \(configFile); "
                                       + "name a profile those files hold, or give the key in AWS_ACCESS_KEY_ID and "
                                       + "AWS_SECRET_ACCESS_KEY")
         }
-        let profileValues = (fromConfig ?? [:]).merging(fromCredentials ?? [:]) { $1 }
-        func keyOfProfile() -> ObjectStoreKeyLines? {
-            guard let id = profileValues["aws_access_key_id"], let secret = profileValues["aws_secret_access_key"]
-            else { return nil }
-            return ObjectStoreKeyLines(id: id, secret: secret, token: profileValues["aws_session_token"])
-        }
-        var keyOfEnvironment: ObjectStoreKeyLines?
-        if let id = environment["AWS_ACCESS_KEY_ID"], let secret = environment["AWS_SECRET_ACCESS_KEY"],
-           !id.isEmpty, !secret.isEmpty {
-            keyOfEnvironment = ObjectStoreKeyLines(id: id, secret: secret, token: environment["AWS_SESSION_TOKEN"])
-        }
+        let keyOfProfile = profileValues.flatMap(keyLines)
+        let keyOfEnvironment = keyLines(["aws_access_key_id": environment["AWS_ACCESS_KEY_ID"],
+                                         "aws_secret_access_key": environment["AWS_SECRET_ACCESS_KEY"],
+                                         "aws_session_token": environment["AWS_SESSION_TOKEN"]].compactMapValues { $0 })
         // A profile named on the command line wins over the environment, as with the AWS tools' --profile.
         let key = options.noSign ? nil
-            : options.profile != nil ? keyOfProfile() ?? keyOfEnvironment : keyOfEnvironment ?? keyOfProfile()
-        let keySource = key != nil && key == keyOfProfile() && key != keyOfEnvironment
-            ? ObjectStoreKeySource(profile: profile, credentialsFile: credentialsFile, configFile: configFile) : nil
+            : options.profile != nil ? keyOfProfile ?? keyOfEnvironment : keyOfEnvironment ?? keyOfProfile
+        let keySource = key != nil && key == keyOfProfile && key != keyOfEnvironment ? source : nil
         let region = options.region ?? environment["AWS_REGION"] ?? environment["AWS_DEFAULT_REGION"]
-            ?? profileValues["region"]
+            ?? profileValues?["region"]
         let endpoint = options.endpoint ?? environment["AWS_ENDPOINT_URL_S3"] ?? environment["AWS_ENDPOINT_URL"]
-            ?? profileValues["endpoint_url"]
+            ?? profileValues?["endpoint_url"]
         if let endpoint, let problem = problem(withEndpoint: endpoint) {
             throw MountRunner.Failure("the object-store endpoint '\(Redaction.redact(endpoint))' \(problem); give it as "
                                       + "--s3-endpoint https://HOST[:PORT] (or AWS_ENDPOINT_URL_S3)")
@@ -87,17 +79,24 @@ struct ObjectStoreSettings: Equatable {
                                           + "put the HMAC key Google Cloud Storage made for you there as "
                                           + "aws_access_key_id and aws_secret_access_key under [\(named)]")
             }
-            guard let id = values["aws_access_key_id"], let secret = values["aws_secret_access_key"], !id.isEmpty,
-                  !secret.isEmpty else {
+            guard let lines = keyLines(values) else {
                 throw MountRunner.Failure("--gs-profile \(named): the profile holds no aws_access_key_id and "
                                           + "aws_secret_access_key; put the HMAC key's access id and secret there")
             }
-            googleKey = ObjectStoreKeyLines(id: id, secret: secret, token: values["aws_session_token"])
+            googleKey = lines
             googleKeySource = source
         }
         return ObjectStoreSettings(endpoint: endpoint, region: region, pathStyle: options.pathStyle ? true : nil,
                                    key: key, keySource: keySource, googleKey: googleKey,
                                    googleKeySource: googleKeySource, anonymous: options.noSign)
+    }
+
+    /// The key that `values` (a profile's, or the environment's under the same names) hold, if both the id and the
+    /// secret are there and not empty.
+    private static func keyLines(_ values: [String: String]) -> ObjectStoreKeyLines? {
+        guard let id = values["aws_access_key_id"], let secret = values["aws_secret_access_key"], !id.isEmpty,
+              !secret.isEmpty else { return nil }
+        return ObjectStoreKeyLines(id: id, secret: secret, token: values["aws_session_token"])
     }
 
     /// What is wrong with `endpoint`: it must be `http(s)://HOST[:PORT]`. A path would be taken for the bucket, and a
