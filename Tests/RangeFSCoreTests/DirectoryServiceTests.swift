@@ -94,6 +94,28 @@ final class DirectoryServiceTests: XCTestCase {
         XCTAssertEqual(probes(of: "b.bin"), 1)
     }
 
+    // A reader who arrives as a listing ends joins it or sees its result; it never starts a second listing (CI saw
+    // an `ls -lR` list one of 13 directories twice). Readers call at every moment of each listing's end, a
+    // directory at a time: the catalog's "listed" and the service's "running" are read together.
+    func testAReaderArrivingAsAListingEndsDoesNotListItAgain() throws {
+        let service = fileSystem.directories
+        let rounds = 400
+        for round in 0..<rounds {
+            let url = base + "sub\(round)/"
+            origin.serve(url, bytes: Array("<html><body><a href=\"x.bin\">x.bin</a></body></html>".utf8))
+            let inode = fileSystem.catalog.addDirectory(url: url, parent: Catalog.rootInode, fromListing: true).inode
+            let listed = LockedBox(false)
+            service.listNow(inode) { _ in listed.withLock { $0 = true } }
+            DispatchQueue.concurrentPerform(iterations: 2) { _ in
+                while !listed.withLock({ $0 }) { service.whenListed(inode) {} }
+            }
+            let inFlight = service.state.withLock { $0.listings[inode]?.running == true }
+            XCTAssertFalse(inFlight, "round \(round): a second listing started after the first ended")
+            XCTAssertEqual(origin.requests.filter { $0.url == url }.count, 1, "round \(round)")
+            if inFlight { break }
+        }
+    }
+
     // Issue 25: the probe of a listed file being opened is its first data request.
     func testOpeningAListedFileIsOneRequestThatBringsItsFirstBytes() throws {
         _ = try names()

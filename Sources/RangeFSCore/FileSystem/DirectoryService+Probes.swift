@@ -62,16 +62,24 @@ extension DirectoryService {
             catalog.update(inode: item.inode, metadata: stored)
             return completion(.success(catalog.item(inode: item.inode) ?? item))
         }
-        let start = state.withLock { state -> Bool in
+        // A probe that ended since it was looked for has validated the file (a probe marks its file validated
+        // before it leaves `probing`): it is not probed twice.
+        enum Next { case wait, validated(CatalogItem), probe }
+        let next = state.withLock { state -> Next in
             if state.probing[item.inode] != nil {
                 state.probing[item.inode]!.append(waiter)
-                return false
+                return .wait
             }
+            if let current = catalog.item(inode: item.inode), current.validated { return .validated(current) }
             state.failedProbes[item.inode] = nil
             state.probing[item.inode] = [waiter]
-            return true
+            return .probe
         }
-        if start { probeWithFirstBytes(item) }
+        switch next {
+        case .wait: break
+        case .validated(let current): completion(.success(current))
+        case .probe: probeWithFirstBytes(item)
+        }
     }
 
     /// The cached version of `item`'s URL, if it agrees with what `item`'s listing states: the same size, and

@@ -146,24 +146,20 @@ final class DirectoryService: Sendable {
     /// last listing failed less than `listingRetryAfter` ago: it then shows what it holds). A directory listed
     /// longer than `directoryCacheTime` ago is listed again in the background and shows what it holds meanwhile.
     func whenListed(_ inode: UInt64, _ waiter: @escaping Waiter) {
-        guard var directory = catalog.directory(inode: inode), let url = directory.url else { return waiter() }
-        if !directory.listed, showSavedListing(inode, url: url), let shown = catalog.directory(inode: inode) {
-            directory = shown
-        }
+        guard let directory = catalog.directory(inode: inode), let url = directory.url else { return waiter() }
+        if !directory.listed { _ = showSavedListing(inode, url: url) }
+        enum Next { case answer, refresh, wait, start }
         let now = MonotonicClock.seconds()
-        if directory.listed {
-            if let listedAt = directory.listedAt, now - listedAt > directoryCacheTime.seconds {
-                let start = state.withLock { state -> Bool in
-                    guard state.listings[inode]?.running != true else { return false }
-                    state.listings[inode, default: Listing()].running = true
-                    return true
-                }
-                if start { list(inode, url: url) }
-            }
-            return waiter()
-        }
-        enum Next { case answer, wait, start }
+        // Decided from the catalog as it is under the state lock, not as it was before: a listing marks its
+        // directory listed before it leaves `listings`, so here it is running or listed, never neither. A reader
+        // that looked before and locked after would list the directory a second time.
         let next = state.withLock { state -> Next in
+            if let current = catalog.directory(inode: inode), current.listed {
+                guard let listedAt = current.listedAt, now - listedAt > directoryCacheTime.seconds,
+                      state.listings[inode]?.running != true else { return .answer }
+                state.listings[inode, default: Listing()].running = true
+                return .refresh
+            }
             var listing = state.listings[inode, default: Listing()]
             defer { state.listings[inode] = listing }
             if !listing.running, let failedAt = listing.failedAt, now - failedAt < Self.listingRetryAfter {
@@ -177,6 +173,9 @@ final class DirectoryService: Sendable {
         }
         switch next {
         case .answer: waiter()
+        case .refresh:
+            list(inode, url: url)
+            waiter()
         case .wait: break
         case .start: list(inode, url: url)
         }
