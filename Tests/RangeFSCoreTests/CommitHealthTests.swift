@@ -39,7 +39,7 @@ final class CommitHealthTests: XCTestCase {
     func store(_ index: Int, of entry: CacheEntry, in store: CacheStore, bytes: [UInt8]) {
         let range = entry.byteRange(of: index..<(index + 1))
         Array(bytes[Int(range.lowerBound)..<Int(range.upperBound)]).withUnsafeBytes { raw in
-            store.accept(block: index, of: entry, buffer: BlockBuffer(copying: raw), writeBackNow: false)
+            entry.put(block: index, buffer: BlockBuffer(copying: raw), background: false, budgeted: true)
         }
         store.waitForWrites()
     }
@@ -63,7 +63,7 @@ final class CommitHealthTests: XCTestCase {
                        "one line when commits start failing, not one per attempt: \(lines.withLock { $0 })")
         let problem = try XCTUnwrap(cache.cacheProblems.first, "status shows the failing commits")
         XCTAssertTrue(problem.contains("cache commits are failing (5 attempts"), problem)
-        let health = cache.commitHealth.withLock { $0 }
+        let health = cache.ledger.commitHealth.withLock { $0 }
         XCTAssertEqual(health.delay(interval: .milliseconds(500)), CommitHealth.maximumBackoff,
                        "after 5 failures the attempts are 8 s apart")
         XCTAssertEqual(CommitHealth(failingSince: .now, failures: 1).delay(interval: .milliseconds(500)), .seconds(1))

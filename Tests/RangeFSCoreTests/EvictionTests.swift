@@ -35,7 +35,7 @@ final class EvictionTests: XCTestCase {
     func fetch(_ index: Int, into entry: CacheEntry, _ store: CacheStore) {
         let range = entry.byteRange(of: index..<(index + 1))
         let buffer = bytes[Int(range.lowerBound)..<Int(range.upperBound)].withUnsafeBytes { BlockBuffer(copying: $0) }
-        store.accept(block: index, of: entry, buffer: buffer, writeBackNow: false)
+        entry.put(block: index, buffer: buffer, background: false, budgeted: true)
         store.waitForWrites()
     }
 
@@ -47,12 +47,12 @@ final class EvictionTests: XCTestCase {
         let store = try makeStore(maxBlocks: 3)
         let file = try entry(store, "a.bin")
         for index in 0..<3 { fetch(index, into: file, store) }
-        store.recordUse(file, blocks: 0..<1)  // read again: block 1 is now the least recently used
+        store.ledger.recordUse(file, blocks: 0..<1)  // read again: block 1 is now the least recently used
         fetch(3, into: file, store)
         XCTAssertEqual(present(file), [0, 2, 3])
         fetch(4, into: file, store)
         XCTAssertEqual(present(file), [0, 3, 4])
-        XCTAssertEqual(store.usedBytes, 3 * 65536, "the cap holds")
+        XCTAssertEqual(store.ledger.usedBytes, 3 * 65536, "the cap holds")
     }
 
     func testBlocksOfOtherFilesCountAndPinnedFilesStay() throws {

@@ -118,7 +118,7 @@ final class GroupCommitTests: XCTestCase {
         func accept(_ index: Int) {
             let range = entry.byteRange(of: index..<(index + 1))
             let buffer = Array(bytes[Int(range.lowerBound)..<Int(range.upperBound)]).withUnsafeBytes { BlockBuffer(copying: $0) }
-            store.accept(block: index, of: entry, buffer: buffer, writeBackNow: false)
+            entry.put(block: index, buffer: buffer, background: false, budgeted: true)
         }
         // Deadlines only for a hang: each commit runs as soon as the commit queue gets to it.
         func waitUntil(_ condition: () -> Bool) {

@@ -132,7 +132,7 @@ extension CacheEntry: BlockStore, CachedVersion {
     var version: any CachedVersion { self }
 
     var condition: BlockStoreCondition {
-        let stopping = store?.stopping.load(ordering: .relaxed) ?? false
+        let stopping = ledger.stopping.load(ordering: .relaxed)
         return state.withLock { state in
             BlockStoreCondition(isComplete: state.blocks.present.isFull, isStale: state.stale, isPaused: state.paused,
                                 isStopping: stopping, hasWriteFailure: state.memory.reportedWriteFailure,
@@ -142,12 +142,21 @@ extension CacheEntry: BlockStore, CachedVersion {
 
     func makeBuffer(capacity: Int) -> BlockBuffer { BlockBuffer(capacity: capacity, pool: pipeline.buffers) }
 
+    /// Makes room for the block under the cap (counting it from now, so blocks on their way to the disk cannot
+    /// overshoot it), hands it to the writer (`accept`), and once it is written records its use and counts it
+    /// towards the next group commit, all through the ledger. A block that brings nothing new, or is never
+    /// written, is given back to the cap.
     func put(block index: Int, buffer: BlockBuffer, background: Bool, budgeted: Bool) {
-        if let store {
-            store.accept(block: index, of: self, buffer: buffer, writeBackNow: background, budgeted: budgeted)
-        } else {
-            _ = accept(block: index, buffer: buffer, writeBackNow: background, budgeted: budgeted)
+        let length = buffer.count
+        ledger.reserveRoom(for: length)
+        let accepted = accept(block: index, buffer: buffer, writeBackNow: background,
+                              budgeted: budgeted) { [self] stored in
+            guard stored else { return ledger.account(-length) }
+            ledger.recordUse(self, blocks: index..<(index + 1))
+            ledger.countTowardsCommit(length)
+            ledger.noteStored(to: self)
         }
+        if !accepted { ledger.account(-length) }
     }
 
     func release(_ blocks: Range<Int>, failing: BlockFailure?) {

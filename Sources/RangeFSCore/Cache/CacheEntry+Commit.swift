@@ -1,5 +1,5 @@
 // The commit: what makes present blocks durable. The store commits every changed entry every commit interval, and
-// early once its entries stored `commitBytes` since the last commit (CacheStore.countTowardsCommit). A commit
+// early once its entries stored `commitBytes` since the last commit (StoreLedger.countTowardsCommit). A commit
 // snapshots the present set, makes the data and CRC files (and a new entry's header) durable, and only then
 // replaces the bitmap file with the snapshot (temp file, flush, rename, flush of the folder). So a bit never
 // reaches the disk before its data, and a crash loses at most what was stored since the last commit (and the
@@ -81,7 +81,7 @@ extension CacheEntry {
         headerDurable.store(true, ordering: .relaxed)
         state.withLock { $0.blocks.committed(plan.snapshot) }
         // The whole file is durable now: its end-to-end check may read it.
-        if plan.snapshot.isFull && !plan.wasComplete, let store { store.events.completed(self) }
+        if plan.snapshot.isFull && !plan.wasComplete { ledger.completed(self) }
     }
 
     /// Bytes of blocks present but not yet in the bitmap on disk: what exiting now would lose.

@@ -82,23 +82,7 @@ extension CacheEntry {
             state.refetching = true
             return geometry.bytes(in: present)
         }
-        store?.account(-Int(dropped))
+        ledger.account(-Int(dropped))
         return dropped
-    }
-}
-
-extension CacheStore {
-    /// The digest record in `folder` for the entry of `generation`; nil if there is none, it is damaged, or it
-    /// belongs to another version.
-    func loadDigestRecord(folder: String, generation: UInt64) -> DigestRecord? {
-        // No record, or an unreadable one, means the file is unchecked: it is checked again, which is safe.
-        guard let bytes = try? FileSystemCalls.readSmallFile(folder + "/digest") else { return nil }
-        do {
-            let record = try DigestRecord.decode(bytes)
-            return record.generation == generation ? record : nil
-        } catch {
-            logger.warning("damaged digest record in \(folder) (\(error)); the file will be checked again")
-            return nil
-        }
     }
 }

@@ -1,4 +1,4 @@
-// What an entry tells the store's LRU eviction (CacheStore+Eviction): when each block was last used, which blocks
+// What an entry tells the store's LRU eviction (StoreLedger+Eviction): when each block was last used, which blocks
 // a reply is copying right now, and whether the file is pinned. `evict` drops one block if nothing uses it.
 
 /// An entry's marks for eviction.

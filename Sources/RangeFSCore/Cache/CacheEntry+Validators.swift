@@ -20,14 +20,14 @@ extension CacheEntry {
     func matches(_ metadata: RemoteMetadata) -> Bool {
         let mine = remoteMetadata
         if mine.describesSameContent(as: metadata) { return true }
-        guard mine.etagRotated(to: metadata), store?.rotatingETags.contains(header.url) == true else { return false }
+        guard mine.etagRotated(to: metadata), ledger.rotatingETags.contains(header.url) else { return false }
         retireETag()
         return true
     }
 
     /// Judges an answer that differs from this version only by its ETag (`RemoteMetadata.etagRotated`).
     func judgeETag(_ etag: String) -> ETagVerdict {
-        if store?.rotatingETags.contains(header.url) == true { return .rotates }
+        if ledger.rotatingETags.contains(header.url) { return .rotates }
         return state.withLock { state in
             guard let other = state.otherETag else {
                 state.otherETag = etag
@@ -57,7 +57,7 @@ extension CacheEntry {
         let path = directory + "/header"
         let url = header.url
         DispatchQueue.global(qos: .utility).async { [self] in
-            store?.opening(url).withLock {
+            ledger.opening(url).withLock {
                 guard !isStale else { return }
                 do {
                     try FileSystemCalls.replaceAtomically(path, with: retired)
@@ -67,6 +67,6 @@ extension CacheEntry {
                 }
             }
         }
-        return store?.rotatingETags.insert(header.url)
+        return ledger.rotatingETags.insert(header.url)
     }
 }

@@ -191,7 +191,7 @@ extension CacheEntry {
             return (firstFailure, state.stale)
         }
         for (_, item) in run { item.budget.giveBack(item.buffer.count) }
-        store?.noteWrite(failure: failure, bytes: buffers.reduce(0) { $0 + $1.count })
+        ledger.noteWrite(failure: failure, bytes: buffers.reduce(0) { $0 + $1.count })
         if let failure, firstFailure {
             let advice = failure.isNoSpace ? "the cache disk is full; free space or use --cache on a larger disk"
                 : "check the cache disk"

@@ -5,7 +5,7 @@
 //   CacheEntry+Commit        the group commit that makes present blocks durable;
 //   CacheEntry+Verification  CRC checks of blocks that come from an earlier run;
 //   CacheEntry+Digest        the end-to-end digest of the complete file, and its recorded verdict;
-//   CacheEntry+Eviction      what the store's LRU eviction may take (see CacheStore+Eviction).
+//   CacheEntry+Eviction      what the store's LRU eviction may take (see StoreLedger+Eviction).
 // Which blocks are present, in memory, claimed or awaited is decided by the pure `BlockTable`.
 //
 // Durability order (DESIGN.md §3): a block is written and its CRC slot written, then it becomes present. A later
@@ -28,8 +28,9 @@ final class CacheEntry: Sendable {
     let header: CacheHeader
     let directory: String
     let geometry: BlockGeometry
-    /// The store that opened this entry: `put` makes room and counts a block through it.
-    weak let store: CacheStore?
+    /// What this entry shares with the store that opened it and its other entries (StoreLedger.swift): `put`
+    /// makes room and counts a block through it. The entry holds no reference to its store.
+    let ledger: StoreLedger
     // The files hold no descriptor while idle: each call borrows one from the store's pool.
     let dataFile: PooledFile
     let crcFile: PooledFile
@@ -101,10 +102,10 @@ final class CacheEntry: Sendable {
 
     init(header: CacheHeader, directory: String, dataFile: PooledFile, crcFile: PooledFile,
          durable: BlockBitmap, crcs: [UInt32], digest: DigestRecord? = nil, headerDurable: Bool = true,
-         store: CacheStore, pipeline: BlockPipeline, logger: Logger) {
+         ledger: StoreLedger, pipeline: BlockPipeline, logger: Logger) {
         self.header = header
         self.headerDurable = Atomic(headerDurable)
-        self.store = store
+        self.ledger = ledger
         self.directory = directory
         geometry = BlockGeometry(blockSize: header.blockSize, size: header.size)
         self.dataFile = dataFile

@@ -60,52 +60,11 @@ extension CacheStore {
     }
 
     private func scheduleCommit() {
-        let delay = commitHealth.withLock { $0.delay(interval: settings.commitInterval) }
+        let delay = ledger.commitHealth.withLock { $0.delay(interval: settings.commitInterval) }
         commitQueue.asyncAfter(deadline: .now() + delay.dispatchInterval) { [weak self] in
             guard let self, self.committing.withLock({ $0 }) else { return }
             self.commitAll()
             self.scheduleCommit()
-        }
-    }
-
-    /// Counts `bytes` just stored; once `commitBytes` were stored since the last group commit began, starts one
-    /// now, outside the timer. Requests made while one is queued are folded into it. So however fast the link, a
-    /// crash loses at most about `commitBytes` of stored blocks (plus what waits for the writer).
-    func countTowardsCommit(_ bytes: Int) {
-        storedTotal.add(bytes, ordering: .relaxed)
-        // While commits fail, only the timer tries again (backing off), and the writer does not wait for them.
-        if commitHealth.withLock({ $0.isFailing }) { return }
-        backlog.add(bytes)
-        defer { backlog.waitWhileFull(logger: logger) }
-        let total = uncommittedBytes.add(bytes, ordering: .relaxed).newValue
-        if total >= settings.commitBytes { commitSoon() }
-    }
-
-    /// `entry` stored a block that may have completed it. A completed file at least `commitBytes` long is
-    /// committed now rather than at the next tick, so that the next open hands it to the kernel (passthrough):
-    /// a copy started right after a cold one reads at the disk's speed. It costs at most one commit more than
-    /// its size caused anyway; smaller files wait for the tick, where many are committed together.
-    func noteStored(to entry: CacheEntry) {
-        guard commitsOnCompletion(entry), entry.isComplete else { return }
-        commitSoon()
-    }
-
-    /// Whether `entry` is committed on its own as soon as it completes (and an open waits for that commit): a
-    /// file at least `commitBytes` long, whose passthrough is worth a commit. A small file joins the next tick,
-    /// where many are committed together; reading it through the daemon meanwhile costs little.
-    func commitsOnCompletion(_ entry: CacheEntry) -> Bool {
-        entry.header.size >= UInt64(settings.commitBytes)
-    }
-
-    /// Starts a group commit on the commit queue now, unless one is queued and has not begun (it is folded into
-    /// that one) or commits are failing (then only the timer tries again).
-    private func commitSoon() {
-        if commitHealth.withLock({ $0.isFailing }) { return }
-        guard earlyCommitQueued.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
-        else { return }
-        commitQueue.async { [self] in
-            earlyCommitQueued.store(false, ordering: .releasing)
-            commitAll()
         }
     }
 
@@ -123,7 +82,7 @@ extension CacheStore {
             }
             if first { pipeline.replyQueue.async(execute: then) }
         }
-        if commitHealth.withLock({ $0.isFailing }) { return answer() }
+        if ledger.commitHealth.withLock({ $0.isFailing }) { return answer() }
         pipeline.replyQueue.asyncAfter(deadline: .now() + Self.openCommitWait.dispatchInterval, execute: answer)
         DispatchQueue.global().async { [self] in
             waitForWrites()
@@ -147,13 +106,13 @@ extension CacheStore {
     /// flush of the whole file system also writes what other programs left dirty on it (the destination of a
     /// `cp` out of the mount, often on the same disk), and the writer must not wait for that during a copy.
     func commitsTogether(_ planned: [(entry: CacheEntry, plan: CacheEntry.CommitPlan)]) -> Bool {
-        planned.count > 1 || planned.contains { $0.plan.newHeader && !commitsOnCompletion($0.entry) }
+        planned.count > 1 || planned.contains { $0.plan.newHeader && !ledger.commitsOnCompletion($0.entry) }
     }
 
     /// Commits every open entry that changed, now, on the calling thread: one big file alone, with flushes of
     /// its files; anything more together, with two flushes of the file system (`commitsTogether`).
     func commitAll() {
-        let bytes = uncommittedBytes.exchange(0, ordering: .relaxed)
+        let bytes = ledger.uncommittedBytes.exchange(0, ordering: .relaxed)
         let start = ContinuousClock.now
         // Each planned entry's commit lock is held until its commit ends, as `CacheEntry.commit` holds it, so
         // that no other commit of it (a close) interleaves. Nothing takes two commit locks but this thread.
@@ -184,7 +143,7 @@ extension CacheStore {
             }
         }
         for (entry, _) in planned { entry.commitLock.unlock() }
-        backlog.committed(bytes)
+        ledger.backlog.committed(bytes)
         noteCommit(failure)
         releaseIdleEntries()
         if committed > 0 {
@@ -245,7 +204,7 @@ extension CacheStore {
     /// Records how a group commit went: one log line when commits start failing, one when they work again, and
     /// debug lines between (a full disk would otherwise log every attempt).
     private func noteCommit(_ failure: SystemError?) {
-        let (started, recovered) = commitHealth.withLock { health -> (Bool, (failures: Int, lasted: Duration)?) in
+        let (started, recovered) = ledger.commitHealth.withLock { health -> (Bool, (failures: Int, lasted: Duration)?) in
             if let failure {
                 let first = health.failingSince == nil
                 if first { health.failingSince = .now }
@@ -271,20 +230,11 @@ extension CacheStore {
         }
     }
 
-    /// Records that fetched blocks (`bytes`) could not be written, or (`error` nil) that a write worked again.
-    func noteWrite(failure error: SystemError?, bytes: Int = 0) {
-        if error != nil { unwrittenTotal.add(bytes, ordering: .relaxed) }
-        // Checked without the lock on every write that works: one load while the disk is fine.
-        guard error != nil || writesFailing.load(ordering: .relaxed) else { return }
-        writesFailing.store(error != nil, ordering: .relaxed)
-        commitHealth.withLock { $0.writeError = error }
-    }
-
     /// Lines for `status` while the cache disk fails the store: fetched blocks that cannot be written, group
     /// commits that fail (since when, why, and what to do). Empty while all works.
     var cacheProblems: [String] {
-        let unwritten = unwrittenTotal.load(ordering: .relaxed)
-        return commitHealth.withLock { health in
+        let unwritten = ledger.unwrittenTotal.load(ordering: .relaxed)
+        return ledger.commitHealth.withLock { health in
             var lines: [String] = []
             if let error = health.writeError {
                 lines.append("cannot write fetched blocks to the cache (\(error)): \(unwritten >> 20) MiB so far were "
@@ -313,9 +263,9 @@ extension CacheStore {
         waitForWrites()
         commitQueue.sync { commitAll() }
         var report = CacheCloseReport()
-        report.storedBytes = UInt64(storedTotal.load(ordering: .relaxed))
-        report.unwrittenBytes = UInt64(unwrittenTotal.load(ordering: .relaxed))
-        commitHealth.withLock { health in
+        report.storedBytes = UInt64(ledger.storedTotal.load(ordering: .relaxed))
+        report.unwrittenBytes = UInt64(ledger.unwrittenTotal.load(ordering: .relaxed))
+        ledger.commitHealth.withLock { health in
             report.writeFailure = health.writeError.map { "\($0); \(CommitHealth.advice(for: $0))" }
             guard health.isFailing, let error = health.lastError else { return }
             report.failure = "\(error); \(CommitHealth.advice(for: error))"

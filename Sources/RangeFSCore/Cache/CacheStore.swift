@@ -8,7 +8,7 @@
 // write the same files. The store owns the queues and memory bounds its entries share (`BlockPipeline`), so two
 // stores in one process share nothing.
 //
-// Lock order, for the whole core: docs/internals.md, "Locks". Within the cache, the store's eviction lock comes
+// Lock order, for the whole core: docs/internals.md, "Locks". Within the cache, the ledger's eviction lock comes
 // before an entry's commit lock, which comes before its state lock (the innermost).
 //
 // The rule that keeps a mount of a library responsive: no lock is held across a network call, a reply to the
@@ -28,16 +28,13 @@ public final class CacheStore: Sendable {
     /// The cap on cached bytes of this mount's files (`--cache-max-size`), or nil for none.
     var maxBytes: Int? { settings.maxBytes }
     let pipeline: BlockPipeline
-    let eviction = Mutex(EvictionQueue())
+    /// What every entry of this store shares with it (StoreLedger.swift): an entry holds this, never its store.
+    let ledger: StoreLedger
     /// Held open for the life of the store: its lock, and the descriptor group commits flush the file system by.
     let lockFile: SystemFile
     /// The descriptors of every entry's files: bounded, whatever the number of entries.
     let descriptors: DescriptorPool
     let entries = Mutex<[String: CacheEntry]>([:])
-    /// Held while an entry is opened from its files or started, so that one file never gets two entries: one
-    /// lock per URL (of 64, by a hash of it), so that many new files of a directory are made at once, not one
-    /// after another behind the disk (`opening(_:)`).
-    private let openingLocks = (0..<64).map { _ in ExclusiveLock() }
     /// What is cached of entries that are not open (CacheStore+Summaries.swift).
     let summaries = Mutex(EntrySummaries())
     /// What the store asks and tells its owner, fixed at its birth.
@@ -47,23 +44,6 @@ public final class CacheStore: Sendable {
     // The group commit (CacheStore+Commit.swift).
     let commitQueue = DispatchQueue(label: "rangefs.commit")
     let committing = Mutex(false)
-    /// Bytes the store's entries stored since the last group commit began.
-    let uncommittedBytes = Atomic(0)
-    /// Whether a group commit asked for by `uncommittedBytes` is queued and has not begun.
-    let earlyCommitQueued = Atomic(false)
-    /// Bytes stored whose group commit has not completed.
-    let backlog: CommitBacklog
-    /// How the group commits fare (CommitHealth.swift).
-    let commitHealth = Mutex(CommitHealth())
-    /// Bytes written to the cache since the store opened, and bytes fetched that could not be written.
-    let storedTotal = Atomic(0)
-    let unwrittenTotal = Atomic(0)
-    /// Whether the last write of fetched blocks failed (see `noteWrite`).
-    let writesFailing = Atomic(false)
-    /// Set when the process starts shutting down (`markStopping`): background fill starts nothing more.
-    let stopping = Atomic(false)
-    /// The servers found to rotate their ETags (kept in `rotating-etags`).
-    let rotatingETags: RotatingETags
     let logger: Logger
 
     /// The default location: `$XDG_CACHE_HOME/rangefs`, else `~/.cache/rangefs`.
@@ -91,9 +71,10 @@ public final class CacheStore: Sendable {
         self.metrics = metrics
         self.settings = settings
         pipeline = BlockPipeline(settings: settings)
-        backlog = CommitBacklog(limit: 2 * settings.commitBytes)
         self.logger = logger
-        rotatingETags = RotatingETags(path: root + "/rotating-etags", logger: logger)
+        ledger = StoreLedger(settings: settings, metrics: metrics,
+                             rotatingETags: RotatingETags(path: root + "/rotating-etags", logger: logger),
+                             completed: events.completed, commitQueue: commitQueue, logger: logger)
         descriptors = DescriptorPool(capacity: settings.openFiles ?? DescriptorPool.capacityForThisProcess())
         do {
             try FileSystemCalls.makeDirectories(root + "/entries")
@@ -119,6 +100,8 @@ public final class CacheStore: Sendable {
         } catch {
             logger.debug("cannot record this process in \(root)/lock: \(error)")
         }
+        // The ledger's early commits run the group commit of this store, as long as it lives.
+        ledger.commitTrigger.run { [weak self] in self?.commitAll() }
     }
 
     /// How long a new store waits for a holder of the lock that is shutting down (its last commit, then exit).
@@ -140,7 +123,7 @@ public final class CacheStore: Sendable {
     /// Says in the lock file that this process is shutting down, so that a mount of the same cache waits for it
     /// instead of failing.
     public func markStopping() {
-        stopping.store(true, ordering: .relaxed)
+        ledger.stopping.store(true, ordering: .relaxed)
         do {
             try lockFile.truncate(to: 0)
             try lockFile.write(Array("pid \(getpid()) stopping\n".utf8), at: 0)
@@ -154,23 +137,6 @@ public final class CacheStore: Sendable {
 
     /// Memory for fetched blocks, recycled within this store.
     var bufferPool: BufferPool { pipeline.buffers }
-
-    /// Takes one whole block fetched for `entry`: makes room for it under the size cap, hands it to the entry
-    /// (see `CacheEntry.accept`), and once it is written records its use and counts it towards the next group
-    /// commit. A block that brings nothing new, or is never written, is given back to the cap.
-    func accept(block index: Int, of entry: CacheEntry, buffer: BlockBuffer, writeBackNow: Bool,
-                       budgeted: Bool = true) {
-        let length = buffer.count
-        reserveRoom(for: length)
-        let accepted = entry.accept(block: index, buffer: buffer, writeBackNow: writeBackNow,
-                                    budgeted: budgeted) { [self] stored in
-            guard stored else { return account(-length) }
-            recordUse(entry, blocks: index..<(index + 1))
-            countTowardsCommit(length)
-            noteStored(to: entry)
-        }
-        if !accepted { account(-length) }
-    }
 
     /// The folder for `url`: the first 32 hex digits of its SHA-256.
     public func directory(for url: String) -> String {
@@ -188,7 +154,7 @@ public final class CacheStore: Sendable {
     func close(_ url: String, committing: Bool) {
         forgetSummary(of: url)
         guard let entry = entries.withLock({ $0.removeValue(forKey: url) }) else { return }
-        account(-Int(entry.cachedBytes))
+        ledger.account(-Int(entry.cachedBytes))
         if committing {
             waitForWrites()
             do { try entry.commit() } catch { logger.error("cache commit failed: \(error)") }
@@ -221,16 +187,9 @@ public final class CacheStore: Sendable {
         if let open = openMatching(metadata) { return open }
         // Two opens of a file that has no open entry must not both make one: the second would rename a header
         // over the first's and write the same files through another block table.
-        return try opening(metadata.url).withLock { () throws(CacheError) -> CacheEntry in
+        return try ledger.opening(metadata.url).withLock { () throws(CacheError) -> CacheEntry in
             try openEntryFiles(for: metadata, blockSize: blockSize)
         }
-    }
-
-    /// The lock held while the entry of `url` is opened or its header replaced.
-    func opening(_ url: String) -> ExclusiveLock {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
-        for byte in url.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        return openingLocks[Int(hash % UInt64(openingLocks.count))]
     }
 
     /// The open entry of `metadata`'s version, touched under the table's lock: an idle release either sees this
@@ -251,7 +210,7 @@ public final class CacheStore: Sendable {
         if let open = openMatching(metadata) { return open }
         let previous = entries.withLock { $0[metadata.url] }
         if let previous {
-            account(-Int(previous.cachedBytes))
+            ledger.account(-Int(previous.cachedBytes))
             previous.markStale()
         }
         let folder = directory(for: metadata.url)
@@ -269,7 +228,7 @@ public final class CacheStore: Sendable {
         }
         entries.withLock { $0[metadata.url] = entry }
         forgetSummary(of: metadata.url)
-        account(Int(entry.cachedBytes))
+        ledger.account(Int(entry.cachedBytes))
         if maxBytes != nil {
             // What an earlier run cached counts as least recently used, in file order.
             let present = entry.presentBlocks
@@ -278,7 +237,7 @@ public final class CacheStore: Sendable {
                 let isPresent = index < present.blockCount && present.contains(index)
                 if isPresent, runStart == nil { runStart = index }
                 if !isPresent, let start = runStart {
-                    recordUse(entry, blocks: start..<index)
+                    ledger.recordUse(entry, blocks: start..<index)
                     runStart = nil
                 }
             }
@@ -296,7 +255,7 @@ public final class CacheStore: Sendable {
             return nil
         }
         // Another ETag alone, from a server known to rotate them, is the same version (RotatingETags.swift).
-        let rotated = header.remoteMetadata.etagRotated(to: metadata) && rotatingETags.contains(metadata.url)
+        let rotated = header.remoteMetadata.etagRotated(to: metadata) && ledger.rotatingETags.contains(metadata.url)
         guard header.url == metadata.url, header.remoteMetadata.describesSameContent(as: metadata) || rotated else {
             logger.info("\(Redaction.redact(metadata.url)) changed on the server; dropping its cached data")
             return nil
@@ -328,7 +287,7 @@ public final class CacheStore: Sendable {
         let entry = CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
                                durable: durable, crcs: crcs,
                                digest: loadDigestRecord(folder: folder, generation: header.generation),
-                               headerDurable: bitmapFound, store: self,
+                               headerDurable: bitmapFound, ledger: ledger,
                                pipeline: pipeline, logger: logger)
         if rotated { entry.retireETag() }
         return entry
@@ -362,6 +321,20 @@ public final class CacheStore: Sendable {
         }
     }
 
+    /// The digest record in `folder` for the entry of `generation`; nil if there is none, it is damaged, or it
+    /// belongs to another version.
+    func loadDigestRecord(folder: String, generation: UInt64) -> DigestRecord? {
+        // No record, or an unreadable one, means the file is unchecked: it is checked again, which is safe.
+        guard let bytes = try? FileSystemCalls.readSmallFile(folder + "/digest") else { return nil }
+        do {
+            let record = try DigestRecord.decode(bytes)
+            return record.generation == generation ? record : nil
+        } catch {
+            logger.warning("damaged digest record in \(folder) (\(error)); the file will be checked again")
+            return nil
+        }
+    }
+
     /// Starts an entry empty. The data and CRC files are new files, never truncated old ones: a handle still
     /// reading an old version through its old entry keeps reading the old bytes, never a mix.
     ///
@@ -390,7 +363,7 @@ public final class CacheStore: Sendable {
         }
         return CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
                           durable: BlockBitmap(blockCount: header.blockCount),
-                          crcs: [UInt32](repeating: 0, count: header.blockCount), headerDurable: !isNew, store: self,
+                          crcs: [UInt32](repeating: 0, count: header.blockCount), headerDurable: !isNew, ledger: ledger,
                           pipeline: pipeline, logger: logger)
     }
 }

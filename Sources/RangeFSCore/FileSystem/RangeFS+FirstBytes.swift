@@ -69,7 +69,7 @@ extension RangeFS {
                 let buffer = BlockBuffer(capacity: Int(range.count), pool: store.bufferPool)
                 // SAFETY: the range is one block of the entry, inside `bytes` (checked above).
                 _ = buffer.append(UnsafeRawBufferPointer(rebasing: raw[Int(range.lowerBound)..<Int(range.upperBound)]))
-                store.accept(block: block, of: entry, buffer: buffer, writeBackNow: false, budgeted: false)
+                entry.put(block: block, buffer: buffer, background: false, budgeted: false)
             }
         }
         return BlockTable.runs(of: missing)

@@ -137,7 +137,7 @@ public final class RangeFS: Sendable {
     private func awaitingCommit(_ item: CatalogItem) -> CacheEntry? {
         guard settings.passthrough, passthroughMode.withLock({ $0 == .on }), !handles.isOpen(item.inode),
               !revalidator.isDue(item.metadata.url), let entry = store.openEntry(for: item.metadata.url), entry.matches(item.metadata),
-              store.commitsOnCompletion(entry), entry.awaitsCommitToPassThrough
+              store.ledger.commitsOnCompletion(entry), entry.awaitsCommitToPassThrough
         else { return nil }
         return entry
     }
@@ -320,7 +320,7 @@ public final class RangeFS: Sendable {
     /// the read again (the block is fetched again).
     private func answer(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, reply: @escaping Reply) {
         let blocks = entry.blocks(covering: range)
-        store.recordUse(entry, blocks: blocks)
+        store.ledger.recordUse(entry, blocks: blocks)
         // The reply reads the data file after this returns to the adapter; until it is sent, eviction keeps out.
         entry.beginServing(blocks)
         defer { entry.endServing(blocks) }

@@ -1,4 +1,5 @@
-// Keeping the cache under `--cache-max-size`: least-recently-used blocks go first.
+// Keeping the cache under `--cache-max-size`: least-recently-used blocks go first. The bookkeeping lives in the
+// store's ledger (StoreLedger.swift), which every entry holds: a block stored makes room through it, without its store.
 //
 // Every use of a block (stored, or read by a program) takes the next value of a clock and appends a record to a
 // queue; the block keeps the stamp of its last use. Eviction pops records from the front: a record whose block
@@ -24,7 +25,7 @@ struct EvictionQueue {
     var usedBytes: Int = 0
 }
 
-extension CacheStore {
+extension StoreLedger {
     /// Records that `blocks` of `entry` were just used; they become the most recently used.
     func recordUse(_ entry: CacheEntry, blocks: Range<Int>) {
         guard maxBytes != nil, !blocks.isEmpty else { return }
