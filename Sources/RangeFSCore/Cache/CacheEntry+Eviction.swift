@@ -1,9 +1,9 @@
-// What an entry tells the store's LRU eviction (StoreLedger+Eviction): when each block was last used, which blocks
-// a reply is copying right now, and whether the file is pinned. `evict` drops one block if nothing uses it.
+// What an entry tells the LRU eviction of its ledger (StoreLedger+Eviction): when each block was last used, which
+// blocks a reply is copying right now, and whether the file is pinned. `evict` drops one block if nothing uses it.
 
 /// An entry's marks for eviction.
 struct EvictionMarks {
-    /// The store's clock value at each block's last use.
+    /// The ledger's clock value at each block's last use.
     var stamps: [UInt64]
     /// Blocks being copied to a reader right now; eviction leaves them alone.
     var serving: [Range<Int>] = []
@@ -52,7 +52,7 @@ extension CacheEntry {
 
     func setPinned(_ pinned: Bool) { state.withLock { $0.eviction.pinned = pinned } }
 
-    /// Records that `blocks` were used at `stamp` (the store's clock), for LRU eviction.
+    /// Records that `blocks` were used at `stamp` (the ledger's clock), for LRU eviction.
     func touch(_ blocks: Range<Int>, stamp: UInt64) {
         state.withLock { state in for index in blocks { state.eviction.stamps[index] = stamp } }
     }

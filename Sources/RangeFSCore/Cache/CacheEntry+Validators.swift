@@ -45,8 +45,9 @@ extension CacheEntry {
     }
 
     /// Stops using the ETag as this version's validator (its server rotates them): in memory at once, in the header
-    /// (the same generation, so the bitmap stays valid) on a background queue, under the store's `opening` lock so
-    /// that it never replaces the header of a newer version, and never after this entry went stale. Records the
+    /// (the same generation, so the bitmap stays valid) on a background queue, under the ledger's `opening` lock so
+    /// that it never replaces the header of a newer version, and never after this entry went stale or its store
+    /// closed (another store of the same cache may own the file by then). Records the
     /// server as one that rotates; returns its origin the first time, to say so once.
     @discardableResult
     func retireETag() -> String? {
@@ -58,7 +59,7 @@ extension CacheEntry {
         let url = header.url
         DispatchQueue.global(qos: .utility).async { [self] in
             ledger.opening(url).withLock {
-                guard !isStale else { return }
+                guard !isStale, !ledger.detached.load(ordering: .relaxed) else { return }
                 do {
                     try FileSystemCalls.replaceAtomically(path, with: retired)
                 } catch {

@@ -39,8 +39,8 @@ public final class CacheStore: Sendable {
     let summaries = Mutex(EntrySummaries())
     /// What the store asks and tells its owner, fixed at its birth.
     let events: Events
-    /// The mount's counters (evicted bytes).
-    let metrics: Metrics
+    /// The mount's counters (the ledger counts evicted bytes in them).
+    var metrics: Metrics { ledger.metrics }
     // The group commit (CacheStore+Commit.swift).
     let commitQueue = DispatchQueue(label: "rangefs.commit")
     let committing = Mutex(false)
@@ -68,7 +68,6 @@ public final class CacheStore: Sendable {
                  metrics: Metrics = Metrics(), logger: Logger) throws(CacheError) {
         self.root = root
         self.events = events
-        self.metrics = metrics
         self.settings = settings
         pipeline = BlockPipeline(settings: settings)
         self.logger = logger
@@ -102,6 +101,12 @@ public final class CacheStore: Sendable {
         }
         // The ledger's early commits run the group commit of this store, as long as it lives.
         ledger.commitTrigger.run { [weak self] in self?.commitAll() }
+    }
+
+    /// Entries may outlive their store (a handle's, a test's): their ledger learns that no commit will come, so
+    /// that blocks they store never wait for one, and that their headers are no longer this process's to write.
+    deinit {
+        ledger.detach()
     }
 
     /// How long a new store waits for a holder of the lock that is shutting down (its last commit, then exit).

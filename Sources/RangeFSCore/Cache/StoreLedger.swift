@@ -5,8 +5,10 @@
 // The store makes one at its birth and hands it to every entry it opens. An entry reaches store-wide state
 // through what it holds and never through its store (issue 39): a received block goes entry → ledger (room
 // made, bytes counted, use recorded, commit asked for) and on to the writer, never back into the store and out
-// again. The ledger holds no entry but weakly (the eviction queue's records), and nothing of the store but a
-// way to start its group commit, so an entry never keeps a store alive and never calls it.
+// again. The ledger holds no entry but weakly (the eviction queue's records), and of the store only a way to
+// start its group commit (a weak one) and its owner's `completed` event, so an entry never keeps a store alive
+// and never calls it. When the store goes, its ledger is `detach`ed: entries that outlive it store blocks without
+// waiting for commits that will not come, and write no header of theirs any more.
 
 import Dispatch
 import Logging
@@ -43,6 +45,8 @@ final class StoreLedger: Sendable {
     let completed: @Sendable (CacheEntry) -> Void
     /// Starts the store's group commit early (`commitSoon`).
     let commitTrigger: CommitTrigger
+    /// Set when the store is gone (`detach`).
+    let detached = Atomic(false)
     let logger: Logger
 
     init(settings: StoreSettings, metrics: Metrics, rotatingETags: RotatingETags,
@@ -62,8 +66,9 @@ final class StoreLedger: Sendable {
     /// crash loses at most about `commitBytes` of stored blocks (plus what waits for the writer).
     func countTowardsCommit(_ bytes: Int) {
         storedTotal.add(bytes, ordering: .relaxed)
-        // While commits fail, only the timer tries again (backing off), and the writer does not wait for them.
-        if commitHealth.withLock({ $0.isFailing }) { return }
+        // While commits fail, only the timer tries again (backing off), and the writer does not wait for them;
+        // after the store is gone, none will come.
+        if commitHealth.withLock({ $0.isFailing }) || detached.load(ordering: .relaxed) { return }
         backlog.add(bytes)
         defer { backlog.waitWhileFull(logger: logger) }
         let total = uncommittedBytes.add(bytes, ordering: .relaxed).newValue
@@ -102,6 +107,12 @@ final class StoreLedger: Sendable {
         commitHealth.withLock { $0.writeError = error }
     }
 
+    /// The store is gone: no commit will come. Whatever waits for one goes on, and nothing waits from now on.
+    func detach() {
+        detached.store(true, ordering: .relaxed)
+        backlog.committed(Int.max)
+    }
+
     /// The lock held while the entry of `url` is opened or its header replaced.
     func opening(_ url: String) -> ExclusiveLock {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
@@ -123,8 +134,12 @@ final class CommitTrigger: @unchecked Sendable {
         source.activate()
     }
 
-    /// What a firing runs, on the commit queue: set once, by the store's `init`.
+    private let handlerSet = Atomic(false)
+
+    /// What a firing runs, on the commit queue: set once, by the store's `init` (the one closure of the cache
+    /// given after a birth: the store's own, which cannot exist before the ledger the store is made with).
     func run(_ commit: @escaping @Sendable () -> Void) {
+        precondition(!handlerSet.exchange(true, ordering: .relaxed), "a commit trigger runs one store's commits")
         source.setEventHandler(handler: commit)
     }
 
