@@ -59,6 +59,13 @@ extension DirectoryService {
         }
         if joined { return }
         if let stored = storedVersion(agreeingWith: item) {
+            // An object store's listing states each object's ETag, as its server does: one that is the cached
+            // version's is a check of it, made when the listing was read (a kept listing counts as read when it
+            // was read), so the open's background check is not due before `--revalidate` after that.
+            if !item.metadata.etag.isEmpty, stored.etag == item.metadata.etag,
+               let listedAt = catalog.directory(inode: item.parent)?.listedAt {
+                events.validated(stored.url, listedAt)
+            }
             catalog.update(inode: item.inode, metadata: stored)
             return completion(.success(catalog.item(inode: item.inode) ?? item))
         }
@@ -202,7 +209,7 @@ extension DirectoryService {
         switch ProbeOutcome.judge(result, stored: { store.storedMetadata(for: file.metadata.url) }, wasSaved: false) {
         case .online(let metadata):
             // Marked checked before the catalog says so: an open that finds it validated must not check it again.
-            events.validated(metadata.url)
+            events.validated(metadata.url, MonotonicClock.seconds())
             catalog.update(inode: file.inode, metadata: metadata)
         case .gone(let error):
             // A dead link: not a file. It comes back only if a new listing still lists it.

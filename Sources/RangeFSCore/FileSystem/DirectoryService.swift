@@ -46,8 +46,9 @@ final class DirectoryService: Sendable {
     struct Events: Sendable {
         /// A listed file is served from its cache entry alone: its server could not be reached (the reason).
         var offline: @Sendable (_ url: String, _ reason: String) -> Void = { _, _ in }
-        /// A probe has seen `url`: its validators are fresh.
-        var validated: @Sendable (_ url: String) -> Void = { _ in }
+        /// `url` was checked against its server at `time` (monotonic seconds): a probe saw it, or an object
+        /// store's listing read then stated the ETag of its cached version.
+        var validated: @Sendable (_ url: String, _ time: Double) -> Void = { _, _ in }
         /// `name` left directory `parent` (gone from its listing, or a dead link): the kernel must forget it.
         var removed: @Sendable (_ parent: UInt64, _ name: String) -> Void = { _, _ in }
         /// A newer listing states another size or date for `inode`: the kernel must drop its attributes.

@@ -196,7 +196,7 @@ extension RangeFS {
                                      logger: Logger) -> DirectoryService {
         var events = DirectoryService.Events()
         events.offline = { [weak revalidator] url, reason in revalidator?.markOffline(url, reason: reason) }
-        events.validated = { [weak revalidator] url in revalidator?.markValidated(url) }
+        events.validated = { [weak revalidator] url, time in revalidator?.markValidated(url, at: time) }
         // Queued: the lookup that found the name gone may still hold its directory.
         events.removed = { parent, name in kernel.forgetName(name, in: parent) }
         events.changed = { inode in kernel.forgetAttributes(of: [inode]) }

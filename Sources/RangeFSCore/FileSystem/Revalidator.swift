@@ -102,9 +102,11 @@ public final class Revalidator: Sendable {
         }
     }
 
-    /// Records that `url` was just checked against its server.
-    public func markValidated(_ url: String) {
-        lastValidated.withLock { $0[url] = MonotonicClock.seconds() }
+    /// Records that `url` was checked against its server at `time` (monotonic seconds; now by default). A check
+    /// older than one recorded already changes nothing.
+    public func markValidated(_ url: String, at time: Double? = nil) {
+        let time = time ?? MonotonicClock.seconds()
+        lastValidated.withLock { checked in checked[url] = max(checked[url] ?? time, time) }
     }
 
     /// Re-probes the URL of `entry` in the background, and calls `then` once that check is done (from its
