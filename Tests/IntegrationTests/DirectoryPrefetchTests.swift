@@ -71,7 +71,7 @@ final class DirectoryPrefetchTests: MountTestCase {
 
     /// A JSON-listed directory `/d/` of `argv[2]` files of 8 KiB (`f0000.bin`...) whose answers for files from
     /// index `argv[3]` on are held until `/release` is asked for. Each request is logged when it arrives
-    /// (`start NAME`) and when its answer went out (`end NAME`), to `argv[4]`.
+    /// (`start NAME`) and just before its answer goes out (`end NAME`), to `argv[4]`.
     static let holdingServer = """
     import http.server, json, sys, threading
     port, count, hold_from, log = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -117,8 +117,10 @@ final class DirectoryPrefetchTests: MountTestCase {
                 start, end = int(a), min(SIZE - 1, int(b) if b else SIZE - 1)
                 status = 206
                 headers['Content-Range'] = 'bytes %d-%d/%d' % (start, end, SIZE)
-            self.send(status, body[start:end + 1], headers)
+            # Noted before the answer goes out: once it has, rangefs may start the next fetch on another
+            # connection, whose start must not be counted beside this one (the bound is exact).
             note('end ' + name)
+            self.send(status, body[start:end + 1], headers)
         def log_message(self, *args):
             pass
     class Server(http.server.ThreadingHTTPServer):

@@ -123,14 +123,15 @@ final class PassthroughTests: MountTestCase {
     }
 
     // 2c. A file changed on the server is never served stale through passthrough: an open due for its check
-    //     takes the normal path, and the new version is what later opens read. (`--revalidate 1`: the check's
-    //     timing is the point of this test.)
+    //     takes the normal path, and the new version is what later opens read. (`--revalidate 5`: the check's
+    //     timing is the point of this test; 5 s rather than 1 so that the opens of `readsPastTheDaemon`, a
+    //     `sync` and two `rangefs status` apart, come within it on a loaded machine.)
     func testAFileChangedOnTheServerIsNeverReadStaleThroughPassthrough() throws {
         let first = try origin.serveRandomFile("change.bin", size: 2 << 20)
-        try mount([origin.url("change.bin")], extra: ["--revalidate", "1"])
+        try mount([origin.url("change.bin")], extra: ["--revalidate", "5"])
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/change.bin"), first)
         XCTAssertTrue(try readsPastTheDaemon("change.bin", digest: first))
-        sleep(2)  // the next open is due for its check
+        sleep(6)  // the next open is due for its check
         try origin.serve("change.bin", bytes: pseudoRandomBytes(count: 2 << 20, seed: 99))
         let second = try Shell.sha256(of: origin.path("change.bin"))
         dropCaches()

@@ -334,7 +334,7 @@ final class RealWorldHTTPTests: MountTestCase {
         class Redirector(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
                 name = "signed" if self.path.startswith("/signed") else "opaque"
-                parameter, lifetime = ("expires", 7) if name == "signed" else ("e", 3)
+                parameter, lifetime = ("expires", 15) if name == "signed" else ("e", 10)
                 expires = int(time.time()) + lifetime
                 uri = "/" + name + ".bin"
                 digest = hashlib.md5(f"{expires}{uri} secret".encode()).digest()
@@ -360,16 +360,19 @@ final class RealWorldHTTPTests: MountTestCase {
                 .filter { $0.hasPrefix(prefix) }.count
         }
 
+        // Targets live 15 s (signed; rangefs stops using one 5 s before its stated expiry, so 9 to 10 s of use)
+        // and 10 s (opaque: used until refused): the first reads come well within both on a loaded machine, and
+        // the reads after `sleep(16)` come after both.
+        let signedBytes = try XCTUnwrap(FileManager.default.contents(atPath: target.path("signed.bin")))
+        let opaqueBytes = try XCTUnwrap(FileManager.default.contents(atPath: target.path("opaque.bin")))
         try mount(["http://127.0.0.1:\(port)/signed/a.bin", "http://127.0.0.1:\(port)/opaque/b.bin"])
         let signedFile = mountpoint + "/a.bin"
         let opaqueFile = mountpoint + "/b.bin"
-        let signedBytes = try XCTUnwrap(FileManager.default.contents(atPath: target.path("signed.bin")))
-        let opaqueBytes = try XCTUnwrap(FileManager.default.contents(atPath: target.path("opaque.bin")))
         XCTAssertEqual(try pread(signedFile, offset: 0, count: 1 << 20), Array(signedBytes[0..<(1 << 20)]))
         XCTAssertEqual(try pread(opaqueFile, offset: 0, count: 1 << 20), Array(opaqueBytes[0..<(1 << 20)]))
         XCTAssertEqual(hitCount("/signed"), 1, "the probe resolved it; the read used the target")
         XCTAssertEqual(hitCount("/opaque"), 1)
-        sleep(8)
+        sleep(16)
         let later = 40 << 20
         XCTAssertEqual(try pread(signedFile, offset: later, count: 1 << 20), Array(signedBytes[later..<(later + (1 << 20))]))
         XCTAssertEqual(try pread(opaqueFile, offset: later, count: 1 << 20), Array(opaqueBytes[later..<(later + (1 << 20))]))

@@ -81,7 +81,7 @@ final class FetchSchedulerTests: XCTestCase {
     }
 
     func testFillStartsNothingWhileReadaheadRuns() throws {
-        origin.latency = 0.5
+        origin.latency = 2
         var policy = FetchPolicy()
         policy.segmentBytes = 1 << 20
         policy.fillBytesPerSecond = 1 << 30  // marks fill's requests: only they carry a rate
@@ -92,10 +92,11 @@ final class FetchSchedulerTests: XCTestCase {
         let ahead = entry.claim(blocks: entry.blocks(covering: 0..<(2 << 20)))
         fileSystem.scheduler.fetch(entry, url: url, runs: ahead, priority: .readahead)
         fileSystem.scheduler.fill(entry, url: url)
-        usleep(250_000)  // the readahead answers after 0.5 s
+        // The readahead answers after 2 s: its two requests are seen well before, and nothing else is asked.
+        XCTAssertTrue(waitUntil(10) { origin.requests.count >= 2 })
         XCTAssertEqual(origin.requests.count, 2, "the readahead's two requests")
         XCTAssertFalse(origin.requests.contains { $0.maxBytesPerSecond != nil }, "no fill while readahead runs")
-        XCTAssertTrue(try waitUntil(20) { try cachedBytes(fileSystem) == UInt64(bytes.count) }, "fill takes over")
+        XCTAssertTrue(try waitUntil(60) { try cachedBytes(fileSystem) == UInt64(bytes.count) }, "fill takes over")
         XCTAssertTrue(origin.requests.contains { $0.maxBytesPerSecond != nil })
         XCTAssertEqual(origin.bytesSent, UInt64(bytes.count), "each byte fetched once")
     }
