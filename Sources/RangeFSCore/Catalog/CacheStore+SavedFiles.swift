@@ -71,7 +71,9 @@ extension CacheStore {
         guard stat(listingPath(for: url), &info) == 0 else { return nil }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        return max(0, Double(now.tv_sec - info.st_mtim.tv_sec))
+        // A file dated in the future (the clock was set back) says nothing of when it was read.
+        guard info.st_mtim.tv_sec <= now.tv_sec else { return nil }
+        return Double(now.tv_sec - info.st_mtim.tv_sec)
     }
 
     /// Moves the entry an older rangefs kept under `oldURL` (a URL with `user:password@`) to `url`, the same URL

@@ -201,11 +201,28 @@ public final class Catalog: Sendable {
         }
     }
 
-    /// Records that the listing of directory `inode` has been read, at `time` (monotonic seconds).
-    func markListed(_ inode: UInt64, at time: Double) {
+    /// Records that the listing of directory `inode` has been read or tried, at `time` (monotonic seconds), and
+    /// when what it shows was read from its server (`readAt`; nil leaves it as it was).
+    func markListed(_ inode: UInt64, at time: Double, readAt: Double? = nil) {
         state.withLock { state in
             state.directories[inode]?.listed = true
             state.directories[inode]?.listedAt = time
+            if let readAt { state.directories[inode]?.readAt = readAt }
+        }
+    }
+
+    /// Gives listed file `inode` the cached version `stored` if it still shows `expected` and is not validated,
+    /// as one step (a refresh of its directory may state another version meanwhile). Returns whether it did,
+    /// and when its directory's listing was read (`CatalogDirectory.readAt`).
+    func adoptStoredVersion(_ stored: RemoteMetadata, inode: UInt64,
+                            expected: RemoteMetadata) -> (adopted: Bool, listingReadAt: Double?) {
+        state.withLock { state in
+            guard let item = state.files[inode], !item.validated, item.metadata == expected else { return (false, nil) }
+            var adopted = CatalogItem(inode: inode, name: item.name, metadata: stored, parent: item.parent,
+                                      listed: item.listed, validated: true, attributesExact: true)
+            adopted.listedTime = item.listedTime
+            state.store(adopted)
+            return (true, state.directories[item.parent]?.readAt)
         }
     }
 

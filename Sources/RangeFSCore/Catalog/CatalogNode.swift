@@ -40,8 +40,12 @@ public struct CatalogDirectory: Sendable, Equatable {
     public let url: String?
     /// Whether its listing has been read into the catalog.
     var listed = false
-    /// When its listing was last read (monotonic seconds), for refreshing it.
+    /// When its listing was last read or tried (monotonic seconds), for refreshing it: a refresh that failed
+    /// sets it too, so that the next is tried only after the cache time.
     var listedAt: Double?
+    /// When what it shows was read from its server (monotonic seconds; the request's start), if known: never
+    /// moved by a refresh that failed. What the listing states (an object store's ETags) was true then.
+    var readAt: Double?
     /// It was found in its parent's listing (a refresh of the parent may remove it).
     var fromListing = false
     /// Seconds since 1970 from the listing, if it stated them.

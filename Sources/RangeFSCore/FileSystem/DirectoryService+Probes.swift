@@ -58,16 +58,21 @@ extension DirectoryService {
             return true
         }
         if joined { return }
+        // The cached version, if it agrees with the listing; taken only if the file still shows what was looked
+        // at (a refresh of its directory may have stated another version since: then it is probed).
         if let stored = storedVersion(agreeingWith: item) {
-            // An object store's listing states each object's ETag, as its server does: one that is the cached
-            // version's is a check of it, made when the listing was read (a kept listing counts as read when it
-            // was read), so the open's background check is not due before `--revalidate` after that.
-            if !item.metadata.etag.isEmpty, stored.etag == item.metadata.etag,
-               let listedAt = catalog.directory(inode: item.parent)?.listedAt {
-                events.validated(stored.url, listedAt)
+            let (adopted, listingReadAt) = catalog.adoptStoredVersion(stored, inode: item.inode, expected: item.metadata)
+            if adopted {
+                // An object store's listing states each object's ETag, as the object's own answer would: one that
+                // is the cached version's is a check of it, made when that listing was read from the store (a kept
+                // listing: when the mount that kept it read it; a refresh that failed moves nothing). The open's
+                // background check (`--revalidate`) is then not due before the interval after that.
+                if let listingReadAt, !item.metadata.etag.isEmpty, stored.etag == item.metadata.etag,
+                   credentials.objectStore(for: stored.url) != nil {
+                    events.validated(stored.url, listingReadAt)
+                }
+                return completion(.success(catalog.item(inode: item.inode) ?? item))
             }
-            catalog.update(inode: item.inode, metadata: stored)
-            return completion(.success(catalog.item(inode: item.inode) ?? item))
         }
         // A probe that ended since it was looked for has validated the file (a probe marks its file validated
         // before it leaves `probing`): it is not probed twice.

@@ -194,6 +194,8 @@ final class DirectoryService: Sendable {
            MonotonicClock.seconds() - listedAt <= directoryCacheTime.seconds {
             return work.async { [self] in finish(inode, outcome: .listed, failure: nil) }
         }
+        // What the listing states was true when it was asked for (an object store's 100 pages take a while).
+        let askedAt = MonotonicClock.seconds()
         let completion: @Sendable (Result<[UInt8], FetchError>) -> Void = { [self] result in
             work.async { [self] in
                 // A reader must not fail for the walk ahead's sake: it lists again (DirectoryService+WalkAhead.swift).
@@ -204,7 +206,7 @@ final class DirectoryService: Sendable {
                     guard let listing = state.listings[inode] else { return false }
                     return !listing.reports.isEmpty || (listing.ahead != nil && listing.waiters.isEmpty)
                 }
-                let outcome = read(result, into: inode, from: url, reported: reported)
+                let outcome = read(result, into: inode, from: url, askedAt: askedAt, reported: reported)
                 let failure: FetchError? = if case .failure(let error) = result { error } else { nil }
                 finish(inode, outcome: outcome, failure: failure)
             }
@@ -278,13 +280,14 @@ final class DirectoryService: Sendable {
             let listing = DirectoryListing.parse(kept, base: url)
             guard DirectoryListing.problem(with: kept, parsed: listing) == nil else { return false }
             apply(listing, to: inode, listedFrom: url)
-            catalog.markListed(inode, at: MonotonicClock.seconds() - age)
+            let readAt = MonotonicClock.seconds() - age
+            catalog.markListed(inode, at: readAt, readAt: readAt)
             return true
         }
     }
 
     /// Takes a listing's result into the catalog.
-    private func read(_ result: Result<[UInt8], FetchError>, into inode: UInt64, from url: String,
+    private func read(_ result: Result<[UInt8], FetchError>, into inode: UInt64, from url: String, askedAt: Double,
                       reported: Bool) -> ListingOutcome {
         let failureLevel: Logger.Level = reported ? .debug : .error
         guard let directory = catalog.directory(inode: inode) else { return .listed }
@@ -296,7 +299,8 @@ final class DirectoryService: Sendable {
                 logger.log(level: reported ? .debug : .warning,
                            "cannot list \(shown) (\(error.userMessage)); showing the listing kept from an earlier visit")
                 apply(DirectoryListing.parse(kept, base: url), to: inode, listedFrom: url)
-                catalog.markListed(inode, at: now)
+                // Shown now, but read when the mount that kept it read it (if its file says when).
+                catalog.markListed(inode, at: now, readAt: store.savedListingAge(for: url).map { now - $0 })
                 return .kept(error.userMessage)
             }
             let shows = directory.listed ? "it shows what was listed before" : "reading it fails with EIO"
@@ -315,7 +319,7 @@ final class DirectoryService: Sendable {
                 logger.warning("cannot keep the listing of \(shown) for offline use: \(error)")
             }
             apply(listing, to: inode, listedFrom: url)
-            catalog.markListed(inode, at: now)
+            catalog.markListed(inode, at: now, readAt: askedAt)
             // Parsing a large listing takes many times its size for a moment; give that memory back to the
             // system rather than keep it as the daemon's high-water mark.
             if listing.entries.count > 10_000 { FileSystemCalls.releaseFreeMemory() }

@@ -102,10 +102,11 @@ public final class Revalidator: Sendable {
         }
     }
 
-    /// Records that `url` was checked against its server at `time` (monotonic seconds; now by default). A check
-    /// older than one recorded already changes nothing.
+    /// Records that `url` was checked against its server at `time` (monotonic seconds; now by default, and never
+    /// later than now). A check older than one recorded already changes nothing.
     public func markValidated(_ url: String, at time: Double? = nil) {
-        let time = time ?? MonotonicClock.seconds()
+        let now = MonotonicClock.seconds()
+        let time = min(time ?? now, now)
         lastValidated.withLock { checked in checked[url] = max(checked[url] ?? time, time) }
     }
 
