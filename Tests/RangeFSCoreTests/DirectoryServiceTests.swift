@@ -116,6 +116,29 @@ final class DirectoryServiceTests: XCTestCase {
         }
     }
 
+    // The same for opens: one arriving as the probe of its file ends takes that probe's answer, and never
+    // probes the file a second time.
+    func testAnOpenArrivingAsItsFilesProbeEndsDoesNotProbeItAgain() throws {
+        let service = fileSystem.directories
+        for round in 0..<400 {
+            let url = base + "probed\(round).bin"
+            origin.serve(url, bytes: pseudoRandomBytes(count: 100, seed: UInt64(round)))
+            let item = fileSystem.catalog.add(RemoteMetadata(url: url, size: 100, etag: "", lastModified: ""),
+                                              listed: true, validated: false, attributesExact: false)
+            let answered = LockedBox(false)
+            service.whenValidated(item) { _ in answered.withLock { $0 = true } }
+            DispatchQueue.concurrentPerform(iterations: 2) { _ in
+                // As an open does: the file as the catalog shows it now, then the service.
+                while !answered.withLock({ $0 }) {
+                    service.whenValidated(fileSystem.catalog.item(inode: item.inode) ?? item) { _ in }
+                }
+            }
+            let attempts = origin.probedURLs.filter { $0 == url }.count + origin.requests.filter { $0.url == url }.count
+            XCTAssertEqual(attempts, 1, "round \(round): the file was probed \(attempts) times")
+            if attempts != 1 { break }
+        }
+    }
+
     // Issue 25: the probe of a listed file being opened is its first data request.
     func testOpeningAListedFileIsOneRequestThatBringsItsFirstBytes() throws {
         _ = try names()
