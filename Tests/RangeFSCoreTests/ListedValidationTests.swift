@@ -1,6 +1,5 @@
 import Foundation
 import Glibc
-import Logging
 @testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
@@ -45,18 +44,13 @@ final class ListedValidationTests: XCTestCase {
     /// A mount of `root` on this test's cache; `body` runs with it, and the store is closed after.
     func mounted(_ root: String, credentials: CredentialTable, directoryCacheTime: Duration = .seconds(60),
                  _ body: (RangeFS) throws -> Void) throws {
-        let logger = Logger(label: "test")
-        let events = FileSystemEvents()
-        let store = try CacheStore(root: directory.path, events: events.store, logger: logger)
-        let catalog = Catalog()
-        catalog.setRootURL(root)
-        let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler, logger: logger)
-        var settings = FileSystemSettings()
-        settings.directoryCacheTime = directoryCacheTime
-        let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events,
-                                 kernel: KernelRecorder(), settings: settings, credentials: credentials, logger: logger)
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: [], directory: directory.path, root: root,
+                                                credentials: credentials, kernel: KernelRecorder()) { settings in
+            settings.directoryCacheTime = directoryCacheTime
+            settings.revalidateAfter = FileSystemSettings().revalidateAfter  // the default: its check is the point
+        }
         try body(fileSystem)
-        store.close()
+        fileSystem.store.close()
     }
 
     /// Opens `name` in the root, reads it whole (checking its bytes), and closes it.

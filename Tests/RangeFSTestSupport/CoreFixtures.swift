@@ -5,19 +5,24 @@ import Glibc
 import Logging
 @testable import RangeFSCore
 
-/// A RangeFS that serves `urls` from `origin`, with its cache in `directory`, logging to `logger`.
-public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: String,
+/// A RangeFS that serves `urls` from `origin`, with its cache in `directory`, logging to `logger`; with `root`,
+/// its root is that directory URL (listed on its first visit, through `credentials` if an object store's).
+/// `adjust` changes the settings last (the tests' defaults: 64 KiB blocks, no background check).
+public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: String, root: String? = nil,
+                               credentials: CredentialTable = CredentialTable(),
                                policy: FetchPolicy = FetchPolicy(), prefetch: PrefetchPolicy = .none,
                                storeSettings: StoreSettings = StoreSettings(),
                                kernel: any KernelNotifier = NoKernel(),
                                passthrough: LockedBox<PassthroughMode> = LockedBox(PassthroughMode.pending),
                                metrics: Metrics = Metrics(),
-                               logger: Logger = Logger(label: "test")) throws -> RangeFS {
+                               logger: Logger = Logger(label: "test"),
+                               adjust: (inout FileSystemSettings) -> Void = { _ in }) throws -> RangeFS {
     // The store and the scheduler report to the file system through `events`, as a mount wires them.
     let events = FileSystemEvents()
     let store = try CacheStore(root: directory, settings: storeSettings, events: events.store, metrics: metrics,
                                logger: logger)
     let catalog = Catalog()
+    catalog.setRootURL(root)
     for result in origin.probeAll(urls) { catalog.add(try result.get()) }
     let scheduler = FetchScheduler(fetcher: origin, policy: policy, events: events.scheduler, metrics: metrics,
                                    logger: logger)
@@ -25,8 +30,9 @@ public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: 
     settings.blockSize = 65536
     settings.prefetch = prefetch
     settings.revalidateAfter = nil  // tests probe only when they mean to
+    adjust(&settings)
     return RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
-                   passthrough: passthrough, settings: settings, logger: logger)
+                   passthrough: passthrough, settings: settings, credentials: credentials, logger: logger)
 }
 
 extension RangeFS {
