@@ -112,10 +112,7 @@ public final class Catalog: Sendable {
                             expected: RemoteMetadata) -> (adopted: Bool, listingReadAt: Double?) {
         state.withLock { state in
             guard let item = state.files[inode], !item.validated, item.metadata == expected else { return (false, nil) }
-            var adopted = CatalogItem(inode: inode, name: item.name, metadata: stored, parent: item.parent,
-                                      listed: item.listed, validated: true, attributesExact: true)
-            adopted.listedTime = item.listedTime
-            state.store(adopted)
+            state.store(Self.validated(item, as: stored))
             return (true, state.directories[item.parent]?.readAt)
         }
     }
@@ -154,13 +151,18 @@ public final class Catalog: Sendable {
     /// inode stay.
     func update(inode: UInt64, metadata: RemoteMetadata) {
         state.withLock { state in
-            guard var item = state.files[inode] else { return }
-            let listedTime = item.listedTime
-            item = CatalogItem(inode: inode, name: item.name, metadata: metadata, parent: item.parent,
-                               listed: item.listed, validated: true, attributesExact: true)
-            item.listedTime = listedTime
-            state.store(item)
+            guard let item = state.files[inode] else { return }
+            state.store(Self.validated(item, as: metadata))
         }
+    }
+
+    /// `item` as a probe (or a cached version that agrees with its listing) shows it: `metadata`'s size, date and
+    /// validators, exact; its listing's date kept.
+    private static func validated(_ item: CatalogItem, as metadata: RemoteMetadata) -> CatalogItem {
+        var validated = CatalogItem(inode: item.inode, name: item.name, metadata: metadata, parent: item.parent,
+                                    listed: item.listed, validated: true, attributesExact: true)
+        validated.listedTime = item.listedTime
+        return validated
     }
 
     /// Removes the file at `path` (a name in the root, or `folder/name`); returns it, or nil if there is none.
