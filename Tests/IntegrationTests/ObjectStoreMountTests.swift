@@ -212,6 +212,25 @@ final class ObjectStoreMountTests: MountTestCase {
         }
     }
 
+    /// Issue 45: the first GET of a listed object carries its listed ETag (`If-Match`): an object replaced since
+    /// the listing (by one of the same size) answers 412, is probed again as it is now, and reads whole as the new
+    /// version; nothing of it is taken for the listed one.
+    func testTheFirstReadOfAListedObjectAsksForTheListedVersion() throws {
+        let moto = try startMoto()
+        try moto.createBucket("bkt")
+        let old = randomBytes(100_000), new = randomBytes(100_000)
+        try moto.put(bucket: "bkt", key: "data/a.bin", bytes: old)
+        XCTAssertEqual(try mountS3(["s3://bkt/data/"], environment: keys(moto),
+                                   extra: ["--s3-endpoint", moto.endpoint]).status, 0)
+        XCTAssertEqual(Int(try statFile(mountpoint + "/a.bin").st_size), old.count, "listed")
+        try moto.put(bucket: "bkt", key: "data/a.bin", bytes: new)
+        moto.clearRequestLog()
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/a.bin"), Shell.sha256(of: Data(new)), "the object as it is now")
+        let gets = moto.requests().filter { $0.kind == .get && $0.key == "data/a.bin" }
+        XCTAssertTrue(gets.first?.detail.contains("412") ?? false,
+                      "the first GET asked for the listed version and was refused: \(moto.requestLog())")
+    }
+
     /// Acceptance 2 (remount): with the store stopped, a remount of the same cache shows the same tree (from the
     /// saved listings) and serves every object read before.
     func testARemountWithTheStoreStoppedShowsTheTreeAndServesWhatIsCached() throws {
