@@ -76,6 +76,8 @@ final class RemoteMetadataTests: XCTestCase {
         let weak = RemoteMetadata(url: "u", size: 10, etag: "W/\"a\"", lastModified: "")
         XCTAssertTrue(weak.isContradicted(by: RemoteMetadata(url: "u", size: 10, etag: "W/\"b\"", lastModified: "")))
         XCTAssertFalse(weak.isContradicted(by: RemoteMetadata(url: "u", size: 10, etag: "W/\"a\"", lastModified: "")))
+        XCTAssertFalse(weak.isContradicted(by: RemoteMetadata(url: "u", size: 10, etag: "\"a\"", lastModified: "")),
+                       "the weak comparison: the same opaque tag")
         XCTAssertFalse(weak.isContradicted(by: RemoteMetadata(url: "u", size: 10, etag: "", lastModified: date)),
                        "nothing stated on both sides tells")
         let dated = RemoteMetadata(url: "u", size: 10, etag: "", lastModified: date)
