@@ -15,7 +15,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="$root/.build-fuzz"
 export PATH="/opt/swift/usr/bin:$PATH"
-targets_all=(ListingHTML ListingJSON ContentRange DigestHeader SumsFile CacheRecords SavedSet ObjectListingXML)
+targets_all=(ListingHTML ListingJSON ContentRange DigestHeader SumsFile CacheRecords SavedSet ObjectListingXML ResponseHead Redaction)
 
 seconds=600
 build_only=0
@@ -79,7 +79,8 @@ for target in "${targets[@]}"; do
         echo "fuzz.sh: building $target" >&2
         nice -n 19 swiftc -parse-as-library -O -sanitize=fuzzer,address -module-name "Fuzz$target" \
             -I "$out" -I "$out/modules/CChecksum" -I "$out/modules/CLinux" -I "$root/Sources/CCrypto" \
-            "$root/Tests/Fuzz/FuzzSupport.swift" "$root/Tests/Fuzz/$target.swift" \
+            "$root/Tests/Fuzz/FuzzSupport.swift" "$root/Tests/RangeFSTestSupport/FuzzProperties.swift" \
+            "$root/Tests/Fuzz/$target.swift" \
             "$out/obj/RangeFSCore.o" "$out/obj/RangeFSPlatform.o" "$out/obj/Logging.o" "$out/obj/crc32c.o" "$out/obj/linux.o" \
             "$out/obj/passthrough.o" -lcrypto -o "$binary" 2> "$out/$target.build.log" \
             || { cat "$out/$target.build.log" >&2; exit 1; }  # on success only gold's noise about ASan's symbols

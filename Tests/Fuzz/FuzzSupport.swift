@@ -65,3 +65,4 @@ func checkListing(_ body: [UInt8]) {
     fuzzRequire(limited.truncated == (listing.entries.count > 2 || listing.truncated),
                 "truncated is \(limited.truncated) with \(listing.entries.count) entries")
 }
+

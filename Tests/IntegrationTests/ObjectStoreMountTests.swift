@@ -175,6 +175,62 @@ final class ObjectStoreMountTests: MountTestCase {
         XCTAssertTrue(sawNew, "the next open reads the new object")
     }
 
+    /// Issue 45, case 7: a 0-byte object (`_SUCCESS` and other markers) is an empty file, in a listed prefix and
+    /// named on its own, online and offline: a Range request for it gets 416 InvalidRange from S3 servers, which
+    /// is no error for a file with no bytes. `cp -r` of the prefix copies it.
+    func testEmptyObjectsReadAsEmptyFilesOnlineAndOffline() throws {
+        let moto = try startMoto()
+        try moto.createBucket("bkt")
+        let a = randomBytes(5_000)
+        try moto.put(bucket: "bkt", objects: [("data/_SUCCESS", []), ("data/a.bin", a), ("data/sub/.keep", []),
+                                              ("marker", [])])
+        let mounted = try mountS3(["s3://bkt/data/", "s3://bkt/marker"], environment: keys(moto),
+                                  extra: ["--s3-endpoint", moto.endpoint])
+        XCTAssertEqual(mounted.status, 0, mounted.stderr)
+        for name in ["data/_SUCCESS", "data/sub/.keep", "marker"] {
+            let path = mountpoint + "/" + name
+            XCTAssertEqual(Int(try statFile(path).st_size), 0, name)
+            let cat = try Shell.run("/bin/cat", [path])
+            XCTAssertEqual(cat.status, 0, "\(name): \(cat.stderr)")
+            XCTAssertEqual(cat.stdout, "", name)
+        }
+        let copy = scratch.path + "/copy"
+        let copied = try Shell.run("/bin/cp", ["-r", mountpoint + "/data", copy])
+        XCTAssertEqual(copied.status, 0, "cp -r of a prefix with empty objects: \(copied.stderr)")
+        XCTAssertEqual(try Shell.sha256(of: copy + "/a.bin"), Shell.sha256(of: Data(a)))
+        XCTAssertEqual(Int(try statFile(copy + "/_SUCCESS").st_size), 0)
+        try driver.unmount(mountpoint, cache: cache)
+        moto.stop()
+
+        // Offline: the kept listing and the saved set still show them, and they still read as empty.
+        let remounted = try mountS3([], environment: [:])
+        XCTAssertEqual(remounted.status, 0, remounted.stderr)
+        for name in ["data/_SUCCESS", "marker"] {
+            let cat = try Shell.run("/bin/cat", [mountpoint + "/" + name])
+            XCTAssertEqual(cat.status, 0, "\(name) offline: \(cat.stderr)")
+            XCTAssertEqual(cat.stdout, "", name)
+        }
+    }
+
+    /// Issue 45: the first GET of a listed object carries its listed ETag (`If-Match`): an object replaced since
+    /// the listing (by one of the same size) answers 412, is probed again as it is now, and reads whole as the new
+    /// version; nothing of it is taken for the listed one.
+    func testTheFirstReadOfAListedObjectAsksForTheListedVersion() throws {
+        let moto = try startMoto()
+        try moto.createBucket("bkt")
+        let old = randomBytes(100_000), new = randomBytes(100_000)
+        try moto.put(bucket: "bkt", key: "data/a.bin", bytes: old)
+        XCTAssertEqual(try mountS3(["s3://bkt/data/"], environment: keys(moto),
+                                   extra: ["--s3-endpoint", moto.endpoint]).status, 0)
+        XCTAssertEqual(Int(try statFile(mountpoint + "/a.bin").st_size), old.count, "listed")
+        try moto.put(bucket: "bkt", key: "data/a.bin", bytes: new)
+        moto.clearRequestLog()
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/a.bin"), Shell.sha256(of: Data(new)), "the object as it is now")
+        let gets = moto.requests().filter { $0.kind == .get && $0.key == "data/a.bin" }
+        XCTAssertTrue(gets.first?.detail.contains("412") ?? false,
+                      "the first GET asked for the listed version and was refused: \(moto.requestLog())")
+    }
+
     /// Acceptance 2 (remount): with the store stopped, a remount of the same cache shows the same tree (from the
     /// saved listings) and serves every object read before.
     func testARemountWithTheStoreStoppedShowsTheTreeAndServesWhatIsCached() throws {

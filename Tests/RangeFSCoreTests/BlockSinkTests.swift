@@ -166,6 +166,52 @@ final class BlockSinkTests: XCTestCase {
         XCTAssertEqual(changesTold(expecting: 1), 1)
     }
 
+    /// Makes the entry anew for `etag` and `lastModified` (the server's, which the origin then sends).
+    func reopen(etag: String, lastModified: String) throws {
+        entry.endRead(pid: getpid())
+        origin.serve(url, bytes: bytes, etag: etag)
+        origin.lastModified = lastModified
+        let metadata = RemoteMetadata(url: url, size: UInt64(bytes.count), etag: etag, lastModified: lastModified)
+        store = try CacheStore(root: directory.path + "/other", logger: logger)
+        entry = try store.entry(for: metadata, blockSize: 65536)
+        entry.beginRead(pid: getpid())
+    }
+
+    /// Issue 45, case 1: a weak ETag and no date give nothing to send as If-Range, so the 206s answered no
+    /// condition: another weak ETag on one of them is a change, and none of its bytes is kept.
+    func testA206WithAnotherWeakETagIsARemoteChange() throws {
+        try reopen(etag: "W/\"v1\"", lastModified: "")
+        XCTAssertNoThrow(try fetch(0..<2).get())
+        XCTAssertNil(origin.requests.first?.ifRange, "a weak ETag conditions nothing")
+        origin.serve(url, bytes: pseudoRandomBytes(count: bytes.count, seed: 45), etag: "W/\"v2\"")
+        XCTAssertEqual(try fetch(4..<6).failure, .remoteChanged)
+        XCTAssertEqual(presentBlocks, [0, 1], "none of the other version's bytes")
+        XCTAssertEqual(changesTold(expecting: 1), 1)
+    }
+
+    /// A 206 that answered its If-Range (a date) but states another Last-Modified than the cached version's: the
+    /// server did not honour the condition, and its bytes are another version's.
+    func testA206WithAnotherDateIsARemoteChange() throws {
+        try reopen(etag: "", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT")
+        origin.ignoresIfRange = true
+        XCTAssertNoThrow(try fetch(0..<1).get())
+        origin.lastModified = "Mon, 23 Nov 2026 10:00:00 GMT"
+        XCTAssertEqual(try fetch(3..<4).failure, .remoteChanged)
+        XCTAssertEqual(presentBlocks, [0])
+    }
+
+    /// Issue 45, case 2: a 206 `multipart/byteranges` whose top-level Content-Range and length match the request
+    /// is refused at its head, like a wrong encoding: no byte of it is kept.
+    func testAMultipartAnswerIsRefusedWhole() throws {
+        origin.extraHeaders = ["content-type": "multipart/byteranges; boundary=XYZ"]
+        guard case .untrustedBody(let reason) = try fetch(1..<3).failure else {
+            return XCTFail("a multipart answer was not refused")
+        }
+        XCTAssertTrue(reason.contains("multipart"), reason)
+        XCTAssertEqual(presentBlocks, [])
+        XCTAssertEqual(changes.withLock { $0 }, 0, "no change of the file")
+    }
+
     // MARK: Mirrors
 
     /// A transfer cut mid-block on one mirror goes on at once from the byte it reached on the other: each byte is

@@ -37,6 +37,13 @@ final class RemoteMetadataTests: XCTestCase {
         XCTAssertFalse(unknownTotal.sizeKnown)
         let empty = try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 416, headers: ["content-range": "bytes */0"]))
         XCTAssertEqual(empty.size, 0)
+        // S3's InvalidRange for an empty object has no Content-Range (issue 45, case 7).
+        let emptyObject = try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 416, headers: [
+            "content-type": "application/xml", "etag": "\"d41d8cd98f00b204e9800998ecf8427e\""]))
+        XCTAssertEqual(emptyObject.size, 0)
+        XCTAssertTrue(emptyObject.sizeKnown)
+        XCTAssertThrowsError(try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 416, headers: [
+            "content-range": "bytes */5"])), "a stated length is no empty file")
     }
 
     func testWithoutASizeOnlyTheValidatorsTellVersionsApart() {
@@ -61,6 +68,29 @@ final class RemoteMetadataTests: XCTestCase {
         XCTAssertEqual(ResponseHead(status: 404, headers: [:], proxy: "http://p:3128").statusError, .httpStatus(404),
                        "an answer about the file is the server's")
         XCTAssertEqual(ResponseHead(status: 502, headers: [:]).statusError, .httpStatus(502))
+    }
+
+    /// Issue 45, cases 1 and 8: what an answer's validators say against the cached version's.
+    func testAnAnswerContradictsAVersionByWhatBothSidesState() {
+        let date = "Sun, 06 Nov 1994 08:49:37 GMT"
+        let weak = RemoteMetadata(url: "u", size: 10, etag: "W/\"a\"", lastModified: "")
+        XCTAssertTrue(weak.isContradicted(by: RemoteMetadata(url: "u", size: 10, etag: "W/\"b\"", lastModified: "")))
+        XCTAssertFalse(weak.isContradicted(by: RemoteMetadata(url: "u", size: 10, etag: "W/\"a\"", lastModified: "")))
+        XCTAssertFalse(weak.isContradicted(by: RemoteMetadata(url: "u", size: 10, etag: "\"a\"", lastModified: "")),
+                       "the weak comparison: the same opaque tag")
+        XCTAssertFalse(weak.isContradicted(by: RemoteMetadata(url: "u", size: 10, etag: "", lastModified: date)),
+                       "nothing stated on both sides tells")
+        let dated = RemoteMetadata(url: "u", size: 10, etag: "", lastModified: date)
+        XCTAssertTrue(dated.isContradicted(by: RemoteMetadata(url: "u", size: 10, etag: "", lastModified: "Mon, 07 Nov 1994 08:49:37 GMT")))
+        XCTAssertTrue(dated.isContradicted(by: RemoteMetadata(url: "u", size: 11, etag: "", lastModified: date)))
+        let bare = RemoteMetadata(url: "u", size: 10, etag: "", lastModified: "")
+        XCTAssertFalse(bare.isContradicted(by: RemoteMetadata(url: "u", size: 10, etag: "\"x\"", lastModified: date)),
+                       "a server with no validator can be told apart by its length only")
+        // A rotated ETag is the same with or without a date on both sides; never with only one side dated.
+        let strong = RemoteMetadata(url: "u", size: 10, etag: "\"n1\"", lastModified: "")
+        XCTAssertTrue(strong.etagRotated(to: RemoteMetadata(url: "u", size: 10, etag: "\"n2\"", lastModified: "")))
+        XCTAssertFalse(strong.etagRotated(to: RemoteMetadata(url: "u", size: 10, etag: "\"n2\"", lastModified: date)))
+        XCTAssertFalse(strong.etagRotated(to: RemoteMetadata(url: "u", size: 11, etag: "\"n2\"", lastModified: "")))
     }
 
     func testWeakETagIsNotUsedForIfRange() {

@@ -15,8 +15,13 @@ public final class KernelRecorder: KernelNotifier {
     }
 
     private let recorded = LockedBox<[Notice]>([])
+    /// How long each notice takes to reach the kernel: a busy machine's, to show what waits for a notice and what
+    /// only queues it.
+    private let delay: useconds_t
 
-    public init() {}
+    public init(delay seconds: Double = 0) {
+        delay = useconds_t(seconds * 1e6)
+    }
 
     /// Every notice so far, in the order sent.
     public var notices: [Notice] {
@@ -33,14 +38,17 @@ public final class KernelRecorder: KernelNotifier {
     }
 
     public func forgetName(_ name: String, in parent: UInt64) {
+        if delay > 0 { usleep(delay) }
         recorded.withLock { $0.append(.name(name, parent: parent)) }
     }
 
     public func forgetPages(of inode: UInt64, in range: Range<UInt64>) {
+        if delay > 0 { usleep(delay) }
         recorded.withLock { $0.append(.pages(inode, range)) }
     }
 
     public func forgetAttributes(of inode: UInt64) {
+        if delay > 0 { usleep(delay) }
         recorded.withLock { $0.append(.attributes(inode)) }
     }
 }

@@ -68,12 +68,28 @@ public struct RemoteMetadata: Sendable, Equatable {
         return lastModified == other.lastModified
     }
 
-    /// Whether `other` differs from this only by its ETag: same length, same Last-Modified (present), another
-    /// ETag. That is what a load balancer in front of nodes that make their own ETags sends for one file: the
-    /// ETag is then no validator for that server, and length and Last-Modified are used instead.
+    /// Whether `other` differs from this only by its ETag: same length, same Last-Modified (or none on either
+    /// side), another ETag. That is what a load balancer in front of nodes that make their own ETags sends for one
+    /// file: the ETag is then no validator for that server, and length and Last-Modified (where it sends one) are
+    /// used instead. A server without Last-Modified is judged the same way (RotatingETags.swift): two answers tell
+    /// a rotation from a replaced file, so its files are not locked out with ESTALE on every open.
     func etagRotated(to other: RemoteMetadata) -> Bool {
-        sizeKnown && other.sizeKnown && size == other.size && !lastModified.isEmpty
-            && lastModified == other.lastModified && !etag.isEmpty && !other.etag.isEmpty && etag != other.etag
+        sizeKnown && other.sizeKnown && size == other.size && lastModified == other.lastModified
+            && !etag.isEmpty && !other.etag.isEmpty && etag != other.etag
+    }
+
+    /// Whether an answer that describes its bytes as `other` says they are not of this version, by whatever both
+    /// sides state: another length, another ETag (weak ones too: `W/"a"` then `W/"b"` is a change, though neither
+    /// could condition the request), or another Last-Modified. ETags are compared as RFC 9110's weak comparison
+    /// does (§8.8.3.2: `W/"a"` and `"a"` name the same version, as a server that weakens its ETag on some answers
+    /// sends). A 206 is of the version asked for only when it answered a condition: a request sent without one (no
+    /// strong ETag, no date to send) is checked this way, and so is every other 206. What neither side states
+    /// cannot tell (DESIGN.md §4, "Validators").
+    func isContradicted(by other: RemoteMetadata) -> Bool {
+        if sizeKnown && other.sizeKnown && size != other.size { return true }
+        func opaque(_ tag: String) -> Substring { tag.hasPrefix("W/") ? tag.dropFirst(2) : Substring(tag) }
+        if !etag.isEmpty && !other.etag.isEmpty && opaque(etag) != opaque(other.etag) { return true }
+        return !lastModified.isEmpty && !other.lastModified.isEmpty && lastModified != other.lastModified
     }
 
     /// A file of unknown size, as a probe without a length finds it.

@@ -82,14 +82,13 @@ extension BlockSink {
             failure = .remoteChanged
             return false
         }
-        // A 206 whose own strong ETag is not the cached one did not honour the If-Range (or If-Match) it was
-        // sent: a gateway or CDN that drops the condition serves the current version's bytes. Judged as a 200's.
-        // Only when the cached ETag was the condition sent: a weak one never is (Last-Modified goes instead), and a
-        // strong ETag on the answer then says nothing about the condition.
-        let cached = entry.version.remoteMetadata.etag
-        let droppedCondition = answeredIfRange && !cached.isEmpty && entry.validator == cached && !now.etag.isEmpty
-            && !now.etag.hasPrefix("W/") && now.etag != cached
-        if !answeredIfRange || droppedCondition {
+        // A 206 whose own validators are not the cached ones did not honour the If-Range (or If-Match) it was
+        // sent, or was sent none (a weak ETag cannot condition a request, and a server may state no date): a
+        // gateway that drops the condition, or a file replaced by one of the same length mid-read, serves another
+        // version's bytes. Judged as a 200's, so that versions never mix in one file: another ETag, weak or
+        // strong, another Last-Modified, as the server states them (RemoteMetadata.isContradicted).
+        let contradicted = entry.version.remoteMetadata.isContradicted(by: now)
+        if !answeredIfRange || contradicted {
             guard isCachedVersion(now, askAgainIfRotating: false) else { return false }
             // Passed by length and date with another ETag (a server that rotates them): not the cached one seen.
             if now.etag != entry.version.remoteMetadata.etag { return true }

@@ -155,10 +155,12 @@ final class FirstBytesSink: RangeResponseSink, @unchecked Sendable {
 
 extension RangeFetching {
     /// Probes `url` with a request for its first `count` bytes, and reports what a probe learns with those bytes:
-    /// at the head of a 206 that brings them (its body still streaming), else when the answer ended.
-    func probe(url: String, firstBytes count: Int,
+    /// at the head of a 206 that brings them (its body still streaming), else when the answer ended. With
+    /// `expecting`, an object store's listed ETag, the request carries it (as `If-Match`, Credentials.swift): an
+    /// object replaced since its listing answers 412, never another version's bytes.
+    func probe(url: String, firstBytes count: Int, expecting etag: String? = nil,
                       completion: @escaping @Sendable (Result<FirstBytes, FetchError>) -> Void) {
-        start(RangeRequest(url: url, range: 0..<UInt64(max(1, count)), ifRange: nil),
+        start(RangeRequest(url: url, range: 0..<UInt64(max(1, count)), ifRange: etag),
               sink: FirstBytesSink(url: url, limit: max(1, count), completion: completion))
     }
 }

@@ -26,9 +26,11 @@ extension RemoteMetadata {
         case .wrongRange(let value):
             throw .badContentRange(value)
         case .otherStatus:
-            // An empty file cannot satisfy bytes=0-0; servers say so with `Content-Range: bytes */0`.
-            guard head.status == 416, let value = head["content-range"], let range = ContentRange(parsing: value),
-                  range.completeLength == 0
+            // Only an empty file cannot satisfy a range from its first byte (RFC 9110 §14.1.1): web servers say so
+            // with `Content-Range: bytes */0`, S3 servers with a 416 InvalidRange and no Content-Range at all
+            // (every `_SUCCESS` marker of a data lake). A Content-Range that states a length is believed instead.
+            guard head.status == 416, asked.lowerBound == 0,
+                  head["content-range"].map({ ContentRange(parsing: $0)?.completeLength == 0 }) ?? true
             else { throw head.statusError }
             size = 0
         }

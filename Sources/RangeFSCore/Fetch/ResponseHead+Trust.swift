@@ -8,6 +8,10 @@
 //
 // A body whose length no header states (chunked, or HTTP/2 without Content-Length) can only be judged at its
 // end: `statesItsLength` tells the sink to hold such a body back until it ended where its Content-Range said.
+//
+// A part is one range of the file's bytes: a `multipart/byteranges` answer, even one whose top-level Content-Range
+// and Content-Length match the request, carries its parts' boundaries and headers in its body, and is refused the
+// same way.
 
 extension ResponseHead {
     /// The Content-Encoding, if the body is in any encoding other than identity.
@@ -30,6 +34,12 @@ extension ResponseHead {
     func untrustedBody(expectedLength length: UInt64?) -> FetchError? {
         if let encoding = foreignEncoding {
             return .untrustedBody("its body is \(encoding)-encoded (Content-Encoding: \(encoding)) although identity was asked for")
+        }
+        // One range was asked for, so a part is data only as a single part: a multipart/byteranges body holds
+        // boundaries and part headers between the bytes, whatever its top-level Content-Range and length say.
+        if length != nil, let type = self["content-type"],
+           type.trimmingWhitespace().lowercased().hasPrefix("multipart/byteranges") {
+            return .untrustedBody("it is a multipart/byteranges answer (several parts with boundaries) where one range was asked for")
         }
         if let length, statesItsLength, let stated = self["content-length"] {
             guard let declared = UInt64(stated.trimmingWhitespace()) else {

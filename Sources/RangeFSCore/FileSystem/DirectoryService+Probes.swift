@@ -134,9 +134,18 @@ extension DirectoryService {
     /// Probes `file`, being opened, asking for its first bytes (`probeLength`): they go to its entry before it
     /// opens, or, still streaming, become blocks in flight of it (FirstBytes.swift): the open answers at the
     /// probe's head.
-    private func probeWithFirstBytes(_ file: CatalogItem) {
+    private func probeWithFirstBytes(_ file: CatalogItem, conditional: Bool = true) {
         guard openProbeBytes > 0 else { return probe([file]) }
-        fetcher.probe(url: file.metadata.url, firstBytes: probeLength(of: file)) { [self] result in
+        // An object store's GET carries the listed ETag from its first request on (`If-Match`): the bytes it
+        // brings are those of the version listed, or it answers 412 and the object is probed again as it is now.
+        let listedETag = file.metadata.etag
+        let expected = conditional && listedETag.hasPrefix("\"") && credentials.objectStore(for: file.metadata.url) != nil
+            ? listedETag : nil
+        fetcher.probe(url: file.metadata.url, firstBytes: probeLength(of: file), expecting: expected) { [self] result in
+            if expected != nil, case .failure(.httpStatus(412)) = result {
+                logger.info("\(Redaction.redact(file.metadata.url)) changed since it was listed; probing it as it is now")
+                return probeWithFirstBytes(file, conditional: false)
+            }
             work.async { [self] in
                 let metadata = result.map(\.metadata).map(store.settled)
                 // The first bytes reach the entry before the catalog says the file is validated: an open that

@@ -48,6 +48,14 @@ final class KernelInvalidations: Sendable {
         notifier.forgetPages(of: inode, in: range)
     }
 
+    /// The kernel drops its attributes of `inode` before this returns: for an open whose probe found another size
+    /// than the kernel was given, so that no read of the handle is answered by the old size. Dropping attributes
+    /// waits for no page and no request (the kernel takes no lock a FUSE request holds), so it may be sent from
+    /// any thread, also while the kernel waits for the open's reply.
+    func forgetAttributesNow(of inode: UInt64) {
+        notifier.forgetAttributes(of: inode)
+    }
+
     /// The kernel drops its attributes of each of `inodes`, soon.
     func forgetAttributes(of inodes: [UInt64]) {
         guard !inodes.isEmpty else { return }

@@ -122,6 +122,13 @@ public final class RangeFS: Sendable {
         guard let found = catalog.item(inode: inode) else { return reply(.failure(.notFound)) }
         directoryPrefetch?.opened(found)
         directories.whenValidated(found) { [self] result in
+            // The kernel keeps the size it was given (a listing's) and reads no byte past it: a probe that found
+            // another size (a stale listing) makes it drop that size before the open is answered, so the first
+            // read after the open asks for the real one and is never cut short (issue 45).
+            if case .success(let item) = result, item.metadata.size != found.metadata.size
+                || item.metadata.sizeKnown != found.metadata.sizeKnown {
+                kernel.forgetAttributesNow(of: inode)
+            }
             // A file completed since the last commit is committed first, so that this open passes it through
             // (a copy started right after a cold one then reads at the disk's speed).
             if case .success(let item) = result, let entry = awaitingCommit(item) {
