@@ -106,10 +106,7 @@ final class SocketOwnershipTests: MountTestCase {
         for state in states {
             XCTAssertEqual(chown(folder, state.owner?.uid ?? 0, state.owner?.gid ?? 0), 0)
             XCTAssertEqual(chmod(folder, 0o777), 0)
-            if mkdir(mountpoint, 0o755) != 0 { XCTAssertEqual(errno, EEXIST) }
-            let result = try Shell.run("/usr/bin/env", ["XDG_RUNTIME_DIR=" + runtime, driver.binary, "mount",
-                                                        mountpoint, origin.url("guarded.bin"), "--cache", cache])
-            if driver.isMounted(mountpoint) { driver.record(mountpoint) }
+            let result = try rootMounts("guarded.bin", runtime: runtime)
             XCTAssertEqual(result.status, 1, result.stderr)
             XCTAssertFalse(driver.isMounted(mountpoint), "mounted with a socket folder another user can use")
             let lines = problemLines(result.stderr)
@@ -130,10 +127,7 @@ final class SocketOwnershipTests: MountTestCase {
         try origin.serveRandomFile("served.bin", size: 64 << 10)
         let runtime = scratch.path + "/runtime"
         XCTAssertEqual(mkdir(runtime, 0o700), 0)
-        if mkdir(mountpoint, 0o755) != 0 { XCTAssertEqual(errno, EEXIST) }
-        let mounted = try Shell.run("/usr/bin/env", ["XDG_RUNTIME_DIR=" + runtime, driver.binary, "mount",
-                                                     mountpoint, origin.url("served.bin"), "--cache", cache])
-        if driver.isMounted(mountpoint) { driver.record(mountpoint) }
+        let mounted = try rootMounts("served.bin", runtime: runtime)
         XCTAssertEqual(mounted.status, 0, mounted.stderr)
         let folder = runtime + "/rangefs"
         XCTAssertEqual(try FolderFacts.of(folder), FolderFacts(kind: .folder, owner: 0, permissions: 0o700))
@@ -153,6 +147,15 @@ final class SocketOwnershipTests: MountTestCase {
                                                     "--mount", mountpoint])
         XCTAssertEqual(status.status, 0, status.stderr)
         XCTAssertTrue(status.stdout.contains(mountpoint), status.stdout)
+    }
+
+    /// `rangefs mount` of `name` as root (default options), with `XDG_RUNTIME_DIR=runtime`.
+    private func rootMounts(_ name: String, runtime: String) throws -> ProcessResult {
+        if mkdir(mountpoint, 0o755) != 0 { XCTAssertEqual(errno, EEXIST) }
+        let result = try Shell.run("/usr/bin/env", ["XDG_RUNTIME_DIR=" + runtime, driver.binary, "mount", mountpoint,
+                                                    origin.url(name), "--cache", cache])
+        if driver.isMounted(mountpoint) { driver.record(mountpoint) }
+        return result
     }
 
     /// `rangefs ARGUMENTS` as the victim, without XDG_RUNTIME_DIR (ssh without a session, cron).

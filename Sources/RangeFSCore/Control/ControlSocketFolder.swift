@@ -23,12 +23,6 @@ package struct FolderFacts: Equatable, Sendable {
     /// `st_mode & 0o7777`.
     package var permissions: mode_t
 
-    package init(kind: Kind, owner: uid_t, permissions: mode_t) {
-        self.kind = kind
-        self.owner = owner
-        self.permissions = permissions
-    }
-
     /// `lstat(path)`: the facts of `path` itself (a link is not followed); nil if nothing is there.
     package static func of(_ path: String) throws(SystemError) -> FolderFacts? {
         var status = stat()
