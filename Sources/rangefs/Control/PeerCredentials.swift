@@ -22,5 +22,4 @@ struct PeerCredentials: Equatable {
     /// Whether the peer is this process's own user (its effective uid, which SO_PEERCRED reports): the only
     /// peer either end talks to. Root is no exception: root runs `sudo -u USER rangefs status` for a user's mount.
     var isSameUser: Bool { uid == geteuid() }
-
 }
