@@ -27,11 +27,13 @@ int rfs_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
 int rfs_release_free_memory(void) { return malloc_trim(0); }
 
-int rfs_peer_pid(int fd) {
+int rfs_peer_credentials(int fd, pid_t *pid, uid_t *uid) {
     struct ucred credentials;
     socklen_t size = sizeof credentials;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) return -1;
-    return credentials.pid;
+    *pid = credentials.pid;
+    *uid = credentials.uid;
+    return 0;
 }
 
 int rfs_set_process_name(const char *name) { return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }

@@ -29,8 +29,10 @@ int rfs_pipe_cloexec(int fds[2]);
 /// malloc_trim(0): gives the heap's free memory back to the system (glibc keeps it otherwise).
 int rfs_release_free_memory(void);
 
-/// The PID of the process at the other end of a connected unix socket (SO_PEERCRED's struct ucred), or -1.
-int rfs_peer_pid(int fd);
+/// The PID and effective uid of the process at the other end of a connected unix socket (SO_PEERCRED's struct
+/// ucred, which Glibc's Swift module hides: it needs _GNU_SOURCE), as they were at connect or listen.
+/// Returns 0, or -1 with errno set.
+int rfs_peer_credentials(int fd, pid_t *pid, uid_t *uid);
 
 /// prctl(PR_SET_NAME): names the calling thread (the process, from its main thread) for ps, pgrep and top.
 /// A program started through /proc/self/exe is otherwise called "exe". Returns 0 or -1 with errno set.

@@ -155,7 +155,8 @@ public struct ControlResponse: Codable, Sendable, Equatable {
 }
 
 /// Where a mount's control socket lives: `$XDG_RUNTIME_DIR/rangefs/`, else `/run/rangefs/` for root, else
-/// `/tmp/rangefs-UID/`; the folder is mode 0700 and the socket is named after the mount point.
+/// `/tmp/rangefs-UID/`; the folder must be a real folder of the user, mode 0700 (`ControlSocketFolder`, which both
+/// ends check), and the socket is named after the mount point.
 public enum ControlSocket {
     public static func directory(environment: [String: String], uid: UInt32) -> String {
         if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") { return runtime + "/rangefs" }

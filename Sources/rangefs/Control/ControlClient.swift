@@ -2,8 +2,11 @@
 // debugger, a frozen machine) still accepts connections in the kernel but never answers, and a client that waited
 // for it would hang its shell. When the deadline passes, the client names the mount, the daemon's PID (the socket
 // tells it, SO_PEERCRED) and the state /proc gives for it.
+//
+// The client sends nothing to a socket another user could have put there (issue 45): its folder must be a private
+// folder of this user (ControlSocketFolder.swift), and the process listening on it must be this user's (SO_PEERCRED),
+// else it refuses before a byte of the request (which may carry a token) leaves.
 
-import CLinux
 import FoundationEssentials
 import Glibc
 import RangeFSCore
@@ -24,6 +27,11 @@ struct ControlClient {
                        command: String = "status") throws -> ControlClient {
         let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
         let directory = ControlSocket.directory(environment: ProcessInfo.processInfo.environment, uid: getuid())
+        do {
+            _ = try ControlSocketFolder.check(directory, uid: geteuid())
+        } catch {
+            throw CLIError(error.description)
+        }
         if let mountpoint {
             let target = MountPoint.absolute(mountpoint)
             return ControlClient(socketPath: ControlSocket.path(forMountpoint: target, in: directory),
@@ -46,6 +54,8 @@ struct ControlClient {
                 }
             } catch let error as Unresponsive {
                 silent.append(CLIError(error.description))
+            } catch let error as ForeignSocket {
+                throw CLIError(error.description)
             } catch {
                 refused.insert(path)  // a socket left by a daemon that is gone
             }
@@ -66,8 +76,19 @@ struct ControlClient {
         let description: String
     }
 
-    /// Sends one request and returns the answer; gives up at the deadline with `Unresponsive`.
+    /// A socket, or a socket folder, that another user could have put there: nothing was sent to it.
+    struct ForeignSocket: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Sends one request and returns the answer; gives up at the deadline with `Unresponsive`, and refuses a
+    /// socket of another user with `ForeignSocket` before sending anything.
     func send(_ request: ControlRequest) throws -> ControlResponse {
+        do {
+            _ = try ControlSocketFolder.check(FileSystemCalls.parentDirectory(of: socketPath), uid: geteuid())
+        } catch {
+            throw ForeignSocket(description: error.description)
+        }
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw CLIError("cannot make a socket: \(String(cString: strerror(errno)))") }
         defer { close(descriptor) }
@@ -90,6 +111,7 @@ struct ControlClient {
             }
             throw CLIError("no running rangefs mount at \(place) (cannot reach \(socketPath))")
         }
+        try checkPeer(descriptor)
         var data = try JSONEncoder().encode(request)
         data.append(UInt8(ascii: "\n"))
         let sent = data.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -119,9 +141,22 @@ struct ControlClient {
             response = try send(request)
         } catch let error as Unresponsive {
             throw CLIError(error.description)
+        } catch let error as ForeignSocket {
+            throw CLIError(error.description)
         }
         guard response.ok else { throw CLIError(response.error ?? "the mount refused the request") }
         return response
+    }
+
+    /// Throws `ForeignSocket` unless the process listening on the connected `descriptor` is this user's.
+    private func checkPeer(_ descriptor: Int32) throws(ForeignSocket) {
+        let peer = PeerCredentials.of(descriptor)
+        if let peer, peer.isSameUser { return }
+        let who = peer.map { "\(UserAccounts.describe($0.uid)), pid \($0.pid)" } ?? "a process the kernel does not name"
+        let place = mountpoint.isEmpty ? "" : " for \(mountpoint)"
+        throw ForeignSocket(description: "the control socket \(socketPath)\(place) is served by \(who), not by you; "
+                            + "rangefs sent it nothing (another user may be posing as the mount); remove it (rm "
+                            + "\(socketPath), as root if you cannot) and remount")
     }
 
     /// Sets `option` (SO_RCVTIMEO or SO_SNDTIMEO) to the time left; false if none is.
@@ -138,8 +173,7 @@ struct ControlClient {
     /// The error for a mount that did not answer in time: who serves it and what state it is in.
     private func unresponsive(_ descriptor: Int32) -> Unresponsive {
         let place = mountpoint.isEmpty ? socketPath : mountpoint
-        let pid = rfs_peer_pid(descriptor)
-        guard pid > 0 else {
+        guard let pid = PeerCredentials.of(descriptor)?.pid, pid > 0 else {
             return Unresponsive(description: "the mount at \(place) did not answer in time; is its daemon frozen?")
         }
         let state = DaemonState.of(pid)

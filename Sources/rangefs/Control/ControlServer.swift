@@ -1,6 +1,8 @@
-// The mount's control socket: a unix stream socket, owner-only. Each connection carries one request line and gets
-// one response line. One thread accepts (AcceptLoop.swift); each request is answered on a queue of its own, at most
-// eight at once, so an `add` waiting for a slow server does not hold up a `status`.
+// The mount's control socket: a unix stream socket, owner-only. Its folder is checked (or made) as a private folder
+// of this user first (ControlSocketFolder.swift), and each connection's peer must be this user (SO_PEERCRED): a
+// request of another user is refused unread. Each connection carries one request line and gets one response line.
+// One thread accepts (AcceptLoop.swift); each request is answered on a queue of its own, at most eight at once, so
+// an `add` waiting for a slow server does not hold up a `status`.
 
 import Dispatch
 import FoundationEssentials
@@ -18,14 +20,13 @@ public final class ControlServer: @unchecked Sendable {
     private let handler: @Sendable (ControlRequest) -> ControlResponse
     private let logger: Logger
 
-    /// Creates the socket at `path` (replacing a dead one left by a killed daemon) and starts serving.
+    /// Creates the socket at `path` (replacing a dead one left by a killed daemon) and starts serving; throws
+    /// `SocketFolderRefusal` if its folder is not a private folder of this user.
     public init(path: String, logger: Logger, handler: @escaping @Sendable (ControlRequest) -> ControlResponse) throws {
         self.path = path
         self.handler = handler
         self.logger = logger
-        let folder = FileSystemCalls.parentDirectory(of: path)
-        try FileSystemCalls.makeDirectories(folder, mode: 0o700)
-        chmod(folder, 0o700)
+        try ControlSocketFolder.prepare(FileSystemCalls.parentDirectory(of: path), uid: geteuid())
         unlink(path)
         guard case (var address, let length)? = unixSocketAddress(path) else {
             throw SystemError(call: "bind", path: path, errno: .nameTooLong)
@@ -51,6 +52,8 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private func answer(_ connection: Int32) {
+        let peer = PeerCredentials.of(connection)
+        guard let peer, peer.isSameUser else { return refuse(connection, peer: peer) }
         var received: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while !received.contains(UInt8(ascii: "\n")) && received.count < 1 << 20 {
@@ -66,6 +69,10 @@ public final class ControlServer: @unchecked Sendable {
             response = .failure("malformed request; send one JSON object per line")
         }
         // Every request gets an answer, an error included.
+        reply(response, to: connection)
+    }
+
+    private func reply(_ response: ControlResponse, to connection: Int32) {
         var data: Data
         do {
             data = try JSONEncoder().encode(response)
@@ -75,5 +82,14 @@ public final class ControlServer: @unchecked Sendable {
         }
         data.append(UInt8(ascii: "\n"))
         data.withUnsafeBytes { SocketServing.send($0, to: connection) }
+    }
+
+    /// Answers a client of another user (only root can reach a socket in a 0700 folder, or a process that was
+    /// handed a descriptor) without reading its request: this mount serves its own user only.
+    private func refuse(_ connection: Int32, peer: PeerCredentials?) {
+        let who = peer.map { "\(UserAccounts.describe($0.uid)), pid \($0.pid)" } ?? "an unknown peer"
+        let owner = UserAccounts.describe(geteuid())
+        logger.warning("refused a control connection from \(who): this mount serves \(owner) only")
+        reply(.failure("this mount serves \(owner) only; run the command as that user"), to: connection)
     }
 }

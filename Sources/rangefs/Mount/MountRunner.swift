@@ -72,6 +72,9 @@ struct MountRunner {
         var sources: [MountSource]
         do {
             sources = try givenSources()
+            // Before anything is mounted: a mount whose control socket another user could take is refused (issue
+            // 45), rather than served without `rangefs status` and friends or with them talking to someone else.
+            try ControlSocketFolder.prepare(controlSocketFolder, uid: geteuid())
             if let problem = MountPoint.prepare(target, logger: logger) { throw Failure(problem) }
             store = try CacheStore(root: configuration.cacheRoot, settings: configuration.store, events: events.store,
                                    metrics: metrics, logger: logger)
@@ -210,12 +213,15 @@ struct MountRunner {
         return notKept == nil ? status : Status.failed
     }
 
+    /// Where this user's control sockets live (`ControlSocket.directory`).
+    private var controlSocketFolder: String {
+        ControlSocket.directory(environment: ProcessInfo.processInfo.environment, uid: getuid())
+    }
+
     /// Serves `rangefs status` and friends on the mount's control socket; nil (and a warning) if it cannot.
     private func startControl(for service: ControlService, mountpoint: String, warnings: [String],
                               log: LogDestination, logger: Logger) -> ControlServer? {
-        let socketPath = ControlSocket.path(
-            forMountpoint: mountpoint,
-            in: ControlSocket.directory(environment: ProcessInfo.processInfo.environment, uid: getuid()))
+        let socketPath = ControlSocket.path(forMountpoint: mountpoint, in: controlSocketFolder)
         do {
             return try ControlServer(path: socketPath, logger: logger) { request in
                 var response = service.handle(request)

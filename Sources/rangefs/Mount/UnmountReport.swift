@@ -42,6 +42,10 @@ struct UnmountReport: Codable, Equatable {
     /// be read (the caller then says it does not know, never that the cache was committed).
     static func take(mountpoint: String) -> UnmountReport? {
         let source = path(forMountpoint: mountpoint)
+        // A report in a folder another user could write to may be theirs (issue 45): no report. An unusable
+        // folder is no report either.
+        guard (try? ControlSocketFolder.check(FileSystemCalls.parentDirectory(of: source), uid: geteuid())) == true
+        else { return nil }
         defer { unlink(source) }
         guard let data = FileManager.default.contents(atPath: source) else { return nil }
         // A damaged report is no report: the caller says it does not know.
