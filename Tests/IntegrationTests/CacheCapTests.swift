@@ -1,0 +1,63 @@
+import Foundation
+import Glibc
+@testable import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Issue 45, case 6: a cap is a cap. With `--cache-max-size` below a file's size, a copy of the file used to start
+/// the background fill, which evicted what it had just fetched and fetched it again for ever (the origin sent
+/// 4.4 GB in 13 s after a copy through a 24 MiB cap) while `status` said "ETA 1s". Now the file is read through
+/// (the cache is its window), never completed, and status says so. Counted from nginx's own access log.
+final class CacheCapTests: MountTestCase {
+    func testACopyOfAFileLargerThanTheCapIsReadThroughAndNothingFollows() throws {
+        let size = 80 << 20
+        let digest = try origin.serveRandomFile("larger.bin", size: size)
+        try mount([origin.url("larger.bin")], extra: ["--cache-max-size", "24M"])
+        origin.clearAccessLog()
+        let copy = scratch.path + "/larger.bin"
+        let copied = try Shell.run("/bin/cp", [mountpoint + "/larger.bin", copy], timeout: 300)
+        XCTAssertEqual(copied.status, 0, copied.stderr)
+        XCTAssertEqual(try Shell.sha256(of: copy), digest)
+
+        // A loop sends gigabytes within seconds; a cap that holds sends nothing more. Watched for 8 s (ending
+        // early if the bound is broken), so a slow machine only makes the test longer, never wrong.
+        let afterCopy = origin.bodyBytesSent(path: "/larger.bin")
+        let margin: UInt64 = 8 << 20  // what the last requests of the copy may still have had in flight
+        let deadline = Date().addingTimeInterval(8)
+        var sent = afterCopy
+        while Date() < deadline {
+            sent = origin.bodyBytesSent(path: "/larger.bin")
+            if sent > afterCopy + margin { break }
+            usleep(250_000)
+        }
+        print("cache cap: a copy of \(size) bytes through a 24 MiB cap: \(afterCopy) bytes sent by its end, \(sent) 8 s later")
+        XCTAssertLessThanOrEqual(sent - afterCopy, margin,
+                                 "the origin sent \(sent - afterCopy) bytes more in the 8 s after the copy ended")
+        XCTAssertLessThanOrEqual(sent, UInt64(size) + margin,
+                                 "the origin sent \(sent) bytes in all for one copy of a \(size)-byte file")
+
+        // Status says why the file stays partial, with no ETA, in both forms.
+        let files = try XCTUnwrap(try statusJSON()["files"] as? [[String: Any]])
+        let file = try XCTUnwrap(files.first { ($0["name"] as? String) == "larger.bin" }, "\(files)")
+        XCTAssertEqual(file["state"] as? String, "read through", "\(file)")
+        XCTAssertNil(file["eta_seconds"] as? Double, "\(file)")
+        XCTAssertTrue((file["note"] as? String)?.contains("larger than --cache-max-size") == true, "\(file)")
+        let text = try driver.run(["status", "--mount", mountpoint])
+        XCTAssertEqual(text.status, 0, text.stderr)
+        let line = try XCTUnwrap(text.stdout.split(separator: "\n").first { $0.hasPrefix("larger.bin") }, text.stdout)
+        XCTAssertTrue(line.contains("read through"), text.stdout)
+        XCTAssertTrue(text.stdout.contains("larger than --cache-max-size"), text.stdout)
+    }
+
+    func testPinningAFileLargerThanTheCapIsRefusedWithTheFix() throws {
+        try origin.serveRandomFile("pinned-large.bin", size: 32 << 20)
+        try mount([origin.url("pinned-large.bin")], extra: ["--cache-max-size", "24M"])
+        origin.clearAccessLog()
+        let pinned = try driver.run(["pin", "pinned-large.bin", "--mount", mountpoint])
+        XCTAssertNotEqual(pinned.status, 0, pinned.stdout)
+        XCTAssertTrue(pinned.stderr.contains("pinned-large.bin") && pinned.stderr.contains("--cache-max-size"),
+                      pinned.stderr)
+        sleep(2)
+        XCTAssertEqual(origin.bodyBytesSent(path: "/pinned-large.bin"), 0, "a refused pin fetches nothing")
+    }
+}
