@@ -49,7 +49,38 @@ final class CacheCapTests: MountTestCase {
         XCTAssertTrue(text.stdout.contains("larger than --cache-max-size"), text.stdout)
     }
 
-    func testPinningAFileLargerThanTheCapIsRefusedWithTheFix() throws {
+    // Two files that each fit the cap but not together, both completed in the background (`--prefetch all`, the
+    // point here): their fills used to take each other's blocks for ever. Now each pass stops when the only room
+    // left is what was used since it began: the origin sends each byte at most once, then nothing.
+    func testFillsOfFilesThatFitOnlyAloneStopInsteadOfTakingEachOthersBlocks() throws {
+        let size = 16 << 20
+        let digests = try ["first.bin", "second.bin"].map { try origin.serveRandomFile($0, size: size) }
+        origin.clearAccessLog()
+        try mount([origin.url("first.bin"), origin.url("second.bin")],
+                  extra: ["--cache-max-size", "24M", "--prefetch", "all"])
+        func sent() -> UInt64 { bytesFetched("/first.bin") + bytesFetched("/second.bin") }
+        // Until the fills have settled (the count still for 2 s), at most 60 s; a loop never settles.
+        let deadline = Date().addingTimeInterval(60)
+        var last = sent(), stillSince = Date()
+        while Date() < deadline && Date().timeIntervalSince(stillSince) < 2 && last <= 2 * UInt64(size) + (8 << 20) {
+            usleep(250_000)
+            let now = sent()
+            if now != last { (last, stillSince) = (now, Date()) }
+        }
+        usleep(4_000_000)  // and then nothing more
+        let total = sent()
+        print("cache cap: two fills of \(size) bytes each through a 24 MiB cap: the origin sent \(total) bytes")
+        XCTAssertLessThanOrEqual(total, 2 * UInt64(size), "each byte at most once")
+        XCTAssertEqual(total, last, "nothing after the fills settled")
+        let files = try XCTUnwrap(try statusJSON()["files"] as? [[String: Any]])
+        XCTAssertFalse(files.contains { $0["state"] as? String == "downloading" }, "\(files)")
+        XCTAssertTrue(files.contains { ($0["note"] as? String)?.contains("--cache-max-size") == true }, "\(files)")
+        // Both still read right, through the cap.
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/first.bin"), digests[0])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/second.bin"), digests[1])
+    }
+
+    func testPinningAFileLargerThanTheCapIsRefusedNamingTheFix() throws {
         try origin.serveRandomFile("pinned-large.bin", size: 32 << 20)
         try mount([origin.url("pinned-large.bin")], extra: ["--cache-max-size", "24M"])
         origin.clearAccessLog()
