@@ -45,6 +45,7 @@ final class CacheCapTests: MountTestCase {
         let text = try driver.run(["status", "--mount", mountpoint])
         XCTAssertEqual(text.status, 0, text.stderr)
         let line = try XCTUnwrap(text.stdout.split(separator: "\n").first { $0.hasPrefix("larger.bin") }, text.stdout)
+        print("cache cap: status said:\n\(text.stdout)")
         XCTAssertTrue(line.contains("read through"), text.stdout)
         XCTAssertTrue(text.stdout.contains("larger than --cache-max-size"), text.stdout)
     }
@@ -85,6 +86,7 @@ final class CacheCapTests: MountTestCase {
         try mount([origin.url("pinned-large.bin")], extra: ["--cache-max-size", "24M"])
         origin.clearAccessLog()
         let pinned = try driver.run(["pin", "pinned-large.bin", "--mount", mountpoint])
+        print("cache cap: rangefs pin said: \(pinned.stderr)")
         XCTAssertNotEqual(pinned.status, 0, pinned.stdout)
         XCTAssertTrue(pinned.stderr.contains("pinned-large.bin") && pinned.stderr.contains("--cache-max-size"),
                       pinned.stderr)

@@ -35,18 +35,23 @@ enum FillRefusal: Equatable, Sendable {
     /// One line for status and the log.
     var description: String {
         switch self {
-        case .largerThanCache(let cap, let pinned):
-            "larger than --cache-max-size (\(Self.mebibytes(cap))"
-                + (pinned > 0 ? ", less \(Self.mebibytes(pinned)) of pinned files" : "")
-                + "): read through, never completed; raise --cache-max-size to keep it whole"
-        case .outOfRoom(let cap):
-            "its background download stopped: --cache-max-size (\(Self.mebibytes(cap))) holds no room that was not "
-                + "used since it began; it resumes on its next use, or raise --cache-max-size"
+        case .largerThanCache:
+            "larger than " + room + ": read through, never completed; raise --cache-max-size to keep it whole"
+        case .outOfRoom:
+            "its background download stopped: " + room + " holds no room that was not used since it began; it "
+                + "resumes on its next use, or raise --cache-max-size"
         }
     }
 
-    private static func mebibytes(_ bytes: Int) -> String {
-        bytes % (1 << 20) == 0 ? "\(bytes >> 20) MiB" : "\(bytes) bytes"
+    /// The cap, and what pinned files hold of it: `--cache-max-size (24.0 MiB, less 8.0 MiB of pinned files)`.
+    var room: String {
+        switch self {
+        case .largerThanCache(let cap, let pinned):
+            "--cache-max-size (\(CacheCloseReport.bytes(UInt64(cap)))"
+                + (pinned > 0 ? ", less \(CacheCloseReport.bytes(UInt64(pinned))) of pinned files)" : ")")
+        case .outOfRoom(let cap):
+            "--cache-max-size (\(CacheCloseReport.bytes(UInt64(cap))))"
+        }
     }
 }
 

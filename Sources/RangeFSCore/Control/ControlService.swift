@@ -262,10 +262,9 @@ public final class ControlService: Sendable {
             return .failure("cannot pin \(name): \(error)")
         }
         // A pinned file is kept whole and never evicted: one larger than the cap cannot be (issue 45).
-        if !entry.isPinned, case .largerThanCache(let cap, let pinned)? = store.ledger.refusalToFill(entry) {
-            return .failure("cannot pin \(name): its \(entry.size) bytes do not fit under --cache-max-size (\(cap) bytes"
-                            + (pinned > 0 ? ", \(pinned) of them pinned by other files" : "")
-                            + "); raise --cache-max-size, or pin a smaller file")
+        if !entry.isPinned, let refusal = store.ledger.refusalToFill(entry) {
+            return .failure("cannot pin \(name): its \(CacheCloseReport.bytes(entry.size)) do not fit under \(refusal.room); "
+                            + "raise --cache-max-size, or pin a smaller file")
         }
         entry.setPinned(true)
         entry.setPaused(false)
