@@ -150,7 +150,7 @@ extension CacheEntry: BlockStore, CachedVersion {
     /// cannot, the pass ends (CacheEntry+FillPass.swift).
     func put(block index: Int, buffer: BlockBuffer, background: Bool, budgeted: Bool) {
         let length = buffer.count
-        let passStart = background ? fillPassStart : nil
+        let passStart = background && ledger.maxBytes != nil ? fillPassStart : nil
         if !ledger.reserveRoom(for: length, sparing: passStart) { endFillPass(.outOfRoom(cap: ledger.maxBytes ?? 0)) }
         let accepted = accept(block: index, buffer: buffer, writeBackNow: background,
                               budgeted: budgeted) { [self] stored in

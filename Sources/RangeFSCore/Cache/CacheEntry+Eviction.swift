@@ -105,7 +105,7 @@ extension CacheEntry {
 
     /// Whether nothing uses block `index`: not pinned, not in flight, not awaited, not being served, and still
     /// last used at `stamp`.
-    private func mayEvict(_ index: Int, stamp: UInt64, in state: State) -> Bool {
+    private func mayEvict(_ index: Int, stamp: UInt64, in state: borrowing State) -> Bool {
         !state.eviction.pinned && state.eviction.passthroughHandles == 0 && !state.stale
             && state.eviction.stamps[index] == stamp
             && state.blocks.isEvictable(index) && !state.eviction.isServing(index)
