@@ -11,9 +11,10 @@
 //     request for a fill (a new use of the file, `pin`, `resume`) begins a new one. So each pass evicts at most
 //     what was cached before it began, once, and a reader that loops over a small file keeps its blocks: the fill
 //     of another file stops instead (the file stays partial and status says why).
-// Room is looked for before a run is claimed (`StoreLedger.hasRoomForFill`); a block that arrives when a reader
-// took the room meanwhile is stored under the cap as any other (least recently used first) and ends the pass, so
-// the protection is broken by at most the fill's transfers in flight, and never twice in one pass.
+// Room is looked for when a run is claimed (`StoreLedger.hasRoomForFill`), for every block of the file in flight;
+// a block that arrives when a reader, or the fill of another file, took the room meanwhile is stored under the cap
+// as any other (least recently used first) and ends the pass, so the protection is broken by at most the
+// transfers in flight, and never twice in one pass.
 
 /// What one claim of fill work found (BlockStore requirement 8).
 enum FillClaim: Equatable {
@@ -69,14 +70,21 @@ extension CacheEntry {
             endFillPass(refusal)
             return .noRoom
         }
-        let (claimed, pass) = state.withLock { state -> ((Range<Int>, Int)?, FillPass?) in
-            guard !state.stale, state.eviction.fillPass?.refusal == nil else { return (nil, state.eviction.fillPass) }
-            return (state.blocks.claimNextRun(from: cursor, limit: limit), state.eviction.fillPass)
+        let (claimed, inFlight, pass) = state.withLock { state -> ((Range<Int>, Int)?, Int, FillPass?) in
+            guard !state.stale, state.eviction.fillPass?.refusal == nil else { return (nil, 0, state.eviction.fillPass) }
+            let claimed = state.blocks.claimNextRun(from: cursor, limit: limit)
+            // Blocks received stay in flight until written, but the cap counts them from their arrival.
+            let coming = max(0, state.blocks.inFlight.setCount - state.blocks.inMemory.setCount)
+            return (claimed, coming, state.eviction.fillPass)
         }
         if pass?.refusal != nil { return .noRoom }
         guard let (run, next) = claimed else { return .nothingFree }
-        // Outside the entry's lock: the ledger's check looks at blocks of every entry, this one's included.
-        if let pass, !ledger.hasRoomForFill(Int(byteRange(of: run).count), sparing: pass.start) {
+        // Room for every block of the file still to arrive, the run included: the fill's other segments and
+        // readahead are counted only once they arrive, and several segments claimed against the same free room would take
+        // what the pass spares when they land. Checked outside the entry's lock: the ledger's check looks at
+        // blocks of every entry, this one's included.
+        let needed = max(Int(byteRange(of: run).count), inFlight * blockSize)
+        if let pass, !ledger.hasRoomForFill(needed, sparing: pass.start) {
             returnClaims(run)
             endFillPass(.outOfRoom(cap: ledger.maxBytes ?? 0))
             return .noRoom
