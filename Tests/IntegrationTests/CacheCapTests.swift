@@ -50,6 +50,25 @@ final class CacheCapTests: MountTestCase {
         XCTAssertTrue(text.stdout.contains("larger than --cache-max-size"), text.stdout)
     }
 
+    // A file that fits is still completed in the background (default `--prefetch use`), each byte fetched once.
+    func testACopyOfAFileThatFitsTheCapGetsItCompleted() throws {
+        let size = 20 << 20
+        let digest = try origin.serveRandomFile("fits.bin", size: size)
+        try mount([origin.url("fits.bin")], extra: ["--cache-max-size", "24M"])
+        origin.clearAccessLog()
+        let copy = scratch.path + "/fits.bin"
+        XCTAssertEqual(try Shell.run("/bin/cp", [mountpoint + "/fits.bin", copy], timeout: 300).status, 0)
+        XCTAssertEqual(try Shell.sha256(of: copy), digest)
+        let path = mountpoint + "/fits.bin"
+        let deadline = Date().addingTimeInterval(30)
+        func state() throws -> String {
+            try Shell.run("/usr/bin/getfattr", ["--only-values", "-n", "user.rangefs.state", path]).stdout
+        }
+        while try state() != "complete", Date() < deadline { usleep(200_000) }
+        XCTAssertEqual(try state(), "complete")
+        XCTAssertEqual(bytesFetched("/fits.bin"), UInt64(size), "each byte once")
+    }
+
     // Two files that each fit the cap but not together, both completed in the background (`--prefetch all`, the
     // point here): their fills used to take each other's blocks for ever. Now each pass stops when the only room
     // left is what was used since it began: the origin sends each byte at most once, then nothing.
