@@ -9,15 +9,21 @@ import XCTest
 /// 4.4 GB in 13 s after a copy through a 24 MiB cap) while `status` said "ETA 1s". Now the file is read through
 /// (the cache is its window), never completed, and status says so. Counted from nginx's own access log.
 final class CacheCapTests: MountTestCase {
-    func testACopyOfAFileLargerThanTheCapIsReadThroughAndNothingFollows() throws {
-        let size = 80 << 20
-        let digest = try origin.serveRandomFile("larger.bin", size: size)
-        try mount([origin.url("larger.bin")], extra: ["--cache-max-size", "24M"])
+    /// Serves `size` random bytes as `name`, mounts it alone under a 24 MiB cap (everything else default), and
+    /// copies it out with `cp`, checking the copy's sha256; the access log counts from the copy on.
+    func copyThroughTheCap(_ name: String, size: Int) throws {
+        let digest = try origin.serveRandomFile(name, size: size)
+        try mount([origin.url(name)], extra: ["--cache-max-size", "24M"])
         origin.clearAccessLog()
-        let copy = scratch.path + "/larger.bin"
-        let copied = try Shell.run("/bin/cp", [mountpoint + "/larger.bin", copy], timeout: 300)
+        let copy = scratch.path + "/" + name
+        let copied = try Shell.run("/bin/cp", [mountpoint + "/" + name, copy], timeout: 300)
         XCTAssertEqual(copied.status, 0, copied.stderr)
         XCTAssertEqual(try Shell.sha256(of: copy), digest)
+    }
+
+    func testACopyOfAFileLargerThanTheCapIsReadThroughAndNothingFollows() throws {
+        let size = 80 << 20
+        try copyThroughTheCap("larger.bin", size: size)
 
         // A loop sends gigabytes within seconds; a cap that holds sends nothing more. Watched for 8 s (ending
         // early if the bound is broken), so a slow machine only makes the test longer, never wrong.
@@ -53,12 +59,7 @@ final class CacheCapTests: MountTestCase {
     // A file that fits is still completed in the background (default `--prefetch use`), each byte fetched once.
     func testACopyOfAFileThatFitsTheCapGetsItCompleted() throws {
         let size = 20 << 20
-        let digest = try origin.serveRandomFile("fits.bin", size: size)
-        try mount([origin.url("fits.bin")], extra: ["--cache-max-size", "24M"])
-        origin.clearAccessLog()
-        let copy = scratch.path + "/fits.bin"
-        XCTAssertEqual(try Shell.run("/bin/cp", [mountpoint + "/fits.bin", copy], timeout: 300).status, 0)
-        XCTAssertEqual(try Shell.sha256(of: copy), digest)
+        try copyThroughTheCap("fits.bin", size: size)
         let path = mountpoint + "/fits.bin"
         let deadline = Date().addingTimeInterval(30)
         func state() throws -> String {
