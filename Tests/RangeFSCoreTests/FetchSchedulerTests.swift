@@ -150,4 +150,31 @@ final class FetchSchedulerTests: XCTestCase {
         for _ in 0..<waiting { XCTAssertEqual(answered.wait(timeout: .now() + 120), .success) }
         XCTAssertEqual(failures.withLock { $0 }, [], "every waiting read is answered once the origin answers")
     }
+
+    /// A mount with `--cache-max-size` of `maxBytes` and `--prefetch all`.
+    func makeCappedFileSystem(maxBytes: Int) throws -> RangeFS {
+        var settings = StoreSettings()
+        settings.maxBytes = maxBytes
+        return try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path, prefetch: .all,
+                                      storeSettings: settings)
+    }
+
+    // Issue 45: fill of a 12 MiB file through an 8 MiB cap used to fetch, evict and fetch again for ever. It does
+    // not start: the file is read through, and says so.
+    func testFillDoesNotStartForAFileLargerThanTheCacheCap() throws {
+        let fileSystem = try makeCappedFileSystem(maxBytes: 8 << 20)
+        fileSystem.fillAll()
+        XCTAssertFalse(waitUntil(2) { origin.bytesSent > 0 }, "the origin sent \(origin.bytesSent) bytes")
+        XCTAssertEqual(fileSystem.scheduler.load.filling, 0, "no fill job is left waiting")
+        let entry = try XCTUnwrap(fileSystem.store.openEntry(for: url))
+        XCTAssertEqual(entry.fillRefusal, .largerThanCache(cap: 8 << 20, pinned: 0))
+    }
+
+    // The same file through a 16 MiB cap fits: it is completed, each byte fetched once.
+    func testFillCompletesAFileThatFitsTheCacheCap() throws {
+        let fileSystem = try makeCappedFileSystem(maxBytes: 16 << 20)
+        fileSystem.fillAll()
+        XCTAssertTrue(try waitUntil(10) { try cachedBytes(fileSystem) == UInt64(bytes.count) })
+        XCTAssertEqual(origin.bytesSent, UInt64(bytes.count))
+    }
 }

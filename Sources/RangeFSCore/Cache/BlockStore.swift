@@ -80,9 +80,10 @@ protocol BlockStore: AnyObject, Sendable {
     func request(blocks: Range<Int>, claimed: inout [Range<Int>], whenReady: @escaping BlockWaiter) -> BlockAvailability
     /// 7. Claims the absent, unclaimed blocks of `blocks` and returns them as runs (readahead, fill).
     func claim(blocks: Range<Int>) -> [Range<Int>]
-    /// 8. The next run of absent, unclaimed blocks at or after `cursor` (wrapping once), at most `limit` long,
-    /// now claimed, with the cursor for the next call.
-    func claimNextRun(from cursor: Int, limit: Int) -> (Range<Int>, Int)?
+    /// 8. Background fill's next run: the absent, unclaimed blocks at or after `cursor` (wrapping once), at most
+    /// `limit` long, now claimed, with the cursor for the next call; or `.noRoom` when the cache cap leaves no
+    /// room to complete the file (CacheEntry+FillPass.swift). `newPass`: the file's fill was just asked for.
+    func claimFillRun(from cursor: Int, limit: Int, newPass: Bool) -> FillClaim
     /// 9. Gives the claims on `blocks` back: with `failing`, their waiting readers get it (the blocks will not
     /// come); without, they go on waiting (another transfer brings them).
     func release(_ blocks: Range<Int>, failing: BlockFailure?)
@@ -145,10 +146,12 @@ extension CacheEntry: BlockStore, CachedVersion {
     /// Makes room for the block under the cap (counting it from now, so blocks on their way to the disk cannot
     /// overshoot it), hands it to the writer (`accept`), and once it is written records its use and counts it
     /// towards the next group commit, all through the ledger. A block that brings nothing new, or is never
-    /// written, is given back to the cap.
+    /// written, is given back to the cap. A fill's block makes room sparing what was used during its pass; if it
+    /// cannot, the pass ends (CacheEntry+FillPass.swift).
     func put(block index: Int, buffer: BlockBuffer, background: Bool, budgeted: Bool) {
         let length = buffer.count
-        ledger.reserveRoom(for: length)
+        let passStart = background && ledger.maxBytes != nil ? fillPassStart : nil
+        if !ledger.reserveRoom(for: length, sparing: passStart) { endFillPass(.outOfRoom(cap: ledger.maxBytes ?? 0)) }
         let accepted = accept(block: index, buffer: buffer, writeBackNow: background,
                               budgeted: budgeted) { [self] stored in
             guard stored else { return ledger.account(-length) }

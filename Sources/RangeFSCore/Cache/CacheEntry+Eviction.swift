@@ -14,6 +14,8 @@ struct EvictionMarks {
     /// Handles the kernel reads through itself (FUSE passthrough): their file must stay whole, so nothing of it
     /// is evicted while one is open.
     var passthroughHandles = 0
+    /// The current or last background fill pass (CacheEntry+FillPass.swift).
+    var fillPass: FillPass?
 
     init(blockCount: Int) {
         stamps = Array(repeating: 0, count: blockCount)
@@ -50,7 +52,10 @@ extension CacheEntry {
         }
     }
 
-    func setPinned(_ pinned: Bool) { state.withLock { $0.eviction.pinned = pinned } }
+    func setPinned(_ pinned: Bool) {
+        state.withLock { $0.eviction.pinned = pinned }
+        if pinned { ledger.notePinned(self) }
+    }
 
     /// Records that `blocks` were used at `stamp` (the ledger's clock), for LRU eviction.
     func touch(_ blocks: Range<Int>, stamp: UInt64) {
@@ -75,10 +80,7 @@ extension CacheEntry {
     /// reads as zeros, fails its CRC and is fetched again. Returns the bytes freed.
     func evict(_ index: Int, stamp: UInt64) -> Int {
         state.withLock { state -> Int in
-            guard !state.eviction.pinned, state.eviction.passthroughHandles == 0, !state.stale,
-                  state.eviction.stamps[index] == stamp,
-                  state.blocks.isEvictable(index), !state.eviction.isServing(index)
-            else { return 0 }
+            guard mayEvict(index, stamp: stamp, in: state) else { return 0 }
             let range = byteRange(of: index..<(index + 1))
             do {
                 try dataFile.punchHole(range)
@@ -94,5 +96,18 @@ extension CacheEntry {
             }
             return Int(range.count)
         }
+    }
+
+    /// The bytes `evict` would free now, without evicting: for a fill looking for room (`hasRoomForFill`).
+    func evictableBytes(_ index: Int, stamp: UInt64) -> Int {
+        state.withLock { state in mayEvict(index, stamp: stamp, in: state) ? length(ofBlock: index) : 0 }
+    }
+
+    /// Whether nothing uses block `index`: not pinned, not in flight, not awaited, not being served, and still
+    /// last used at `stamp`.
+    private func mayEvict(_ index: Int, stamp: UInt64, in state: borrowing State) -> Bool {
+        !state.eviction.pinned && state.eviction.passthroughHandles == 0 && !state.stale
+            && state.eviction.stamps[index] == stamp
+            && state.blocks.isEvictable(index) && !state.eviction.isServing(index)
     }
 }

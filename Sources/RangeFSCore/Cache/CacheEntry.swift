@@ -226,15 +226,6 @@ final class CacheEntry: Sendable {
         }
     }
 
-    /// Claims the first run of absent, unclaimed blocks at or after `cursor` (wrapping around once), at most
-    /// `limit` long; returns it with the cursor for the next call, or nil if there is none. For background fill.
-    func claimNextRun(from cursor: Int, limit: Int) -> (Range<Int>, Int)? {
-        state.withLock { state in
-            guard !state.stale else { return nil }
-            return state.blocks.claimNextRun(from: cursor, limit: limit)
-        }
-    }
-
     /// Marks the absent, unclaimed blocks of `blocks` in flight and returns them as runs; for readahead and fill.
     func claim(blocks: Range<Int>) -> [Range<Int>] {
         state.withLock { state in state.stale ? [] : state.blocks.claim(blocks) }

@@ -43,7 +43,8 @@ public struct FileStatus: Codable, Sendable, Equatable {
     public var url: String
     public var size: UInt64
     public var cachedBytes: UInt64
-    /// complete, partial, downloading, queued, paused, error, offline (served from the cache alone; its server
+    /// complete, partial, downloading, queued, paused, error, read through (larger than `--cache-max-size`: read
+    /// through a window of the cache, never completed), offline (served from the cache alone; its server
     /// cannot be reached), unmounted (saved, but unreachable at mount with nothing cached) or, for a directory
     /// (its name ends in `/`), not listed (nobody has looked into it yet), error (it cannot be listed) or listed in
     /// part (more entries than the cap).
@@ -64,9 +65,12 @@ public struct FileStatus: Codable, Sendable, Equatable {
     public var mirrors: [MirrorStatus]?
     /// The end-to-end check of a complete file: `verified sha256 (ORIGIN)`, `MISMATCH ...`, `unverified ...`.
     public var digest: String?
+    /// Why the file stays partial although it is used: under `--cache-max-size`, a file larger than the cap is read
+    /// through (state `read through`), and a fill that ran out of room stopped.
+    public var note: String?
 
     enum CodingKeys: String, CodingKey {
-        case name, url, size, state, map, pinned, digest
+        case name, url, size, state, map, pinned, digest, note
         case cachedBytes = "cached_bytes"
         case bytesPerSecond = "bytes_per_second"
         case etaSeconds = "eta_seconds"

@@ -111,11 +111,13 @@ extension ControlService {
                             probeFailure: String?) -> FileStatus {
         let cached = entry?.cachedBytes ?? store.cachedBytes(of: item.metadata, matchingSizeOnly: !item.validated)
         let size = item.metadata.size
+        // Under a cache cap: why the file is not completed (issue 45), said instead of an ETA that never comes.
+        let refusal = cached == size ? nil : entry?.fillRefusal
         let state: String
         if offline != nil {
             state = "offline"
         } else if let entry {
-            state = stateName(entry, cached: cached, size: size)
+            state = stateName(entry, cached: cached, size: size, refusal: refusal)
         } else if probeFailure != nil {
             state = "error"
         } else {
@@ -126,6 +128,7 @@ extension ControlService {
         var status = FileStatus(name: "", url: "", size: size, cachedBytes: cached, state: state, bytesPerSecond: speed,
                                 etaSeconds: eta, map: map, lastError: offline ?? probeFailure ?? entry?.lastError,
                                 pinned: entry?.isPinned ?? false)
+        status.note = refusal?.description
         // The end-to-end check: of a complete file, or one being fetched again after a mismatch.
         let digest = fileSystem.digestState(of: item)
         if cached == size || digest.detail != nil {
@@ -156,8 +159,9 @@ extension ControlService {
                           lastError: download?.lastError ?? problem)
     }
 
-    private func stateName(_ entry: CacheEntry, cached: UInt64, size: UInt64) -> String {
+    private func stateName(_ entry: CacheEntry, cached: UInt64, size: UInt64, refusal: FillRefusal?) -> String {
         if cached == size { return "complete" }
+        if case .largerThanCache = refusal { return "read through" }
         if entry.isPaused { return "paused" }
         if scheduler.isTransferring(entry) { return "downloading" }
         if scheduler.isFilling(entry) { return "queued" }

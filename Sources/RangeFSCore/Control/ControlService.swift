@@ -261,6 +261,11 @@ public final class ControlService: Sendable {
         } catch {
             return .failure("cannot pin \(name): \(error)")
         }
+        // A pinned file is kept whole and never evicted: one larger than the cap cannot be (issue 45).
+        if !entry.isPinned, let refusal = store.ledger.refusalToFill(entry) {
+            return .failure("cannot pin \(name): its \(CacheCloseReport.bytes(entry.size)) do not fit under \(refusal.room); "
+                            + "raise --cache-max-size, or pin a smaller file")
+        }
         entry.setPinned(true)
         entry.setPaused(false)
         if !entry.isComplete { scheduler.fill(entry, url: item.metadata.url) }
@@ -346,6 +351,10 @@ public final class ControlService: Sendable {
                 continue
             }
             entry.setPinned(true)
+            // Pinned by an earlier mount with a larger cap: kept, but not completed (its fill would not fit).
+            if let refusal = entry.fillRefusal {
+                logger.warning("\(item.name) is pinned but \(refusal.description)")
+            }
             if !entry.isComplete { scheduler.fill(entry, url: item.metadata.url) }
         }
     }

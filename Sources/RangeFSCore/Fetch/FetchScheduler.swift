@@ -15,7 +15,8 @@
 //     fill out of the way for the whole burst, not just for each read. Nor does fill start anything while
 //     readahead runs: a sequential reader gets the connections, and fill takes over when it stops. Fill work is
 //     generated lazily: when there is room, the next missing run of a file being filled is claimed, one segment
-//     at a time.
+//     at a time. Under a cache cap the file's store may answer that it has no room (a file larger than the cap,
+//     or a pass that would have to evict what it or a reader used since it began): the fill of that file ends.
 // Runs are cut into requests of at most `segmentBytes`.
 //
 // Locks: the scheduler's state is taken before a block store's (claiming fill work); docs/internals.md has the order.
@@ -74,6 +75,9 @@ public final class FetchScheduler: Sendable {
         let entry: any BlockStore
         let url: String
         var cursor = 0
+        /// Whether a segment was claimed yet: the first claim begins the entry's fill pass (under a cache cap, a
+        /// pass never evicts what was used since it began).
+        var claimedBefore = false
     }
 
     private struct State {
@@ -334,8 +338,16 @@ public final class FetchScheduler: Sendable {
                 continue
             }
             let blocksPerSegment = max(1, Int(policy.segmentBytes / UInt64(job.entry.blockSize)))
-            guard var (blocks, cursor) = job.entry.claimNextRun(from: job.cursor, limit: blocksPerSegment) else {
-                continue  // everything missing is already being fetched by someone
+            state.fillJobs[jobIndex].claimedBefore = true
+            var blocks: Range<Int>, cursor: Int
+            switch job.entry.claimFillRun(from: job.cursor, limit: blocksPerSegment, newPass: !job.claimedBefore) {
+            case .run(let run, let next): (blocks, cursor) = (run, next)
+            case .nothingFree: continue  // everything missing is already being fetched by someone
+            case .noRoom:
+                // The cache cap leaves no room to complete it (a file larger than the cap is read through).
+                state.fillJobs.remove(at: jobIndex)
+                tried = 0
+                continue
             }
             // Aligned to the segment boundaries, and for a refetch after a digest mismatch one earlier mirror per
             // request (see `segments` and MirrorSet.pieces).

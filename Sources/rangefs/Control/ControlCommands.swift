@@ -244,6 +244,7 @@ enum StatusTable {
             if let error = file.lastError, ["error", "offline", "unmounted", "listed in part"].contains(file.state) {
                 lines.append("    last error: \(error)")
             }
+            if let note = file.note { lines.append("    note: \(note)") }
             for mirror in file.mirrors ?? [] { lines.append("    mirror \(mirror)") }
             if let digest = file.digest { lines.append("    digest: \(digest)") }
         }
