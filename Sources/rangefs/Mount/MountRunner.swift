@@ -72,7 +72,7 @@ struct MountRunner {
         var sources: [MountSource]
         do {
             sources = try givenSources()
-            if let problem = MountPoint.prepare(target, logger: logger) { throw Failure(problem) }
+            if let problem = MountPoint.prepare(target, nonEmpty: configuration.nonEmpty, logger: logger) { throw Failure(problem) }
             store = try CacheStore(root: configuration.cacheRoot, settings: configuration.store, events: events.store,
                                    metrics: metrics, logger: logger)
         } catch let failure as Failure {
