@@ -78,7 +78,7 @@ final class PackageTests: MountTestCase {
         let pages = try FileManager.default.contentsOfDirectory(atPath: "/usr/share/man/man1")
             .filter { $0.hasPrefix("rangefs") }.map { "/usr/share/man/man1/" + $0 }
         let whatis = try Shell.run("/usr/bin/lexgrog", pages).stdout.split(separator: "\n")
-        XCTAssertEqual(whatis.count, pages.count, "\(whatis)")
+        XCTAssertGreaterThanOrEqual(whatis.count, pages.count, "one line a page, two for an alias: \(whatis)")
         XCTAssertEqual(whatis.filter { $0.contains(" - \"") || $0.hasSuffix("\"\"") }, [], "stray quotes in man -k")
 
         // dpkg -r leaves nothing of the package, and the user's cache as it was.
