@@ -37,20 +37,25 @@ chmod 0755 "$root/usr/sbin/mount.fuse.rangefs"
 sed "s|@RANGEFS@|/usr/bin/rangefs|" mount-scripts/systemd/rangefs@.service > "$root/lib/systemd/system/rangefs@.service"
 chmod 0644 "$root/lib/systemd/system/rangefs@.service"
 
-# Manual pages: one for rangefs and one per subcommand.
+# Manual pages: rangefs(1) written by hand (mount-scripts/debian/rangefs.1: examples, files, SEE ALSO), and one
+# generated per subcommand.
 man="$stage/man"
 mkdir -p "$man" "$root/usr/share/man/man1"
 swift package --scratch-path "$scratch-manual" --allow-writing-to-directory "$man" generate-manual --multi-page --date "$(date -u -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)" +%Y-%m-%d)" --output-directory "$man" >&2
 for page in "$man"/*.1; do
     name=$(basename "$page" .1)  # rangefs, rangefs.status, ...
-    if [ "$name" != rangefs ]; then
+    if [ "$name" = rangefs ]; then
+        cp mount-scripts/debian/rangefs.1 "$page"
+    else
         # The generator names a subcommand "rangefs status" in NAME; whatis (man -k, lintian's bad-whatis-entry)
         # wants one word there: the page's own name, and an alias as rangefs.ALIAS (`umount` alone would pose as
         # umount(8) in man -k). The synopsis still shows the command as it is typed.
         command=${name//./ }
         sed -i -e "0,/^\.Nm \"$command\"\( ,\)\?\$/s//.Nm $name\1/" \
             -e "/^\.Sh NAME\$/,/^\.Nd /s/^\.Nm \([A-Za-z][A-Za-z0-9-]*\)\$/.Nm rangefs.\1/" \
-            -e "s/^\.Nm\$/.Nm \"$command\"/" "$page"
+            -e "s/^\.Nm\$/.Nm \"$command\"/" \
+            -e '/^\.Sh NAME$/,/^\.Sh /s/^\.Nd "\(.*\)"$/.Nd \1/' "$page"
+        # (The last: the generator quotes the one-line description, and whatis would show the quotes.)
     fi
     gzip -9n < "$page" > "$root/usr/share/man/man1/$name.1.gz"
 done

@@ -44,7 +44,7 @@ public final class HTTPSession: Sendable {
         let proxy = options.proxy ?? (candidates + ["all_proxy", "ALL_PROXY"]).lazy
             .compactMap { self.environment[$0] }.first { !$0.isEmpty }
         guard let proxy, !proxy.isEmpty else { return nil }
-        return Redaction.redact(proxy)
+        return Redaction.redactingProxies(proxy)
     }
 
     /// Whether `--noproxy` (else `no_proxy`) names the host of `origin` (`scheme://host:port`).

@@ -22,7 +22,7 @@ public final class ProxyChain: Sendable {
     /// One proxy of a group: its URL, or nil for DIRECT.
     public struct Proxy: Hashable, Sendable {
         public let url: String?
-        var shown: String { url.map(Redaction.redact) ?? "DIRECT" }
+        var shown: String { url.map(Redaction.redactingProxies) ?? "DIRECT" }
     }
 
     public let groups: [[Proxy]]
@@ -55,7 +55,7 @@ public final class ProxyChain: Sendable {
                 let hostPart = item.contains("://") ? String(item[item.firstRange(of: "://")!.upperBound...]) : item
                 guard !item.isEmpty, !hostPart.isEmpty, !hostPart.hasPrefix(":"), !item.contains(" ") else {
                     throw ProxyChainError(
-                        "invalid --proxy '\(Redaction.redact(text))': '\(Redaction.redact(item))' is no proxy; write "
+                        "invalid --proxy '\(Redaction.redactingProxies(text))': '\(Redaction.redactingProxies(item))' is no proxy; write "
                         + "host:port or http://host:port, '|' between the proxies of a group, ';' between groups, "
                         + "DIRECT for none, e.g. 'http://p1:3128|http://p2:3128;DIRECT'")
                 }

@@ -16,7 +16,8 @@ struct VerifyCommand: ParsableCommand {
         """
     )
 
-    @Option(name: .long, help: "Cache directory (default: $XDG_CACHE_HOME/rangefs or ~/.cache/rangefs).")
+    @Option(name: .long, help: "Cache directory (default: $XDG_CACHE_HOME/rangefs or ~/.cache/rangefs).",
+            completion: .directory)
     var cache: String?
 
     @Flag(name: .long, help: "Drop the blocks that fail, so they are fetched again on their next read.")
@@ -25,7 +26,8 @@ struct VerifyCommand: ParsableCommand {
     @Argument(help: "With --cache: only the entries of these URLs (default: every entry). Else: one file's name.")
     var urls: [String] = []
 
-    @Option(name: .long, help: "The mount point of the running mount (default: the only one running).")
+    @Option(name: .long, help: "The mount point of the running mount (default: the only one running).",
+            completion: .directory)
     var mount: String?
 
     @Option(name: .long, help: "Give up after this many seconds if the mount does not answer.")

@@ -72,6 +72,14 @@ final class PackageTests: MountTestCase {
             printf '%s\\n' "${COMPREPLY[@]}"
             """])
         XCTAssertEqual(completion.stdout, "mount\n", completion.stderr)
+        // Issue 45: `man rangefs` is the hand-written page, and no page's whatis line (man -k) holds quotes.
+        let page = try Shell.run("/usr/bin/env", ["MANWIDTH=120", "/usr/bin/man", "rangefs"]).stdout
+        XCTAssertTrue(page.contains("EXAMPLES") && page.contains("SEE ALSO") && page.contains("s3://"), page)
+        let pages = try FileManager.default.contentsOfDirectory(atPath: "/usr/share/man/man1")
+            .filter { $0.hasPrefix("rangefs") }.map { "/usr/share/man/man1/" + $0 }
+        let whatis = try Shell.run("/usr/bin/lexgrog", pages).stdout.split(separator: "\n")
+        XCTAssertGreaterThanOrEqual(whatis.count, pages.count, "one line a page, two for an alias: \(whatis)")
+        XCTAssertEqual(whatis.filter { $0.contains(" - \"") || $0.hasSuffix("\"\"") }, [], "stray quotes in man -k")
 
         // dpkg -r leaves nothing of the package, and the user's cache as it was.
         let remove = try Shell.run("/usr/bin/dpkg", ["-r", "rangefs"], timeout: 600)

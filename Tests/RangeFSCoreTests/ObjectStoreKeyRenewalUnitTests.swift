@@ -71,18 +71,59 @@ final class ObjectStoreKeyRenewalUnitTests: XCTestCase {
         XCTAssertEqual(sent(fromEnvironment, other).token, "env-token")
     }
 
-    /// The key's source is kept with it in the mount's 0600 credentials file, and a file written before sources
-    /// existed still reads; no description of a key shows its secret or token.
+    /// The key's id and source are kept in the mount's credentials file, never its secret or token (issue 45), and
+    /// a file an older rangefs wrote with them still reads, without them; no description of a key shows either.
     func testTheSourceIsKeptWithTheKeyAndNoDescriptionShowsTheSecret() throws {
         var key = ObjectStoreKey(accessKeyID: "ID", secretAccessKey: "the-secret", sessionToken: "the-token")
         key.source = ObjectStoreKeySource(profile: "p", credentialsFile: "/c", configFile: "/f")
         let encoded = try JSONEncoder().encode(key)
-        XCTAssertEqual(try JSONDecoder().decode(ObjectStoreKey.self, from: encoded), key)
-        let old = Data(#"{"accessKeyID":"ID","secretAccessKey":"s"}"#.utf8)
-        XCTAssertNil(try JSONDecoder().decode(ObjectStoreKey.self, from: old).source)
+        let text = String(decoding: encoded, as: UTF8.self)
+        XCTAssertFalse(text.contains("the-secret") || text.contains("the-token"), text)
+        let decoded = try JSONDecoder().decode(ObjectStoreKey.self, from: encoded)
+        XCTAssertEqual(decoded.accessKeyID, "ID")
+        XCTAssertEqual(decoded.source, key.source)
+        XCTAssertTrue(decoded.isMissing)
+        let old = Data(#"{"accessKeyID":"ID","secretAccessKey":"s","sessionToken":"t"}"#.utf8)
+        let oldKey = try JSONDecoder().decode(ObjectStoreKey.self, from: old)
+        XCTAssertNil(oldKey.source)
+        XCTAssertTrue(oldKey.isMissing)
+        XCTAssertNil(oldKey.sessionToken)
         for text in ["\(key)", String(reflecting: key), { var out = ""; dump(key, to: &out); return out }()] {
             XCTAssertFalse(text.contains("the-secret") || text.contains("the-token"), text)
         }
+    }
+
+    /// Issue 45: keys read back from credentials.json have no secret. A profile's is read again from the profile;
+    /// one from the environment takes the key this mount was given, or is reported missing and signs nothing.
+    func testKeptKeysAreTakenAgainFromTheirProfileOrTheEnvironmentOrReportedMissing() throws {
+        try write(profile("PROFILED", "token-p"), to: "credentials")
+        let source = ObjectStoreKeySource(profile: "work", credentialsFile: directory.path + "/credentials",
+                                          configFile: directory.path + "/config")
+        func kept(given: (id: String, secret: String, token: String?)?) throws
+            -> (CredentialTable, [(origin: String, key: String)], String, String) {
+            let first = CredentialTable()
+            first.setObjectStore(endpoint: "http://127.0.0.1:9000", region: nil, pathStyle: nil,
+                                 key: ("ENV", "env-secret", "env-token"), anonymous: false)
+            let fromEnvironment = first.adopt("s3://bkt/f.bin").url
+            first.setObjectStore(endpoint: "http://127.0.0.1:9001", region: nil, pathStyle: nil,
+                                 key: ("PROFILED", "secret-of-PROFILED", "token-p"), keySource: source, anonymous: false)
+            let fromProfile = first.adopt("s3://bkt/g.bin").url
+            let saved = try JSONDecoder().decode([String: OriginCredentials].self,
+                                                 from: try JSONEncoder().encode(first.snapshot))
+            let table = CredentialTable(saved)
+            let missing = table.takeKeptKeys(given: given, givenSource: nil)
+            return (table, missing, fromEnvironment, fromProfile)
+        }
+        let (table, missing, fromEnvironment, fromProfile) = try kept(given: ("NEW", "new-secret", nil))
+        XCTAssertEqual(missing.map(\.origin), [])
+        XCTAssertEqual(sent(table, fromEnvironment).id, "NEW", "the environment's key of this mount")
+        XCTAssertEqual(sent(table, fromProfile).id, "PROFILED", "the profile, read again")
+        XCTAssertEqual(sent(table, fromProfile).token, "token-p")
+
+        let (bare, lost, url, _) = try kept(given: nil)
+        XCTAssertEqual(lost.map(\.origin), ["http://127.0.0.1:9000"])
+        XCTAssertTrue(lost.first?.key.contains("ENV") == true, "\(lost)")
+        XCTAssertNil(sent(bare, url).id, "a missing key signs nothing")
     }
 
     func testAnExpiredSessionKeyIsTriedAgainAndAWrongKeyIsNot() {

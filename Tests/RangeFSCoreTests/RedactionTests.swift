@@ -24,4 +24,35 @@ final class RedactionTests: XCTestCase {
         let once = Redaction.redact("https://u:p@h/f?token=abc&id=2#x")
         XCTAssertEqual(Redaction.redact(once), once, "redacting twice changes nothing more")
     }
+
+    /// Issue 45: every proxy of a `--proxy` chain loses its login, the second of a group too (one URL's authority
+    /// ran into the next, `u:p@p1|http:`), and a proxy written without a scheme as well.
+    func testEveryURLOfAChainIsRedacted() {
+        XCTAssertEqual(Redaction.redactingEach("http://u:a@p1:3128|http://u2:b@p2:3128;https://u3:c@p3"),
+                       "http://***@p1:3128|http://***@p2:3128;https://***@p3")
+        XCTAssertEqual(Redaction.redactingEach("https://h/a;jsessionid=x?t=1"), "https://h/a;jsessionid=x?t=***",
+                       "a ; in a path not followed by a scheme is the same URL")
+        XCTAssertEqual(Redaction.redactingProxies("http://u:a@p1:3128|u2:b@p2:3128;DIRECT"),
+                       "http://***@p1:3128|***@p2:3128;DIRECT")
+        XCTAssertEqual(Redaction.redactingProxies("p1:3128|p2:3128"), "p1:3128|p2:3128")
+    }
+
+    /// Issue 45: a kept HTML listing keeps its links' query names, not their values; what it lists is unchanged.
+    func testAKeptHTMLListingLosesItsQueryValuesAndListsTheSame() {
+        let page = """
+        <a href="a.bin">a.bin</a> <a href="a.bin?X-Amz-Credential=CRED&amp;X-Amz-Signature=SIG">signed</a>
+        <a href=b.bin?sig=SIG2>b</a> <a href="c%3Fd.bin">c?d.bin</a> <a href="?C=N;O=D">sort</a>
+        <a href="e.bin">e.bin?token=SIG3</a>   23-Nov-2026 10:00    1048576
+
+        """
+        let kept = ListingRedaction.kept(Array(page.utf8))
+        let text = String(decoding: kept, as: UTF8.self)
+        for secret in ["CRED", "SIG"] { XCTAssertFalse(text.contains(secret), text) }
+        XCTAssertTrue(text.contains("a.bin?X-Amz-Credential=***&amp;X-Amz-Signature=***"), text)
+        let base = "http://h/d/"
+        XCTAssertEqual(DirectoryListing.parse(kept, base: base), DirectoryListing.parse(Array(page.utf8), base: base))
+        XCTAssertEqual(DirectoryListing.parse(kept, base: base).entries.map(\.name), ["a.bin", "c?d.bin", "e.bin"])
+        let json = Array(#"[{"name":"x?token=1","type":"file","size":3}]"#.utf8)
+        XCTAssertEqual(ListingRedaction.kept(json), json, "a JSON listing's names are kept as they are")
+    }
 }

@@ -146,6 +146,18 @@ final class MountOptionsTests: XCTestCase {
                                 "a.iso=https://b/k?X-Amz-Signature=***&n=***", "--cache", "/c"])
     }
 
+    /// Issue 45: every proxy of every group, in each way --proxy can be given.
+    func testTheBackgroundChildsCommandLineHidesThePasswordsOfEveryProxy() {
+        let chain = "http://u1:S1@p1:3128|http://u2:S2@p2:3128;u3:S3@p3:3128"
+        let shown = "http://***@p1:3128|http://***@p2:3128;***@p3:3128"
+        let masked = Daemon.maskingSecrets([
+            "rangefs", "mount", "/mnt", "http://h/f", "--proxy", chain, "--proxy=" + chain, "-o",
+            "cache=/c,proxy=" + chain + ",ro", "-oproxy=" + chain, "--noproxy=a,b",
+        ])
+        XCTAssertEqual(masked, ["rangefs", "mount", "/mnt", "http://h/f", "--proxy", shown, "--proxy=" + shown, "-o",
+                                "cache=/c,proxy=" + shown + ",ro", "-oproxy=" + shown, "--noproxy=a,b"])
+    }
+
     func testTLSProxyAndCredentialOptionsReachTheHTTPLayer() throws {
         let options = try MountOptions.parse([
             "--cacert", "/etc/hostname", "--insecure", "--proxy", "http://p:3128", "--noproxy", "a,b",

@@ -164,6 +164,7 @@ extension CacheEntry {
         } catch {
             failure = error
         }
+        let now = MonotonicClock.seconds()
         let (firstFailure, stale) = state.withLock { state -> (Bool, Bool) in
             var firstFailure = false
             for ((index, item), crc) in zip(run, crcs) {
@@ -177,6 +178,7 @@ extension CacheEntry {
                     state.crcs[index] = crc
                     state.changedSinceCommit = true
                     state.storedBytes += UInt64(item.buffer.count)
+                    state.storeRate.add(UInt64(item.buffer.count), at: now)
                     state.lastError = nil
                 } else {
                     firstFailure = firstFailure || !state.memory.reportedWriteFailure

@@ -87,8 +87,10 @@ final class CacheEntry: Sendable {
         var lastError: String?
         /// Blocks whose fetch failed lately, when, and why (see `failureMemory`).
         var recentFailures: [(blocks: Range<Int>, at: ContinuousClock.Instant, error: BlockFailure)] = []
-        /// Bytes stored since the entry was opened, for download speed.
+        /// Bytes stored since the entry was opened.
         var storedBytes: UInt64 = 0
+        /// How fast they came lately, for status.
+        var storeRate = TransferRate()
         /// The verdict of the end-to-end check of this version (CacheEntry+Digest.swift).
         var digest: DigestRecord?
         /// Every block was dropped for a refetch: the next commit of a full set is a completion again, even if no
@@ -183,6 +185,12 @@ final class CacheEntry: Sendable {
 
     /// Bytes stored since the entry was opened.
     var storedBytes: UInt64 { state.withLock { $0.storedBytes } }
+
+    /// Bytes stored per second over the last few seconds (TransferRate).
+    var recentRate: Double {
+        let now = MonotonicClock.seconds()
+        return state.withLock { $0.storeRate.rate(at: now) }
+    }
 
     /// Why the last fetch failed, until one succeeds.
     var lastError: String? { state.withLock { $0.lastError } }

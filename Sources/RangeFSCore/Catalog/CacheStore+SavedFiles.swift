@@ -52,10 +52,11 @@ extension CacheStore {
         root + "/listings/" + String(SHA256.hexDigest(url).prefix(32))
     }
 
-    /// Keeps `body`, the listing of directory `url` just read (replacing the one before).
+    /// Keeps `body`, the listing of directory `url` just read (replacing the one before), without the values of
+    /// its links' queries (ListingRedaction).
     func saveListing(_ body: [UInt8], for url: String) throws {
         try FileSystemCalls.makeDirectories(root + "/listings")
-        try FileSystemCalls.replaceAtomically(listingPath(for: url), with: body)
+        try FileSystemCalls.replaceAtomically(listingPath(for: url), with: ListingRedaction.kept(body))
     }
 
     /// The last listing kept for directory `url`, if any.

@@ -3,9 +3,8 @@
 // A mount may hold 10,000 files, and status must answer within a second or two without opening their entries: a
 // file whose entry is not open is described from what its cache files say (CacheStore+Idle.swift), and its map is
 // read from its bitmap only when it is shown. By default the answer holds the totals and the files worth a look
-// (not complete, not untouched); `all` asks for every file. Speeds come from two samples of each open entry's
-// stored bytes, 250 ms apart, unless an earlier status call left a recent sample, so even a one-shot `rangefs
-// status` shows real speeds.
+// (not complete, not untouched); `all` asks for every file. Speeds are each open entry's rate over the last few
+// seconds (TransferRate), so a one-shot `rangefs status` shows the pace of a copy, not of a burst.
 
 import Glibc
 
@@ -23,18 +22,15 @@ extension ControlService {
         let failedProbes = fileSystem.directories.failedProbes
         let items = catalog.items
         let entries = items.map { store.openEntry(for: $0.metadata.url) }
-        var speeds = sampleSpeeds(entries)
-        if speeds.contains(where: { $0 == nil }) {
-            usleep(250_000)
-            speeds = sampleSpeeds(entries)
-        }
+        // A file whose entry is not open is not downloading.
+        let speeds = entries.map { $0?.recentRate ?? 0 }
         let offline = fileSystem.revalidator.offlineFiles
         var files: [FileStatus] = []
         var totals = StatusTotals()
         for ((item, entry), speed) in zip(zip(items, entries), speeds) {
             var status: FileStatus
             if item.metadata.sizeKnown {
-                status = fileStatus(item, entry: entry, speed: speed ?? 0, offline: offline[item.metadata.url],
+                status = fileStatus(item, entry: entry, speed: speed, offline: offline[item.metadata.url],
                                     probeFailure: failedProbes[item.inode])
             } else if item.listed {
                 // A listed file found to have no length: no stream is made just to describe it.
@@ -90,6 +86,7 @@ extension ControlService {
         // Describing a large tree takes memory for a moment: give it back rather than keep it as the daemon's size.
         if items.count > 10_000 { FileSystemCalls.releaseFreeMemory() }
         var response = ControlResponse(ok: true, files: files)
+        response.pid = getpid()
         response.totals = totals
         response.passthrough = fileSystem.passthroughMode.withLock { $0 }.description
         response.proxy = fileSystem.proxyReport?()
@@ -167,26 +164,6 @@ extension ControlService {
         if scheduler.isFilling(entry) { return "queued" }
         if entry.lastError != nil { return "error" }
         return cached == 0 ? "empty" : "partial"
-    }
-
-    /// Speeds from the previous sample of each entry if it is between 0.2 and 5 s old, else nil (and a new sample).
-    /// A file whose entry is not open is not downloading: 0.
-    private func sampleSpeeds(_ entries: [CacheEntry?]) -> [Double?] {
-        let time = MonotonicClock.seconds()
-        return speedSamples.withLock { samples in
-            entries.map { entry -> Double? in
-                guard let entry else { return 0 }
-                // Keyed by URL and generation: an entry replaced by eviction or a remote change starts afresh.
-                let key = "\(entry.header.generation) \(entry.header.url)"
-                let stored = entry.storedBytes
-                if let (then, bytes) = samples[key], time - then >= 0.2 && time - then <= 5 {
-                    samples[key] = (time, stored)
-                    return max(0, Double(stored) - Double(bytes)) / (time - then)
-                }
-                if samples[key] == nil || time - samples[key]!.0 > 5 { samples[key] = (time, stored) }
-                return nil
-            }
-        }
     }
 
     /// The block map squeezed into `mapWidth` cells: ' ' none, '.' under half, ':' most, '#' all local.

@@ -25,8 +25,6 @@ public final class ControlService: Sendable {
     /// Serializes saves of the credentials: each takes its snapshot and writes it while no other does, so an
     /// older snapshot is never renamed over a newer one (ControlService+Credentials.swift).
     let credentialsSaving = Mutex(())
-    /// Status samples of stored bytes per entry (monotonic seconds, bytes), for download speeds.
-    let speedSamples = Mutex<[String: (Double, UInt64)]>([:])
 
     /// Serves `fileSystem`; `unmounted` are the saved files its mount left out (see `unmountedFiles`); `savedSet`
     /// the mount's writer of the saved set (nil: the cache's, made here, for a file system no mount made).

@@ -166,8 +166,9 @@ public final class CredentialTable: Sendable {
         // A presigned URL carries its signature in its query; a second one in a header would be refused.
         let query = signed.firstIndex(of: "?").map { signed[$0...].lowercased() } ?? ""
         let presigned = query.contains("x-amz-signature=") || query.contains("x-amz-credential=")
-        if let kept = access.key, !presigned {
-            let key = currentKey(kept)
+        // A key kept without its secret (credentials.json keeps none) signs nothing until its profile holds it
+        // again; the store's refusal, and the mount's warning, say so.
+        if let kept = access.key, !presigned, case let key = currentKey(kept), !key.isMissing {
             lines += SignatureV4.headers(method: "GET", url: signed, headers: [], key: key, region: access.region,
                                          service: access.service, time: time).map { "\($0.name): \($0.value)" }
         }
@@ -302,6 +303,33 @@ public final class CredentialTable: Sendable {
                 && (endpointOrigin.map { $0 == origin } ?? origin.hasSuffix(".amazonaws.com:443")) {
                 table[origin]?.objectStore?.key = given
             }
+        }
+    }
+
+    /// Gives every object-store origin whose key was read back from credentials.json, without its secret, the key
+    /// it signs with now: a profile's key is read again from the profile; a key that came from the environment
+    /// becomes `given`, the key this mount found (the environment, else a profile), never for Google's origin,
+    /// which takes only its own key. Returns the origins left without a key, with the key each had.
+    package func takeKeptKeys(given: (id: String, secret: String, token: String?)?,
+                              givenSource: ObjectStoreKeySource?) -> [(origin: String, key: String)] {
+        let googleOrigin = URLOrigin.of(ObjectStoreURL.googleEndpoint)
+        return table.withLock { table in
+            var missing: [(origin: String, key: String)] = []
+            for (origin, entry) in table.sorted(by: { $0.key < $1.key }) {
+                guard let kept = entry.objectStore?.key, kept.isMissing else { continue }
+                var key = kept.source?.key
+                if key == nil, kept.source == nil, origin != googleOrigin, let given {
+                    key = ObjectStoreKey(accessKeyID: given.id, secretAccessKey: given.secret, sessionToken: given.token)
+                    key?.source = givenSource
+                }
+                if let key {
+                    table[origin]?.objectStore?.key = key
+                } else {
+                    missing.append((origin, kept.source.map { "the key of profile \($0.profile) in \($0.credentialsFile)" }
+                                        ?? "access key \(kept.accessKeyID), from the environment"))
+                }
+            }
+            return missing
         }
     }
 

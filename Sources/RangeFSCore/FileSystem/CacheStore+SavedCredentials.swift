@@ -8,10 +8,15 @@ extension CacheStore {
     private var credentialsPath: String { root + "/credentials.json" }
 
     /// The credentials saved for remounts (per origin), or none. Kept in `credentials.json`, mode 0600: the one
-    /// file of the cache that holds passwords and tokens.
+    /// file of the cache that holds passwords and tokens (those of URLs and headers the user gave).
+    /// An object store's key is kept as its id and the profile it came from, never its secret (ObjectStoreKey);
+    /// a file an older rangefs wrote with secrets is written again without them at once.
     public func savedCredentials() throws -> [String: OriginCredentials] {
         guard let bytes = try FileSystemCalls.readSmallFile(credentialsPath) else { return [:] }
-        return try JSONDecoder().decode([String: OriginCredentials].self, from: Data(bytes))
+        let saved = try JSONDecoder().decode([String: OriginCredentials].self, from: Data(bytes))
+        let text = String(decoding: bytes, as: UTF8.self)
+        if text.contains("\"secretAccessKey\"") || text.contains("\"sessionToken\"") { try saveCredentials(saved) }
+        return saved
     }
 
     /// Saves `credentials` for remounts; an empty table removes the file.

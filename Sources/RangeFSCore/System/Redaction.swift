@@ -50,3 +50,58 @@ public enum Redaction {
         }.joined(separator: "&")
     }
 }
+
+extension Redaction {
+    /// `text` holding several URLs, such as a proxy chain `http://u:p@p1|http://u2:p2@p2;http://p3`, with each URL
+    /// redacted as `redact` does one: a `|` or `;` followed by `scheme://` starts the next URL. `redact` alone sees
+    /// one URL, whose authority would run into the next (`u:p@p1|http:`), and show the second password.
+    public static func redactingEach(_ text: String) -> String {
+        var pieces: [Substring] = []
+        var start = text.startIndex
+        var index = text.startIndex
+        while index < text.endIndex {
+            let next = text.index(after: index)
+            if (text[index] == "|" || text[index] == ";") && startsWithScheme(text[next...]) {
+                pieces.append(text[start..<next])
+                start = next
+            }
+            index = next
+        }
+        pieces.append(text[start...])
+        return pieces.map { redact(String($0)) }.joined()
+    }
+
+    /// A proxy chain as `--proxy` takes it (`A|B;C`, DIRECT for none), each proxy redacted: also one written
+    /// without a scheme, `user:password@host:3128`, which curl takes as an http proxy with a login.
+    public static func redactingProxies(_ chain: String) -> String {
+        var shown = ""
+        var item = ""
+        func flush() {
+            if item.contains("://") {
+                shown += redact(item)
+            } else if let at = item.lastIndex(of: "@") {
+                shown += mark + item[at...]
+            } else {
+                shown += item
+            }
+            item = ""
+        }
+        for character in chain {
+            if character == "|" || character == ";" {
+                flush()
+                shown.append(character)
+            } else {
+                item.append(character)
+            }
+        }
+        flush()
+        return shown
+    }
+
+    /// Whether `text` starts with `scheme://` (RFC 3986: a letter, then letters, digits, `+`, `-` or `.`).
+    private static func startsWithScheme(_ text: Substring) -> Bool {
+        guard let first = text.first, first.isASCII, first.isLetter else { return false }
+        let scheme = text.prefix { $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }
+        return text[scheme.endIndex...].hasPrefix("://")
+    }
+}

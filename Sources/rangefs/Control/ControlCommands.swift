@@ -15,7 +15,8 @@ func runControl(_ body: () throws -> Void) throws {
 }
 
 struct MountSelection: ParsableArguments {
-    @Option(name: .long, help: "The mount point of the running mount (default: the only one running).")
+    @Option(name: .long, help: "The mount point of the running mount (default: the only one running).",
+            completion: .directory)
     var mount: String?
 
     @Option(name: .long, help: "Give up after this many seconds if the mount does not answer.")
@@ -35,7 +36,7 @@ struct StatusCommand: ParsableCommand {
         abstract: "Show each file's size, cached share, state, speed, ETA and block map."
     )
 
-    @Argument(help: "The mount point (default: the only mount running).")
+    @Argument(help: "The mount point (default: the only mount running).", completion: .directory)
     var mountpoint: String?
 
     @Flag(help: "Print JSON instead of a table (every file).")
@@ -47,7 +48,7 @@ struct StatusCommand: ParsableCommand {
     @Flag(help: "Keep printing every second (redrawn in place on a terminal).")
     var watch = false
 
-    @Option(name: .long, help: "The mount point, as the other commands take it.")
+    @Option(name: .long, help: "The mount point, as the other commands take it.", completion: .directory)
     var mount: String?
 
     @Option(name: .long, help: "Give up after this many seconds if the mount does not answer.")
@@ -67,9 +68,10 @@ struct StatusCommand: ParsableCommand {
                 if json {
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                    let document = StatusDocument(mountpoint: client.mountpoint, files: files,
+                    let document = StatusDocument(mountpoint: client.mountpoint, pid: response.pid, files: files,
                                                   totals: ["size": totals.size, "cached_bytes": totals.cachedBytes,
-                                                           "files": UInt64(totals.files)],
+                                                           "files": UInt64(totals.files),
+                                                           "bytes_per_second": UInt64(max(0, totals.bytesPerSecond))],
                                                   warnings: response.warnings ?? [],
                                                   recentErrors: response.recentErrors ?? [],
                                                   passthrough: response.passthrough, proxy: response.proxy)
@@ -77,7 +79,7 @@ struct StatusCommand: ParsableCommand {
                 } else {
                     if watch && terminal { print("\u{1B}[H\u{1B}[2J", terminator: "") }
                     for warning in response.warnings ?? [] { print("warning: \(warning)") }
-                    print(StatusTable.render(files, totals: totals, mountpoint: client.mountpoint,
+                    print(StatusTable.render(files, totals: totals, mountpoint: client.mountpoint, all: all,
                                              recentErrors: response.recentErrors ?? [],
                                              passthrough: response.passthrough, proxy: response.proxy))
                 }
@@ -90,6 +92,8 @@ struct StatusCommand: ParsableCommand {
 
 struct StatusDocument: Encodable {
     var mountpoint: String
+    /// The daemon serving the mount, for `kill`, `journalctl _PID=` or /proc.
+    var pid: Int32?
     var files: [FileStatus]
     var totals: [String: UInt64]
     var warnings: [String]
@@ -98,7 +102,7 @@ struct StatusDocument: Encodable {
     var proxy: String?
 
     enum CodingKeys: String, CodingKey {
-        case mountpoint, files, totals, warnings, passthrough, proxy
+        case mountpoint, pid, files, totals, warnings, passthrough, proxy
         case recentErrors = "recent_errors"
     }
 }
@@ -107,7 +111,7 @@ struct StatusDocument: Encodable {
 struct AddCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "add", abstract: "Add a URL to a running mount.")
 
-    @Argument(help: "An http:// or https:// URL, then any mirrors of the same file (other URLs that serve the same bytes), then optionally its digest as sha256=HEX.")
+    @Argument(help: "An http(s)://, s3:// or gs:// URL, then any mirrors of the same file (other URLs that serve the same bytes), then optionally its digest as sha256=HEX.")
     var urls: [String]
     @Option(help: "The file name to use.") var name: String?
     @OptionGroup var selection: MountSelection
@@ -217,7 +221,9 @@ enum StatusTable {
     /// The widest a name column gets; longer names are cut in the middle, where paths that differ rarely do.
     static let nameWidth = 60
 
-    static func render(_ files: [FileStatus], totals: StatusTotals, mountpoint: String,
+    /// With `all`, the files left out are only the untouched ones of listings (ControlService+Status.swift), and
+    /// the last line says so instead of pointing at `--all`.
+    static func render(_ files: [FileStatus], totals: StatusTotals, mountpoint: String, all: Bool = false,
                        recentErrors: [LogRecord] = [], passthrough: String? = nil, proxy: String? = nil) -> String {
         var lines = ["\(mountpoint)"]
         lines.append("total: \(totals.files) files, \(bytes(totals.cachedBytes)) of \(bytes(totals.size)) local"
@@ -249,7 +255,10 @@ enum StatusTable {
             if let digest = file.digest { lines.append("    digest: \(digest)") }
         }
         let hidden = totals.files - files.filter { !$0.name.hasSuffix("/") }.count
-        if hidden > 0 { lines.append("(\(hidden) complete or untouched files not shown; rangefs status --all shows them)") }
+        if hidden > 0 {
+            lines.append(all ? "(\(hidden) files of listings not shown: none of their bytes is cached yet)"
+                             : "(\(hidden) complete or untouched files not shown; rangefs status --all shows them)")
+        }
         if !recentErrors.isEmpty {
             lines.append("recent errors and warnings (the newest last):")
             for record in recentErrors { lines.append("  \(record.time) \(record.level): \(record.message)") }

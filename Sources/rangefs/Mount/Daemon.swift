@@ -89,24 +89,46 @@ enum Daemon {
         }
     }
 
-    /// `arguments` as `ps` may show them: URLs without their `user:password@`, and the values of --header,
-    /// --cookie and -o lists that hold either replaced by `***`.
+    /// `arguments` as `ps` may show them: URLs (each proxy of a `--proxy` chain too) without their
+    /// `user:password@`, and the values of --header, --cookie and -o lists that hold either replaced by `***`.
     static func maskingSecrets(_ arguments: [String]) -> [String] {
         var masked: [String] = []
         var hideNext = false
+        var proxyNext = false
         for argument in arguments {
-            defer { hideNext = ["--header", "--cookie"].contains(argument) }
+            defer {
+                hideNext = ["--header", "--cookie"].contains(argument)
+                proxyNext = argument == "--proxy"
+            }
             if hideNext {
                 masked.append("***")
+            } else if proxyNext {
+                masked.append(Redaction.redactingProxies(argument))
+            } else if argument.contains("proxy=") {
+                masked.append(maskingProxyOption(argument))
             } else if argument.hasPrefix("--header=") || argument.hasPrefix("--cookie=") {
                 masked.append(argument.prefix { $0 != "=" } + "=***")
             } else if argument.contains("header=") || argument.contains("cookie=") {
                 masked.append(argument.hasPrefix("-o") && argument.count > 2 ? "-o***" : "***")
             } else {
-                masked.append(argument.contains("://") ? Redaction.redact(argument) : argument)
+                masked.append(argument.contains("://") ? Redaction.redactingEach(argument) : argument)
             }
         }
         return masked
+    }
+
+    /// `--proxy=CHAIN`, or an `-o` list holding `proxy=CHAIN`, with every proxy of the chain redacted (and the
+    /// header or cookie of the same list hidden, as alone).
+    private static func maskingProxyOption(_ argument: String) -> String {
+        if argument.contains("header=") || argument.contains("cookie=") {
+            return argument.hasPrefix("-o") && argument.count > 2 ? "-o***" : "***"
+        }
+        return argument.split(separator: ",", omittingEmptySubsequences: false).map { item -> String in
+            for prefix in ["--proxy=", "-oproxy=", "proxy="] where item.hasPrefix(prefix) {
+                return prefix + Redaction.redactingProxies(String(item.dropFirst(prefix.count)))
+            }
+            return item.contains("://") ? Redaction.redactingEach(String(item)) : String(item)
+        }.joined(separator: ",")
     }
 
     /// In the child: tell the parent the mount is ready with `status`, then point stderr at the log file (or

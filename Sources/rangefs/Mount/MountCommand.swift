@@ -17,10 +17,10 @@ struct MountCommand: ParsableCommand {
         """
     )
 
-    @Argument(help: "An existing, empty directory to mount on.")
+    @Argument(help: "An existing, empty directory to mount on.", completion: .directory)
     var mountpoint: String
 
-    @Argument(help: "http:// or https:// URLs, each optionally as NAME=URL.")
+    @Argument(help: "URLs, each optionally as NAME=URL: http(s)://HOST/FILE, a web directory http(s)://HOST/DIR/ (its listing), s3://BUCKET/KEY or s3://BUCKET/PREFIX/ (see --s3-*), gs://BUCKET/PREFIX/.")
     var urls: [String] = []
 
     @OptionGroup var options: MountOptions
@@ -41,10 +41,10 @@ struct FstabMountCommand: ParsableCommand {
         shouldDisplay: false
     )
 
-    @Argument(help: "A URL, or a list file with one URL per line.")
+    @Argument(help: "A URL, or a list file with one URL per line.", completion: .file())
     var source: String
 
-    @Argument(help: "The directory to mount on.")
+    @Argument(help: "The directory to mount on.", completion: .directory)
     var mountpoint: String
 
     @OptionGroup var options: MountOptions
@@ -66,7 +66,7 @@ struct UnmountCommand: ParsableCommand {
         aliases: ["umount"]
     )
 
-    @Argument(help: "The mount point.")
+    @Argument(help: "The mount point.", completion: .directory)
     var mountpoint: String
 
     @Flag(name: [.short, .long], help: "Detach even if files are open (fusermount3 -uz).")
@@ -84,7 +84,7 @@ struct UnmountCommand: ParsableCommand {
         if result.status != 0 {
             let message = result.errorText
             let reason = message.contains("busy") ? "it is busy; close the programs using it or add --lazy"
-                : message.trimmed()
+                : MountPoint.unmountFailure(target, fusermount: message)
             printError("rangefs: cannot unmount \(mountpoint): \(reason)")
             throw ExitCode(1)
         }

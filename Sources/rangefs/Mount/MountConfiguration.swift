@@ -18,6 +18,8 @@ struct MountConfiguration: Equatable {
     var fileSystem: FileSystemSettings
     var mount: MountSettings
     var foreground: Bool
+    /// Whether a mount point holding files may be mounted over (`--nonempty`), hiding them while mounted.
+    var nonEmpty = false
     var verbose: Bool
     var logFile: String?
     /// Whether a file's probe's `Link: <URL>; rel=duplicate` headers add mirrors (`--mirrors-from-links`).
@@ -36,6 +38,7 @@ struct MountConfiguration: Equatable {
         cacheRoot = options.cache.map(MountPoint.absolute) ?? CacheStore.defaultRoot(environment: environment)
         listFiles = options.list
         foreground = options.foreground
+        nonEmpty = options.nonempty
         verbose = options.verbose
         logFile = options.logFile
 

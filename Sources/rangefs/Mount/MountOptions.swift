@@ -62,10 +62,10 @@ enum Defaults {
 /// Options shared by `rangefs mount` and the fstab shape. `-o key=value,...` is turned into these long options
 /// before parsing (see `MountOptionList`).
 struct MountOptions: ParsableArguments {
-    @Option(name: .long, help: "Cache directory (default: $XDG_CACHE_HOME/rangefs or ~/.cache/rangefs).")
+    @Option(name: .long, help: "Cache directory (default: $XDG_CACHE_HOME/rangefs or ~/.cache/rangefs).", completion: .directory)
     var cache: String?
 
-    @Option(name: .long, help: "A file with one URL or NAME=URL per line; # starts a comment.")
+    @Option(name: .long, help: "A file with one URL or NAME=URL per line; # starts a comment.", completion: .file())
     var list: [String] = []
 
     @Option(name: .long, help: "Block size for new cache entries, e.g. 64K or 1M (a multiple of 4K).")
@@ -73,6 +73,9 @@ struct MountOptions: ParsableArguments {
 
     @Flag(name: [.short, .long], help: "Stay in the foreground; Ctrl-C or SIGTERM unmounts.")
     var foreground = false
+
+    @Flag(name: .long, help: "Mount even on a directory that holds files; they are hidden while mounted.")
+    var nonempty = false
 
     @Flag(name: .long, help: "Let other users see the files (needs user_allow_other in /etc/fuse.conf).")
     var allowOther = Defaults.mount.allowOther
@@ -86,7 +89,7 @@ struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "Permission bits to clear, in octal, e.g. 027 (default: none; files are 0444).")
     var umask: String?
 
-    @Option(name: .long, help: "Write logs here once the mount runs in the background (default: syslog).")
+    @Option(name: .long, help: "Write logs here once the mount runs in the background (default: syslog).", completion: .file())
     var logFile: String?
 
     @Flag(name: [.short, .long], help: "Log each request.")
@@ -146,10 +149,10 @@ struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "Attempts per request when the network fails (each resumes where the last broke).")
     var retries = Defaults.fetch.attempts
 
-    @Option(name: .long, help: "Trust the CA certificates in this PEM file (default: the system's, or $SSL_CERT_FILE).")
+    @Option(name: .long, help: "Trust the CA certificates in this PEM file (default: the system's, or $SSL_CERT_FILE).", completion: .file())
     var cacert: String?
 
-    @Option(name: .long, help: "Trust the CA certificates in this hashed directory (default: $SSL_CERT_DIR).")
+    @Option(name: .long, help: "Trust the CA certificates in this hashed directory (default: $SSL_CERT_DIR).", completion: .directory)
     var capath: String?
 
     @Flag(name: .long, help: "Do not verify the servers' TLS certificates (anyone on the path can change the data).")
@@ -158,10 +161,10 @@ struct MountOptions: ParsableArguments {
     @Flag(name: .long, help: "Use HTTP/2 where a TLS server offers it: one connection per host instead of several HTTP/1.1 ones.")
     var http2 = false
 
-    @Option(name: .long, help: "A client certificate (PEM) for servers that ask for one.")
+    @Option(name: .long, help: "A client certificate (PEM) for servers that ask for one.", completion: .file())
     var cert: String?
 
-    @Option(name: .long, help: "The key of --cert (PEM), if it is not in the same file.")
+    @Option(name: .long, help: "The key of --cert (PEM), if it is not in the same file.", completion: .file())
     var key: String?
 
     @Option(name: .long, help: "Send this header, 'Name: value', to the servers of the given URLs (repeatable); kept for remounts in the cache's credentials.json (0600).")
@@ -170,13 +173,13 @@ struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "Send these cookies, 'name=value; name2=value2', to the servers of the given URLs (kept like --header).")
     var cookie: String?
 
-    @Option(name: .long, help: "Send the cookies of this file (Netscape format, as curl and browsers export) to the hosts it names.")
+    @Option(name: .long, help: "Send the cookies of this file (Netscape format, as curl and browsers export) to the hosts it names.", completion: .file())
     var cookieFile: String?
 
     @Flag(name: .long, help: "Take logins from ~/.netrc.")
     var netrc = false
 
-    @Option(name: .long, help: "Take logins from this .netrc file.")
+    @Option(name: .long, help: "Take logins from this .netrc file.", completion: .file())
     var netrcFile: String?
 
     @Option(name: .long, help: "The User-Agent header.")

@@ -113,9 +113,28 @@ enum MountPoint {
             + "endpoint is not connected'; clear it with: fusermount3 -uz \(path) (rangefs mount on it clears it too)"
     }
 
+    /// Why `path` could not be unmounted, in words, given what fusermount3 said: "Invalid argument" for a path
+    /// nothing is mounted on, "No such file or directory" for one that does not exist.
+    static func unmountFailure(_ path: String, fusermount message: String) -> String {
+        var info = stat()
+        if stat(path, &info) != 0 && errno == ENOENT { return "it does not exist" }
+        if mountedType(at: path) == nil && mountedType(at: realPath(path)) == nil {
+            return "nothing is mounted there; findmnt -t fuse.rangefs lists the rangefs mounts"
+        }
+        return message.trimmed().replacing("fusermount3: ", with: "")
+    }
+
+    /// `path` with its links resolved, or `path` itself when it cannot be.
+    private static func realPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// Returns a one-line problem, or nil when `path` can be mounted on. A stale rangefs mount (its daemon was
-    /// killed) is cleared; any other mount is left alone and explained.
-    static func prepare(_ path: String, logger: Logger) -> String? {
+    /// killed) is cleared; any other mount is left alone and explained. A directory that holds files is refused
+    /// unless `nonEmpty`: mounted over, its files would vanish from sight without a word.
+    static func prepare(_ path: String, nonEmpty: Bool = false, logger: Logger) -> String? {
         if let type = mountedType(at: path) {
             // statvfs always asks the file system (stat may be answered from the attributes the kernel keeps), so a
             // killed daemon shows as ENOTCONN at once.
@@ -141,6 +160,24 @@ enum MountPoint {
             return "mount point \(path) does not exist; create it with: mkdir -p \(path)"
         }
         guard info.st_mode & S_IFMT == S_IFDIR else { return "mount point \(path) is not a directory" }
+        if !nonEmpty, let name = firstEntry(of: path) {
+            return "mount point \(path) is not empty (it holds '\(name)'), and mounting would hide its files; "
+                + "empty it, choose an empty directory, or pass --nonempty (-o nonempty) to mount over them"
+        }
+        return nil
+    }
+
+    /// The name of one entry of directory `path` other than `.` and `..`, or nil when it has none (or cannot be
+    /// read: mount(2) then says what is wrong).
+    static func firstEntry(of path: String) -> String? {
+        guard let directory = opendir(path) else { return nil }
+        defer { closedir(directory) }
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { return name }
+        }
         return nil
     }
 }

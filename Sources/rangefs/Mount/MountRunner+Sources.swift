@@ -45,8 +45,9 @@ extension MountRunner {
         }
         let credentials = CredentialTable(saved)
         let environment = ProcessInfo.processInfo.environment
-        try ObjectStoreSettings.resolve(configuration.objectStore, environment: environment,
-                                        home: environment["HOME"] ?? "/root").apply(to: credentials)
+        let missingKeys = try ObjectStoreSettings.resolve(configuration.objectStore, environment: environment,
+                                                          home: environment["HOME"] ?? "/root").apply(to: credentials)
+        for line in missingKeys { printError("rangefs: " + line) }
         for index in sources.indices {
             sources[index].url = adopt(sources[index].url, into: credentials, store: store)
             sources[index].mirrors = sources[index].mirrors.map { credentials.adopt($0).url }

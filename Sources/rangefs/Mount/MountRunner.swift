@@ -75,7 +75,7 @@ struct MountRunner {
             // Before anything is mounted: a mount whose control socket another user could take is refused (issue
             // 45), rather than served without `rangefs status` and friends or with them talking to someone else.
             try ControlSocketFolder.prepare(controlSocketFolder, uid: geteuid())
-            if let problem = MountPoint.prepare(target, logger: logger) { throw Failure(problem) }
+            if let problem = MountPoint.prepare(target, nonEmpty: configuration.nonEmpty, logger: logger) { throw Failure(problem) }
             store = try CacheStore(root: configuration.cacheRoot, settings: configuration.store, events: events.store,
                                    metrics: metrics, logger: logger)
         } catch let failure as Failure {

@@ -112,11 +112,20 @@ struct ObjectStoreSettings: Equatable {
         return nil
     }
 
-    /// Makes `credentials` adopt `s3://` and `gs://` sources by these settings.
-    func apply(to credentials: CredentialTable) {
+    /// Makes `credentials` adopt `s3://` and `gs://` sources by these settings, and gives the origins saved with
+    /// the cache their keys again (credentials.json keeps no secret). Returns one line for each origin left
+    /// without its key, saying where to put it.
+    func apply(to credentials: CredentialTable) -> [String] {
         credentials.setObjectStore(endpoint: endpoint, region: region, pathStyle: pathStyle,
                                    key: key.map { ($0.id, $0.secret, $0.token) }, keySource: keySource,
                                    googleKey: googleKey.map { ($0.id, $0.secret, $0.token) },
                                    googleKeySource: googleKeySource, anonymous: anonymous)
+        let missing = credentials.takeKeptKeys(given: anonymous ? nil : key.map { ($0.id, $0.secret, $0.token) },
+                                               givenSource: keySource)
+        return missing.map { origin, key in
+            "the object store \(origin) has no key: \(key) is not kept on disk and is missing now; set "
+                + "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or name a profile with --s3-profile) and mount again; "
+                + "until then only its cached data is served"
+        }
     }
 }
