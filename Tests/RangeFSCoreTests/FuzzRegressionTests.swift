@@ -83,18 +83,22 @@ final class FuzzRegressionTests: XCTestCase {
     // MARK: Object store answers
 
     func testObjectListingXMLInputs() throws {
-        // The harness's properties: never both a page and an error; sizes a file can have; a page written back
-        // (escaped, then url-encoded as rclone writes it) reads back the same; the first half is no other page.
-        try replay("ObjectListingXML", regressions: false) { input, bytes in
+        // The harness's properties: never both a page and an error; an error's fields one trimmed printable line,
+        // short; sizes a file can have; a page written back (escaped, then url-encoded as rclone writes it) reads
+        // back the same; the first half is no other page.
+        try replay("ObjectListingXML") { input, bytes in
             let page = ObjectListingXML.page(bytes)
             let error = ObjectListingXML.error(bytes)
             XCTAssertFalse(page != nil && error != nil, input)
             if let error {
                 XCTAssertFalse(error.code.isEmpty, input)
+                XCTAssertLessThanOrEqual(error.code.unicodeScalars.count, ObjectListingXML.codeLimit, input)
                 for field in [error.code, error.message, error.bucket, error.key, error.resource, error.region] {
                     guard let field else { continue }
-                    XCTAssertFalse(field.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, input)
-                    XCTAssertLessThanOrEqual(field.count, 300, input)
+                    XCTAssertFalse(field.unicodeScalars.contains { ObjectListingXML.isUnprintable($0) },
+                                   "\(input): \(field.debugDescription)")
+                    XCTAssertLessThanOrEqual(field.unicodeScalars.count, ObjectListingXML.fieldLimit, input)
+                    XCTAssertFalse(field.hasPrefix(" ") || field.hasSuffix(" "), "\(input): \(field.debugDescription)")
                 }
             }
             guard let page else { return }
