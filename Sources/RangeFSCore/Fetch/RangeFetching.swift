@@ -36,12 +36,17 @@ public struct ResponseHead: Sendable, Equatable {
     /// The proxy the response came through (without credentials), if any: a 5xx names it, and its bytes are
     /// counted for it.
     var proxy: String?
+    /// Set on an answer that says "not now" (503, 429) which the fetcher asked again for this many seconds before
+    /// giving up (ThrottleRetry.swift): it fails with `.serverBusy`, which is not retried again.
+    public var retriedFor: Double?
 
-    public init(status: Int, headers: [String: String], effectiveURL: String? = nil, proxy: String? = nil) {
+    public init(status: Int, headers: [String: String], effectiveURL: String? = nil, proxy: String? = nil,
+                retriedFor: Double? = nil) {
         self.status = status
         self.headers = headers
         self.effectiveURL = effectiveURL
         self.proxy = proxy
+        self.retriedFor = retriedFor
     }
 
     subscript(name: String) -> String? { headers[name.lowercased()] }
@@ -49,6 +54,7 @@ public struct ResponseHead: Sendable, Equatable {
     /// The error for a status that is not the answer wanted. A server error through a proxy names the proxy: it
     /// may be the proxy's own answer (tinyproxy says 500 "Unable to connect", squid 503, others 502 or 504).
     var statusError: FetchError {
+        if let retriedFor { return .serverBusy(status: status, seconds: Int(retriedFor.rounded())) }
         if let proxy, status >= 500 { return .proxyStatus(status, proxy) }
         return .httpStatus(status)
     }
@@ -141,7 +147,8 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
 
     func receive(head: ResponseHead) -> Bool {
         status = head.status
-        guard head.status == 200 || keepingErrorBodies else {
+        // An object store's "not now" the fetcher already asked again for: its body would only say SlowDown.
+        guard head.status == 200 || keepingErrorBodies && head.retriedFor == nil else {
             failure = head.statusError
             return false
         }
