@@ -1,12 +1,13 @@
-// How large a response's headers may be. libcurl 7.88 takes a header line of up to 100 KiB (CURL_MAX_HTTP_HEADER)
-// and fails a longer one with "Out of memory", which told the user nothing (issue 45, case 11); it sets no bound on
-// the number of lines, each of which this side keeps. So a line is refused from 64 KiB on, and the headers from
-// 256 KiB in all, naming the header; a line past libcurl's own limit is named by the header before it, the one
-// name known. Real headers are far smaller: nginx takes 8 KiB lines (large_client_header_buffers), AWS 8 KiB in all.
+// How large a response's headers may be. libcurl 7.88 fails a header line longer than its buffer may grow
+// (CURL_MAX_HTTP_HEADER, 100 KiB: doubling from 256 bytes, a line past 64 KiB fails) with "Out of memory", which
+// told the user nothing (issue 45, case 11); and it sets no bound on the number of lines, each of which this side
+// keeps. So a line is refused from 32 KiB on, and the headers from 256 KiB in all, naming the header; a line past
+// libcurl's own limit is named by the header before it, the one name known. Real headers are far smaller: nginx
+// reads 8 KiB lines (large_client_header_buffers), S3 sends under 2 KiB.
 
 extension Transfer {
     /// The longest header line taken, and the most header bytes of one response.
-    static let headerLineLimit = 64 << 10
+    static let headerLineLimit = 32 << 10
     static let headerBytesLimit = 256 << 10
 
     /// Why a response whose header `name` takes `lineBytes` bytes, `totalBytes` with those before it, is refused;
@@ -26,6 +27,6 @@ extension Transfer {
     /// was complete); `previous` is the last header it did take.
     static func giantHeaderLine(after previous: String?) -> String {
         let place = previous.map { "the header after \(String($0.prefix(64)))" } ?? "its first header"
-        return "\(place) is longer than the 100 KiB libcurl takes (its name is not known)"
+        return "\(place) is longer than the 64 KiB libcurl takes (its name is not known)"
     }
 }

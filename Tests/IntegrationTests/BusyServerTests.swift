@@ -10,7 +10,7 @@ import XCTest
 final class BusyServerTests: MountTestCase {
     /// One server; its log has a line per answer: time, status, path, range, body bytes sent.
     ///   /throttle?seconds=S  every other request is answered 503 SlowDown, Retry-After: 2, for S seconds;
-    ///   /bighead             a 200 with a 1 MiB header line;
+    ///   /bighead?size=N      a 200 with a header line of N bytes;
     ///   /bkt?list-type=2...  an object store's listing: the root lists `data/`, whose listing is a 500 with a
     ///                        100 MB error document (the log gives the bytes written before the client left);
     ///   anything else        files and folders of the root, folders as nginx's JSON listing, with Range.
@@ -63,7 +63,7 @@ class Busy(http.server.BaseHTTPRequestHandler):
             return self.answer(200, b"ok\\n", {})
         if path == "/bighead":
             self.send_response(200)
-            self.send_header("X-Huge-Header", "a" * (1 << 20))
+            self.send_header("X-Huge-Header", "a" * int(query.partition("=")[2]))
             self.send_header("Content-Length", "4")
             self.end_headers()
             self.wfile.write(b"body")
@@ -195,5 +195,43 @@ Server(("127.0.0.1", port), Busy).serve_forever()
         asked("the open's probe") { $0[2] == "/dir/big.bin" && $0[3].hasPrefix("bytes=0-") }
         asked("the read") { $0[2] == "/dir/big.bin" && !$0[3].hasPrefix("bytes=0-") }
         asked("the folder's listing") { $0[2] == "/dir/sub/" }
+    }
+
+    /// An object store whose error to a listing is 100 MB long: the client reads its first 16 KiB, takes the Code
+    /// from them and closes the connection; the daemon's memory stays small. Before, the body was read whole
+    /// (491 MB RSS), and again on each of 4 attempts.
+    func testAHundredMegabyteErrorBodyIsNotRead() throws {
+        let origin = try startBusyOrigin()
+        defer { _ = origin.server.stop() }
+        let endpoint = "http://127.0.0.1:\(origin.port)"
+        try mount(["s3://bkt/"], extra: ["--s3-endpoint", endpoint, "--s3-no-sign", "--s3-region", "us-east-1"])
+        let pid = try XCTUnwrap(driver.daemonPID(cache: cache))
+        let listed = try Shell.run("/bin/ls", [mountpoint + "/data"])
+        XCTAssertNotEqual(listed.status, 0, "the listing failed: \(listed.stdout)")
+        let failures = origin.log.filter { $0[1] == "500" }
+        XCTAssertFalse(failures.isEmpty, "\(origin.log)")
+        for line in failures {
+            // What the server wrote before the client left: the client read 16 KiB; the rest of this is what
+            // the two sockets' buffers took.
+            XCTAssertLessThan(Int(line[4]) ?? .max, 40 << 20, "the client stopped reading: \(line)")
+        }
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }
+            .flatMap { Int($0.split(separator: " ", omittingEmptySubsequences: true)[1]) } ?? .max
+        XCTAssertLessThan(peak, 150 << 10, "the daemon's peak RSS (KiB) stayed small: \(peak)")
+    }
+
+    /// A response header line of 1 MiB (past libcurl's 64 KiB) and one of 48 KiB (past rangefs's 32 KiB): each
+    /// mount fails with one line that names the header (or the one before it, for libcurl's), not "Out of memory".
+    func testAHugeHeaderLineIsRefusedByName() throws {
+        let origin = try startBusyOrigin()
+        defer { _ = origin.server.stop() }
+        for (size, named) in [(1 << 20, "the header after date"), (48 << 10, "x-huge-header is 48 KiB")] {
+            let result = try driver.mount(mountpoint, urls: [origin.url("bighead?size=\(size)")], cache: cache)
+            XCTAssertNotEqual(result.status, 0, "\(size): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains(named), "\(size): \(result.stderr)")
+            XCTAssertFalse(result.stderr.contains("Out of memory"), result.stderr)
+            print("mount of a \(size)-byte header: \(result.stderr)")
+        }
     }
 }

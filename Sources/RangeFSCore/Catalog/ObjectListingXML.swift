@@ -101,6 +101,22 @@ enum ObjectListingXML {
                                     key: fields["Key"], resource: fields["Resource"], region: fields["Region"])
     }
 
+    /// The error the first bytes of an error body hold, when the rest was not read (`cut`): the fields this reader
+    /// keeps, each found whole in `bytes` (a Code and a Message come first in every store's error), read as a
+    /// document of their own. A body read whole is read by `error(_:)`.
+    static func error(_ bytes: [UInt8], cut: Bool) -> ObjectStoreErrorBody? {
+        guard cut else { return error(bytes) }
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let root = text.firstRange(of: "<Error>") else { return nil }
+        var document = "<Error>"
+        for name in ["Code", "Message", "BucketName", "Key", "Resource", "Region"] {
+            guard let open = text[root.upperBound...].firstRange(of: "<\(name)>"),
+                  let close = text[open.upperBound...].firstRange(of: "</\(name)>") else { continue }
+            document += text[open.lowerBound..<close.upperBound]
+        }
+        return error(Array((document + "</Error>").utf8))
+    }
+
     // MARK: Fields
 
     private static func page(of root: ShallowXML.Element) throws(ShallowXML.Problem) -> ObjectListingPage {

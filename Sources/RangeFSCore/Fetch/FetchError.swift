@@ -198,6 +198,7 @@ public enum FetchError: Error, Sendable, Equatable {
             "bucket \(bucket) is in another region; give it with --s3-region (or AWS_REGION)"
         case "RequestTimeTooSkewed": "this machine's clock is off by more than 15 minutes; set it right"
         case "SlowDown", "ServiceUnavailable": "the store asks to slow down; try again in a while"
+        case _ where status >= 500: "the store failed on its side (its fault, not the request's); try again later"
         default: "check the bucket \(bucket), the key and the credentials (\(keys.dropFirst(6)))"
         }
         return "the object store answered HTTP \(status) \(code): \(advice)"

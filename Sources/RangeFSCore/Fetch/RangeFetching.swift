@@ -133,13 +133,17 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
     // @unchecked Sendable: the fetcher calls in order from one thread, and `completion` runs once, last.
     private let limit: Int
     private let keepingErrorBodies: Bool
-    private let completion: @Sendable (Result<(status: Int, body: [UInt8]), FetchError>) -> Void
+    /// Whether the answer is an error whose body is read only to `BlockSink.errorBodyLimit`, and whether it was cut
+    /// there (issue 45, case 11: a 100 MB error body was read whole, four times).
+    private var isError = false
+    private var errorBodyCut = false
+    private let completion: @Sendable (Result<(status: Int, body: [UInt8], cut: Bool), FetchError>) -> Void
     private var status = 0
     private var body: [UInt8] = []
     private var failure: FetchError?
 
     init(limit: Int, keepingErrorBodies: Bool = false,
-         completion: @escaping @Sendable (Result<(status: Int, body: [UInt8]), FetchError>) -> Void) {
+         completion: @escaping @Sendable (Result<(status: Int, body: [UInt8], cut: Bool), FetchError>) -> Void) {
         self.limit = limit
         self.keepingErrorBodies = keepingErrorBodies
         self.completion = completion
@@ -152,6 +156,7 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
             failure = head.statusError
             return false
         }
+        isError = head.status != 200
         // A compressed listing would be read as garbage, an empty folder: say why instead.
         if let refusal = head.untrustedBody(expectedLength: nil) {
             failure = refusal
@@ -161,6 +166,11 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func receive(body bytes: UnsafeRawBufferPointer) -> Bool {
+        if isError, body.count + bytes.count > BlockSink.errorBodyLimit {
+            body.append(contentsOf: bytes.prefix(BlockSink.errorBodyLimit - body.count))
+            errorBodyCut = true
+            return false
+        }
         guard body.count + bytes.count <= limit else {
             failure = .listingTooLarge(limit)
             return false
@@ -170,8 +180,9 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func complete(error: FetchError?) {
-        if failure == nil, let error { failure = error }
-        completion(failure.map { .failure($0) } ?? .success((status, body)))
+        // An error body cut where enough of it came: the transfer was cancelled here, not by the network.
+        if failure == nil, let error, !errorBodyCut { failure = error }
+        completion(failure.map { .failure($0) } ?? .success((status, body, errorBodyCut)))
         body = []
     }
 }
