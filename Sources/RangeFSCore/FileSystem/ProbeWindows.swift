@@ -2,12 +2,13 @@
 // no sizes in its listing probes 32 of its files at once (DirectoryService+Probes.swift); a server with a small
 // listen backlog (`python3 -m http.server`: 5, and a new connection per request, as HTTP/1.0) drops the connection
 // attempts past it, and TCP sends each dropped SYN again only after a second: `ls -lR` of 3,007 files took 120 s
-// there, 15 s with rclone. So each server starts with a few probes at once and takes one more after as many
-// quick answers as it has probes at once (TCP's congestion avoidance: one more per round). A probe slower than the
+// there, 15 s with rclone. So each server starts with a few probes at once and takes half as many more after a
+// round of quick answers (as many as it has probes at once), at most once a second. A probe slower than the
 // server's fastest by most of a second waited for a dropped attempt (or the server is overloaded): the window
-// halves, and never grows past that again on this mount. Growing one per answer (slow start) was tried first: the
-// window reached 32 within the second before the first dropped attempt showed, and 500 probes of http.server
-// overflowed its backlog 20 times. A server that keeps up (nginx) reaches 16 at once after about 120 probes.
+// halves, and never grows past that again on this mount. Why once a second: a dropped attempt shows only when it
+// is sent again, a second later. Growing one per quick answer (slow start) reached 32 within that second, and 500
+// probes of http.server overflowed its backlog 20 times; one per round of answers, 4 times for 400. A server that
+// keeps up (nginx) goes 4, 6, 9, 13, 19 probes at once over four seconds (libcurl's 16 per host bound them).
 
 import Synchronization
 
@@ -18,6 +19,12 @@ final class ProbeWindows: Sendable {
     static let widest = 32
     /// A probe this much slower than its server's fastest waited for a connection attempt sent again (1 s).
     static let dropDelay = 0.8
+    /// Seconds between two widenings of one server's window (long enough for a dropped attempt to show).
+    private let growthInterval: Double
+
+    init(growthInterval: Double = 1.0) {
+        self.growthInterval = growthInterval
+    }
 
     typealias Probe = @Sendable (_ done: @escaping @Sendable () -> Void) -> Void
 
@@ -28,8 +35,10 @@ final class ProbeWindows: Sendable {
         /// Quick answers since the window last grew.
         var quickAnswers = 0
         var waiting: [Probe] = []
-        /// The quickest probe of this server (seconds), and when the window was last halved (monotonic seconds).
+        /// The quickest probe of this server (seconds), and when the window last grew and was last halved
+        /// (monotonic seconds).
         var fastest = Double.infinity
+        var grewAt = -Double.infinity
         var narrowedAt = -Double.infinity
     }
 
@@ -78,9 +87,10 @@ final class ProbeWindows: Sendable {
                 }
             } else if server.width < server.ceiling {
                 server.quickAnswers += 1
-                if server.quickAnswers >= server.width {
-                    server.width += 1
+                if server.quickAnswers >= server.width, now - server.grewAt >= growthInterval {
+                    server.width = min(server.ceiling, server.width + max(1, server.width / 2))
                     server.quickAnswers = 0
+                    server.grewAt = now
                 }
             }
             var next: [Probe] = []
