@@ -149,19 +149,13 @@ Server(("127.0.0.1", port), Busy).serve_forever()
         return BusyOrigin(folder: folder, server: server, port: port, root: root)
     }
 
-    static func randomBytes(_ count: Int) -> [UInt8] {
-        let handle = FileHandle(forReadingAtPath: "/dev/urandom")!
-        defer { try? handle.close() }
-        return [UInt8](handle.readData(ofLength: count))
-    }
-
     /// A server that answers 503 SlowDown (Retry-After: 2) for 8 s at each step: the mount (its listing), an
     /// open's probe, a read and a listing of a folder each wait it out and succeed, and the server's log shows
     /// each asked again about every 2 s. Before, each gave up within 1.4 s, or at once.
     func testAThrottleOfEightSecondsIsOutlastedByMountOpenReadAndListing() throws {
         let origin = try startBusyOrigin()
         defer { _ = origin.server.stop() }
-        let bytes = Self.randomBytes(8 << 20)
+        let bytes = LyingServerTests.randomBytes(8 << 20)
         try Data(bytes).write(to: URL(fileURLWithPath: origin.root + "/dir/big.bin"))
         try Data("small\n".utf8).write(to: URL(fileURLWithPath: origin.root + "/dir/sub/small.txt"))
 
