@@ -189,6 +189,37 @@ final class FuzzRegressionTests: XCTestCase {
         }
     }
 
+    func testResponseHeadChecksInputs() throws {
+        // The harness's framing: a byte for the status, one for whether a range was asked, the range as two
+        // little-endian UInt64s (at most 2^40), then header lines. Its properties, for the checks a body passes.
+        try replay("ResponseHeadChecks", regressions: false) { input, bytes in
+            guard bytes.count >= 18 else { return }
+            let status = [200, 206, 416, 503][Int(bytes[0] % 4)]
+            func number(_ at: Int) -> UInt64 {
+                bytes[at..<(at + 8)].reversed().reduce(0) { $0 << 8 | UInt64($1) } % (1 << 40)
+            }
+            let (first, second) = (number(2), number(10))
+            let asked: Range<UInt64>? = bytes[1] % 2 == 0 || first == second
+                ? nil : min(first, second)..<max(first, second)
+            var headers: [String: String] = [:]
+            for line in String(decoding: bytes[18...], as: UTF8.self).split(whereSeparator: \.isNewline) {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                headers[line[..<colon].lowercased()] = String(line[line.index(after: colon)...]).trimmingWhitespace()
+            }
+            let head = ResponseHead(status: status, headers: headers)
+            if case .part(let contentRange) = head.carriedBytes(asked: asked), let asked, contentRange.fits(asked),
+               let range = contentRange.range {
+                XCTAssertTrue(range.lowerBound == asked.lowerBound && range.upperBound <= asked.upperBound, input)
+            }
+            let length = asked.map { UInt64($0.count) }
+            guard head.untrustedBody(expectedLength: length) == nil else { return }
+            XCTAssertNil(head.foreignEncoding, input)
+            XCTAssertFalse(headers["content-type"]?.lowercased().hasPrefix("multipart/") ?? false,
+                           "\(input): a multipart body is not the range asked for")
+            if let length, head.statesItsLength { XCTAssertEqual(UInt64(headers["content-length"] ?? ""), length, input) }
+        }
+    }
+
     func testHTTPDatesKeepFourDigitYears() {
         // Found by the ContentRange and listing fuzzers: year 26 was written "26" and read back as 2026.
         let year26 = HTTPDate.daysSinceEpoch(year: 26, month: 11, day: 23) * 86_400 + 36_000

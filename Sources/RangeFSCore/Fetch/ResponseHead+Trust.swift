@@ -31,6 +31,11 @@ extension ResponseHead {
         if let encoding = foreignEncoding {
             return .untrustedBody("its body is \(encoding)-encoded (Content-Encoding: \(encoding)) although identity was asked for")
         }
+        // rangefs asks for one range at a time: parts with their own headers and boundaries are not its bytes, even
+        // under a Content-Range of the right span.
+        if let type = self["content-type"], type.trimmingWhitespace().lowercased().hasPrefix("multipart/") {
+            return .untrustedBody("its body is \(type.prefix(40)) (several parts) although one range was asked for")
+        }
         if let length, statesItsLength, let stated = self["content-length"] {
             guard let declared = UInt64(stated.trimmingWhitespace()) else {
                 return .untrustedBody("its Content-Length (\(stated)) is no number")
