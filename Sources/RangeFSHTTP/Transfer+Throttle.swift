@@ -24,8 +24,10 @@ extension Transfer {
         case giveUp(retriedFor: Double?)
     }
 
-    /// The next step after this hop's answer said "not now".
+    /// The next step after this hop's answer said "not now". A request on one mirror of several (it has a stall
+    /// timeout, Mirrors.swift) is not asked again here: another mirror takes it over at once.
     func afterNotNow() -> NotNowOutcome {
+        guard request?.stallTimeout == nil else { return .giveUp(retriedFor: nil) }
         let now = DispatchTime.now().uptimeNanoseconds
         let since = throttled?.since ?? now
         let answers = (throttled?.answers ?? 0) + 1
