@@ -68,8 +68,7 @@ final class Transfer: @unchecked Sendable {
     /// `droppedBodyLimit` the connection is closed instead (a 100 MB error body is not read, issue 45 case 11).
     private var droppedBytes = 0
     private var droppedBodyCut = false
-    /// The response's header bytes so far, and the last header's name; why its headers were refused, if they were
-    /// (Transfer+HeaderLimits.swift).
+    /// The header bytes so far, the last header's name, why the headers were refused (Transfer+HeaderLimits.swift).
     private var headerBytes = 0
     private var lastHeaderName: String?
     private var headerRefusal: String?
@@ -176,19 +175,6 @@ final class Transfer: @unchecked Sendable {
         rfs_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
         rfs_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, transferWriteCallback)
         rfs_easy_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, transferHeaderCallback)
-    }
-
-    /// `reference` (a Location header) made absolute against `base`; nil if it cannot be.
-    static func resolve(_ reference: String, against base: String) -> String? {
-        guard let parser = curl_url() else { return nil }
-        defer { curl_url_cleanup(parser) }
-        guard curl_url_set(parser, CURLUPART_URL, base, 0) == CURLUE_OK,
-              curl_url_set(parser, CURLUPART_URL, reference, 0) == CURLUE_OK
-        else { return nil }
-        var resolved: UnsafeMutablePointer<CChar>?
-        guard curl_url_get(parser, CURLUPART_URL, &resolved, 0) == CURLUE_OK, let resolved else { return nil }
-        defer { curl_free(resolved) }
-        return String(cString: resolved)
     }
 
     deinit {
