@@ -135,8 +135,15 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
                 curl_multi_remove_handle(multi, handle)
                 if let reference = active.removeValue(forKey: handle) {
                     if let next = reference.takeUnretainedValue().finish(code) {
-                        active[next.handle] = next.attach()
-                        curl_multi_add_handle(multi, next.handle)
+                        if next.startDelay > 0 {
+                            // A pause after "not now" (ThrottleRetry.swift): the hop queues again when it is over.
+                            DispatchQueue.global().asyncAfter(deadline: .now() + next.startDelay) { [self] in
+                                enqueue(next)
+                            }
+                        } else {
+                            active[next.handle] = next.attach()
+                            curl_multi_add_handle(multi, next.handle)
+                        }
                     }
                     reference.release()
                 }

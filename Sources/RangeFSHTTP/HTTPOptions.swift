@@ -6,6 +6,9 @@ public struct HTTPOptions: Sendable, Equatable {
     public var lowSpeedLimit = 1024
     public var lowSpeedTime = 20
     public var maxRedirects = 10
+    /// Seconds an answer that says "not now" (503, S3's SlowDown, 429) is asked again for, with growing pauses or
+    /// as its Retry-After says, before the request fails (ThrottleRetry.swift); 0 asks once.
+    public var retryTime = 45
     /// Connections to one host at once, and in total.
     public var maxHostConnections = 16
     public var maxTotalConnections = 64

@@ -60,6 +60,18 @@ final class Transfer: @unchecked Sendable {
     private var sinkHeard = false
     /// What the engine does after this hop, instead of reporting it to the sink (set from the response head).
     private(set) var followUp: FollowUp?
+    /// The "not now" answers (503, 429) this request got before this hop, and when the first came.
+    let throttled: Throttled?
+    /// Seconds the engine waits before it starts this hop: the pause after a "not now" (ThrottleRetry.swift).
+    let startDelay: Double
+    /// Body bytes of a response that is followed up (a redirect's, a "not now"'s) read and dropped: past
+    /// `droppedBodyLimit` the connection is closed instead (a 100 MB error body is not read, issue 45 case 11).
+    private var droppedBytes = 0
+    private var droppedBodyCut = false
+    /// The header bytes so far, the last header's name, why the headers were refused (Transfer+HeaderLimits.swift).
+    private var headerBytes = 0
+    private var lastHeaderName: String?
+    private var headerRefusal: String?
 
     enum FollowUp: Equatable {
         /// The server redirected: ask this URL next.
@@ -68,12 +80,16 @@ final class Transfer: @unchecked Sendable {
         case resolveAgain
         /// The proxy failed before the sink heard anything: ask again through the chain's next choice.
         case nextProxy
+        /// The server said "not now": ask the same again after this many seconds.
+        case askAgain(after: Double, Throttled)
     }
 
     init(request: RangeRequest?, url: String, originalURL: String? = nil, hops: Int = 0, remembered: Bool = false,
          proxyTries: Int = 0, sink: RangeResponseSink, session: HTTPSession, pauseSignal: PauseSignal,
-         requestLog: Logger? = nil) {
+         requestLog: Logger? = nil, throttled: Throttled? = nil, startDelay: Double = 0) {
         let options = session.options
+        self.throttled = throttled
+        self.startDelay = startDelay
         self.proxyTries = proxyTries
         chainProxy = session.chainProxy(for: url, offset: request?.range?.lowerBound ?? 0)
         self.pauseSignal = pauseSignal
@@ -161,34 +177,6 @@ final class Transfer: @unchecked Sendable {
         rfs_easy_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, transferHeaderCallback)
     }
 
-    /// `reference` (a Location header) made absolute against `base`; nil if it cannot be.
-    static func resolve(_ reference: String, against base: String) -> String? {
-        guard let parser = curl_url() else { return nil }
-        defer { curl_url_cleanup(parser) }
-        guard curl_url_set(parser, CURLUPART_URL, base, 0) == CURLUE_OK,
-              curl_url_set(parser, CURLUPART_URL, reference, 0) == CURLUE_OK
-        else { return nil }
-        var resolved: UnsafeMutablePointer<CChar>?
-        guard curl_url_get(parser, CURLUPART_URL, &resolved, 0) == CURLUE_OK, let resolved else { return nil }
-        defer { curl_free(resolved) }
-        return String(cString: resolved)
-    }
-
-    private static func configureTLS(_ handle: UnsafeMutableRawPointer, _ options: HTTPOptions) {
-        if let file = options.caCertificateFile { rfs_easy_setopt_string(handle, CURLOPT_CAINFO, file) }
-        if let directory = options.caCertificateDirectory {
-            rfs_easy_setopt_string(handle, CURLOPT_CAPATH, directory)
-        }
-        if options.insecure {
-            rfs_easy_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 0)
-            rfs_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 0)
-        }
-        if let certificate = options.clientCertificate {
-            rfs_easy_setopt_string(handle, CURLOPT_SSLCERT, certificate)
-        }
-        if let key = options.clientKey { rfs_easy_setopt_string(handle, CURLOPT_SSLKEY, key) }
-    }
-
     deinit {
         curl_easy_cleanup(handle)
         curl_slist_free_all(headerList)
@@ -216,14 +204,25 @@ final class Transfer: @unchecked Sendable {
         curl_easy_pause(handle, CURLPAUSE_CONT)
     }
 
-    fileprivate func receiveHeaderLine(_ line: String) {
+    /// A header of this hop's response, by its lowercased name.
+    func responseHeader(_ name: String) -> String? { responseHeaders[name] }
+
+    /// Takes one header line; false refuses the response (its headers are larger than rangefs takes).
+    fileprivate func receiveHeaderLine(_ line: String) -> Bool {
         if watchesStall { progressAt = DispatchTime.now().uptimeNanoseconds }
         if line.hasPrefix("HTTP/") {
             responseHeaders = [:]  // a new response in a redirect chain
-            return
+            headerBytes = 0
+            return true
         }
-        guard let colon = line.firstIndex(of: ":") else { return }
+        guard let colon = line.firstIndex(of: ":") else { return true }
         let name = line[..<colon].lowercased()
+        headerBytes += line.utf8.count
+        lastHeaderName = name
+        if let refusal = Self.headerRefusal(name: name, lineBytes: line.utf8.count, totalBytes: headerBytes) {
+            headerRefusal = refusal
+            return false
+        }
         let value = line[line.index(after: colon)...].trimmed()
         // A repeated list header adds members (RFC 9110 §5.3); any other repeated header keeps its last value.
         if name == "link" || name == "repr-digest" || name == "digest", let earlier = responseHeaders[name] {
@@ -231,6 +230,7 @@ final class Transfer: @unchecked Sendable {
         } else {
             responseHeaders[name] = value
         }
+        return true
     }
 
     private func deliverHeadIfNeeded() -> Bool {
@@ -262,11 +262,21 @@ final class Transfer: @unchecked Sendable {
                 return true
             }
         }
+        var retriedFor: Double?
+        if ThrottleRetry.isThrottle(status) {
+            switch afterNotNow() {
+            case .askAgain(let next):
+                followUp = next
+                return true  // its body is read and dropped, up to `droppedBodyLimit`
+            case .giveUp(let seconds):
+                retriedFor = seconds
+            }
+        }
         if (200..<300).contains(status) && effectiveURL != originalURL {
             session.redirects.remember(effectiveURL, for: originalURL)
         }
         let head = ResponseHead(status: status, headers: responseHeaders, effectiveURL: effectiveURL,
-                                proxy: proxyName)
+                                proxy: proxyName, retriedFor: retriedFor)
         sinkHeard = true
         if !sink.receive(head: head) {
             cancelledBySink = true
@@ -291,7 +301,11 @@ final class Transfer: @unchecked Sendable {
             return .pause
         }
         guard deliverHeadIfNeeded() else { return .abort }
-        if followUp != nil { return .accepted }
+        if followUp != nil {
+            droppedBytes += bytes.count
+            droppedBodyCut = droppedBytes > Self.droppedBodyLimit
+            return droppedBodyCut ? .abort : .accepted
+        }
         if !sink.receive(body: bytes) {
             cancelledBySink = true
             return .abort
@@ -303,7 +317,7 @@ final class Transfer: @unchecked Sendable {
     /// asks for another hop, returns it for the engine to start (the sink hears from the last hop).
     func finish(_ code: CURLcode) -> Transfer? {
         if requestLog != nil { logRequest(code) }
-        if code == CURLE_OK, !cancelledBySink, deliverHeadIfNeeded(), let followUp {
+        if code == CURLE_OK || droppedBodyCut, !cancelledBySink, deliverHeadIfNeeded(), let followUp {
             return next(after: followUp)
         }
         if code != CURLE_OK, !cancelledBySink, let chainProxy, let chain = session.proxyChain,
@@ -328,12 +342,16 @@ final class Transfer: @unchecked Sendable {
         case .nextProxy:
             return Transfer(request: request, url: url, originalURL: originalURL, hops: hops, remembered: remembered,
                             proxyTries: proxyTries + 1, sink: sink, session: session, pauseSignal: pauseSignal,
-                            requestLog: requestLog)
+                            requestLog: requestLog, throttled: throttled)
+        case .askAgain(let pause, let throttled):
+            return Transfer(request: request, url: url, originalURL: originalURL, hops: hops, remembered: remembered,
+                            proxyTries: proxyTries, sink: sink, session: session, pauseSignal: pauseSignal,
+                            requestLog: requestLog, throttled: throttled, startDelay: pause)
         case .resolveAgain:
             session.redirects.forget(originalURL)
             return Transfer(request: request.map { var again = $0; again.url = originalURL; return again },
                             url: originalURL, hops: hops + 1, sink: sink, session: session,
-                            pauseSignal: pauseSignal, requestLog: requestLog)
+                            pauseSignal: pauseSignal, requestLog: requestLog, throttled: throttled)
         case .redirect(let target):
             guard hops < session.options.maxRedirects else {
                 sink.complete(error: .transport("more than \(session.options.maxRedirects) redirects, the last to "
@@ -348,7 +366,7 @@ final class Transfer: @unchecked Sendable {
             }
             return Transfer(request: request.map { var hop = $0; hop.url = target; return hop }, url: target,
                             originalURL: originalURL, hops: hops + 1, sink: sink, session: session,
-                            pauseSignal: pauseSignal, requestLog: requestLog)
+                            pauseSignal: pauseSignal, requestLog: requestLog, throttled: throttled)
         }
     }
 
@@ -363,6 +381,11 @@ final class Transfer: @unchecked Sendable {
         }
         if cancelledBySink {
             sink.complete(error: .cancelled)
+            return
+        }
+        if let refusal = headerRefusal ?? (code == CURLE_OUT_OF_MEMORY && !headDelivered
+                                            ? Self.giantHeaderLine(after: lastHeaderName) : nil) {
+            sink.complete(error: .untrustedBody(refusal))
             return
         }
         if headDelivered == false, code == CURLE_WRITE_ERROR, responseHeaders.isEmpty == false {
@@ -423,6 +446,5 @@ private let transferHeaderCallback: rfs_curl_data_callback = { pointer, size, co
     let transfer = Unmanaged<Transfer>.fromOpaque(userdata!).takeUnretainedValue()
     let length = size * count
     let line = String(decoding: UnsafeRawBufferPointer(start: pointer, count: length), as: UTF8.self)
-    transfer.receiveHeaderLine(line)
-    return length
+    return transfer.receiveHeaderLine(line) ? length : 0
 }

@@ -2,7 +2,7 @@
 // Properties: no answer is both a page and an error; a page's sizes are sizes a file can have; a page written back
 // as XML (escaped, and again url-encoded the way rclone writes it) reads back as the same page; the first half of
 // an answer is no page, or the same page (a cut answer never yields a different listing); an error has a code,
-// and each of its fields is one trimmed line of at most 300 characters.
+// and each of its fields is one trimmed line of printable scalars, at most 300 (the code 64).
 
 @testable import RangeFSCore
 
@@ -16,10 +16,12 @@ public func fuzzObjectListingXML(_ data: UnsafePointer<UInt8>?, _ size: Int) -> 
         fuzzRequire(!error.code.isEmpty, "an error without a code")
         for field in [error.code, error.message, error.bucket, error.key, error.resource, error.region] {
             guard let field else { continue }
-            fuzzRequire(!field.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F },
-                        "error field \(field.debugDescription) is not one line")
-            fuzzRequire(field.count <= 300 && !field.hasPrefix(" ") && !field.hasSuffix(" "), "error field \(field)")
+            fuzzRequire(!field.unicodeScalars.contains { ObjectListingXML.isUnprintable($0) },
+                        "error field \(field.debugDescription) is not one printable line")
+            fuzzRequire(field.unicodeScalars.count <= ObjectListingXML.fieldLimit && !field.hasPrefix(" ")
+                        && !field.hasSuffix(" "), "error field \(field.debugDescription) is long or untrimmed")
         }
+        fuzzRequire(error.code.unicodeScalars.count <= ObjectListingXML.codeLimit, "code \(error.code) is long")
     }
     guard let page else { return 0 }
     for object in page.objects {

@@ -83,18 +83,22 @@ final class FuzzRegressionTests: XCTestCase {
     // MARK: Object store answers
 
     func testObjectListingXMLInputs() throws {
-        // The harness's properties: never both a page and an error; sizes a file can have; a page written back
-        // (escaped, then url-encoded as rclone writes it) reads back the same; the first half is no other page.
-        try replay("ObjectListingXML", regressions: false) { input, bytes in
+        // The harness's properties: never both a page and an error; an error's fields one trimmed printable line,
+        // short; sizes a file can have; a page written back (escaped, then url-encoded as rclone writes it) reads
+        // back the same; the first half is no other page.
+        try replay("ObjectListingXML") { input, bytes in
             let page = ObjectListingXML.page(bytes)
             let error = ObjectListingXML.error(bytes)
             XCTAssertFalse(page != nil && error != nil, input)
             if let error {
                 XCTAssertFalse(error.code.isEmpty, input)
+                XCTAssertLessThanOrEqual(error.code.unicodeScalars.count, ObjectListingXML.codeLimit, input)
                 for field in [error.code, error.message, error.bucket, error.key, error.resource, error.region] {
                     guard let field else { continue }
-                    XCTAssertFalse(field.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, input)
-                    XCTAssertLessThanOrEqual(field.count, 300, input)
+                    XCTAssertFalse(field.unicodeScalars.contains { ObjectListingXML.isUnprintable($0) },
+                                   "\(input): \(field.debugDescription)")
+                    XCTAssertLessThanOrEqual(field.unicodeScalars.count, ObjectListingXML.fieldLimit, input)
+                    XCTAssertFalse(field.hasPrefix(" ") || field.hasSuffix(" "), "\(input): \(field.debugDescription)")
                 }
             }
             guard let page else { return }
@@ -182,6 +186,37 @@ final class FuzzRegressionTests: XCTestCase {
                                "\(input): \(time) as \(HTTPDate.format(time))")
             }
             if let name = ContentDisposition.filename(from: text) { XCTAssertFalse(name.isEmpty, input) }
+        }
+    }
+
+    func testResponseHeadChecksInputs() throws {
+        // The harness's framing: a byte for the status, one for whether a range was asked, the range as two
+        // little-endian UInt64s (at most 2^40), then header lines. Its properties, for the checks a body passes.
+        try replay("ResponseHeadChecks", regressions: false) { input, bytes in
+            guard bytes.count >= 18 else { return }
+            let status = [200, 206, 416, 503][Int(bytes[0] % 4)]
+            func number(_ at: Int) -> UInt64 {
+                bytes[at..<(at + 8)].reversed().reduce(0) { $0 << 8 | UInt64($1) } % (1 << 40)
+            }
+            let (first, second) = (number(2), number(10))
+            let asked: Range<UInt64>? = bytes[1] % 2 == 0 || first == second
+                ? nil : min(first, second)..<max(first, second)
+            var headers: [String: String] = [:]
+            for line in String(decoding: bytes[18...], as: UTF8.self).split(whereSeparator: \.isNewline) {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                headers[line[..<colon].lowercased()] = String(line[line.index(after: colon)...]).trimmingWhitespace()
+            }
+            let head = ResponseHead(status: status, headers: headers)
+            if case .part(let contentRange) = head.carriedBytes(asked: asked), let asked, contentRange.fits(asked),
+               let range = contentRange.range {
+                XCTAssertTrue(range.lowerBound == asked.lowerBound && range.upperBound <= asked.upperBound, input)
+            }
+            let length = asked.map { UInt64($0.count) }
+            guard head.untrustedBody(expectedLength: length) == nil else { return }
+            XCTAssertNil(head.foreignEncoding, input)
+            XCTAssertFalse(length != nil && headers["content-type"]?.lowercased().hasPrefix("multipart/") ?? false,
+                           "\(input): a multipart body is not the range asked for")
+            if let length, head.statesItsLength { XCTAssertEqual(UInt64(headers["content-length"] ?? ""), length, input) }
         }
     }
 

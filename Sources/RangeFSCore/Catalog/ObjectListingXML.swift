@@ -43,7 +43,7 @@ struct ObjectListingPage: Equatable, Sendable {
 /// An S3 error answer: `<Error><Code>SignatureDoesNotMatch</Code><Message>...</Message>...</Error>`. Only these
 /// fields are kept: AWS's SignatureDoesNotMatch also carries the canonical request and string to sign, which hold
 /// the signed headers (a session token among them), and nothing of those may reach a log. Each field is one line
-/// (see `oneLine`).
+/// of at most 300 printable scalars, the Code of 64 (see `oneLine`).
 struct ObjectStoreErrorBody: Equatable, Sendable {
     var code: String
     var message: String?
@@ -93,12 +93,28 @@ enum ObjectListingXML {
         for child in root.children where !child.hasChildElements && fields[child.name] == nil {
             // A field that is not UTF-8 is left out; the others still say what went wrong.
             guard let text = String(validating: child.text, as: UTF8.self) else { continue }
-            let line = oneLine(text)
+            let line = oneLine(text, limit: child.name == "Code" ? codeLimit : fieldLimit)
             if !line.isEmpty { fields[child.name] = line }
         }
         guard let code = fields["Code"] else { return nil }
         return ObjectStoreErrorBody(code: code, message: fields["Message"], bucket: fields["BucketName"],
                                     key: fields["Key"], resource: fields["Resource"], region: fields["Region"])
+    }
+
+    /// The error the first bytes of an error body hold, when the rest was not read (`cut`): the fields this reader
+    /// keeps, each found whole in `bytes` (a Code and a Message come first in every store's error), read as a
+    /// document of their own. A body read whole is read by `error(_:)`.
+    static func error(_ bytes: [UInt8], cut: Bool) -> ObjectStoreErrorBody? {
+        guard cut else { return error(bytes) }
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let root = text.firstRange(of: "<Error>") else { return nil }
+        var document = "<Error>"
+        for name in ["Code", "Message", "BucketName", "Key", "Resource", "Region"] {
+            guard let open = text[root.upperBound...].firstRange(of: "<\(name)>"),
+                  let close = text[open.upperBound...].firstRange(of: "</\(name)>") else { continue }
+            document += text[open.lowerBound..<close.upperBound]
+        }
+        return error(Array((document + "</Error>").utf8))
     }
 
     // MARK: Fields
@@ -229,22 +245,46 @@ enum ObjectListingXML {
         return value <= UInt64(Int64.max) ? value : nil
     }
 
-    /// `text` fit for one line of a message: control characters (line ends, tabs, escape sequences' ESC) and runs
-    /// of spaces become one space, the ends are trimmed, and it is cut to 300 characters. Error bodies are shown to
-    /// users and logged, and the server writes them.
-    private static func oneLine(_ text: String) -> String {
-        var line = ""
+    /// The most Unicode scalars an error's Code keeps (AWS's longest code has 39), and any other field (AWS's
+    /// messages stay under 200). Counted in scalars, not Characters: a Character may hold any number of
+    /// combining marks, so 300 Characters bound nothing.
+    static let codeLimit = 64
+    static let fieldLimit = 300
+
+    /// `text` fit for one line of a message: controls (line ends, tabs, ESC of escape sequences, DEL, C1), line and
+    /// paragraph separators, format characters (bidi overrides, which reorder what a terminal shows), and runs of
+    /// spaces of any kind become one space; it is cut to at most `limit` scalars, never right after a space (a cut
+    /// there ended a 300-character field in the space a control byte left, issue 45 case 13). Error bodies are shown to users and logged, and
+    /// the server writes them.
+    static func oneLine(_ text: String, limit: Int = fieldLimit) -> String {
+        var line = String.UnicodeScalarView()
+        var kept = 0
         var pendingSpace = false
         for scalar in text.unicodeScalars {
-            if scalar.value <= 0x20 || (0x7F...0x9F).contains(scalar.value) {
-                pendingSpace = !line.isEmpty
+            if isUnprintable(scalar) || scalar.properties.generalCategory == .spaceSeparator {
+                pendingSpace = kept > 0
                 continue
             }
-            if pendingSpace { line.unicodeScalars.append(" ") }
+            // A space goes in only with a scalar after it: the line never ends in one.
+            guard kept + (pendingSpace ? 2 : 1) <= limit else { break }
+            if pendingSpace {
+                line.append(" ")
+                kept += 1
+            }
             pendingSpace = false
-            line.unicodeScalars.append(scalar)
+            line.append(scalar)
+            kept += 1
         }
-        return line.count > 300 ? String(line.prefix(300)) : line
+        return String(line)
+    }
+
+    /// Whether `scalar` has no place in one line of a message: a control, a line or paragraph separator, or a
+    /// format character.
+    static func isUnprintable(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator: true
+        default: false
+        }
     }
 
     /// `bytes` without XML white space at either end.

@@ -30,18 +30,20 @@ extension BlockSink {
     /// Bytes of an error's body kept to read the object store's Code from.
     static var errorBodyLimit: Int { 16 << 10 }
 
-    /// Keeps the error body's bytes; false (cancel) once it is longer than an error document is.
+    /// Keeps the error body's bytes; false (cancel) once it is longer than an error document is, with its first
+    /// `errorBodyLimit` bytes kept (the Code and Message come first).
     func receive(errorBytes bytes: UnsafeRawBufferPointer) -> Bool {
-        guard (errorBody?.count ?? 0) + bytes.count <= Self.errorBodyLimit else { return false }
-        errorBody?.append(contentsOf: bytes)
-        return true
+        let room = Self.errorBodyLimit - (errorBody?.count ?? 0)
+        errorBody?.append(contentsOf: bytes.prefix(room))
+        return bytes.count <= room
     }
 
     /// The attempt's failure in the object store's words when its error body says them.
     func objectStoreFailure(_ failure: FetchError?) -> FetchError? {
         guard let body = errorBody else { return failure }
         errorBody = nil
-        guard case .httpStatus(let status)? = failure, let error = ObjectListingXML.error(body) else { return failure }
+        guard case .httpStatus(let status)? = failure,
+              let error = ObjectListingXML.error(body, cut: body.count >= Self.errorBodyLimit) else { return failure }
         return .objectStore(status: status, code: error.code, bucket: error.bucket ?? "")
     }
 

@@ -13,6 +13,9 @@ public enum FetchError: Error, Sendable, Equatable {
     /// The server sent nothing for this many seconds in the middle of a request (`RangeRequest.stallTimeout`).
     case stalled(Double)
     case httpStatus(Int)
+    /// The server still answered "not now" (503, S3's SlowDown, 429) after being asked again for this many seconds
+    /// (ThrottleRetry.swift; 0: it asked for a wait longer than `--retry-time`). Not retried again.
+    case serverBusy(status: Int, seconds: Int)
     /// 206 whose Content-Range does not match what was asked for (or is missing), or a 200 whose Content-Range
     /// names neither the bytes asked for nor the whole file (ResponseHead+Range.swift).
     case badContentRange(String)
@@ -61,7 +64,14 @@ public enum FetchError: Error, Sendable, Equatable {
         case .timedOut: "timed out; the server did not answer in time"
         case .stalled(let seconds): "the server stopped sending (nothing for \(Int(seconds.rounded())) s)"
         case .httpStatus(let status) where status == 401 || status == 403: Self.loginAdvice(status)
+        case .httpStatus(let status) where status >= 500 || status == 429:
+            "HTTP \(status) \(Self.reasonPhrase(status)): the server failed or is overloaded (its fault, not the "
+                + "URL's); try again later"
         case .httpStatus(let status): "HTTP \(status) \(Self.reasonPhrase(status)); check the URL"
+        case .serverBusy(let status, let seconds):
+            "HTTP \(status) \(Self.reasonPhrase(status)): the server is overloaded or limits its request rate, "
+                + (seconds > 0 ? "and still was after \(seconds) s of asking again" : "and asks for a longer wait")
+                + " (--retry-time); its fault, not the URL's: try again later"
         case .badContentRange(let value): "the server sent a wrong Content-Range (\(value))"
         case .rangeIgnored: "the server ignores Range requests"
         case .remoteChanged: "the remote file changed"
@@ -98,7 +108,7 @@ public enum FetchError: Error, Sendable, Equatable {
         case .hostNotFound: "host_not_found"
         case .timedOut: "timed_out"
         case .stalled: "stalled"
-        case .httpStatus(let status): status >= 500 ? "http_5xx" : "http_4xx"
+        case .httpStatus(let status), .serverBusy(let status, _): status >= 500 ? "http_5xx" : "http_4xx"
         case .badContentRange: "bad_content_range"
         case .rangeIgnored: "range_ignored"
         case .remoteChanged: "remote_changed"
@@ -145,7 +155,8 @@ public enum FetchError: Error, Sendable, Equatable {
     /// fails this way at mount is served from its cache entry, and stays in the saved set.
     var isOriginUnreachable: Bool {
         switch self {
-        case .connectionRefused, .hostNotFound, .timedOut, .stalled, .shortBody, .transport, .proxy, .proxyStatus: true
+        case .connectionRefused, .hostNotFound, .timedOut, .stalled, .shortBody, .transport, .proxy, .proxyStatus,
+             .serverBusy: true
         case .httpStatus(let status): status >= 500
         default: false
         }
@@ -187,6 +198,7 @@ public enum FetchError: Error, Sendable, Equatable {
             "bucket \(bucket) is in another region; give it with --s3-region (or AWS_REGION)"
         case "RequestTimeTooSkewed": "this machine's clock is off by more than 15 minutes; set it right"
         case "SlowDown", "ServiceUnavailable": "the store asks to slow down; try again in a while"
+        case _ where status >= 500: "the store failed on its side (its fault, not the request's); try again later"
         default: "check the bucket \(bucket), the key and the credentials (\(keys.dropFirst(6)))"
         }
         return "the object store answered HTTP \(status) \(code): \(advice)"
@@ -199,6 +211,7 @@ public enum FetchError: Error, Sendable, Equatable {
         case 404: "Not Found"
         case 410: "Gone"
         case 416: "Range Not Satisfiable"
+        case 429: "Too Many Requests"
         case 500: "Internal Server Error"
         case 502: "Bad Gateway"
         case 503: "Service Unavailable"

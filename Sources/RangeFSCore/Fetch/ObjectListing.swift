@@ -65,14 +65,15 @@ private final class ObjectListingRun: Sendable {
         })
     }
 
-    private func read(_ result: Result<(status: Int, body: [UInt8]), FetchError>, after token: String?, attempt: Int) {
-        let answer: (status: Int, body: [UInt8])
+    private func read(_ result: Result<(status: Int, body: [UInt8], cut: Bool), FetchError>, after token: String?, attempt: Int) {
+        let answer: (status: Int, body: [UInt8], cut: Bool)
         switch result {
         case .failure(let error): return failed(error, after: token, attempt: attempt)
         case .success(let value): answer = value
         }
         guard answer.status == 200 else {
-            return failed(ObjectListingXML.error(answer.body).map {
+            // An error body past `BlockSink.errorBodyLimit` was cut there (ListingSink): its Code comes first.
+            return failed(ObjectListingXML.error(answer.body, cut: answer.cut).map {
                 .objectStore(status: answer.status, code: $0.code, bucket: $0.bucket ?? bucketName)
             } ?? .httpStatus(answer.status), after: token, attempt: attempt)
         }

@@ -36,12 +36,17 @@ public struct ResponseHead: Sendable, Equatable {
     /// The proxy the response came through (without credentials), if any: a 5xx names it, and its bytes are
     /// counted for it.
     var proxy: String?
+    /// Set on an answer that says "not now" (503, 429) which the fetcher asked again for this many seconds before
+    /// giving up (ThrottleRetry.swift): it fails with `.serverBusy`, which is not retried again.
+    public var retriedFor: Double?
 
-    public init(status: Int, headers: [String: String], effectiveURL: String? = nil, proxy: String? = nil) {
+    public init(status: Int, headers: [String: String], effectiveURL: String? = nil, proxy: String? = nil,
+                retriedFor: Double? = nil) {
         self.status = status
         self.headers = headers
         self.effectiveURL = effectiveURL
         self.proxy = proxy
+        self.retriedFor = retriedFor
     }
 
     subscript(name: String) -> String? { headers[name.lowercased()] }
@@ -49,6 +54,7 @@ public struct ResponseHead: Sendable, Equatable {
     /// The error for a status that is not the answer wanted. A server error through a proxy names the proxy: it
     /// may be the proxy's own answer (tinyproxy says 500 "Unable to connect", squid 503, others 502 or 504).
     var statusError: FetchError {
+        if let retriedFor { return .serverBusy(status: status, seconds: Int(retriedFor.rounded())) }
         if let proxy, status >= 500 { return .proxyStatus(status, proxy) }
         return .httpStatus(status)
     }
@@ -127,13 +133,17 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
     // @unchecked Sendable: the fetcher calls in order from one thread, and `completion` runs once, last.
     private let limit: Int
     private let keepingErrorBodies: Bool
-    private let completion: @Sendable (Result<(status: Int, body: [UInt8]), FetchError>) -> Void
+    /// Whether the answer is an error whose body is read only to `BlockSink.errorBodyLimit`, and whether it was cut
+    /// there (issue 45, case 11: a 100 MB error body was read whole, four times).
+    private var isError = false
+    private var errorBodyCut = false
+    private let completion: @Sendable (Result<(status: Int, body: [UInt8], cut: Bool), FetchError>) -> Void
     private var status = 0
     private var body: [UInt8] = []
     private var failure: FetchError?
 
     init(limit: Int, keepingErrorBodies: Bool = false,
-         completion: @escaping @Sendable (Result<(status: Int, body: [UInt8]), FetchError>) -> Void) {
+         completion: @escaping @Sendable (Result<(status: Int, body: [UInt8], cut: Bool), FetchError>) -> Void) {
         self.limit = limit
         self.keepingErrorBodies = keepingErrorBodies
         self.completion = completion
@@ -141,10 +151,12 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
 
     func receive(head: ResponseHead) -> Bool {
         status = head.status
-        guard head.status == 200 || keepingErrorBodies else {
+        // An object store's "not now" the fetcher already asked again for: its body would only say SlowDown.
+        guard head.status == 200 || keepingErrorBodies && head.retriedFor == nil else {
             failure = head.statusError
             return false
         }
+        isError = head.status != 200
         // A compressed listing would be read as garbage, an empty folder: say why instead.
         if let refusal = head.untrustedBody(expectedLength: nil) {
             failure = refusal
@@ -154,6 +166,11 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func receive(body bytes: UnsafeRawBufferPointer) -> Bool {
+        if isError, body.count + bytes.count > BlockSink.errorBodyLimit {
+            body.append(contentsOf: bytes.prefix(BlockSink.errorBodyLimit - body.count))
+            errorBodyCut = true
+            return false
+        }
         guard body.count + bytes.count <= limit else {
             failure = .listingTooLarge(limit)
             return false
@@ -163,8 +180,9 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func complete(error: FetchError?) {
-        if failure == nil, let error { failure = error }
-        completion(failure.map { .failure($0) } ?? .success((status, body)))
+        // An error body cut where enough of it came: the transfer was cancelled here, not by the network.
+        if failure == nil, let error, !errorBodyCut { failure = error }
+        completion(failure.map { .failure($0) } ?? .success((status, body, errorBodyCut)))
         body = []
     }
 }

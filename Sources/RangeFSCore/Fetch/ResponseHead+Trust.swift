@@ -35,11 +35,11 @@ extension ResponseHead {
         if let encoding = foreignEncoding {
             return .untrustedBody("its body is \(encoding)-encoded (Content-Encoding: \(encoding)) although identity was asked for")
         }
-        // One range was asked for, so a part is data only as a single part: a multipart/byteranges body holds
-        // boundaries and part headers between the bytes, whatever its top-level Content-Range and length say.
-        if length != nil, let type = self["content-type"],
-           type.trimmingWhitespace().lowercased().hasPrefix("multipart/byteranges") {
-            return .untrustedBody("it is a multipart/byteranges answer (several parts with boundaries) where one range was asked for")
+        // One range was asked for, so a part is data only as a single part: a multipart/byteranges body (or any
+        // multipart/*) holds boundaries and part headers between the bytes, whatever its top-level Content-Range
+        // and length say.
+        if length != nil, let type = self["content-type"], type.trimmingWhitespace().lowercased().hasPrefix("multipart/") {
+            return .untrustedBody("its body is \(type.prefix(40)) (several parts with boundaries) where one range was asked for")
         }
         if let length, statesItsLength, let stated = self["content-length"] {
             guard let declared = UInt64(stated.trimmingWhitespace()) else {

@@ -192,12 +192,16 @@ extension DirectoryService {
         state.withLock { $0.failedProbes }
     }
 
+    /// Probes `batch`, as many at once as its server keeps up with (ProbeWindows.swift).
     private func probe(_ batch: [CatalogItem]) {
         for file in batch {
-            fetcher.probe(url: file.metadata.url) { [self] result in
-                work.async { [self] in
-                    take(result.map(store.settled), for: file)
-                    finishProbe(of: file)
+            probeWindows.run(file.metadata.url) { [self] done in
+                fetcher.probe(url: file.metadata.url) { [self] result in
+                    done()
+                    work.async { [self] in
+                        take(result.map(store.settled), for: file)
+                        finishProbe(of: file)
+                    }
                 }
             }
         }

@@ -104,6 +104,8 @@ final class DirectoryService: Sendable {
     }
 
     let state = Mutex(State())
+    /// How many probes of listed files run at once per server (ProbeWindows.swift).
+    let probeWindows = ProbeWindows()
     /// Taken while a kept listing is applied at a first visit (`showSavedListing`).
     private let savedListingShown = Mutex(())
     let catalog: Catalog

@@ -57,6 +57,7 @@ struct MountConfiguration: Equatable {
         http = HTTPOptions()
         http.connectTimeout = options.connectTimeout
         http.lowSpeedTime = options.timeout
+        http.retryTime = options.retryTime
         http.maxHostConnections = options.connectionsPerHost
         http.userAgent = options.userAgent
         // As the curl tool does: SSL_CERT_FILE (or CURL_CA_BUNDLE) and SSL_CERT_DIR, unless given as options.

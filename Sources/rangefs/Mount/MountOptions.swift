@@ -149,6 +149,9 @@ struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "Attempts per request when the network fails (each resumes where the last broke).")
     var retries = Defaults.fetch.attempts
 
+    @Option(name: .long, help: "Seconds a server answering 503 (SlowDown) or 429 is asked again for, with growing pauses or as its Retry-After says, before a request fails; 0 asks once.")
+    var retryTime = Defaults.http.retryTime
+
     @Option(name: .long, help: "Trust the CA certificates in this PEM file (default: the system's, or $SSL_CERT_FILE).", completion: .file())
     var cacert: String?
 
@@ -256,6 +259,7 @@ struct MountOptions: ParsableArguments {
             throw ValidationError("--connect-timeout and --timeout must be at least 1 second")
         }
         guard retries >= 1 && retries <= 100 else { throw ValidationError("--retries must be 1 to 100") }
+        guard retryTime >= 0 && retryTime <= 3600 else { throw ValidationError("--retry-time must be 0 to 3600 seconds") }
         guard revalidate >= 0 else { throw ValidationError("--revalidate must be 0 or more seconds") }
         guard dirCacheTime >= 0 else { throw ValidationError("--dir-cache-time must be 0 or more seconds") }
         guard kernelReadahead >= 0 else { throw ValidationError("--kernel-readahead must be 0 or more KiB") }
