@@ -91,7 +91,8 @@ private struct PageReader {
 
     /// Whether `byte` may follow `<a` in a link's opening tag.
     private static func separates(_ byte: UInt8) -> Bool {
-        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r")
+        byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n")
+            || byte == UInt8(ascii: "\r")
     }
 
     /// The next `<a ...>` tag at or after `start`: its `href` value (if any) and where the tag's `</a>` ends.
