@@ -58,7 +58,19 @@ public enum Subprocess {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        if newSession { posix_spawnattr_setflags(&attributes, rfs_posix_spawn_setsid()) }
+        // A program starts with the signals this process ignores or blocks for its own handling (SIGINT, SIGTERM,
+        // SIGHUP through dispatch sources, SIGPIPE) at their defaults: otherwise a stop sent to it before it set up
+        // its own handling was lost (issue 45: a daemon that had not installed its watcher yet).
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for number in [SIGINT, SIGTERM, SIGHUP, SIGPIPE] { sigaddset(&defaults, number) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        var unblocked = sigset_t()
+        sigemptyset(&unblocked)
+        posix_spawnattr_setsigmask(&attributes, &unblocked)
+        var flags = Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)
+        if newSession { flags |= rfs_posix_spawn_setsid() }
+        posix_spawnattr_setflags(&attributes, flags)
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
         defer { (argv + (envp ?? [])).forEach { free($0) } }

@@ -27,6 +27,26 @@ func fuzzBytes(_ data: UnsafePointer<UInt8>?, _ size: Int) -> [UInt8] {
 /// The directory the listing targets read their pages as.
 let fuzzDirectory = "http://example.org/pub/data/"
 
+/// The page `body` stands for, laid out as minified pages are: its line breaks made spaces, and the whole repeated
+/// until it is at least 16 KiB long, on one line. A reader whose work grows faster than the page shows it there.
+func oneLinePage(_ body: [UInt8]) -> [UInt8] {
+    guard !body.isEmpty else { return [] }
+    let line = body.map { $0 == 0x0A || $0 == 0x0D ? UInt8(ascii: " ") : $0 }
+    var page: [UInt8] = []
+    while page.count < 16 << 10 { page += line }
+    return page
+}
+
+/// Issue 45: a page is read in work proportional to its size, as it comes and laid out on one line (links sharing
+/// a line once cost the rest of the line each). Counted in bytes looked at, so the property is deterministic.
+func checkLinearWork(_ body: [UInt8]) {
+    for page in [body, oneLinePage(body)] {
+        let examined = DirectoryListing.parse(page, base: fuzzDirectory).bytesExamined
+        let bound = DirectoryListing.examinedPerByte * page.count + DirectoryListing.examinedSlack
+        fuzzRequire(examined <= bound, "reading a page of \(page.count) bytes looked at \(examined) (bound \(bound))")
+    }
+}
+
 /// Reads `body` as the listing of `fuzzDirectory` and checks what the directory service relies on (ListingHTML,
 /// ListingJSON).
 func checkListing(_ body: [UInt8]) {
@@ -58,6 +78,7 @@ func checkListing(_ body: [UInt8]) {
             }
         }
     }
+    checkLinearWork(body)
     // A limit caps the entries, and says so.
     let limited = DirectoryListing.parse(body, base: fuzzDirectory, limit: 2)
     fuzzRequire(limited.entries.count <= 2, "limit 2 kept \(limited.entries.count) entries")

@@ -78,6 +78,15 @@ final class FuzzRegressionTests: XCTestCase {
         let limited = DirectoryListing.parse(body, base: directory, limit: 2)
         XCTAssertEqual(limited.entries, Array(listing.entries.prefix(2)), input)
         XCTAssertEqual(limited.truncated, listing.entries.count > 2 || listing.truncated, input)
+        // Work in proportion to the page, as it comes and on one line (FuzzSupport.swift's `checkLinearWork`).
+        let line = body.map { $0 == 0x0A || $0 == 0x0D ? UInt8(ascii: " ") : $0 }
+        var oneLine: [UInt8] = []
+        while !line.isEmpty && oneLine.count < 16 << 10 { oneLine += line }
+        for page in [body, oneLine] {
+            let examined = DirectoryListing.parse(page, base: directory).bytesExamined
+            XCTAssertLessThanOrEqual(examined, DirectoryListing.examinedPerByte * page.count + DirectoryListing.examinedSlack,
+                                     "\(input): \(page.count) bytes, \(examined) looked at")
+        }
     }
 
     // MARK: Object store answers

@@ -256,7 +256,7 @@ final class ObjectStoreTests: XCTestCase {
                        access: ObjectStoreAccess) -> Result<[UInt8], FetchError> {
         let done = DispatchSemaphore(value: 0)
         let result = Mutex<Result<[UInt8], FetchError>?>(nil)
-        fetcher.fetchObjectListing(url, access: access, limit: 1 << 20) { answer in
+        fetcher.fetchObjectListing(url, access: access, limit: 1 << 20, timeout: 600) { answer in
             result.withLock { $0 = answer }
             done.signal()
         }

@@ -58,7 +58,9 @@ final class ThrottleRetryTests: XCTestCase {
 
     func testAListingSinkDoesNotKeepTheBodyOfAnAnswerGivenUpOn() {
         let outcome = LockedBox<Result<(status: Int, body: [UInt8], cut: Bool), FetchError>?>(nil)
-        let sink = ListingSink(limit: 1 << 20, keepingErrorBodies: true) { result in outcome.withLock { $0 = result } }
+        let sink = ListingSink(limit: 1 << 20, deadline: ListingDeadline(seconds: 600), keepingErrorBodies: true) { result in
+            outcome.withLock { $0 = result }
+        }
         XCTAssertFalse(sink.receive(head: ResponseHead(status: 503, headers: [:], retriedFor: 30)))
         sink.complete(error: .cancelled)
         guard case .failure(let error)? = outcome.withLock({ $0 }) else { return XCTFail("no failure") }

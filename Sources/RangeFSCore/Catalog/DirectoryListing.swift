@@ -55,6 +55,9 @@ struct ParsedListing: Sendable, Equatable {
     /// Set when the listing had more children than its limit (`DirectoryListing.maximumEntries`): the rest were
     /// dropped.
     var truncated = false
+    /// How many bytes of the page the reader looked at (one looked at twice counts twice): in proportion to the
+    /// page's size, however its links are laid out (DirectoryListing+HTML.swift). Not part of `==`.
+    var bytesExamined = 0
 
     static func == (lhs: ParsedListing, rhs: ParsedListing) -> Bool {
         lhs.entries == rhs.entries && lhs.truncated == rhs.truncated && lhs.controlNames == rhs.controlNames
@@ -130,17 +133,24 @@ enum DirectoryListing {
         if text.drop(while: \.isWhitespace).first == "[", let listing = parseJSON(body, in: directory, limit: limit) {
             return listing
         }
-        return parseHTML(text, in: directory, limit: limit)
+        // HTML: DirectoryListing+HTML.swift.
+        return parseHTML(Array(text.utf8), in: directory, limit: limit)
     }
 
     // MARK: JSON (nginx, Caddy)
 
     private static func parseJSON(_ body: [UInt8], in directory: DirectoryURL, limit: Int) -> ParsedListing? {
         var fast = JSONEntries(directory: directory, limit: limit)
-        if ListingJSON.forEachObject(body, { fast.take($0) }) { return fast.listing }
+        // Both readers only ever move forward through the bytes (ListingJSON's index only grows; the decoder is
+        // Foundation's), so the work is counted as one look at each byte per reader that read them.
+        if ListingJSON.forEachObject(body, { fast.take($0) }) {
+            fast.listing.bytesExamined = body.count
+            return fast.listing
+        }
         guard let items = decodedObjects(body) else { return nil }
         var decoded = JSONEntries(directory: directory, limit: limit)
         for item in items { decoded.take(item) }
+        decoded.listing.bytesExamined = 2 * body.count
         return decoded.listing
     }
 
@@ -211,137 +221,6 @@ enum DirectoryListing {
             objects.append(object)
         }
         return objects
-    }
-
-    // MARK: HTML (nginx, Apache, lighttpd, python http.server, any page of links)
-
-    private static func parseHTML(_ text: String, in directory: DirectoryURL, limit: Int) -> ParsedListing {
-        var listing = ParsedListing()
-        var seenURLs = Set<String>()
-        let bytes = Array(text.utf8)
-        var index = 0
-        while let anchor = findAnchor(in: bytes, from: index) {
-            index = anchor.end
-            guard let href = anchor.href else { continue }
-            let link = decodeEntities(href)
-            let child: (segment: String, isDirectory: Bool)
-            switch directory.childSegment(of: link) {
-            case .child(let segment, let isDirectory): child = (segment, isDirectory)
-            case .notAChild: continue
-            case .rejected(let reason):
-                listing.skipped.append((link, reason))
-                continue
-            }
-            let url = directory.child(encodedSegment: encodeNonASCII(child.segment), isDirectory: child.isDirectory)
-            // An icon and a name often link to the same file.
-            guard seenURLs.insert(url).inserted else { continue }
-            guard let name = String(validating: PercentEncoding.bytes(child.segment), as: UTF8.self) else {
-                listing.skipped.append((link, "its name is not UTF-8"))
-                continue
-            }
-            if holdsControlCharacter(name) {
-                listing.controlNames.append(name)
-                continue
-            }
-            if let problem = problem(withName: name) {
-                listing.skipped.append((link, problem))
-                continue
-            }
-            guard listing.entries.count < limit else {
-                listing.truncated = true
-                break
-            }
-            var entry = ListedEntry(name: name, url: url, isDirectory: child.isDirectory)
-            if !child.isDirectory, let (size, date) = nginxSizeAndDate(in: bytes, after: anchor.end) {
-                entry.size = size
-                entry.modificationTime = date
-            }
-            listing.entries.append(entry)
-        }
-        return listing
-    }
-
-    /// The next `<a ...>` tag at or after `start`: its `href` value (if any) and where the tag's `</a>` ends.
-    private static func findAnchor(in bytes: [UInt8], from start: Int) -> (href: String?, end: Int)? {
-        var index = start
-        while index + 2 < bytes.count {
-            guard bytes[index] == UInt8(ascii: "<"), bytes[index + 1] | 0x20 == UInt8(ascii: "a"),
-                  bytes[index + 2] == UInt8(ascii: " ") || bytes[index + 2] == UInt8(ascii: "\t")
-                    || bytes[index + 2] == UInt8(ascii: "\n") || bytes[index + 2] == UInt8(ascii: "\r")
-            else {
-                index += 1
-                continue
-            }
-            guard let tagEnd = bytes[index...].firstIndex(of: UInt8(ascii: ">")) else { return nil }
-            let href = attribute("href", in: bytes[(index + 2)..<tagEnd])
-            // Past the link's text to its `</a>`, so that what follows (nginx's size column) can be read.
-            var end = tagEnd + 1
-            while end + 3 < bytes.count {
-                if bytes[end] == UInt8(ascii: "<"), bytes[end + 1] == UInt8(ascii: "/"),
-                   bytes[end + 2] | 0x20 == UInt8(ascii: "a"), bytes[end + 3] == UInt8(ascii: ">") {
-                    end += 4
-                    break
-                }
-                if bytes[end] == UInt8(ascii: "<"), bytes[end + 1] | 0x20 == UInt8(ascii: "a"),
-                   bytes[end + 2] == UInt8(ascii: " ") { break }  // an unclosed link: the next one starts here
-                end += 1
-            }
-            return (href, min(end, bytes.count))
-        }
-        return nil
-    }
-
-    /// The value of attribute `name` in a tag's bytes: quoted with `"` or `'`, or bare.
-    private static func attribute(_ name: String, in tag: ArraySlice<UInt8>) -> String? {
-        let key = Array(name.utf8)
-        var index = tag.startIndex
-        while index + key.count < tag.endIndex {
-            let before = index == tag.startIndex ? UInt8(ascii: " ") : tag[index - 1]
-            let matches = zip(tag[index..<(index + key.count)], key).allSatisfy { $0 | 0x20 == $1 }
-            guard matches, before == UInt8(ascii: " ") || before == UInt8(ascii: "\t") || before == UInt8(ascii: "\n")
-                    || before == UInt8(ascii: "\r")
-            else {
-                index += 1
-                continue
-            }
-            var cursor = index + key.count
-            while cursor < tag.endIndex, tag[cursor] == UInt8(ascii: " ") { cursor += 1 }
-            guard cursor < tag.endIndex, tag[cursor] == UInt8(ascii: "=") else {
-                index += 1
-                continue
-            }
-            cursor += 1
-            while cursor < tag.endIndex, tag[cursor] == UInt8(ascii: " ") { cursor += 1 }
-            guard cursor < tag.endIndex else { return nil }
-            let quote = tag[cursor]
-            if quote == UInt8(ascii: "\"") || quote == UInt8(ascii: "'") {
-                let valueStart = cursor + 1
-                let valueEnd = tag[valueStart...].firstIndex(of: quote) ?? tag.endIndex
-                return String(decoding: tag[valueStart..<valueEnd], as: UTF8.self)
-            }
-            let valueEnd = tag[cursor...].firstIndex { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") } ?? tag.endIndex
-            return String(decoding: tag[cursor..<valueEnd], as: UTF8.self)
-        }
-        return nil
-    }
-
-    /// The size and date nginx's HTML autoindex writes after a file's link, when the size is exact: the rest of
-    /// the line is `  23-Nov-2026 10:00    1048576` (the date in GMT, to the minute). Anything else (a rounded
-    /// "1M", another server's columns) gives nothing.
-    private static func nginxSizeAndDate(in bytes: [UInt8], after index: Int) -> (UInt64, Int64)? {
-        let lineEnd = bytes[index...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.count
-        let fields = String(decoding: bytes[index..<lineEnd], as: UTF8.self).split(whereSeparator: \.isWhitespace)
-        guard fields.count == 3 else { return nil }
-        let date = fields[0].split(separator: "-"), clock = fields[1].split(separator: ":").compactMap { Int($0) }
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        guard date.count == 3, let day = Int(date[0]), let month = months.firstIndex(of: String(date[1])),
-              let year = Int(date[2]), (0...9999).contains(year), clock.count == 2, (0..<24).contains(clock[0]),
-              (0..<60).contains(clock[1]), (1...31).contains(day), let size = UInt64(fields[2]),
-              size <= RemoteMetadata.largestSize
-        else { return nil }
-        let time = HTTPDate.daysSinceEpoch(year: year, month: month + 1, day: day) * 86_400
-            + Int64(clock[0] * 3600 + clock[1] * 60)
-        return (size, time)
     }
 
     /// Why `name`, from a listing, cannot name a file in the mount; nil if it can.

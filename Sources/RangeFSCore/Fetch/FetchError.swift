@@ -49,6 +49,9 @@ public enum FetchError: Error, Sendable, Equatable {
     case objectStore(status: Int, code: String, bucket: String)
     /// A listing that cannot be read, and why.
     case badListing(String)
+    /// A directory listing that had not arrived whole this many seconds after it was asked for
+    /// (`--listing-timeout`, ListingDeadline.swift): a server that sends it too slowly, or without end.
+    case listingTimedOut(Double)
 
     /// A one-line explanation for a person, naming the fix where there is one.
     public var userMessage: String {
@@ -97,6 +100,9 @@ public enum FetchError: Error, Sendable, Equatable {
         case .isDirectory(let url): "it is a directory (the server answers at \(Redaction.redact(url)))"
         case .objectStore(let status, let code, let bucket): Self.objectStoreAdvice(status, code, bucket)
         case .badListing(let reason): "the listing cannot be read: \(reason)"
+        case .listingTimedOut(let seconds):
+            "the directory listing did not arrive within \(Int(seconds.rounded())) s: the server sends it too slowly "
+                + "or without end; if the directory is that large and the link that slow, raise --listing-timeout"
         }
     }
 
@@ -122,6 +128,7 @@ public enum FetchError: Error, Sendable, Equatable {
         case .isDirectory: "is_directory"
         case .objectStore(let status, _, _): status >= 500 ? "http_5xx" : "http_4xx"
         case .badListing: "bad_listing"
+        case .listingTimedOut: "timed_out"
         }
     }
 
@@ -145,7 +152,7 @@ public enum FetchError: Error, Sendable, Equatable {
     /// Whether the server kept the request waiting until it was given up (no answer, or it stopped sending).
     var isTimeout: Bool {
         switch self {
-        case .timedOut, .stalled: true
+        case .timedOut, .stalled, .listingTimedOut: true
         default: false
         }
     }
@@ -156,7 +163,7 @@ public enum FetchError: Error, Sendable, Equatable {
     var isOriginUnreachable: Bool {
         switch self {
         case .connectionRefused, .hostNotFound, .timedOut, .stalled, .shortBody, .transport, .proxy, .proxyStatus,
-             .serverBusy: true
+             .serverBusy, .listingTimedOut: true
         case .httpStatus(let status): status >= 500
         default: false
         }

@@ -11,13 +11,15 @@ import Synchronization
 extension RangeFetching {
     /// Lists the object-store directory `url` (an identity ending in `/`) of an origin reached with `access`, and
     /// hands `completion` the listing as JSON (on a utility queue); fails with the store's own error (its `Code`)
-    /// or the status, or with `.listingTooLarge` when the pages together pass `limit` bytes.
-    func fetchObjectListing(_ url: String, access: ObjectStoreAccess, limit: Int,
+    /// or the status, with `.listingTooLarge` when the pages together pass `limit` bytes, or with
+    /// `.listingTimedOut` when the last page has not arrived `timeout` seconds from now.
+    func fetchObjectListing(_ url: String, access: ObjectStoreAccess, limit: Int, timeout: Double,
                             completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
         guard let (bucketURL, prefix) = ObjectStoreURL.listing(of: url, access: access) else {
             return completion(.failure(.malformedURL("no bucket in \(Redaction.redact(url))")))
         }
-        ObjectListingRun(fetcher: self, bucketURL: bucketURL, prefix: prefix, limit: limit, completion: completion)
+        ObjectListingRun(fetcher: self, bucketURL: bucketURL, prefix: prefix, limit: limit,
+                         deadline: ListingDeadline(seconds: timeout), completion: completion)
             .next(after: nil)
     }
 }
@@ -32,6 +34,8 @@ private final class ObjectListingRun: Sendable {
     private let bucketURL: String
     private let prefix: String
     private let limit: Int
+    /// One deadline for every page, their retries included.
+    private let deadline: ListingDeadline
     private let completion: @Sendable (Result<[UInt8], FetchError>) -> Void
     /// The retry rule of every transfer (attempts and delays), for pages too.
     private let policy = FetchPolicy()
@@ -46,12 +50,13 @@ private final class ObjectListingRun: Sendable {
         var tokens = Set<String>()
     }
 
-    init(fetcher: any RangeFetching, bucketURL: String, prefix: String, limit: Int,
+    init(fetcher: any RangeFetching, bucketURL: String, prefix: String, limit: Int, deadline: ListingDeadline,
          completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
         self.fetcher = fetcher
         self.bucketURL = bucketURL
         self.prefix = prefix
         self.limit = limit
+        self.deadline = deadline
         self.completion = completion
     }
 
@@ -59,10 +64,11 @@ private final class ObjectListingRun: Sendable {
     func next(after token: String?, attempt: Int = 1) {
         let url = ObjectStoreURL.listURL(bucketURL: bucketURL, prefix: prefix, continuation: token)
         let request = RangeRequest(url: url, range: nil, ifRange: nil)
-        fetcher.start(request, sink: ListingSink(limit: limit, keepingErrorBodies: true) { [self] result in
+        let sink = ListingSink(limit: limit, deadline: deadline, keepingErrorBodies: true) { [self] result in
             // Pages are read off the fetcher's thread, which serves every transfer of the mount.
             DispatchQueue.global(qos: .utility).async { [self] in read(result, after: token, attempt: attempt) }
-        })
+        }
+        fetcher.start(request, sink: sink)
     }
 
     private func read(_ result: Result<(status: Int, body: [UInt8], cut: Bool), FetchError>, after token: String?, attempt: Int) {
@@ -119,6 +125,7 @@ private final class ObjectListingRun: Sendable {
     /// expired session key that the next attempt signs anew, a dropped connection), else the listing fails.
     private func failed(_ error: FetchError, after token: String?, attempt: Int) {
         guard let delay = policy.retry(after: error, attempt: attempt) else { return completion(.failure(error)) }
+        guard !deadline.isPast else { return completion(.failure(deadline.error)) }
         DispatchQueue.global(qos: .utility).asyncAfter(deadline: .now() + delay.seconds) { [self] in
             next(after: token, attempt: attempt + 1)
         }

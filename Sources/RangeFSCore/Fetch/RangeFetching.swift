@@ -117,21 +117,25 @@ extension RangeFetching {
 
 extension RangeFetching {
     /// GETs the whole of `url` (a directory listing), asking for JSON first, and hands its body to `completion`
-    /// (on the fetcher's thread: hand heavy work on); fails with `.listingTooLarge` beyond `limit` bytes, or with
-    /// the status of a response other than 200.
-    func fetchListing(_ url: String, limit: Int,
-                             completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
+    /// (on the fetcher's thread: hand heavy work on); fails with `.listingTooLarge` beyond `limit` bytes, with
+    /// `.listingTimedOut` when it has not arrived `timeout` seconds from now (ListingDeadline.swift), or with the
+    /// status of a response other than 200.
+    func fetchListing(_ url: String, limit: Int, timeout: Double,
+                      completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
         var request = RangeRequest(url: url, range: nil, ifRange: nil)
         request.accept = "application/json, text/html;q=0.9, */*;q=0.1"
-        start(request, sink: ListingSink(limit: limit) { completion($0.map(\.body)) })
+        let sink = ListingSink(limit: limit, deadline: ListingDeadline(seconds: timeout)) { completion($0.map(\.body)) }
+        start(request, sink: sink)
     }
 }
 
-/// Collects a listing's body, up to a limit. A web listing's answer other than 200 fails at its head; an object
-/// store's error answer is kept (`keepingErrorBodies`), since its body names the reason (ObjectListing.swift).
+/// Collects a listing's body, up to a limit and a deadline. A web listing's answer other than 200 fails at its
+/// head; an object store's error answer is kept (`keepingErrorBodies`), since its body names the reason
+/// (ObjectListing.swift).
 final class ListingSink: RangeResponseSink, @unchecked Sendable {
     // @unchecked Sendable: the fetcher calls in order from one thread, and `completion` runs once, last.
     private let limit: Int
+    private let deadline: ListingDeadline
     private let keepingErrorBodies: Bool
     /// Whether the answer is an error whose body is read only to `BlockSink.errorBodyLimit`, and whether it was cut
     /// there (issue 45, case 11: a 100 MB error body was read whole, four times).
@@ -142,14 +146,20 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
     private var body: [UInt8] = []
     private var failure: FetchError?
 
-    init(limit: Int, keepingErrorBodies: Bool = false,
+    init(limit: Int, deadline: ListingDeadline, keepingErrorBodies: Bool = false,
          completion: @escaping @Sendable (Result<(status: Int, body: [UInt8], cut: Bool), FetchError>) -> Void) {
         self.limit = limit
+        self.deadline = deadline
         self.keepingErrorBodies = keepingErrorBodies
         self.completion = completion
     }
 
     func receive(head: ResponseHead) -> Bool {
+        // A server that took the whole time to answer at all (its redirects, a slow head).
+        if deadline.isPast {
+            failure = deadline.error
+            return false
+        }
         status = head.status
         // An object store's "not now" the fetcher already asked again for: its body would only say SlowDown.
         guard head.status == 200 || keepingErrorBodies && head.retriedFor == nil else {
@@ -166,6 +176,12 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func receive(body bytes: UnsafeRawBufferPointer) -> Bool {
+        // Checked as bytes come: a trickle fast enough for the low-speed floor still calls here, and a silent
+        // server is ended by that floor.
+        if deadline.isPast {
+            failure = deadline.error
+            return false
+        }
         if isError, body.count + bytes.count > BlockSink.errorBodyLimit {
             body.append(contentsOf: bytes.prefix(BlockSink.errorBodyLimit - body.count))
             errorBodyCut = true

@@ -114,6 +114,8 @@ final class DirectoryService: Sendable {
     /// Which origins are object stores (listed with ListObjectsV2, ObjectListing.swift), and how to reach them.
     let credentials: CredentialTable
     let directoryCacheTime: Duration
+    /// How long one listing may take, from its request to its last byte (ListingDeadline.swift).
+    let listingTimeout: Duration
     /// How many bytes the probe of a file being opened asks for (see FirstBytes.swift).
     let openProbeBytes: Int
     /// What the probe of a file larger than `openProbeBytes` asks for instead: its first block
@@ -128,7 +130,7 @@ final class DirectoryService: Sendable {
     let work = DispatchQueue(label: "rangefs.directories", attributes: .concurrent)
 
     init(catalog: Catalog, store: CacheStore, fetcher: RangeFetching, credentials: CredentialTable = CredentialTable(),
-         directoryCacheTime: Duration,
+         directoryCacheTime: Duration, listingTimeout: Duration = FileSystemSettings().listingTimeout,
          openProbeBytes: Int = 0, probeBlockBytes: Int = FileSystemSettings().blockSize, walkAheadListings: Int = 0,
          events: Events, logger: Logger) {
         self.catalog = catalog
@@ -136,6 +138,7 @@ final class DirectoryService: Sendable {
         self.fetcher = fetcher
         self.credentials = credentials
         self.directoryCacheTime = directoryCacheTime
+        self.listingTimeout = listingTimeout
         self.openProbeBytes = openProbeBytes
         self.probeBlockBytes = probeBlockBytes
         self.walkAheadListings = walkAheadListings
@@ -214,9 +217,10 @@ final class DirectoryService: Sendable {
             }
         }
         if let access = credentials.objectStore(for: url) {
-            fetcher.fetchObjectListing(url, access: access, limit: Self.listingLimit, completion: completion)
+            fetcher.fetchObjectListing(url, access: access, limit: Self.listingLimit, timeout: listingTimeout.seconds,
+                                       completion: completion)
         } else {
-            fetcher.fetchListing(url, limit: Self.listingLimit, completion: completion)
+            fetcher.fetchListing(url, limit: Self.listingLimit, timeout: listingTimeout.seconds, completion: completion)
         }
     }
 

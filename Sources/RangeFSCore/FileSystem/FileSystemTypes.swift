@@ -51,6 +51,13 @@ public struct FileSystemSettings: Sendable, Equatable {
     /// appear and removed ones go. The same lag as `revalidateAfter`, so a tree and its files are as fresh as
     /// each other; a directory nobody visits costs nothing.
     public var directoryCacheTime: Duration = .seconds(60)
+    /// How long one directory listing may take, from its request to its last byte (`--listing-timeout`,
+    /// ListingDeadline.swift); a server that sends slower than the low-speed floor is ended sooner. Ten minutes:
+    /// the largest listing read (128 MiB, a million entries) arrives in that time at 220 KB/s, and a listing of
+    /// 100,000 files (about 10 MB of HTML) at 17 KB/s, so only a server that sends without end, or a huge
+    /// directory on a link slower than that, reaches it; and it bounds how long `rangefs mount` can wait for
+    /// the listing of its directory URL.
+    public var listingTimeout: Duration = .seconds(600)
     /// How many directories are listed ahead at once for the whole mount while a reader walks a tree (`ls -lR`,
     /// `find`, `du`; DirectoryService+WalkAhead.swift); 0 lists nothing ahead. Three quarters of the connections
     /// per host, at most 12, so a reader's own request always finds a connection.

@@ -144,7 +144,8 @@ extension RangeFS {
         }
         if let known { return completion(known) }
         guard start else { return }
-        scheduler.fetcher.fetchListing(url, limit: DigestChecks.sumsLimit) { [self] result in
+        let timeout = settings.listingTimeout.seconds
+        scheduler.fetcher.fetchListing(url, limit: DigestChecks.sumsLimit, timeout: timeout) { [self] result in
             var listed: [FileName: ContentDigest] = [:]
             switch result {
             case .success(let body):

@@ -202,7 +202,7 @@ extension RangeFS {
         events.changed = { inode in kernel.forgetAttributes(of: [inode]) }
         events.firstBytes = { metadata, body in fileSystemEvents.storeFirstBytes(body, of: metadata) }
         return DirectoryService(catalog: catalog, store: store, fetcher: fetcher, credentials: credentials,
-                                directoryCacheTime: settings.directoryCacheTime,
+                                directoryCacheTime: settings.directoryCacheTime, listingTimeout: settings.listingTimeout,
                                 openProbeBytes: settings.openProbeBytes, probeBlockBytes: settings.blockSize,
                                 walkAheadListings: settings.walkAheadListings, events: events, logger: logger)
     }

@@ -9,8 +9,12 @@ import RangeFSProcess
 /// The child's command line shows the arguments with their secrets masked (for `ps`); the real ones come on its
 /// standard input, a pipe, so no password or token is ever in its argv or environment.
 enum Daemon {
-    /// Starts the background child and waits until it is mounted or has failed; returns the exit status.
+    /// Starts the background child and waits until it is mounted or has failed; returns the exit status. A stop
+    /// (Ctrl-C, SIGTERM, SIGHUP) while it waits goes on to the child, which is in a session of its own and would
+    /// not hear it, so that a mount that is not up yet stops as a whole (`StopForwarder`).
     static func spawnAndWait() -> Int32 {
+        let forwarder = StopForwarder()
+        defer { forwarder.cancel() }
         var environment = ProcessInfo.processInfo.environment
         environment[daemonChildVariable] = "1"
         let pid: pid_t
@@ -26,6 +30,7 @@ enum Daemon {
                                            environment: environment, input: .descriptor(arguments.read),
                                            output: .null, error: .descriptor(pipe.write), newSession: true)
             }
+            forwarder.forward(to: pid)
             // NUL-terminated arguments; a child that died early makes this fail with EPIPE (SIGPIPE is ignored).
             signal(SIGPIPE, SIG_IGN)
             var bytes: [UInt8] = []

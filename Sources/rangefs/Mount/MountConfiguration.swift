@@ -90,6 +90,7 @@ struct MountConfiguration: Equatable {
         fileSystem.directoryPrefetch = options.dirPrefetch == .on
         fileSystem.revalidateAfter = .milliseconds(Int((options.revalidate * 1000).rounded()))
         fileSystem.directoryCacheTime = .milliseconds(Int((options.dirCacheTime * 1000).rounded()))
+        fileSystem.listingTimeout = .milliseconds(Int((options.listingTimeout * 1000).rounded()))
 
         mount = MountSettings()
         mount.allowOther = options.allowOther

@@ -13,7 +13,7 @@ enum MountOptionList {
     static let valued: Set<String> = [
         "cache", "list", "block_size", "uid", "gid", "umask", "log_file", "commit_interval", "commit_bytes",
         "readahead", "prefetch", "passthrough", "dir_prefetch", "bwlimit", "cache_max_size", "max_downloads",
-        "connections", "connections_per_file", "connections_per_host", "kernel_readahead", "revalidate", "dir_cache_time", "connect_timeout", "timeout",
+        "connections", "connections_per_file", "connections_per_host", "kernel_readahead", "revalidate", "dir_cache_time", "listing_timeout", "connect_timeout", "timeout",
         "retries", "retry_time", "cacert", "capath", "cert", "key", "header", "cookie", "cookie_file", "netrc_file", "user_agent",
         "proxy", "noproxy", "proxy_reset_after", "metrics", "checksum", "s3_endpoint", "s3_region", "s3_profile",
         "gs_profile",

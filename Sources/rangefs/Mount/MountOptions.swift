@@ -140,6 +140,9 @@ struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "A directory visited again this many seconds after its listing was read is listed again in the background (new files appear, removed ones go).")
     var dirCacheTime = Defaults.fileSystem.directoryCacheTime.seconds
 
+    @Option(name: .long, help: "Seconds a directory listing may take from its request to its last byte; a server that sends it slower, or without end, fails it (and a mount of that directory) with a message.")
+    var listingTimeout = Defaults.fileSystem.listingTimeout.seconds
+
     @Option(name: .long, help: "Seconds to wait for a connection to the server.")
     var connectTimeout = Defaults.http.connectTimeout
 
@@ -262,6 +265,9 @@ struct MountOptions: ParsableArguments {
         guard retryTime >= 0 && retryTime <= 3600 else { throw ValidationError("--retry-time must be 0 to 3600 seconds") }
         guard revalidate >= 0 else { throw ValidationError("--revalidate must be 0 or more seconds") }
         guard dirCacheTime >= 0 else { throw ValidationError("--dir-cache-time must be 0 or more seconds") }
+        guard listingTimeout >= 1 else {
+            throw ValidationError("--listing-timeout \(listingTimeout) is too short; give at least 1 second, e.g. 600")
+        }
         guard kernelReadahead >= 0 else { throw ValidationError("--kernel-readahead must be 0 or more KiB") }
         let block = blockSize.bytes
         guard block >= 4096, block <= 64 << 20, block % 4096 == 0 else {

@@ -48,7 +48,14 @@ struct MountRunner {
         // pipe closes as soon as it reads the readiness line (a log line of another thread may still be on its
         // way there), and a control client may hang up before its answer.
         signal(SIGPIPE, SIG_IGN)
-        let signals = SignalWatcher()
+        let target = MountPoint.absolute(mountpoint)
+        // A stop before the mount starts ends the process here (SignalWatcher.swift).
+        let signals = SignalWatcher { signal in
+            printError("rangefs: stopped by \(SignalWatcher.name(signal)) before \(target) was mounted; nothing is "
+                       + "mounted there")
+            if reportReadiness { Daemon.reportReady(Status.failed, logFile: nil) }
+            _exit(Status.failed)
+        }
         defer { signals.cancel() }
         let destination = LogDestination()
         LoggingSystem.bootstrap { label in RangefsLogHandler(label: label, destination: destination) }
@@ -60,7 +67,6 @@ struct MountRunner {
             return Status.failed
         }
 
-        let target = MountPoint.absolute(mountpoint)
         // Made first and handed to each part at its birth: the mount's counters, the object through which the
         // store and the scheduler report to the file system (FileSystemEvents.swift), the kernel's notifier (given
         // the session once it is mounted) and the passthrough capability the FUSE adapter settles.
@@ -161,6 +167,7 @@ struct MountRunner {
         }
         defer { metricsServer?.stop() }
         let mount: FUSEMount
+        signals.mounting()
         do {
             mount = try FUSEMount(fileSystem: fileSystem, kernel: kernel, passthrough: passthrough, mountpoint: target,
                                   settings: configuration.mount, logger: logger)
@@ -237,48 +244,5 @@ struct MountRunner {
             printError("rangefs: no control socket at \(socketPath) (\(error)); rangefs status and friends will not reach this mount")
             return nil
         }
-    }
-}
-
-/// Turns SIGINT, SIGTERM and SIGHUP into a clean unmount. It is installed before anything is mounted or reported
-/// ready, so a stop that comes early (right after systemd's READY=1, say) is remembered and carried out as soon
-/// as the mount exists, never lost.
-final class SignalWatcher: @unchecked Sendable {
-    // @unchecked Sendable: `sources` is written only in init, before the watcher is shared; `state` is locked.
-    private var sources: [DispatchSourceSignal] = []
-    private let state = LockedBox<(stopRequested: Bool, mount: FUSEMount?)>((false, nil))
-
-    init() {
-        for number in [SIGINT, SIGTERM, SIGHUP] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [weak self] in self?.stop() }
-            source.resume()
-            sources.append(source)
-        }
-    }
-
-    /// The mount to unmount on a signal; if one already came, it is unmounted now.
-    func watch(_ mount: FUSEMount) {
-        let stopNow = state.withLock { state -> Bool in
-            state.mount = mount
-            return state.stopRequested
-        }
-        if stopNow { mount.requestUnmount() }
-    }
-
-    /// Whether a signal asked to stop (before there was a mount to unmount).
-    var stopRequested: Bool { state.withLock { $0.stopRequested } }
-
-    private func stop() {
-        let mount = state.withLock { state -> FUSEMount? in
-            state.stopRequested = true
-            return state.mount
-        }
-        mount?.requestUnmount()
-    }
-
-    func cancel() {
-        sources.forEach { $0.cancel() }
     }
 }
