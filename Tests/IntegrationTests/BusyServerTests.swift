@@ -14,27 +14,6 @@ final class BusyServerTests: MountTestCase {
     ///   /bkt?list-type=2...  an object store's listing: the root lists `data/`, whose listing is a 500 with a
     ///                        100 MB error document (the log gives the bytes written before the client left);
     ///   anything else        files and folders of the root, folders as nginx's JSON listing, with Range.
-    struct BusyOrigin {
-        let folder: TemporaryDirectory
-        let server: BackgroundProcess
-        let port: Int
-        let root: String
-
-        func url(_ path: String) -> String { "http://127.0.0.1:\(port)/\(path)" }
-
-        /// The log's lines, each split into its fields.
-        var log: [[String]] {
-            ((try? String(contentsOfFile: folder.path + "/answers.log", encoding: .utf8)) ?? "")
-                .split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
-        }
-
-        /// Answers every request 503 SlowDown for `seconds` from now.
-        func throttle(_ seconds: Int) throws {
-            let result = try Shell.run("/usr/bin/curl", ["-sS", url("throttle?seconds=\(seconds)")])
-            XCTAssertEqual(result.status, 0, result.stderr)
-        }
-    }
-
     static let script = """
 import email.utils, http.server, json, os, sys, threading, time
 port, root, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -136,17 +115,10 @@ class Server(http.server.ThreadingHTTPServer):
 Server(("127.0.0.1", port), Busy).serve_forever()
 """
 
-    func startBusyOrigin() throws -> BusyOrigin {
-        let folder = try TemporaryDirectory(prefix: "busy")
-        let root = folder.path + "/root"
-        try FileManager.default.createDirectory(atPath: root + "/dir/sub", withIntermediateDirectories: true)
-        let script = folder.path + "/busy.py"
-        try Self.script.write(toFile: script, atomically: false, encoding: .utf8)
-        let (server, port) = try BackgroundProcess.listening { port in
-            try BackgroundProcess("/usr/bin/python3", [script, String(port), root, folder.path + "/answers.log"],
-                                  logPath: folder.path + "/server.out")
-        }
-        return BusyOrigin(folder: folder, server: server, port: port, root: root)
+    func startBusyOrigin() throws -> ScriptedOrigin {
+        let origin = try ScriptedOrigin(script: Self.script, prefix: "busy")
+        try FileManager.default.createDirectory(atPath: origin.root + "/dir/sub", withIntermediateDirectories: true)
+        return origin
     }
 
     /// A server that answers 503 SlowDown (Retry-After: 2) for 8 s at each step: the mount (its listing), an
@@ -264,5 +236,13 @@ Server(("127.0.0.1", port), Busy).serve_forever()
         let log = (try? String(contentsOfFile: scratch.path + "/httpserver.log", encoding: .utf8)) ?? ""
         XCTAssertGreaterThanOrEqual(log.components(separatedBy: "\"GET /file").count - 1, 500, "each file probed")
         XCTAssertLessThanOrEqual(overflows, 5, "connection attempts dropped by the backlog")
+    }
+}
+
+extension ScriptedOrigin {
+    /// BusyServerTests' server: answers every request 503 SlowDown for `seconds` from now.
+    func throttle(_ seconds: Int) throws {
+        let result = try Shell.run("/usr/bin/curl", ["-sS", url("throttle?seconds=\(seconds)")])
+        XCTAssertEqual(result.status, 0, result.stderr)
     }
 }

@@ -16,33 +16,6 @@ final class LyingServerTests: MountTestCase {
     ///   /rotatestrict/F  another ETag on every answer, and any If-Range is answered with the whole file (200);
     ///   /trickle/F       a body from offset 1 MiB on is sent at one byte a second.
     /// The log has a line per answer when it starts (`start`) and when its body ended or the client left (`end`).
-    struct LyingOrigin {
-        let folder: TemporaryDirectory
-        let server: BackgroundProcess
-        let port: Int
-        let root: String
-
-        func url(_ mode: String, _ name: String) -> String { "http://127.0.0.1:\(port)/\(mode)/\(name)" }
-
-        /// The log's lines, each split into its fields: event, mode, name, range, status, body bytes, encoding.
-        var log: [[String]] {
-            ((try? String(contentsOfFile: folder.path + "/answers.log", encoding: .utf8)) ?? "")
-                .split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
-        }
-
-        /// Writes `bytes` as the file `name`, with its modification time `mtime` seconds after the epoch.
-        func write(_ name: String, _ bytes: [UInt8], mtime: Int = 1_700_000_000) throws {
-            let path = root + "/" + name
-            try Data(bytes).write(to: URL(fileURLWithPath: path))
-            var times = [timespec(tv_sec: mtime, tv_nsec: 0), timespec(tv_sec: mtime, tv_nsec: 0)]
-            XCTAssertEqual(utimensat(AT_FDCWD, path, &times, 0), 0)
-        }
-
-        func bytes(_ name: String) throws -> [UInt8] {
-            [UInt8](try Data(contentsOf: URL(fileURLWithPath: root + "/" + name)))
-        }
-    }
-
     static let script = """
     import email.utils, gzip, http.server, os, sys, threading, time
     port, root, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -122,17 +95,8 @@ final class LyingServerTests: MountTestCase {
     Server(("127.0.0.1", port), Lying).serve_forever()
     """
 
-    func startLyingOrigin() throws -> LyingOrigin {
-        let folder = try TemporaryDirectory(prefix: "lying")
-        let root = folder.path + "/root"
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let script = folder.path + "/lying.py"
-        try Self.script.write(toFile: script, atomically: false, encoding: .utf8)
-        let (server, port) = try BackgroundProcess.listening { port in
-            try BackgroundProcess("/usr/bin/python3", [script, String(port), root, folder.path + "/answers.log"],
-                                  logPath: folder.path + "/server.out")
-        }
-        return LyingOrigin(folder: folder, server: server, port: port, root: root)
+    func startLyingOrigin() throws -> ScriptedOrigin {
+        try ScriptedOrigin(script: Self.script, prefix: "lying")
     }
 
     /// A body gzip compresses well: text lines that differ only by their number.

@@ -17,25 +17,6 @@ final class VersionMixTests: MountTestCase {
     ///   /list/         a JSON listing of the folder, every size stated `stale` bytes short of the file's; its
     ///                  files /list/F are served as an honest server does (a strong ETag).
     /// The log has a line per answer: mode, name, range, status, body bytes.
-    struct Origin {
-        let folder: TemporaryDirectory
-        let server: BackgroundProcess
-        let port: Int
-        let root: String
-
-        func url(_ mode: String, _ name: String) -> String { "http://127.0.0.1:\(port)/\(mode)/\(name)" }
-
-        var log: [[String]] {
-            ((try? String(contentsOfFile: folder.path + "/answers.log", encoding: .utf8)) ?? "")
-                .split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
-        }
-
-        /// Replaces `name` in one step (a reader never sees half of it).
-        func write(_ name: String, _ bytes: [UInt8]) throws {
-            try Data(bytes).write(to: URL(fileURLWithPath: root + "/" + name), options: .atomic)
-        }
-    }
-
     static let script = """
     import hashlib, http.server, json, os, sys, threading
     port, root, log, stale = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -108,18 +89,8 @@ final class VersionMixTests: MountTestCase {
     Server(("127.0.0.1", port), Odd).serve_forever()
     """
 
-    func startOrigin(staleBy stale: Int = 0) throws -> Origin {
-        let folder = try TemporaryDirectory(prefix: "versions")
-        let root = folder.path + "/root"
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let script = folder.path + "/odd.py"
-        try Self.script.write(toFile: script, atomically: false, encoding: .utf8)
-        let (server, port) = try BackgroundProcess.listening { port in
-            try BackgroundProcess("/usr/bin/python3", [script, String(port), root, folder.path + "/answers.log",
-                                                       String(stale)],
-                                  logPath: folder.path + "/server.out")
-        }
-        return Origin(folder: folder, server: server, port: port, root: root)
+    func startOrigin(staleBy stale: Int = 0) throws -> ScriptedOrigin {
+        try ScriptedOrigin(script: Self.script, prefix: "versions", arguments: [String(stale)])
     }
 
     static func randomBytes(_ count: Int) -> [UInt8] {
