@@ -55,4 +55,12 @@ final class RedactionTests: XCTestCase {
         let json = Array(#"[{"name":"x?token=1","type":"file","size":3}]"#.utf8)
         XCTAssertEqual(ListingRedaction.kept(json), json, "a JSON listing's names are kept as they are")
     }
+
+    /// Found by the Redaction fuzzer: a combining mark right after `?` or `/` made one Character of both, and a
+    /// scan by Characters missed the delimiter: the query's values showed, or the host was taken from the path.
+    func testACombiningMarkAfterADelimiterHidesNothingLess() {
+        XCTAssertEqual(Redaction.redact("https://h/f?\u{301}token=SECRET"), "https://h/f?\u{301}token=***")
+        XCTAssertEqual(Redaction.redact("https://u:pw@h/\u{64D}x@y/z?a=1"), "https://***@h/\u{64D}x@y/z?a=***")
+        XCTAssertEqual(Redaction.redact("https://h/f?a=1&\u{301}b=2#\u{301}k"), "https://h/f?a=***&\u{301}b=***#***")
+    }
 }

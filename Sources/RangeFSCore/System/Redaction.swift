@@ -15,38 +15,41 @@ public enum Redaction {
     /// replaced, the query keeps its names and loses its values, the fragment loses its text. Text without
     /// `scheme://` is unchanged. Applying it twice gives what applying it once gave.
     public static func redact(_ url: String) -> String {
-        guard let schemeEnd = url.firstRange(of: "://") else { return url }
-        let rest = url[schemeEnd.upperBound...]
-        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
-        let authority = rest[..<authorityEnd]
-        var shown = String(url[..<schemeEnd.upperBound])
-        if let at = authority.lastIndex(of: "@") {
-            shown += "***" + authority[at...]
+        // Scanned by bytes, not Characters: a combining mark after `/`, `?` or `@` makes one Character of both,
+        // and a Character scan then misses the delimiter (a `?` so hidden showed the query's values; found by the
+        // Redaction fuzzer). Every delimiter is ASCII, so a byte index is always a scalar boundary.
+        let bytes = url.utf8
+        guard let schemeEnd = url.firstRange(of: "://")?.upperBound else { return url }
+        let isDelimiter = { (byte: UInt8) in byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") }
+        let authorityEnd = bytes[schemeEnd...].firstIndex(where: isDelimiter) ?? bytes.endIndex
+        var shown = String(url[..<schemeEnd])
+        if let at = bytes[schemeEnd..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) {
+            shown += mark + url[at..<authorityEnd]
         } else {
-            shown += authority
+            shown += url[schemeEnd..<authorityEnd]
         }
-        let afterAuthority = rest[authorityEnd...]
-        let fragmentStart = afterAuthority.firstIndex(of: "#") ?? afterAuthority.endIndex
-        let beforeFragment = afterAuthority[..<fragmentStart]
-        if let question = beforeFragment.firstIndex(of: "?") {
-            shown += beforeFragment[...question]
-            shown += hidingValues(beforeFragment[beforeFragment.index(after: question)...])
+        let fragmentStart = bytes[authorityEnd...].firstIndex(of: UInt8(ascii: "#")) ?? bytes.endIndex
+        if let question = bytes[authorityEnd..<fragmentStart].firstIndex(of: UInt8(ascii: "?")) {
+            let queryStart = bytes.index(after: question)
+            shown += url[authorityEnd..<queryStart]
+            shown += hidingValues(url[queryStart..<fragmentStart])
         } else {
-            shown += beforeFragment
+            shown += url[authorityEnd..<fragmentStart]
         }
-        if fragmentStart < afterAuthority.endIndex {
-            shown += afterAuthority.index(after: fragmentStart) < afterAuthority.endIndex ? "#" + mark : "#"
+        if fragmentStart < bytes.endIndex {
+            shown += bytes.index(after: fragmentStart) < bytes.endIndex ? "#" + mark : "#"
         }
         return shown
     }
 
     /// `a=1&b=&c` becomes `a=***&b=&***`: every item keeps its name, a value that is not empty becomes the mark, and
-    /// an item without `=` (which may be a token itself) becomes the mark.
+    /// an item without `=` (which may be a token itself) becomes the mark. Split by bytes, as `redact` scans.
     static func hidingValues(_ query: Substring) -> String {
-        query.split(separator: "&", omittingEmptySubsequences: false).map { item -> String in
+        query.utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false).map { item -> String in
             if item.isEmpty { return "" }
-            guard let equals = item.firstIndex(of: "=") else { return mark }
-            return item.index(after: equals) == item.endIndex ? String(item) : item[...equals] + mark
+            guard let equals = item.firstIndex(of: UInt8(ascii: "=")) else { return mark }
+            let afterEquals = item.index(after: equals)
+            return afterEquals == item.endIndex ? String(query[item.startIndex..<item.endIndex]) : query[item.startIndex..<afterEquals] + mark
         }.joined(separator: "&")
     }
 }
