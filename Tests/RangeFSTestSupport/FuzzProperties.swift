@@ -66,9 +66,13 @@ func responseHeadPropertyBroken(_ head: ResponseHead, asked: Range<UInt64>) -> S
 func redactionFraming(_ bytes: [UInt8]) -> (url: String, secrets: [String]) {
     let parts = bytes.split(separator: 0, maxSplits: 2, omittingEmptySubsequences: false)
         .map { String(decoding: $0, as: UTF8.self) }
-    let clean: (String) -> String = { $0.filter { !"@/?#&\0".contains($0) } }
+    // Filtered by scalars: a combining mark after `#` makes one Character of both, which a Character filter keeps.
+    let without = { (text: String, banned: String) in
+        String(String.UnicodeScalarView(text.unicodeScalars.filter { !banned.unicodeScalars.contains($0) }))
+    }
+    let clean: (String) -> String = { without($0, "@/?#&\0") }
     let password = clean(parts.first ?? ""), value = clean(parts.count > 2 ? parts[2] : "")
-    let path = parts.count > 1 ? parts[1].filter { !"?#\0".contains($0) } : ""
+    let path = parts.count > 1 ? without(parts[1], "?#\0") : ""
     let url = "https://user:\(password)@files.example.org/\(path)?token=\(value)&x=1#frag"
     let shown = "https://***@files.example.org/\(path)?token=***&x=***#***"
     let secrets = [password, value].filter { $0.utf8.count >= 4 && !containsBytes(Array(shown.utf8), Array($0.utf8)) }
