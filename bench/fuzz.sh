@@ -75,7 +75,9 @@ fi
 
 for target in "${targets[@]}"; do
     binary="$out/$target"
-    if [ ! -x "$binary" ] || [ "$root/Tests/Fuzz/$target.swift" -nt "$binary" ] || [ "$stamp" -nt "$binary" ]; then
+    if [ ! -x "$binary" ] || [ "$root/Tests/Fuzz/$target.swift" -nt "$binary" ] || [ "$stamp" -nt "$binary" ] \
+        || [ "$root/Tests/Fuzz/FuzzSupport.swift" -nt "$binary" ] \
+        || [ "$root/Tests/RangeFSTestSupport/FuzzProperties.swift" -nt "$binary" ]; then
         echo "fuzz.sh: building $target" >&2
         nice -n 19 swiftc -parse-as-library -O -sanitize=fuzzer,address -module-name "Fuzz$target" \
             -I "$out" -I "$out/modules/CChecksum" -I "$out/modules/CLinux" -I "$root/Sources/CCrypto" \
