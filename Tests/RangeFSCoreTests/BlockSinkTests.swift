@@ -85,7 +85,12 @@ final class BlockSinkTests: XCTestCase {
         return changes.withLock { $0 }
     }
 
-    var presentBlocks: [Int] { (0..<entry.blockCount).filter { entry.isPresent($0) } }
+    /// The blocks in the cache once every block received so far is written: a reader is answered from memory
+    /// before the writer marks its block present.
+    var presentBlocks: [Int] {
+        entry.waitForWrites()
+        return (0..<entry.blockCount).filter { entry.isPresent($0) }
+    }
 
     // MARK: 200 and 206
 
