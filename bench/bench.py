@@ -307,14 +307,17 @@ class Httpfs2Mount:
 
 class ListingPeer:
     """A peer that mounts a web directory in the foreground (its PID known): httpdirfs or rclone, each with its
-    own disk cache; unmounted by `close`."""
+    own disk cache, or bindfs over a local folder (no cache); unmounted by `close`."""
 
     def __init__(self, kind, work, url, cache, timeout=60, rclone="rclone", options=()):
-        """`kind` is httpdirfs or rclone; `rclone` the rclone binary, `options` more options for it."""
+        """`kind` is httpdirfs, rclone or bindfs (`url` is then a local folder); `rclone` the rclone binary,
+        `options` more options for it."""
         self.kind = kind
         self.point = tempfile.mkdtemp(dir=work, prefix=f"{kind}-")
         if kind == "httpdirfs":
             command = ["httpdirfs", "-f", "--cache", "--cache-location", cache, url, self.point]
+        elif kind == "bindfs":
+            command = ["bindfs", "-f", url, self.point]
         else:
             command = [rclone, "mount", ":http:", self.point, "--http-url", url, "--vfs-cache-mode", "full",
                        "--cache-dir", cache, "--read-only", *options]
@@ -1047,7 +1050,7 @@ class Bench:
         for label, (value, reference, ref_value, goal) in self.results.items():
             unit_free = ("ms" in label, "RSS" in label, "bytes per" in label, "CPU s" in label, "refetched" in label,
                          "MiB sent" in label, "seconds" in label, "requests" in label, "names" in label,
-                         "per entry" in label, "ratio" in label, "strace" in label)
+                         "per entry" in label, "ratio" in label, "strace" in label, "inodes" in label)
             unit = "" if any(unit_free) else " MiB/s"
             shown = f"{value:.1f}{unit}" if unit else f"{value:.2f}"
             if "MiB/s" in unit:
@@ -1111,6 +1114,9 @@ def main():
     parser.add_argument("--rangefs-option", action="append", default=[], metavar="OPTION",
                         help="pass this option to every rangefs mount (repeat it), to compare settings")
     parser.add_argument("--small-files", type=int, metavar="N", help="small: this many files, not 3,000 (to try it)")
+    parser.add_argument("--small-caches", choices=["both", "image", "work"],
+                        help="small: the caches on a fresh journaled ext4 image, on the work folder's file system "
+                             "(or --cache-root), or both, one table each (default: both; a smoke run: work)")
     parser.add_argument("--wan-files", type=int, metavar="N", help="wan: cp -r of this many files, not 500 (to try it)")
     parser.add_argument("--wan-big", type=int, metavar="MIB", help="wan: the big file's size, not 256 MiB (to try it)")
     parser.add_argument("--s3-objects", type=int, metavar="N",
@@ -1140,6 +1146,7 @@ def main():
         args.runs, args.size, args.capped_size, args.multi_size, args.reads = 1, 24 * MiB, 8 * MiB, 2 * MiB, 50
         args.movies, args.loops, args.scan_wait = 3, 4, 2  # 70 MiB movies: 30% of one is more than a probe reads
     args.small_files = args.small_files or args.small_files_default
+    args.small_caches = args.small_caches or ("work" if args.smoke else "both")
     args.s3_objects = args.s3_objects or (200 if args.smoke else 100_000)
     args.wan_small = args.wan_files or args.wan_small
     args.wan_big = args.wan_big * MiB if args.wan_big else args.wan_big_default

@@ -31,9 +31,10 @@ def median(values):
 class Table:
     """Rows of measures against columns of tools. `fmt` turns a median into text, e.g. '1.23 s'."""
 
-    def __init__(self, title, columns, baseline=None, timeout=None):
+    def __init__(self, title, columns, baseline=None, timeout=None, rows=()):
+        """`rows`: labels in the order they are shown, whatever order they are measured in."""
         self.title, self.columns, self.baseline, self.timeout = title, list(columns), baseline, timeout
-        self.rows = {}  # label -> {column: ([values], fmt)}
+        self.rows = {row: {} for row in rows}  # label -> {column: ([values], fmt)}
 
     def add(self, row, column, value, fmt="{:.2f}"):
         cells = self.rows.setdefault(row, {})
@@ -70,4 +71,30 @@ class Table:
                 ours, theirs = self.value(row, self.columns[0]), self.value(row, self.baseline)
                 cells.append(f"{ours / theirs:.2f}" if ours is not None and theirs else "–")
             lines.append("| " + " | ".join([row, *cells]) + " |")
+        return "\n".join(lines) + "\n"
+
+
+class Goals:
+    """Goals checked in one run: each row a measure, what it is held against, their ratio and the verdict."""
+
+    def __init__(self, title):
+        self.title, self.rows = title, []
+
+    def add(self, goal, measured, limit, reference=None, shown="{:.2f}", reference_shown=None):
+        """`measured` over `reference` must be at most `limit`; with no reference, `measured` itself (a count).
+        Returns the value held against `limit`, None when a side was not measured."""
+        absolute = reference_shown is None
+        value = None
+        if measured is not None and (absolute or reference):
+            value = measured if absolute else measured / reference
+        measured_text = "not measured" if measured is None else shown.format(measured)
+        reference_text = "–" if absolute else (reference_shown if reference else "not measured")
+        ratio = "–" if absolute or value is None else f"{value:.2f}"
+        verdict = "–" if value is None else ("met" if value <= limit else "**missed**")
+        self.rows.append((goal, measured_text, reference_text, ratio, verdict))
+        return value
+
+    def markdown(self):
+        lines = [f"**{self.title}**", "", "| goal | measured | held against | ratio | |", "|---|---:|---:|---:|---|"]
+        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
         return "\n".join(lines) + "\n"

