@@ -132,49 +132,42 @@ class Pass:
         elif not right:
             b.log(f"  small: {column} showed wrong or missing files ({what})")
 
+    def mounted_read(self, column, spec, cache, count, rows, what, keep_cache=False, counted=None):
+        """Mounts `spec` on `cache`, reads (`count` readers; `rows`: the time's and the CPU's), calls `counted` (if
+        any) before the check, whose opens could send requests of their own, checks and unmounts. The cache is
+        kept for a remount if `keep_cache` and the read finished, else removed. Returns the seconds or None."""
+        mount = self.mount(spec, cache)
+        if mount is None:
+            self.table.add(rows[0], column, None)
+            smallcache.remove(cache)
+            return None
+        seconds, listed = self.read(column, spec, mount, count, *rows)
+        if counted:
+            counted()
+        if seconds is not None:
+            self.check(column, spec, mount, listed, what)
+        tools.close(mount, stuck=seconds is None, keep_cache=keep_cache and seconds is not None)
+        return seconds
+
     def one_reader(self, column, spec):
         """One reader cold on a fresh cache, the cache counted after the unmount, then one reader again after a
         remount on that cache, with the requests for files it cost from nginx's log."""
         cache = smallcache.fresh_cache(self.folder)
-        mount = self.mount(spec, cache)
-        if mount is None:
-            self.table.add(ONE, column, None)
-            smallcache.remove(cache)
-            return
-        seconds, listed = self.read(column, spec, mount, 1, ONE, CPU_ONE)
-        if seconds is not None:
-            self.check(column, spec, mount, listed, "1 reader cold")
-        tools.close(mount, stuck=seconds is None, keep_cache=seconds is not None)
-        if seconds is None:
+        if self.mounted_read(column, spec, cache, 1, (ONE, CPU_ONE), "1 reader cold", keep_cache=True) is None:
             return
         if spec[0] != "bindfs":
             inodes, allocated = smallcache.footprint(cache)
             self.table.add(INODES, column, inodes / len(self.names))
             self.table.add(DISK, column, allocated / 1e6, "{:.1f}")
         offset = smallcache.log_offset(self.bench)
-        mount = self.mount(spec, cache)
-        if mount is None:
-            self.table.add(AGAIN, column, None)
-            smallcache.remove(cache)
-            return
-        seconds, listed = self.read(column, spec, mount, 1, AGAIN, CPU_AGAIN)
-        # Counted before the check below, whose opens could send requests of their own.
-        self.table.add(REQUESTS, column, smallcache.settled_file_requests(self.bench, offset, "/small/"), "{:.0f}")
-        if seconds is not None:
-            self.check(column, spec, mount, listed, "1 reader after a remount")
-        tools.close(mount, stuck=seconds is None)
+
+        def requests():
+            self.table.add(REQUESTS, column, smallcache.settled_file_requests(self.bench, offset, "/small/"),
+                           "{:.0f}")
+        self.mounted_read(column, spec, cache, 1, (AGAIN, CPU_AGAIN), "1 reader after a remount", counted=requests)
 
     def eight_readers(self, column, spec):
-        cache = smallcache.fresh_cache(self.folder)
-        mount = self.mount(spec, cache)
-        if mount is None:
-            self.table.add(EIGHT, column, None)
-            smallcache.remove(cache)
-            return
-        seconds, listed = self.read(column, spec, mount, 8, EIGHT, CPU_EIGHT)
-        if seconds is not None:
-            self.check(column, spec, mount, listed, "8 readers cold")
-        tools.close(mount, stuck=seconds is None)
+        self.mounted_read(column, spec, smallcache.fresh_cache(self.folder), 8, (EIGHT, CPU_EIGHT), "8 readers cold")
 
     def measure(self, config):
         """`--runs` runs of every measure; the peers other than bindfs in the first only. The machine's load average
