@@ -3,8 +3,8 @@
 
 It starts its own nginx on 127.0.0.1 (a direct origin, and a proxy in front of it that caps every connection at
 8 MiB/s, like many mirrors and CDNs), runs each scenario several times, and prints medians and the ratios behind
-issue 4's goals. `--only small` and `--only wan` (issue 36: many small files on loopback, and a far origin through
-capproxy.py's latency emulator) live in scenario_small.py and scenario_wan.py and print markdown tables (tables.py)
+issue 4's goals. `--only small` and `--only wan` (issues 36 and 46: many small files on loopback, against bindfs
+too, and a far origin through capproxy.py's latency emulator) live in scenario_small.py and scenario_wan.py and print markdown tables (tables.py)
 with rclone and httpdirfs beside; `--only s3` (issue 38: a 100,000-object listing, a cold copy, kill -9 and an
 offline remount on S3 servers, with s3fs-fuse and rclone mount beside) lives in scenario_s3.py. `--smoke` runs
 tiny sizes once and only checks that every copy is byte-for-byte right (for CI).
@@ -479,7 +479,8 @@ class Bench:
                                                    if self.args.baseline else [])
 
     def small(self):
-        """Many small files on loopback: one reader and 8 readers against curl and the peers; strace of the daemon."""
+        """Many small files on loopback: cold, 8 readers and after a remount, against bindfs, curl and the peers, caches
+        on an ext4 image and on /; strace of the daemon."""
         import scenario_small
         scenario_small.run(self)
 
