@@ -353,10 +353,11 @@ public final class CacheStore: Sendable {
             for file in ["bitmap", "data", "crc32c", "digest"] { try FileSystemCalls.removeFile(folder + "/" + file) }
             try FileSystemCalls.synchronizeDirectory(containing: folder + "/bitmap")
         }
-        let header = CacheHeader(
+        var header = CacheHeader(
             blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),
             url: metadata.url, etag: metadata.etag, lastModified: metadata.lastModified
         )
+        header.answeredAt = metadata.answeredAt
         let dataFile = descriptors.file(path: folder + "/data", flags: O_RDWR | O_CREAT)
         try dataFile.truncate(to: header.size)
         let crcFile = descriptors.file(path: folder + "/crc32c", flags: O_RDWR | O_CREAT)

@@ -38,9 +38,11 @@ extension DirectoryService {
     /// listed file). A file the cache holds a version of that agrees with its listing (the same size, and the
     /// date the listing states, to its minute) takes that version's validators at once: a remount costs no
     /// request per file, and the open's background check (`--revalidate`) and the If-Range of every fetch still
-    /// catch a change. Any other file is probed now, even if its last probe failed, with a request for its first
-    /// bytes that also brings its first blocks. Fails if the probe fails and nothing is cached, or with
-    /// `.notFound` if it is gone.
+    /// catch a change. Where the listing also proves that version current (an object store's ETag, or a listed
+    /// date that ends before the server answered with that version: ListedDate.swift), reading the listing was
+    /// the check, and the open sends no background check either. Any other file is probed now, even if its last
+    /// probe failed, with a request for its first bytes that also brings its first blocks. Fails if the probe
+    /// fails and nothing is cached, or with `.notFound` if it is gone.
     func whenValidated(_ item: CatalogItem,
                        _ completion: @escaping @Sendable (Result<CatalogItem, FileSystemError>) -> Void) {
         guard item.listed, !item.validated else { return completion(.success(item)) }
@@ -60,17 +62,18 @@ extension DirectoryService {
         if joined { return }
         // The cached version, if it agrees with the listing; taken only if the file still shows what was looked
         // at (a refresh of its directory may have stated another version since: then it is probed).
-        if let stored = storedVersion(agreeingWith: item) {
+        if let (stored, agreement) = storedVersion(agreeingWith: item) {
             let (adopted, listingReadAt) = catalog.adoptStoredVersion(stored, inode: item.inode, expected: item.metadata)
             if adopted {
-                // An object store's listing states each object's ETag, as the object's own answer would: one that
-                // is the cached version's is a check of it, made when that listing was read from the store (a kept
-                // listing: when the mount that kept it read it; a refresh that failed moves nothing). The open's
-                // background check (`--revalidate`) is then not due before the interval after that.
-                if let listingReadAt, !item.metadata.etag.isEmpty, stored.etag == item.metadata.etag,
-                   credentials.objectStore(for: stored.url) != nil {
-                    events.validated(stored.url, listingReadAt)
-                }
+                // A listing that proves the cached version current is a check of it, made when that listing was
+                // read from its server (a kept listing: when the mount that kept it read it; a refresh that failed
+                // moves nothing). The open's background check (`--revalidate`) is then not due before the interval
+                // after that. An object store's listing states each object's ETag, as the object's own answer
+                // would; a web server's listing proves it by its date (ListedDate.swift).
+                let proved = credentials.objectStore(for: stored.url) != nil
+                    ? !item.metadata.etag.isEmpty && stored.etag == item.metadata.etag
+                    : agreement == .sizeAndDate && item.listingShowsNoChange(since: stored.answeredAt)
+                if let listingReadAt, proved { events.validated(stored.url, listingReadAt) }
                 return completion(.success(catalog.item(inode: item.inode) ?? item))
             }
         }
@@ -94,21 +97,24 @@ extension DirectoryService {
         }
     }
 
-    /// The cached version of `item`'s URL, if it agrees with what `item`'s listing states: the same size, and
-    /// the listing's date equal to its Last-Modified, or the same minute of it (nginx's HTML). Nil without an exact
-    /// listing or a validator to send.
-    private func storedVersion(agreeingWith item: CatalogItem) -> RemoteMetadata? {
+    /// How a cached version agrees with a listing (`storedVersion(agreeingWith:)`).
+    private enum Agreement { case etag, sizeAndDate }
+
+    /// The cached version of `item`'s URL, if it agrees with what `item`'s listing states: the same size and ETag
+    /// (an object store's listing), or the same size and the listing's date equal to its Last-Modified, or the
+    /// same minute of it (nginx's HTML). Nil without an exact listing or a validator to send.
+    private func storedVersion(agreeingWith item: CatalogItem) -> (RemoteMetadata, Agreement)? {
         // An object store's listing states each object's ETag: the cached version is the listed one if they agree.
         if item.listed, !item.metadata.etag.isEmpty, let stored = store.storedVersion(of: item.metadata.url),
            stored.sizeKnown, stored.size == item.metadata.size, stored.etag == item.metadata.etag {
-            return stored
+            return (stored, .etag)
         }
         guard item.attributesExact, let listedTime = item.listedTime,
               let stored = store.storedVersion(of: item.metadata.url), stored.sizeKnown,
               stored.size == item.metadata.size, stored.ifRangeValidator != nil,
               let exact = stored.modificationTime, exact >= listedTime, exact - listedTime < 60
         else { return nil }
-        return stored
+        return (stored, .sizeAndDate)
     }
 
     /// The version of `item` to open its cache entry for, without a probe (`pin`, `--prefetch=all`): a listed
@@ -121,7 +127,7 @@ extension DirectoryService {
         guard item.listed, !item.validated, let stored = store.storedVersion(of: item.metadata.url), stored.sizeKnown
         else { return item.metadata }
         guard item.attributesExact else { return stored }  // the listing states nothing to contradict it
-        return storedVersion(agreeingWith: item) ?? item.metadata
+        return storedVersion(agreeingWith: item)?.0 ?? item.metadata
     }
 
     /// How many bytes the probe of `file` asks for: `openProbeBytes`, or the first block of a file its listing
