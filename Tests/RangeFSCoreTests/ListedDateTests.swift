@@ -27,35 +27,58 @@ final class ListedDateTests: XCTestCase {
 
     // MARK: The rule
 
-    /// A listed file stating `time` to `precision`.
+    /// A listed file of 1,000 bytes stating `time` to `precision`.
     func listedItem(_ time: Int64?, _ precision: ListedPrecision) -> CatalogItem {
-        var item = CatalogItem(inode: 2, name: "a.bin", metadata: RemoteMetadata(url: root + "a.bin", size: 1, etag: "",
-                                                                                 lastModified: ""),
+        var item = CatalogItem(inode: 2, name: "a.bin", metadata: RemoteMetadata(url: root + "a.bin", size: 1_000,
+                                                                                 etag: "", lastModified: ""),
                                listed: true, validated: false, attributesExact: true)
         item.listedTime = time
         item.listedPrecision = precision
         return item
     }
 
+    /// A cached version of 1,000 bytes (`size`) modified at `modified`, which its server answered with at
+    /// `answered`.
+    func version(modified: Int64, answered: Int64?, size: UInt64 = 1_000) -> RemoteMetadata {
+        var version = RemoteMetadata(url: root + "a.bin", size: size, etag: "\"e\"", lastModified: HTTPDate.format(modified))
+        version.answeredAt = answered
+        return version
+    }
+
     func testAListedDateIsRoundedUpToItsPrecision() {
-        let minute = listedItem(Self.tenOClock, .minute)
-        XCTAssertFalse(minute.listingShowsNoChange(since: Self.tenOClock + 59), "10:00 may be 10:00:59, after F")
-        XCTAssertTrue(minute.listingShowsNoChange(since: Self.tenOClock + 60), "10:00 ends at 10:01:00 = F")
-        XCTAssertTrue(minute.listingShowsNoChange(since: Self.tenOClock + 3600))
+        let minute = listedItem(Self.tenOClock, .minute), at = Self.tenOClock + 30
+        XCTAssertFalse(minute.listingShowsUnchanged(version(modified: at, answered: at + 29)),
+                       "10:00 may be 10:00:59, after F")
+        XCTAssertTrue(minute.listingShowsUnchanged(version(modified: at, answered: Self.tenOClock + 60)),
+                      "10:00 ends at 10:01:00 = F")
+        XCTAssertTrue(minute.listingShowsUnchanged(version(modified: at, answered: Self.tenOClock + 3600)))
         let second = listedItem(Self.tenOClock, .second)
-        XCTAssertFalse(second.listingShowsNoChange(since: Self.tenOClock), "10:00:00 may be 10:00:00.5, after F")
-        XCTAssertTrue(second.listingShowsNoChange(since: Self.tenOClock + 1))
+        XCTAssertFalse(second.listingShowsUnchanged(version(modified: Self.tenOClock, answered: Self.tenOClock)),
+                       "10:00:00 may be 10:00:00.5, after F")
+        XCTAssertTrue(second.listingShowsUnchanged(version(modified: Self.tenOClock, answered: Self.tenOClock + 1)))
     }
 
     func testNothingIsProvedWithoutAMomentOrADateOrWithADateAfterIt() {
-        XCTAssertFalse(listedItem(Self.tenOClock, .second).listingShowsNoChange(since: nil), "F unknown")
-        XCTAssertFalse(listedItem(nil, .second).listingShowsNoChange(since: Self.tenOClock), "no listed date")
-        XCTAssertFalse(listedItem(Self.tenOClock + 120, .minute).listingShowsNoChange(since: Self.tenOClock + 60),
+        let late = Self.tenOClock + 3600
+        XCTAssertFalse(listedItem(Self.tenOClock, .second).listingShowsUnchanged(version(modified: Self.tenOClock,
+                                                                                       answered: nil)), "F unknown")
+        XCTAssertFalse(listedItem(nil, .second).listingShowsUnchanged(version(modified: Self.tenOClock, answered: late)),
+                       "no listed date")
+        XCTAssertFalse(listedItem(Self.tenOClock + 120, .minute)
+            .listingShowsUnchanged(version(modified: Self.tenOClock + 120, answered: Self.tenOClock + 60)),
                        "a date after F")
-        XCTAssertFalse(listedItem(Int64.max, .minute).listingShowsNoChange(since: Int64.max), "no overflow")
+        XCTAssertFalse(listedItem(Self.tenOClock, .second).listingShowsUnchanged(version(modified: Self.tenOClock,
+                                                                                       answered: late, size: 999)),
+                       "another size")
+        XCTAssertFalse(listedItem(Self.tenOClock, .second).listingShowsUnchanged(version(modified: Self.tenOClock + 5,
+                                                                                       answered: late)),
+                       "a cached date outside the listed second: another version")
+        XCTAssertFalse(listedItem(Int64.max, .minute).listingShowsUnchanged(version(modified: Self.tenOClock,
+                                                                                  answered: Int64.max)), "no overflow")
         var unstated = listedItem(Self.tenOClock, .minute)
         unstated.attributesExact = false
-        XCTAssertFalse(unstated.listingShowsNoChange(since: Self.tenOClock + 3600), "a listing without the size")
+        XCTAssertFalse(unstated.listingShowsUnchanged(version(modified: Self.tenOClock, answered: late)),
+                       "a listing without the size")
     }
 
     func testListingsStateTheirPrecision() throws {

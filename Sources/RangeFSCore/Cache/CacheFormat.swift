@@ -81,7 +81,8 @@ struct CacheHeader: Equatable, Sendable {
     }
 
     static func decode(_ bytes: [UInt8]) throws(FormatError) -> CacheHeader {
-        var (reader, found) = try openRecord(bytes, magic: magic, versions: 1...version)
+        let opened = try openRecord(bytes, magic: magic, versions: 1...version)
+        var reader = opened.reader
         let blockSize = Int(try reader.readUInt32())
         guard blockSize >= 512 else { throw .inconsistent("block size \(blockSize)") }
         let size = try reader.readUInt64()
@@ -92,10 +93,12 @@ struct CacheHeader: Equatable, Sendable {
             blockSize: blockSize, size: size, generation: generation,
             url: try reader.readString(), etag: try reader.readString(), lastModified: try reader.readString()
         )
-        if found >= 2 {
+        if opened.version >= 2 {
             let answeredAt = try reader.readUInt64()
             // Version 2 is written only with a moment (see `answeredAt`).
-            guard answeredAt > 0, answeredAt <= UInt64(Int64.max) else { throw .inconsistent("answered at \(answeredAt)") }
+            guard answeredAt > 0, answeredAt <= UInt64(Int64.max) else {
+                throw .inconsistent("answered at \(answeredAt)")
+            }
             header.answeredAt = Int64(answeredAt)
         }
         try closeRecord(reader)

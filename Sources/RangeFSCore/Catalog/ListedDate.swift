@@ -32,13 +32,17 @@ enum ListedPrecision: UInt8, Sendable {
 }
 
 extension CatalogItem {
-    /// Whether this listed file's listing proves that the version its server answered at `answeredAt` (seconds
-    /// since 1970 by the server's clock; nil when unknown) has not changed since: its listed date, rounded up to
-    /// the listing's precision, is no later than that moment (see the top of this file). Its size and the
-    /// cached version's date are compared elsewhere (`DirectoryService.storedVersion(agreeingWith:)`).
-    func listingShowsNoChange(since answeredAt: Int64?) -> Bool {
-        guard listed, attributesExact, let answeredAt, let listedTime else { return false }
+    /// Whether this listed file's listing proves `version` (a cached one) current: the listing states its size,
+    /// and a date that its Last-Modified falls within to the listing's precision and that, rounded up to that
+    /// precision, is no later than when the server answered with it (`answeredAt`; see the top of this file).
+    /// False when anything is unknown, or when the version's date falls outside the listed one: then the listing
+    /// and the version disagree about something (a date set back on purpose), and the file is checked as before.
+    func listingShowsUnchanged(_ version: RemoteMetadata) -> Bool {
+        guard listed, attributesExact, let listedTime, metadata.sizeKnown, version.sizeKnown,
+              version.size == metadata.size, let answeredAt = version.answeredAt,
+              let modified = version.modificationTime
+        else { return false }
         let (end, overflow) = listedTime.addingReportingOverflow(listedPrecision.seconds)
-        return !overflow && end <= answeredAt
+        return !overflow && listedTime <= modified && modified < end && end <= answeredAt
     }
 }

@@ -62,7 +62,7 @@ extension DirectoryService {
         if joined { return }
         // The cached version, if it agrees with the listing; taken only if the file still shows what was looked
         // at (a refresh of its directory may have stated another version since: then it is probed).
-        if let (stored, agreement) = storedVersion(agreeingWith: item) {
+        if let stored = storedVersion(agreeingWith: item) {
             let (adopted, listingReadAt) = catalog.adoptStoredVersion(stored, inode: item.inode, expected: item.metadata)
             if adopted {
                 // A listing that proves the cached version current is a check of it, made when that listing was
@@ -72,7 +72,7 @@ extension DirectoryService {
                 // would; a web server's listing proves it by its date (ListedDate.swift).
                 let proved = credentials.objectStore(for: stored.url) != nil
                     ? !item.metadata.etag.isEmpty && stored.etag == item.metadata.etag
-                    : agreement == .sizeAndDate && item.listingShowsNoChange(since: stored.answeredAt)
+                    : item.listingShowsUnchanged(stored)
                 if let listingReadAt, proved { events.validated(stored.url, listingReadAt) }
                 return completion(.success(catalog.item(inode: item.inode) ?? item))
             }
@@ -97,24 +97,21 @@ extension DirectoryService {
         }
     }
 
-    /// How a cached version agrees with a listing (`storedVersion(agreeingWith:)`).
-    private enum Agreement { case etag, sizeAndDate }
-
-    /// The cached version of `item`'s URL, if it agrees with what `item`'s listing states: the same size and ETag
-    /// (an object store's listing), or the same size and the listing's date equal to its Last-Modified, or the
-    /// same minute of it (nginx's HTML). Nil without an exact listing or a validator to send.
-    private func storedVersion(agreeingWith item: CatalogItem) -> (RemoteMetadata, Agreement)? {
+    /// The cached version of `item`'s URL, if it agrees with what `item`'s listing states: the same size, and
+    /// the listing's date equal to its Last-Modified, or the same minute of it (nginx's HTML). Nil without an exact
+    /// listing or a validator to send.
+    private func storedVersion(agreeingWith item: CatalogItem) -> RemoteMetadata? {
         // An object store's listing states each object's ETag: the cached version is the listed one if they agree.
         if item.listed, !item.metadata.etag.isEmpty, let stored = store.storedVersion(of: item.metadata.url),
            stored.sizeKnown, stored.size == item.metadata.size, stored.etag == item.metadata.etag {
-            return (stored, .etag)
+            return stored
         }
         guard item.attributesExact, let listedTime = item.listedTime,
               let stored = store.storedVersion(of: item.metadata.url), stored.sizeKnown,
               stored.size == item.metadata.size, stored.ifRangeValidator != nil,
               let exact = stored.modificationTime, exact >= listedTime, exact - listedTime < 60
         else { return nil }
-        return (stored, .sizeAndDate)
+        return stored
     }
 
     /// The version of `item` to open its cache entry for, without a probe (`pin`, `--prefetch=all`): a listed
@@ -127,7 +124,7 @@ extension DirectoryService {
         guard item.listed, !item.validated, let stored = store.storedVersion(of: item.metadata.url), stored.sizeKnown
         else { return item.metadata }
         guard item.attributesExact else { return stored }  // the listing states nothing to contradict it
-        return storedVersion(agreeingWith: item)?.0 ?? item.metadata
+        return storedVersion(agreeingWith: item) ?? item.metadata
     }
 
     /// How many bytes the probe of `file` asks for: `openProbeBytes`, or the first block of a file its listing
