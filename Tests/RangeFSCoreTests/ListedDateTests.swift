@@ -164,6 +164,12 @@ final class ListedDateTests: XCTestCase {
     /// check, the second mount asked for nothing but the listing.
     func remountChecks() throws -> Bool {
         try mounted { try readWhole($0) }
+        return try mountChecks()
+    }
+
+    /// Mounts the cache and reads `a.bin` whole: whether that read started the open's background check. With
+    /// `keeping`, waits (up to 30 s) until the entry's header keeps that moment before the mount ends.
+    func mountChecks(keeping moment: Int64? = nil) throws -> Bool {
         var checked = false
         try mounted { fileSystem in
             let (probes, requests) = (origin.probeCount, origin.requests.count)
@@ -174,6 +180,16 @@ final class ListedDateTests: XCTestCase {
                 XCTAssertEqual(origin.requests.dropFirst(requests).map(\.url).filter { $0 != root }, [],
                                "no request for the file")
             }
+            guard let moment else { return }
+            let path = fileSystem.store.directory(for: root + "a.bin") + "/header"
+            func kept() -> Int64? {
+                // Not written yet, or being replaced: asked again.
+                (try? FileSystemCalls.readSmallFile(path)).flatMap { $0 }.flatMap { try? CacheHeader.decode($0) }?
+                    .answeredAt
+            }
+            let deadline = Date().addingTimeInterval(30)
+            while kept() != moment, Date() < deadline { usleep(10_000) }
+            XCTAssertEqual(kept(), moment, "the header keeps the moment of the check's answer")
         }
         return checked
     }
@@ -194,6 +210,16 @@ final class ListedDateTests: XCTestCase {
     func testWithoutTheServersDateTheCheckRuns() throws {
         serve(html: true, listed: Self.tenOClock, modified: Self.tenOClock + 30, answered: nil)
         XCTAssertTrue(try remountChecks(), "a fetch of unknown moment counted as checked by a listing")
+    }
+
+    /// A header that keeps no moment (a cache made before headers kept it, or a server that sent no Date then):
+    /// the file is checked, that check's dated answer is written to the header, and the next mount needs none.
+    func testACheckGivesAHeaderWithoutAMomentItsMoment() throws {
+        serve(html: true, listed: Self.tenOClock, modified: Self.tenOClock + 30, answered: nil)
+        try mounted { try readWhole($0) }
+        origin.extraHeaders = ["date": HTTPDate.format(Self.tenOClock + 600)]
+        XCTAssertTrue(try mountChecks(keeping: Self.tenOClock + 600), "a version of unknown moment went unchecked")
+        XCTAssertFalse(try mountChecks(), "the moment its check kept did not make the listing the check")
     }
 
     /// nginx's JSON states the second: a second after it is enough, the same second is not.
