@@ -64,9 +64,9 @@ final class DirectoryListingTests: XCTestCase {
         let listing = parse(page)
         XCTAssertEqual(listing.entries, [
             ListedEntry(name: "clip.mp4", url: base + "clip.mp4", isDirectory: false, size: 734_003_200,
-                        modificationTime: HTTPDate.parse("Mon, 23 Nov 2026 10:00:00 GMT")),
+                        modificationTime: HTTPDate.parse("Mon, 23 Nov 2026 10:00:00 GMT"), datePrecision: .second),
             ListedEntry(name: "old", url: base + "old/", isDirectory: true,
-                        modificationTime: HTTPDate.parse("Mon, 23 Nov 2026 10:00:00 GMT")),
+                        modificationTime: HTTPDate.parse("Mon, 23 Nov 2026 10:00:00 GMT"), datePrecision: .second),
         ])
     }
 

@@ -253,8 +253,11 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
         if probesFail { return completion(.failure(.httpStatus(503))) }
         guard let file else { return completion(.failure(.httpStatus(404))) }
         if noLength { return completion(.success(.unsized(url: url, etag: "", lastModified: lastModified))) }
-        completion(.success(RemoteMetadata(url: url, size: UInt64(file.bytes.count), etag: file.etag,
-                                           lastModified: lastModified)))
+        var metadata = RemoteMetadata(url: url, size: UInt64(file.bytes.count), etag: file.etag,
+                                      lastModified: lastModified)
+        // A Date among the extra headers dates this answer too, as a probe's head would.
+        metadata.answeredAt = extraHeaders["date"].flatMap(HTTPDate.parse)
+        completion(.success(metadata))
     }
 }
 

@@ -1,15 +1,47 @@
 // Which version of the remote file this entry holds, and how an answer is matched against it. Normally the ETag
 // tells (else Last-Modified); for a server found to rotate its ETags (RotatingETags.swift) the entry retires its
-// ETag and length and Last-Modified tell from then on.
+// ETag and length and Last-Modified tell from then on. The entry also keeps when its server last answered with
+// this version (ListedDate.swift).
 
 import Dispatch
 
 extension CacheEntry {
-    /// The version this entry holds, as its header records it, without an ETag once that was retired.
+    /// The version this entry holds, as its header records it, without an ETag once that was retired, and with
+    /// the latest moment the server answered with it.
     var remoteMetadata: RemoteMetadata {
         var metadata = header.remoteMetadata
         if etagRetired.load(ordering: .relaxed) { metadata.etag = "" }
+        metadata.answeredAt = answeredAt
         return metadata
+    }
+
+    /// When the server last answered with this version, as far as this entry knows (ListedDate.swift).
+    var answeredAt: Int64? {
+        let confirmed = confirmedAt.load(ordering: .relaxed)
+        return confirmed > 0 ? confirmed : header.answeredAt
+    }
+
+    /// How much later than the kept moment an answer must be for the header to be written again: one write per
+    /// entry per minute of the server's clock at most, which is what a listing's date to the minute can use.
+    static let confirmationStep: Int64 = 60
+
+    /// An answer of the server at `moment` (its Date; nil if it sent none) described this version. Where the
+    /// header keeps no moment (it was written without one, as every header before version 2), or one at least
+    /// `confirmationStep` older, the moment is taken at once and written to the header in the background (the
+    /// same generation: the bitmap stays valid). A listing can then be this file's check at the next mount
+    /// (ListedDate.swift): a cache made before headers kept the moment, or a file cached within the minute it
+    /// changed in, is checked once more, not at every mount.
+    func noteAnswered(at moment: Int64?) {
+        guard let moment, moment > 0 else { return }
+        var seen = confirmedAt.load(ordering: .relaxed)
+        while true {
+            let known = seen > 0 ? seen : header.answeredAt ?? 0
+            guard known == 0 || moment >= known + Self.confirmationStep else { return }
+            let (exchanged, found) = confirmedAt.compareExchange(expected: seen, desired: moment, ordering: .relaxed)
+            if exchanged { break }
+            seen = found
+        }
+        rewriteHeader(saying: "when its server last answered")
     }
 
     /// What to send as If-Range for this entry's version of the file.
@@ -52,22 +84,29 @@ extension CacheEntry {
     @discardableResult
     func retireETag() -> String? {
         guard !header.etag.isEmpty, !etagRetired.exchange(true, ordering: .relaxed) else { return nil }
-        var header = self.header
-        header.etag = ""
-        let retired = header.encoded()
+        rewriteHeader(saying: "that its ETag is not used")
+        return ledger.rotatingETags.insert(header.url)
+    }
+
+    /// Replaces the header file with the header as this entry now knows it (its ETag retired or not, its latest
+    /// moment), with the same generation, on a background queue under the ledger's `opening` lock: never for a
+    /// newer version's header, never after this entry went stale or its store closed. Each write takes what is
+    /// known when it runs, so two of them in either order leave the latest on disk.
+    private func rewriteHeader(saying what: String) {
         let path = directory + "/header"
-        let url = header.url
         DispatchQueue.global(qos: .utility).async { [self] in
-            ledger.opening(url).withLock {
+            ledger.opening(header.url).withLock {
                 guard !isStale, !ledger.detached.load(ordering: .relaxed) else { return }
+                var current = header
+                if etagRetired.load(ordering: .relaxed) { current.etag = "" }
+                current.answeredAt = answeredAt
                 do {
-                    try FileSystemCalls.replaceAtomically(path, with: retired)
+                    try FileSystemCalls.replaceAtomically(path, with: current.encoded())
                 } catch {
-                    // Kept in memory: the next run finds the old ETag, and judges it again.
-                    logger.warning("cannot record in \(path) that its ETag is not used: \(error)")
+                    // Kept in memory: the next run finds the old header, and judges it again.
+                    logger.warning("cannot record in \(path) \(what): \(error)")
                 }
             }
         }
-        return ledger.rotatingETags.insert(header.url)
     }
 }

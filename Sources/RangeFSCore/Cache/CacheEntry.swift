@@ -46,6 +46,9 @@ final class CacheEntry: Sendable {
     let pendingReaders = Mutex<[Int32: Int]>([:])
     /// Set once the server's ETags are found to rotate (see `retireETag`).
     let etagRetired = Atomic(false)
+    /// A later moment the server answered with this version than its header's, once an answer confirmed it
+    /// (`noteAnswered`); 0 for none.
+    let confirmedAt = Atomic<Int64>(0)
     /// The data file mapped read-only, so replies are copied by the kernel straight from the page cache.
     let mapping: FileMapping?
     let pipeline: BlockPipeline

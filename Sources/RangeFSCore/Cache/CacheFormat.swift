@@ -3,8 +3,10 @@
 //
 // An entry is one folder `entries/<first 32 hex digits of SHA-256(url)>/` holding four files:
 //
-//   header   magic "RFSHEAD1" | u32 version=1 | u32 blockSize | u64 size | u64 generation
-//            | str url | str etag | str lastModified | u32 crc32c of everything before it
+//   header   magic "RFSHEAD1" | u32 version=2 | u32 blockSize | u64 size | u64 generation
+//            | str url | str etag | str lastModified | u64 answeredAt (> 0) | u32 crc32c of everything before it
+//            A header whose `answeredAt` is unknown is written as version 1, the same without that field (as
+//            rangefs wrote every header before it kept the moment, and as an older rangefs still reads it).
 //   data     sparse file of exactly `size` bytes; block i is bytes [i*blockSize, min(size,(i+1)*blockSize))
 //   crc32c   u32 per block at offset 4*i: CRC32C of block i, written before the block's bit is persisted
 //   bitmap   magic "RFSBMAP1" | u32 version=1 | u32 blockSize | u64 blockCount | u64 generation
@@ -39,7 +41,8 @@
 /// The fixed part of an entry: what remote object it caches and how it is cut into blocks.
 struct CacheHeader: Equatable, Sendable {
     static let magic = Array("RFSHEAD1".utf8)
-    static let version: UInt32 = 1
+    /// The newest version, written when `answeredAt` is known; version 1 (without it) otherwise, and still read.
+    static let version: UInt32 = 2
 
     var blockSize: Int
     var size: UInt64
@@ -47,38 +50,57 @@ struct CacheHeader: Equatable, Sendable {
     var url: String
     var etag: String
     var lastModified: String
+    /// When the server answered with this version, by its own clock (`RemoteMetadata.answeredAt`): the moment a
+    /// listing's date is weighed against (ListedDate.swift), in seconds since 1970; nil when unknown (no Date
+    /// header, or a header of version 1). One unknown and one known header differ by their version only, so that
+    /// each header has one encoding.
+    var answeredAt: Int64?
 
     /// The number of blocks that cover `size` bytes.
     var blockCount: Int { Int((size + UInt64(blockSize) - 1) / UInt64(blockSize)) }
 
     /// The remote identity this header records, for comparing with a fresh probe.
     var remoteMetadata: RemoteMetadata {
-        RemoteMetadata(url: url, size: size, etag: etag, lastModified: lastModified)
+        var metadata = RemoteMetadata(url: url, size: size, etag: etag, lastModified: lastModified)
+        metadata.answeredAt = answeredAt
+        return metadata
     }
 
     func encoded() -> [UInt8] {
-        var writer = beginRecord(magic: Self.magic, version: Self.version)
+        // A moment before 1970 is no server's Date: written as unknown.
+        let moment = answeredAt.flatMap { $0 > 0 ? UInt64($0) : nil }
+        var writer = beginRecord(magic: Self.magic, version: moment == nil ? 1 : Self.version)
         writer.write(UInt32(blockSize))
         writer.write(size)
         writer.write(generation)
         writer.write(string: url)
         writer.write(string: etag)
         writer.write(string: lastModified)
+        if let moment { writer.write(moment) }
         return sealRecord(writer)
     }
 
     static func decode(_ bytes: [UInt8]) throws(FormatError) -> CacheHeader {
-        var reader = try openRecord(bytes, magic: magic, version: version)
+        let opened = try openRecord(bytes, magic: magic, versions: 1...version)
+        var reader = opened.reader
         let blockSize = Int(try reader.readUInt32())
         guard blockSize >= 512 else { throw .inconsistent("block size \(blockSize)") }
         let size = try reader.readUInt64()
         // Larger than a file can be (an off_t): its block count would overflow (found by the CacheRecords fuzzer).
         guard size <= UInt64(Int64.max) else { throw .inconsistent("size \(size)") }
         let generation = try reader.readUInt64()
-        let header = CacheHeader(
+        var header = CacheHeader(
             blockSize: blockSize, size: size, generation: generation,
             url: try reader.readString(), etag: try reader.readString(), lastModified: try reader.readString()
         )
+        if opened.version >= 2 {
+            let answeredAt = try reader.readUInt64()
+            // Version 2 is written only with a moment (see `answeredAt`).
+            guard answeredAt > 0, answeredAt <= UInt64(Int64.max) else {
+                throw .inconsistent("answered at \(answeredAt)")
+            }
+            header.answeredAt = Int64(answeredAt)
+        }
         try closeRecord(reader)
         return header
     }
@@ -216,12 +238,18 @@ private func closeRecord(_ reader: ByteReader) throws(FormatError) {
 
 /// Checks the trailing CRC32C, the magic and the version; returns a reader positioned at the first field.
 private func openRecord(_ bytes: [UInt8], magic: [UInt8], version: UInt32) throws(FormatError) -> ByteReader {
+    try openRecord(bytes, magic: magic, versions: version...version).reader
+}
+
+/// `openRecord` for a record of which several versions are read; returns the version found too.
+private func openRecord(_ bytes: [UInt8], magic: [UInt8],
+                        versions: ClosedRange<UInt32>) throws(FormatError) -> (reader: ByteReader, version: UInt32) {
     guard bytes.count >= magic.count + 8 else { throw .truncated }
     var trailer = ByteReader(Array(bytes[(bytes.count - 4)...]))
     guard try trailer.readUInt32() == CRC32C.checksum(bytes[..<(bytes.count - 4)]) else { throw .checksumMismatch }
     var reader = ByteReader(Array(bytes[..<(bytes.count - 4)]))
     guard Array(try reader.readBytes(magic.count)) == magic else { throw .badMagic }
     let found = try reader.readUInt32()
-    guard found == version else { throw .unsupportedVersion(found) }
-    return reader
+    guard versions.contains(found) else { throw .unsupportedVersion(found) }
+    return (reader, found)
 }

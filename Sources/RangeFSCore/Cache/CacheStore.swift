@@ -189,12 +189,19 @@ public final class CacheStore: Sendable {
     /// Opens the entry for `metadata`, reusing what is cached if it describes the same remote content, else
     /// starting it empty. `blockSize` applies only to new entries; an existing entry keeps its own.
     func entry(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
-        if let open = openMatching(metadata) { return open }
         // Two opens of a file that has no open entry must not both make one: the second would rename a header
         // over the first's and write the same files through another block table.
-        return try ledger.opening(metadata.url).withLock { () throws(CacheError) -> CacheEntry in
-            try openEntryFiles(for: metadata, blockSize: blockSize)
+        let entry: CacheEntry
+        if let open = openMatching(metadata) {
+            entry = open
+        } else {
+            entry = try ledger.opening(metadata.url).withLock { () throws(CacheError) -> CacheEntry in
+                try openEntryFiles(for: metadata, blockSize: blockSize)
+            }
         }
+        // A probe's answer that describes the version cached may be later than the one its header keeps.
+        entry.noteAnswered(at: metadata.answeredAt)
+        return entry
     }
 
     /// The open entry of `metadata`'s version, touched under the table's lock: an idle release either sees this
@@ -353,10 +360,11 @@ public final class CacheStore: Sendable {
             for file in ["bitmap", "data", "crc32c", "digest"] { try FileSystemCalls.removeFile(folder + "/" + file) }
             try FileSystemCalls.synchronizeDirectory(containing: folder + "/bitmap")
         }
-        let header = CacheHeader(
+        var header = CacheHeader(
             blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),
             url: metadata.url, etag: metadata.etag, lastModified: metadata.lastModified
         )
+        header.answeredAt = metadata.answeredAt
         let dataFile = descriptors.file(path: folder + "/data", flags: O_RDWR | O_CREAT)
         try dataFile.truncate(to: header.size)
         let crcFile = descriptors.file(path: folder + "/crc32c", flags: O_RDWR | O_CREAT)

@@ -26,6 +26,14 @@ public struct RemoteMetadata: Sendable, Equatable {
         get { announced.digest }
         set { announced.digest = newValue }
     }
+    /// When the server answered with this version, by its own clock: the answer's `Date` header, to the second
+    /// (seconds since 1970); for a cached version, that of the answer it was cached from (its header keeps it).
+    /// nil when unknown. Listing dates are the server's clock too, so a client clock ahead of the server's cannot
+    /// make a changed file look unchanged (ListedDate.swift). Not part of the file's identity.
+    var answeredAt: Int64? {
+        get { announced.answeredAt }
+        set { announced.answeredAt = newValue }
+    }
     private var announced = Announced()
 
     /// Seconds since 1970 from Last-Modified, or nil when absent or unparsable. Here, not with the probe's parsing
@@ -40,6 +48,7 @@ public struct RemoteMetadata: Sendable, Equatable {
     private struct Announced: Equatable, Sendable {
         var urls: [String] = []
         var digest: ContentDigest?
+        var answeredAt: Int64?
         static func == (lhs: Self, rhs: Self) -> Bool { true }
     }
 

@@ -84,8 +84,9 @@ extension CacheStore {
     /// stream and its record as they were, to be completed again.
     func installStream(_ file: PooledFile, of metadata: RemoteMetadata, blockSize: Int) throws(SystemError) {
         let folder = directory(for: metadata.url)
-        let header = CacheHeader(blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),
+        var header = CacheHeader(blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),
                                  url: metadata.url, etag: metadata.etag, lastModified: metadata.lastModified)
+        header.answeredAt = metadata.answeredAt
         for name in ["header", "bitmap"] { try FileSystemCalls.removeFile(folder + "/" + name) }
         try FileSystemCalls.synchronizeDirectory(containing: folder + "/header")
         var crcs = ByteWriter()

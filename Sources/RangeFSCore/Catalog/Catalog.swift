@@ -35,12 +35,22 @@ public final class Catalog: Sendable {
     public func add(_ metadata: RemoteMetadata, explicitName: String? = nil, parent: UInt64 = Catalog.rootInode,
                     listed: Bool = false, validated: Bool = true, attributesExact: Bool = true,
                     listedTime: Int64? = nil) -> CatalogItem {
+        add(metadata, explicitName: explicitName, parent: parent, listed: listed, validated: validated,
+            attributesExact: attributesExact, listedTime: listedTime, listedPrecision: .minute)
+    }
+
+    /// Adds a listed file (see `add`) whose listing states its date `listedTime` to `listedPrecision`.
+    @discardableResult
+    func add(_ metadata: RemoteMetadata, explicitName: String? = nil, parent: UInt64 = Catalog.rootInode,
+             listed: Bool = false, validated: Bool = true, attributesExact: Bool = true,
+             listedTime: Int64?, listedPrecision: ListedPrecision) -> CatalogItem {
         state.withLock { state in
             let preferred = EntryNaming.preferredName(explicit: explicitName, metadata: metadata)
             let name = state.uniqueName(preferred, in: parent)
             var item = CatalogItem(inode: state.nextInode, name: name, metadata: metadata, parent: parent,
                                    listed: listed, validated: validated, attributesExact: attributesExact)
             item.listedTime = listedTime
+            item.listedPrecision = listedPrecision
             state.nextInode += 1
             state.store(item)
             state.names[parent, default: [:]][FileName(name)] = item.inode
@@ -118,12 +128,14 @@ public final class Catalog: Sendable {
     }
 
     /// Gives a listed file the size and date a newer listing states; a probe sees it again before it is read.
-    func updateListed(inode: UInt64, metadata: RemoteMetadata, listedTime: Int64?) {
+    func updateListed(inode: UInt64, metadata: RemoteMetadata, listedTime: Int64?,
+                      listedPrecision: ListedPrecision = .minute) {
         state.withLock { state in
             guard let item = state.files[inode] else { return }
             var updated = CatalogItem(inode: inode, name: item.name, metadata: metadata, parent: item.parent,
                                       listed: true, validated: false, attributesExact: true)
             updated.listedTime = listedTime
+            updated.listedPrecision = listedPrecision
             state.store(updated)
         }
     }
@@ -162,6 +174,7 @@ public final class Catalog: Sendable {
         var validated = CatalogItem(inode: item.inode, name: item.name, metadata: metadata, parent: item.parent,
                                     listed: item.listed, validated: true, attributesExact: true)
         validated.listedTime = item.listedTime
+        validated.listedPrecision = item.listedPrecision
         return validated
     }
 

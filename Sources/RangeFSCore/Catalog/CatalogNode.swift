@@ -19,6 +19,8 @@ public struct CatalogItem: Sendable, Equatable {
     /// date falls within the same minute, so that the date never changes because a probe brought the seconds
     /// (`rsync -a` would copy the file again).
     var listedTime: Int64?
+    /// How finely its listing states `listedTime` (ListedDate.swift).
+    var listedPrecision = ListedPrecision.minute
 
     /// The modification time to show: the listing's, unless a probe found the file changed since.
     var shownModificationTime: Int64? {

@@ -34,15 +34,19 @@ struct ListedEntry: Sendable, Equatable {
     var size: UInt64?
     /// Seconds since 1970, if the listing states the date (exactly, or to the minute in nginx's HTML).
     var modificationTime: Int64?
+    /// How finely `modificationTime` is stated: to the minute unless the listing states seconds.
+    var datePrecision = ListedPrecision.minute
     /// The ETag, quoted, if the listing states it (an object store's does).
     var etag: String?
 
-    init(name: String, url: String, isDirectory: Bool, size: UInt64? = nil, modificationTime: Int64? = nil) {
+    init(name: String, url: String, isDirectory: Bool, size: UInt64? = nil, modificationTime: Int64? = nil,
+         datePrecision: ListedPrecision = .minute) {
         self.name = name
         self.url = url
         self.isDirectory = isDirectory
         self.size = size
         self.modificationTime = modificationTime
+        self.datePrecision = datePrecision
     }
 }
 
@@ -193,6 +197,7 @@ enum DirectoryListing {
                 entry.size = UInt64(size)
             }
             entry.etag = item.strings["etag"].flatMap { $0.hasPrefix("\"") ? $0 : nil }
+            entry.datePrecision = .second
             if let date = item.strings["mtime"] {
                 entry.modificationTime = HTTPDate.parse(date)  // nginx: "Mon, 23 Nov 2026 10:00:00 GMT"
             } else if let date = item.strings["mod_time"] {

@@ -41,6 +41,8 @@ extension RemoteMetadata {
         sizeKnown = size != nil
         duplicates = Self.duplicates(inLink: head["link"], base: head.effectiveURL ?? url)
         announcedDigest = Self.digest(reprDigest: head["repr-digest"], digest: head["digest"])
+        // A Date before 1970 is no moment worth keeping (the header stores unknown as 0).
+        answeredAt = head["date"].flatMap(HTTPDate.parse).flatMap { $0 > 0 ? $0 : nil }
     }
 
     /// The digest of the whole file a response announces: `Repr-Digest: sha-256=:BASE64:` (RFC 9530; it describes

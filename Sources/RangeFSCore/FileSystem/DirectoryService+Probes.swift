@@ -38,9 +38,11 @@ extension DirectoryService {
     /// listed file). A file the cache holds a version of that agrees with its listing (the same size, and the
     /// date the listing states, to its minute) takes that version's validators at once: a remount costs no
     /// request per file, and the open's background check (`--revalidate`) and the If-Range of every fetch still
-    /// catch a change. Any other file is probed now, even if its last probe failed, with a request for its first
-    /// bytes that also brings its first blocks. Fails if the probe fails and nothing is cached, or with
-    /// `.notFound` if it is gone.
+    /// catch a change. Where the listing also proves that version current (an object store's ETag, or a listed
+    /// date that ends before the server answered with that version: ListedDate.swift), reading the listing was
+    /// the check, and the open sends no background check either. Any other file is probed now, even if its last
+    /// probe failed, with a request for its first bytes that also brings its first blocks. Fails if the probe
+    /// fails and nothing is cached, or with `.notFound` if it is gone.
     func whenValidated(_ item: CatalogItem,
                        _ completion: @escaping @Sendable (Result<CatalogItem, FileSystemError>) -> Void) {
         guard item.listed, !item.validated else { return completion(.success(item)) }
@@ -63,14 +65,15 @@ extension DirectoryService {
         if let stored = storedVersion(agreeingWith: item) {
             let (adopted, listingReadAt) = catalog.adoptStoredVersion(stored, inode: item.inode, expected: item.metadata)
             if adopted {
-                // An object store's listing states each object's ETag, as the object's own answer would: one that
-                // is the cached version's is a check of it, made when that listing was read from the store (a kept
-                // listing: when the mount that kept it read it; a refresh that failed moves nothing). The open's
-                // background check (`--revalidate`) is then not due before the interval after that.
-                if let listingReadAt, !item.metadata.etag.isEmpty, stored.etag == item.metadata.etag,
-                   credentials.objectStore(for: stored.url) != nil {
-                    events.validated(stored.url, listingReadAt)
-                }
+                // A listing that proves the cached version current is a check of it, made when that listing was
+                // read from its server (a kept listing: when the mount that kept it read it; a refresh that failed
+                // moves nothing). The open's background check (`--revalidate`) is then not due before the interval
+                // after that. An object store's listing states each object's ETag, as the object's own answer
+                // would; a web server's listing proves it by its date (ListedDate.swift).
+                let proved = credentials.objectStore(for: stored.url) != nil
+                    ? !item.metadata.etag.isEmpty && stored.etag == item.metadata.etag
+                    : item.listingShowsUnchanged(stored)
+                if let listingReadAt, proved { events.validated(stored.url, listingReadAt) }
                 return completion(.success(catalog.item(inode: item.inode) ?? item))
             }
         }

@@ -374,8 +374,11 @@ final class DirectoryService: Sendable {
             switch existing[entry.url] {
             case .file(let item):
                 let newETag = entry.etag != nil && entry.etag != item.metadata.etag
-                if stated && (item.metadata.size != metadata.size || item.listedTime != entry.modificationTime || newETag) {
-                    catalog.updateListed(inode: item.inode, metadata: metadata, listedTime: entry.modificationTime)
+                // The same date to another precision (JSON, then HTML) proves something else (ListedDate.swift).
+                if stated && (item.metadata.size != metadata.size || item.listedTime != entry.modificationTime
+                              || item.listedPrecision != entry.datePrecision || newETag) {
+                    catalog.updateListed(inode: item.inode, metadata: metadata, listedTime: entry.modificationTime,
+                                         listedPrecision: entry.datePrecision)
                     events.changed(item.inode)
                 }
             case .directory:
@@ -389,7 +392,8 @@ final class DirectoryService: Sendable {
                                      modificationTime: entry.modificationTime)
             case nil:
                 catalog.add(metadata, explicitName: entry.name, parent: inode, listed: true, validated: false,
-                            attributesExact: stated, listedTime: entry.modificationTime)
+                            attributesExact: stated, listedTime: entry.modificationTime,
+                            listedPrecision: entry.datePrecision)
             }
         }
         for (childURL, node) in existing where !seen.contains(childURL) {

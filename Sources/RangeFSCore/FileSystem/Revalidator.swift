@@ -199,8 +199,10 @@ public final class Revalidator: Sendable {
             } catch {
                 logger.error("cannot open the cache for the new version of \(items[0].name): \(error)")
             }
-        case .success:
-            if knownChanged { markStale() }  // changed and changed back: the old bytes cannot be trusted
+        case .success(let fresh):
+            if knownChanged { return markStale() }  // changed and changed back: the old bytes cannot be trusted
+            // The same version, answered now: the header may keep that moment (CacheEntry+Validators.swift).
+            entry.noteAnswered(at: fresh.answeredAt)
         case .failure(let error) where error.isGone:
             logger.warning("\(Redaction.redact(url)) is gone from the server (\(error.userMessage))")
             markStale()
