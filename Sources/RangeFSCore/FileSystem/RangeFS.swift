@@ -168,6 +168,9 @@ public final class RangeFS: Sendable {
             cacheEntry.endUse()
             return .failure(.io("digest mismatch"))
         }
+        // A complete file from an earlier run is checked in one pass, so that it can pass through (see
+        // CacheEntry+OnePassCheck.swift); blocks that fail become absent and the file is no longer complete.
+        cacheEntry.checkCompleteFileAtOpen(synchronousLimit: settings.openCheckBytes)
         if cacheEntry.isComplete {
             checkDigest(of: cacheEntry)
         } else if cacheEntry.digestRecord?.verdict == .refetching {
