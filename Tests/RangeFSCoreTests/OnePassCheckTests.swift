@@ -90,6 +90,19 @@ final class OnePassCheckTests: XCTestCase {
         XCTAssertEqual(entry.checkInOnePass().checked, 0, "checked blocks are not checked again")
     }
 
+    func testAPassStopsWhenAskedAndTheNextGoesOnWithWhatIsLeft() throws {
+        _ = try cacheTheWholeFile()
+        let store = try CacheStore(root: directory.path, logger: Logger(label: "test"))
+        let entry = try store.entry(for: try XCTUnwrap(origin.probeAll([url]).first).get(), blockSize: 65536)
+        var asked = 0
+        let first = entry.checkInOnePass { asked += 1; return asked == 1 }  // as when the last handle closes
+        XCTAssertEqual(first.reads, 1)
+        XCTAssertEqual(first.checked, 64, "one read of 4 MiB")
+        XCTAssertTrue(entry.awaitsOnePassCheck)
+        XCTAssertEqual(entry.checkInOnePass().checked, 13, "the rest")
+        XCTAssertTrue(entry.isDurablyComplete)
+    }
+
     func testABlockThatFailsTheOpensCheckIsAbsentAndFetchedAgainNeverServed() throws {
         let folder = try cacheTheWholeFile()
         // A rotten sector in block 10.

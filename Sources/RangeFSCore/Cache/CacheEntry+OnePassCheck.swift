@@ -26,11 +26,13 @@ extension CacheEntry {
     /// Checks every present block not checked in this process against its CRC, in one pass over the data file in
     /// reads of `onePassChunkBytes`; blocks that fail become absent (fetched again on their next read). Returns how
     /// many blocks it checked, how many failed, and how many reads of the data file it made.
+    /// `while` is asked before each read: the pass stops once it says no.
     @discardableResult
-    func checkInOnePass() -> (checked: Int, failed: Int, reads: Int) {
+    func checkInOnePass(while goOn: () -> Bool = { true }) -> (checked: Int, failed: Int, reads: Int) {
         let step = max(1, Self.onePassChunkBytes / blockSize)
         var checked = 0, failed = 0, reads = 0
         for start in stride(from: 0, to: blockCount, by: step) {
+            guard goOn() else { break }
             let found = verifyLoadedBlocks(start..<min(blockCount, start + step), inPlace: false)
             checked += found.checked
             failed += found.failed
@@ -40,13 +42,15 @@ extension CacheEntry {
     }
 
     /// At an open: if the file is complete and unchecked, checks it in one pass, now when it is at most
-    /// `synchronousLimit` bytes long, else in the background on the verify queue.
+    /// `synchronousLimit` bytes long, else in the background on the verify queue while a handle of it is open:
+    /// `file` or a thumbnailer that opens a cached 50 GB video for its first KiB must not cost 50 GB of disk reads.
+    /// The next open goes on from the first block left unchecked.
     func checkCompleteFileAtOpen(synchronousLimit: UInt64) {
         guard awaitsOnePassCheck else { return }
         if size <= synchronousLimit {
             checkInOnePass()
         } else {
-            pipeline.verifyQueue.async { [self] in checkInOnePass() }
+            pipeline.verifyQueue.async { [self] in checkInOnePass { users.load(ordering: .relaxed) > 0 } }
         }
     }
 }
