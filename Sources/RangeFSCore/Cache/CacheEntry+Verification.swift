@@ -69,13 +69,7 @@ extension CacheEntry {
     /// count of the bitmap (a block that arrives meanwhile is checked on its first read instead).
     func verifyAll() -> (checked: Int, failed: Int) {
         state.withLock { $0.blocks.forgetChecks() }
-        var checked = 0, failed = 0
-        let chunk = max(1, (1 << 20) / blockSize)
-        for start in stride(from: 0, to: blockCount, by: chunk) {
-            let found = verifyLoadedBlocks(start..<min(blockCount, start + chunk))
-            checked += found.checked
-            failed += found.failed
-        }
-        return (checked, failed)
+        let found = checkInOnePass()
+        return (found.checked, found.failed)
     }
 }

@@ -39,6 +39,9 @@ final class BlockPipeline: Sendable {
     let writerQueue = DispatchQueue(label: "rangefs.cache-writer")
     /// Where blocks from an earlier run are checked ahead of a sequential reader: one thread, off the READ path.
     let verifyQueue = DispatchQueue(label: "rangefs.verify")
+    /// Where an open answered by a probe's completion checks its complete file (CacheEntry+OnePassCheck.swift):
+    /// never on the network's thread, and never behind the background check of a large file.
+    let openCheckQueue = DispatchQueue(label: "rangefs.open-check")
     /// Where cached bytes ahead of a sequential reader are read into the page cache, off the READ path.
     let diskAheadQueue = DispatchQueue(label: "rangefs.disk-ahead")
     /// Where woken readers are answered, off the fetcher's thread.

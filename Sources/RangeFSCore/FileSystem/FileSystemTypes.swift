@@ -38,6 +38,10 @@ public struct FileSystemSettings: Sendable, Equatable {
     /// Whether complete files are opened in FUSE passthrough mode when the kernel and privileges allow
     /// (`--passthrough auto|off`).
     public var passthrough = true
+    /// A complete file from an earlier run at most this long has its blocks checked against their CRCs in one pass
+    /// before its open is answered; a longer one is checked in the background (CacheEntry+OnePassCheck.swift). A
+    /// few milliseconds of disk at most, about what the READs of such a file cost anyway.
+    var openCheckBytes: UInt64 = 8 << 20
     /// The largest readahead window of a sequential reader.
     public var readaheadMaximum: UInt64 = 32 << 20
     /// Which files are completed in the background.

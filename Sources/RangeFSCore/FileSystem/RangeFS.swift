@@ -121,21 +121,34 @@ public final class RangeFS: Sendable {
         if catalog.directory(inode: inode) != nil { return reply(.failure(.isADirectory)) }
         guard let found = catalog.item(inode: inode) else { return reply(.failure(.notFound)) }
         directoryPrefetch?.opened(found)
+        // Whether the validation answers within this call (no probe); a probe's answer comes on the network's
+        // thread, and the open's check of a complete cached file reads the disk: it goes to a queue of its own.
+        let answeringInline = LockedBox(true)
+        defer { answeringInline.withLock { $0 = false } }
         directories.whenValidated(found) { [self] result in
-            // The kernel keeps the size it was given (a listing's) and reads no byte past it: a probe that found
-            // another size (a stale listing) makes it drop that size before the open is answered, so the first
-            // read after the open asks for the real one and is never cut short (issue 45).
-            if case .success(let item) = result, item.metadata.size != found.metadata.size
-                || item.metadata.sizeKnown != found.metadata.sizeKnown {
-                kernel.forgetAttributesNow(of: inode)
+            if !answeringInline.withLock({ $0 }), case .success = result {
+                return store.pipeline.openCheckQueue.async { [self] in answerOpen(result, found: found, reply: reply) }
             }
-            // A file completed since the last commit is committed first, so that this open passes it through
-            // (a copy started right after a cold one then reads at the disk's speed).
-            if case .success(let item) = result, let entry = awaitingCommit(item) {
-                return store.commit(entry) { [self] in reply(open(item)) }
-            }
-            reply(result.flatMap { item in open(item) })
+            answerOpen(result, found: found, reply: reply)
         }
+    }
+
+    /// Answers the open of `found` once its validation gave `result`.
+    private func answerOpen(_ result: Result<CatalogItem, FileSystemError>, found: CatalogItem,
+                            reply: @escaping OpenReply) {
+        // The kernel keeps the size it was given (a listing's) and reads no byte past it: a probe that found
+        // another size (a stale listing) makes it drop that size before the open is answered, so the first
+        // read after the open asks for the real one and is never cut short (issue 45).
+        if case .success(let item) = result, item.metadata.size != found.metadata.size
+            || item.metadata.sizeKnown != found.metadata.sizeKnown {
+            kernel.forgetAttributesNow(of: found.inode)
+        }
+        // A file completed since the last commit is committed first, so that this open passes it through
+        // (a copy started right after a cold one then reads at the disk's speed).
+        if case .success(let item) = result, let entry = awaitingCommit(item) {
+            return store.commit(entry) { [self] in reply(open(item)) }
+        }
+        reply(result.flatMap { item in open(item) })
     }
 
     /// The open entry of `item` if only a commit keeps it from passing through to the kernel, and nothing else
@@ -168,6 +181,9 @@ public final class RangeFS: Sendable {
             cacheEntry.endUse()
             return .failure(.io("digest mismatch"))
         }
+        // A complete file from an earlier run is checked in one pass, so that it can pass through (see
+        // CacheEntry+OnePassCheck.swift); blocks that fail become absent and the file is no longer complete.
+        cacheEntry.checkCompleteFileAtOpen(synchronousLimit: settings.openCheckBytes)
         if cacheEntry.isComplete {
             checkDigest(of: cacheEntry)
         } else if cacheEntry.digestRecord?.verdict == .refetching {
