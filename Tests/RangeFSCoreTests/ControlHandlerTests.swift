@@ -72,6 +72,11 @@ final class ControlHandlerTests: XCTestCase {
         let handle = try fileSystem.open(second.inode).get().handle
         XCTAssertNotNil(fileSystem.readSynchronously(handle: handle, offset: 0, count: 4096))
         fileSystem.release(handle)
+        // The read is answered once its block is here; the transfer that brought it may run on to the end of its
+        // run, and the file shows as downloading until it ends.
+        let entry = try entry("second.bin")
+        let deadline = Date().addingTimeInterval(60)
+        while fileSystem.scheduler.isTransferring(entry) && Date() < deadline { usleep(1000) }
         fileSystem.store.waitForWrites()
         let response = self.handle(.status)
         XCTAssertEqual(response.files?.map(\.name), ["second.bin"])
