@@ -71,4 +71,26 @@ final class ListingCheckTests: MountTestCase {
                        "files whose listing shows them unchanged were asked for after the remount")
         XCTAssertTrue(requests.contains { $0.path.hasSuffix("/fresh.bin") }, "the changed file was checked: \(requests)")
     }
+
+    /// With the listing as the check and the blocks checked in one pass at the open (CacheEntry+OnePassCheck.swift),
+    /// the first open after a remount of a complete small file its listing shows unchanged is passed through to the
+    /// kernel: its reads never reach the daemon, and its server is asked nothing.
+    func testTheFirstOpenAfterARemountOfAFileItsListingVouchesForIsPassedThrough() throws {
+        let folder = "listed/through"
+        let files = try serveFiles(folder, count: 3, age: 600)
+        try mount([origin.url(folder + "/")])
+        for (name, bytes) in files { XCTAssertEqual(try mounted(name), bytes, "\(name), first read") }
+        try driver.unmount(mountpoint, cache: cache)
+
+        origin.clearAccessLog()
+        try mount([origin.url(folder + "/")])
+        let path = mountpoint + "/f001.bin"
+        let handle = try XCTUnwrap(FileHandle(forReadingAtPath: path))
+        defer { try? handle.close() }
+        let shown = try Shell.run("/usr/bin/getfattr", ["--only-values", "-n", "user.rangefs.passthrough_handles", path])
+        XCTAssertEqual(shown.stdout, "1", "the first open after the remount was not passed through: \(shown.stderr)")
+        XCTAssertEqual(try handle.readToEnd(), files["f001.bin"])
+        let requests = origin.accessLog().filter { $0.path.hasPrefix("/\(folder)/f") }
+        XCTAssertEqual(requests.map(\.path), [], "the file was asked for after the remount")
+    }
 }
