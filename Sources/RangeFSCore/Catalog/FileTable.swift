@@ -1,0 +1,191 @@
+// The catalog's files (CatalogState.swift) in compact form: a million listed files must fit in a few hundred MB
+// at most (issue 46: 300 bytes of RSS per listed entry). A `CatalogItem` as handed out holds its full URL and its
+// Last-Modified as text, two heap strings of some 50 and 29 bytes plus their allocation headers, and a
+// `RemoteMetadata` of about 200 bytes inline: 691 bytes of daemon RSS per entry of a 200,000-file nginx JSON
+// listing, all told. A listed file's URL is its directory's URL plus its percent-encoded name, and its date as
+// text is its listed date formatted: neither need be kept.
+//
+// So a file is stored as `StoredFile`: its name, its directory's URL (the directory's own string, whose storage
+// all its files share), size, date as seconds, ETag and flags. Whatever cannot be derived exactly (a URL that is
+// not the directory's plus the encoded name, a date that does not format back to the same text, a suggested
+// name, mirrors, a digest) keeps the whole metadata in a box, so that every item reads back exactly as stored:
+// `StoredFile.init` checks the derivation byte for byte before it leaves anything out.
+
+/// The files by inode number, each kept compact and rebuilt as a `CatalogItem` when read.
+struct FileTable {
+    private var table = InodeTable<StoredFile>(first: 2)
+
+    /// The files held.
+    var count: Int { table.count }
+
+    subscript(inode: UInt64) -> CatalogItem? {
+        table[inode].map { $0.item(inode: inode) }
+    }
+
+    /// The name of file `inode`, without rebuilding the rest: sorting and binary searches ask for it often.
+    func name(of inode: UInt64) -> String? {
+        table[inode]?.name
+    }
+
+    /// The size of file `inode`, without rebuilding the rest.
+    func size(of inode: UInt64) -> UInt64? {
+        table[inode]?.size
+    }
+
+    /// Whether file `inode`'s URL is derived from its directory's (and so not in the catalog's URL index).
+    func derivesURL(_ inode: UInt64) -> Bool {
+        table[inode]?.box == nil && table[inode]?.base != nil
+    }
+
+    /// Puts `item` at its inode; `base` is the URL of its directory, from which its URL may be derived.
+    mutating func store(_ item: CatalogItem, base: String?) {
+        table.updateValue(StoredFile(item, base: base), forKey: item.inode)
+    }
+
+    /// Empties the slot of `inode`; returns what was there.
+    @discardableResult
+    mutating func removeValue(forKey inode: UInt64) -> CatalogItem? {
+        table.removeValue(forKey: inode).map { $0.item(inode: inode) }
+    }
+
+    /// The files held, in inode order.
+    var values: [CatalogItem] {
+        var items: [CatalogItem] = []
+        items.reserveCapacity(table.count)
+        table.forEach { inode, stored in items.append(stored.item(inode: inode)) }
+        return items
+    }
+}
+
+/// One file as the catalog keeps it: what a `CatalogItem` holds, less what can be derived.
+struct StoredFile {
+    /// What a file holds that cannot be derived: its whole metadata, in one allocation shared by copies.
+    final class Box: Sendable {
+        let metadata: RemoteMetadata
+        init(_ metadata: RemoteMetadata) { self.metadata = metadata }
+    }
+
+    struct Flags: OptionSet {
+        let rawValue: UInt8
+        static let listed = Flags(rawValue: 1)
+        static let validated = Flags(rawValue: 2)
+        static let attributesExact = Flags(rawValue: 4)
+        static let hasListedTime = Flags(rawValue: 8)
+        static let secondPrecision = Flags(rawValue: 16)
+        /// Its Last-Modified is `listedTime` formatted (else it is empty, or in `box`).
+        static let datedByListing = Flags(rawValue: 32)
+    }
+
+    let name: String
+    /// Its directory's URL, when its own is that plus its encoded name and it needs no `box`.
+    let base: String?
+    let parent: UInt64
+    let size: UInt64
+    let listedTime: Int64
+    let etag: String
+    /// The whole metadata, when some of it cannot be derived; nil for a plain listed file.
+    let box: Box?
+    let flags: Flags
+
+    init(_ item: CatalogItem, base directoryURL: String?) {
+        let metadata = item.metadata
+        name = item.name
+        parent = item.parent
+        size = metadata.size
+        etag = metadata.etag
+        listedTime = item.listedTime ?? 0
+        var flags: Flags = []
+        if item.listed { flags.insert(.listed) }
+        if item.validated { flags.insert(.validated) }
+        if item.attributesExact { flags.insert(.attributesExact) }
+        if item.listedTime != nil { flags.insert(.hasListedTime) }
+        if item.listedPrecision == .second { flags.insert(.secondPrecision) }
+        let dateDerived: Bool
+        if metadata.lastModified.isEmpty {
+            dateDerived = true
+        } else if let time = item.listedTime, HTTPDate.format(time).utf8.elementsEqual(metadata.lastModified.utf8) {
+            flags.insert(.datedByListing)
+            dateDerived = true
+        } else {
+            dateDerived = false
+        }
+        let plain = metadata.sizeKnown && metadata.suggestedName == nil && metadata.duplicates.isEmpty
+            && metadata.announcedDigest == nil && metadata.answeredAt == nil
+        if let directoryURL, plain, dateDerived,
+           Self.url(base: directoryURL, name: item.name).utf8.elementsEqual(metadata.url.utf8) {
+            base = directoryURL
+            box = nil
+        } else {
+            base = nil
+            box = Box(metadata)
+        }
+        self.flags = flags
+    }
+
+    /// The file as the catalog hands it out.
+    func item(inode: UInt64) -> CatalogItem {
+        let metadata: RemoteMetadata
+        if let box {
+            metadata = box.metadata
+        } else {
+            let date = flags.contains(.datedByListing) ? HTTPDate.format(listedTime) : ""
+            metadata = RemoteMetadata(url: Self.url(base: base ?? "", name: name), size: size, etag: etag,
+                                      lastModified: date)
+        }
+        var item = CatalogItem(inode: inode, name: name, metadata: metadata, parent: parent,
+                               listed: flags.contains(.listed), validated: flags.contains(.validated),
+                               attributesExact: flags.contains(.attributesExact))
+        item.listedTime = flags.contains(.hasListedTime) ? listedTime : nil
+        item.listedPrecision = flags.contains(.secondPrecision) ? .second : .minute
+        return item
+    }
+
+    /// The URL of `name` in the directory at `base`: as a JSON listing's parse makes it
+    /// (`DirectoryListing.encodeSegment`), without building a set per call.
+    static func url(base: String, name: String) -> String {
+        var bytes = Array(base.utf8)
+        bytes.reserveCapacity(bytes.count + name.utf8.count * 3)
+        for byte in name.utf8 {
+            if keptInSegment[Int(byte)] {
+                bytes.append(byte)
+            } else {
+                bytes += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 15)]]
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The percent-decoded bytes of `segment` as a name, for finding a file by its URL; nil if they are not UTF-8
+    /// or an escape is malformed (then no derived URL can be `segment`'s).
+    static func decodedName(_ segment: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var iterator = segment.utf8.makeIterator()
+        while let byte = iterator.next() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                return nil
+            }
+            bytes.append(high << 4 | low)
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        default: nil
+        }
+    }
+
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
+    /// The bytes `DirectoryListing.encodeSegment` leaves as they are: unreserved and sub-delimiters, `:` and `@`.
+    private static let keptInSegment: [Bool] = {
+        let kept = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@".utf8)
+        return (0..<256).map { kept.contains(UInt8($0)) }
+    }()
+}
