@@ -21,6 +21,11 @@ public final class Catalog: Sendable {
 
     public init() {}
 
+    /// Whether file `inode` keeps a URL of its own (FileTable.swift): for tests of how the catalog stores files.
+    func keepsURL(of inode: UInt64) -> Bool {
+        state.withLock { !$0.files.derivesURL(inode) || $0.fileOfURL.values.contains(inode) }
+    }
+
     /// Makes the root directory the listing of `url` (a directory URL that is the mount's only source), or with
     /// nil a plain folder again (its listing failed at mount).
     public func setRootURL(_ url: String?) {

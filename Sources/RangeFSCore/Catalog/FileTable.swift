@@ -5,8 +5,8 @@
 // listing, all told. A listed file's URL is its directory's URL plus its percent-encoded name, and its date as
 // text is its listed date formatted: neither need be kept.
 //
-// So a file is stored as `StoredFile`: its name, its directory's URL (the directory's own string, whose storage
-// all its files share), size, date as seconds, ETag and flags. Whatever cannot be derived exactly (a URL that is
+// So a file is stored as `StoredFile`: its name, the index of its directory's URL (kept once per table), size,
+// date as seconds, ETag and flags. Whatever cannot be derived exactly (a URL that is
 // not the directory's plus the encoded name, a date that does not format back to the same text, a suggested
 // name, mirrors, a digest) keeps the whole metadata in a box, so that every item reads back exactly as stored:
 // `StoredFile.init` checks the derivation byte for byte before it leaves anything out.
@@ -14,12 +14,16 @@
 /// The files by inode number, each kept compact and rebuilt as a `CatalogItem` when read.
 struct FileTable {
     private var table = InodeTable<StoredFile>(first: 2)
+    /// The directory URLs that files derive theirs from, each once: a file holds its index (4 bytes, where the
+    /// string would take 16).
+    private var bases: [String] = []
+    private var baseIndexes: [String: UInt32] = [:]
 
     /// The files held.
     var count: Int { table.count }
 
     subscript(inode: UInt64) -> CatalogItem? {
-        table[inode].map { $0.item(inode: inode) }
+        table[inode].map { $0.item(inode: inode, bases: bases) }
     }
 
     /// The name of file `inode`, without rebuilding the rest: sorting and binary searches ask for it often.
@@ -34,25 +38,32 @@ struct FileTable {
 
     /// Whether file `inode`'s URL is derived from its directory's (and so not in the catalog's URL index).
     func derivesURL(_ inode: UInt64) -> Bool {
-        table[inode]?.box == nil && table[inode]?.base != nil
+        guard let stored = table[inode] else { return false }
+        return stored.box == nil
     }
 
     /// Puts `item` at its inode; `base` is the URL of its directory, from which its URL may be derived.
     mutating func store(_ item: CatalogItem, base: String?) {
-        table.updateValue(StoredFile(item, base: base), forKey: item.inode)
+        let index = base.map { base in
+            if let known = baseIndexes[base] { return known }
+            bases.append(base)
+            baseIndexes[base] = UInt32(bases.count - 1)
+            return UInt32(bases.count - 1)
+        }
+        table.updateValue(StoredFile(item, base: base, baseIndex: index ?? 0), forKey: item.inode)
     }
 
     /// Empties the slot of `inode`; returns what was there.
     @discardableResult
     mutating func removeValue(forKey inode: UInt64) -> CatalogItem? {
-        table.removeValue(forKey: inode).map { $0.item(inode: inode) }
+        table.removeValue(forKey: inode).map { $0.item(inode: inode, bases: bases) }
     }
 
     /// The files held, in inode order.
     var values: [CatalogItem] {
         var items: [CatalogItem] = []
         items.reserveCapacity(table.count)
-        table.forEach { inode, stored in items.append(stored.item(inode: inode)) }
+        table.forEach { inode, stored in items.append(stored.item(inode: inode, bases: bases)) }
         return items
     }
 }
@@ -77,8 +88,9 @@ struct StoredFile {
     }
 
     let name: String
-    /// Its directory's URL, when its own is that plus its encoded name and it needs no `box`.
-    let base: String?
+    /// Where its directory's URL is in `FileTable.bases`, when its own URL is that plus its encoded name (then
+    /// it has no `box`).
+    let base: UInt32
     let parent: UInt64
     let size: UInt64
     let listedTime: Int64
@@ -87,7 +99,7 @@ struct StoredFile {
     let box: Box?
     let flags: Flags
 
-    init(_ item: CatalogItem, base directoryURL: String?) {
+    init(_ item: CatalogItem, base directoryURL: String?, baseIndex: UInt32) {
         let metadata = item.metadata
         name = item.name
         parent = item.parent
@@ -113,23 +125,23 @@ struct StoredFile {
             && metadata.announcedDigest == nil && metadata.answeredAt == nil
         if let directoryURL, plain, dateDerived,
            Self.url(base: directoryURL, name: item.name).utf8.elementsEqual(metadata.url.utf8) {
-            base = directoryURL
+            base = baseIndex
             box = nil
         } else {
-            base = nil
+            base = 0
             box = Box(metadata)
         }
         self.flags = flags
     }
 
     /// The file as the catalog hands it out.
-    func item(inode: UInt64) -> CatalogItem {
+    func item(inode: UInt64, bases: [String]) -> CatalogItem {
         let metadata: RemoteMetadata
         if let box {
             metadata = box.metadata
         } else {
             let date = flags.contains(.datedByListing) ? HTTPDate.format(listedTime) : ""
-            metadata = RemoteMetadata(url: Self.url(base: base ?? "", name: name), size: size, etag: etag,
+            metadata = RemoteMetadata(url: Self.url(base: bases[Int(base)], name: name), size: size, etag: etag,
                                       lastModified: date)
         }
         var item = CatalogItem(inode: inode, name: name, metadata: metadata, parent: parent,
