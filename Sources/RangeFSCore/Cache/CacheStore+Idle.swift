@@ -39,15 +39,14 @@ struct EntrySummaries {
 
         init(_ url: String) {
             var text = url
+            var one = Hasher(), two = Hasher()
+            one.combine(0)
+            two.combine(1)
             // SAFETY: the buffer is the string's own contiguous UTF-8, alive for the closure and only read in it.
-            (first, second) = text.withUTF8 { bytes in
-                var one = Hasher(), two = Hasher()
-                one.combine(0)
-                two.combine(1)
-                one.combine(bytes: UnsafeRawBufferPointer(bytes))
-                two.combine(bytes: UnsafeRawBufferPointer(bytes))
-                return (one.finalize(), two.finalize())
-            }
+            text.withUTF8 { one.combine(bytes: UnsafeRawBufferPointer($0)) }
+            // SAFETY: as above.
+            text.withUTF8 { two.combine(bytes: UnsafeRawBufferPointer($0)) }
+            (first, second) = (one.finalize(), two.finalize())
         }
     }
 }

@@ -11,6 +11,8 @@
 // name, mirrors, a digest) keeps the whole metadata in a box, so that every item reads back exactly as stored:
 // `StoredFile.init` checks the derivation byte for byte before it leaves anything out.
 
+import RangeFSPlatform
+
 /// The files by inode number, each kept compact and rebuilt as a `CatalogItem` when read.
 struct FileTable {
     private var table = InodeTable<StoredFile>(first: 2)
@@ -168,30 +170,10 @@ struct StoredFile {
     }
 
     /// The percent-decoded bytes of `segment` as a name, for finding a file by its URL; nil if they are not UTF-8
-    /// or an escape is malformed (then no derived URL can be `segment`'s).
+    /// (then no derived URL can be `segment`'s). A malformed escape is kept as written: the URL compared after the
+    /// lookup rules it out.
     static func decodedName(_ segment: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var iterator = segment.utf8.makeIterator()
-        while let byte = iterator.next() {
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                continue
-            }
-            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
-                return nil
-            }
-            bytes.append(high << 4 | low)
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        default: nil
-        }
+        String(validating: PercentEncoding.bytes(String(segment)), as: UTF8.self)
     }
 
     private static let hexDigits = Array("0123456789ABCDEF".utf8)
