@@ -24,11 +24,31 @@ struct EntrySummary {
 }
 
 /// What is known of entries that are not open: their summaries, and the URLs that have none in the cache
-/// (remembered too, in a set of URLs that share the catalog's strings: `ls -l` of 100,000 files would otherwise
-/// look on disk for each, every time).
+/// (remembered too: `ls -l` of 100,000 files would otherwise look on disk for each, every time). The absent ones
+/// are kept as 128-bit keys, not URLs: the catalog keeps no URL string per listed file (FileTable.swift), and a
+/// copy of each here cost some 120 bytes per file after `ls -l`.
 struct EntrySummaries {
     var known: [String: EntrySummary] = [:]
-    var absent: Set<String> = []
+    var absent: Set<AbsentKey> = []
+
+    /// A URL's UTF-8 bytes hashed twice with different salts: two URLs share a key with a chance of about n²/2¹²⁹,
+    /// and a shared key would only show a cached file as holding nothing until it opens.
+    struct AbsentKey: Hashable {
+        let first: Int
+        let second: Int
+
+        init(_ url: String) {
+            var text = url
+            var one = Hasher(), two = Hasher()
+            one.combine(0)
+            two.combine(1)
+            // SAFETY: the buffer is the string's own contiguous UTF-8, alive for the closure and only read in it.
+            text.withUTF8 { one.combine(bytes: UnsafeRawBufferPointer($0)) }
+            // SAFETY: as above.
+            text.withUTF8 { two.combine(bytes: UnsafeRawBufferPointer($0)) }
+            (first, second) = (one.finalize(), two.finalize())
+        }
+    }
 }
 
 extension CacheStore {
@@ -44,7 +64,7 @@ extension CacheStore {
         }
         let remembered = summaries.withLock { summaries -> EntrySummary?? in
             if let summary = summaries.known[metadata.url] { return .some(summary) }
-            return summaries.absent.contains(metadata.url) ? .some(nil) : nil
+            return summaries.absent.contains(EntrySummaries.AbsentKey(metadata.url)) ? .some(nil) : nil
         }
         guard let summary = remembered ?? readSummary(of: metadata.url), describes(summary.metadata) else { return 0 }
         return summary.cachedBytes
@@ -80,7 +100,7 @@ extension CacheStore {
         guard let headerBytes = try? FileSystemCalls.readSmallFile(folder + "/header"),
               let header = try? CacheHeader.decode(headerBytes), header.url == url  // damaged: no entry
         else {
-            summaries.withLock { _ = $0.absent.insert(url) }
+            summaries.withLock { _ = $0.absent.insert(EntrySummaries.AbsentKey(url)) }
             return nil
         }
         let present = loadBitmap(folder: folder, header: header, quietly: true) ?? BlockBitmap(blockCount: header.blockCount)
@@ -145,7 +165,7 @@ extension CacheStore {
     func forgetSummary(of url: String) {
         summaries.withLock { summaries in
             summaries.known[url] = nil
-            summaries.absent.remove(url)
+            summaries.absent.remove(EntrySummaries.AbsentKey(url))
         }
     }
 }

@@ -21,12 +21,16 @@ public final class Catalog: Sendable {
 
     public init() {}
 
+    /// Whether file `inode` keeps a URL of its own (FileTable.swift): for tests of how the catalog stores files.
+    func keepsURL(of inode: UInt64) -> Bool {
+        state.withLock { !$0.files.derivesURL(inode) || $0.fileOfURL.values.contains(inode) }
+    }
+
     /// Makes the root directory the listing of `url` (a directory URL that is the mount's only source), or with
     /// nil a plain folder again (its listing failed at mount).
     public func setRootURL(_ url: String?) {
         state.withLock { state in
-            state.directories[Self.rootInode] = CatalogDirectory(inode: Self.rootInode, name: "", parent: Self.rootInode,
-                                                                 url: url)
+            state.setDirectory(CatalogDirectory(inode: Self.rootInode, name: "", parent: Self.rootInode, url: url))
         }
     }
 
@@ -46,7 +50,9 @@ public final class Catalog: Sendable {
              listedTime: Int64?, listedPrecision: ListedPrecision) -> CatalogItem {
         state.withLock { state in
             let preferred = EntryNaming.preferredName(explicit: explicitName, metadata: metadata)
-            let name = state.uniqueName(preferred, in: parent)
+            // A copy of its own: the name given shares its storage with the parsed listing it came from, and would
+            // pin that listing's memory (its URLs, freed once it is applied) in holes that malloc cannot give back.
+            let name = String(decoding: Array(state.uniqueName(preferred, in: parent).utf8), as: UTF8.self)
             var item = CatalogItem(inode: state.nextInode, name: name, metadata: metadata, parent: parent,
                                    listed: listed, validated: validated, attributesExact: attributesExact)
             item.listedTime = listedTime
@@ -73,7 +79,7 @@ public final class Catalog: Sendable {
             directory.modificationTime = modificationTime
             directory.fromListing = fromListing
             state.nextInode += 1
-            state.directories[directory.inode] = directory
+            state.setDirectory(directory)
             state.names[directory.inode] = [:]
             state.names[parent, default: [:]][FileName(name)] = directory.inode
             state.sortedChildren[parent] = nil
@@ -95,7 +101,7 @@ public final class Catalog: Sendable {
                 let name = state.uniqueName(EntryNaming.sanitize(component), in: parent)
                 let folder = CatalogDirectory(inode: state.nextInode, name: name, parent: parent, url: nil)
                 state.nextInode += 1
-                state.directories[folder.inode] = folder
+                state.setDirectory(folder)
                 state.names[folder.inode] = [:]
                 state.names[parent, default: [:]][FileName(name)] = folder.inode
                 state.sortedChildren[parent] = nil
@@ -152,7 +158,7 @@ public final class Catalog: Sendable {
                     state.names[inode] = nil
                     state.sortedChildren[inode] = nil
                     state.unlist(inode, named: directory.name, in: directory.parent)
-                    state.directories[inode] = nil
+                    state.removeDirectory(inode)
                 }
             }
             remove(inode)
@@ -205,7 +211,7 @@ public final class Catalog: Sendable {
 
     /// The file mounted from `url` (the first one, if two files share it).
     func item(url: String) -> CatalogItem? {
-        state.withLock { state in state.fileOfURL[url].flatMap { state.files[$0] } }
+        state.withLock { $0.files(of: url).first }
     }
 
     /// Every file mounted from `url`.

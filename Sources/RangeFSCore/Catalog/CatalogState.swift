@@ -5,7 +5,7 @@
 /// The catalog's state: what `Catalog` reads and changes under its lock.
 struct CatalogState {
     var nextInode: UInt64 = 2
-    var files = InodeTable<CatalogItem>(first: 2)
+    var files = FileTable()
     var directories: [UInt64: CatalogDirectory] = [
         Catalog.rootInode: CatalogDirectory(inode: Catalog.rootInode, name: "", parent: Catalog.rootInode, url: nil),
     ]
@@ -17,20 +17,28 @@ struct CatalogState {
     /// The file of each URL, for revalidation, `rangefs add` and the saved set: O(1), not a walk of 100,000
     /// files. A URL that two files share (a list file naming it twice, a listing linking it from two folders)
     /// keeps its other files in `sharedURLs`.
+    /// A listed file whose URL is its directory's plus its encoded name is not in it (FileTable.swift): it is
+    /// found through `directoriesOfURL` and its name, and costs no copy of its URL.
     var fileOfURL: [String: UInt64] = [:]
     var sharedURLs: [String: [UInt64]] = [:]
+    /// The directories of each directory URL (one, unless two sources name the same).
+    var directoriesOfURL: [String: [UInt64]] = [:]
     /// The sizes of all `files` added up, kept here where files come and go: `df` asks for it (statfs) and must
     /// not cost a walk of 100,000 files. Wrapping: absurd sizes summed give a wrong total, never a trap.
     var totalBytes: UInt64 = 0
 
-    /// Puts `item` in `files`, indexed by its URL.
+    /// Puts `item` in `files`, indexed by its URL unless that is derived from its directory's (FileTable.swift).
     mutating func store(_ item: CatalogItem) {
-        let previous = files.updateValue(item, forKey: item.inode)
+        let previous = files[item.inode]
+        let wasIndexed = previous != nil && !files.derivesURL(item.inode)
+        files.store(item, base: directories[item.parent]?.url)
+        let indexed = !files.derivesURL(item.inode)
         totalBytes = totalBytes &+ item.metadata.size &- (previous?.metadata.size ?? 0)
         if let previous {
-            if previous.metadata.url == item.metadata.url { return }
-            unindex(previous)
+            if previous.metadata.url == item.metadata.url && wasIndexed == indexed { return }
+            if wasIndexed { unindex(previous) }
         }
+        guard indexed else { return }
         let url = item.metadata.url
         if fileOfURL[url] == nil {
             fileOfURL[url] = item.inode
@@ -41,9 +49,10 @@ struct CatalogState {
 
     /// Takes file `inode` out of `files` and the URL index.
     mutating func removeFile(_ inode: UInt64) {
+        let indexed = !files.derivesURL(inode)
         guard let item = files.removeValue(forKey: inode) else { return }
         totalBytes = totalBytes &- item.metadata.size
-        unindex(item)
+        if indexed { unindex(item) }
     }
 
     private mutating func unindex(_ item: CatalogItem) {
@@ -61,10 +70,36 @@ struct CatalogState {
         }
     }
 
-    /// The files whose URL is `url`, first-added first.
+    /// The files whose URL is `url`, first-added first: those in the URL index, and those whose URL is their
+    /// directory's plus their name, found through the directory and the decoded name.
     func files(of url: String) -> [CatalogItem] {
-        guard let first = fileOfURL[url] else { return [] }
-        return ([first] + (sharedURLs[url] ?? [])).compactMap { files[$0] }
+        var inodes = fileOfURL[url].map { [$0] + (sharedURLs[url] ?? []) } ?? []
+        if let slash = url.utf8.lastIndex(of: UInt8(ascii: "/")) {
+            let segment = url[url.utf8.index(after: slash)...]
+            if !segment.isEmpty, let name = StoredFile.decodedName(segment),
+               let holders = directoriesOfURL[String(url[...slash])] {
+                for directory in holders {
+                    if let inode = names[directory]?[FileName(name)], files.derivesURL(inode) { inodes.append(inode) }
+                }
+            }
+        }
+        return inodes.sorted().compactMap { files[$0] }.filter { $0.metadata.url.utf8.elementsEqual(url.utf8) }
+    }
+
+    /// Makes `directory` the one at its inode, keeping the index of directories by URL in step.
+    mutating func setDirectory(_ directory: CatalogDirectory) {
+        removeDirectory(directory.inode)
+        directories[directory.inode] = directory
+        if let url = directory.url { directoriesOfURL[url, default: []].append(directory.inode) }
+    }
+
+    /// Takes directory `inode` out of `directories` and the index by URL.
+    mutating func removeDirectory(_ inode: UInt64) {
+        guard let old = directories.removeValue(forKey: inode) else { return }
+        if let url = old.url {
+            directoriesOfURL[url]?.removeAll { $0 == inode }
+            if directoriesOfURL[url]?.isEmpty == true { directoriesOfURL[url] = nil }
+        }
     }
 
     func node(_ inode: UInt64) -> CatalogNode? {
@@ -73,7 +108,7 @@ struct CatalogState {
     }
 
     func name(of inode: UInt64) -> FileName {
-        FileName(files[inode]?.name ?? directories[inode]?.name ?? "")
+        FileName(files.name(of: inode) ?? directories[inode]?.name ?? "")
     }
 
     /// Takes `inode` (still in `files` or `directories`) out of `parent`'s names. Its place in the sorted

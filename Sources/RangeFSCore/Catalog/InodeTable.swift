@@ -51,4 +51,11 @@ struct InodeTable<Value> {
 
     /// The values held, in inode order.
     var values: [Value] { slots.compactMap { $0 } }
+
+    /// Calls `body` with each inode held and its value, in inode order.
+    func forEach(_ body: (UInt64, Value) -> Void) {
+        for (index, slot) in slots.enumerated() {
+            if let slot { body(first + UInt64(index), slot) }
+        }
+    }
 }

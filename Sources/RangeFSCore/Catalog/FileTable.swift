@@ -1,0 +1,185 @@
+// The catalog's files (CatalogState.swift) in compact form: a million listed files must fit in a few hundred MB
+// at most (issue 46: 300 bytes of RSS per listed entry). A `CatalogItem` as handed out holds its full URL and its
+// Last-Modified as text, two heap strings of some 50 and 29 bytes plus their allocation headers, and a
+// `RemoteMetadata` of about 200 bytes inline: 691 bytes of daemon RSS per entry of a 200,000-file nginx JSON
+// listing, all told. A listed file's URL is its directory's URL plus its percent-encoded name, and its date as
+// text is its listed date formatted: neither need be kept.
+//
+// So a file is stored as `StoredFile`: its name, the index of its directory's URL (kept once per table), size,
+// date as seconds, ETag and flags. Whatever cannot be derived exactly (a URL that is
+// not the directory's plus the encoded name, a date that does not format back to the same text, a suggested
+// name, mirrors, a digest) keeps the whole metadata in a box, so that every item reads back exactly as stored:
+// `StoredFile.init` checks the derivation byte for byte before it leaves anything out.
+
+import RangeFSPlatform
+
+/// The files by inode number, each kept compact and rebuilt as a `CatalogItem` when read.
+struct FileTable {
+    private var table = InodeTable<StoredFile>(first: 2)
+    /// The directory URLs that files derive theirs from, each once: a file holds its index (4 bytes, where the
+    /// string would take 16).
+    private var bases: [String] = []
+    private var baseIndexes: [String: UInt32] = [:]
+
+    /// The files held.
+    var count: Int { table.count }
+
+    subscript(inode: UInt64) -> CatalogItem? {
+        table[inode].map { $0.item(inode: inode, bases: bases) }
+    }
+
+    /// The name of file `inode`, without rebuilding the rest: sorting and binary searches ask for it often.
+    func name(of inode: UInt64) -> String? {
+        table[inode]?.name
+    }
+
+    /// The size of file `inode`, without rebuilding the rest.
+    func size(of inode: UInt64) -> UInt64? {
+        table[inode]?.size
+    }
+
+    /// Whether file `inode`'s URL is derived from its directory's (and so not in the catalog's URL index).
+    func derivesURL(_ inode: UInt64) -> Bool {
+        guard let stored = table[inode] else { return false }
+        return stored.box == nil
+    }
+
+    /// Puts `item` at its inode; `base` is the URL of its directory, from which its URL may be derived.
+    mutating func store(_ item: CatalogItem, base: String?) {
+        let index = base.map { base in
+            if let known = baseIndexes[base] { return known }
+            bases.append(base)
+            baseIndexes[base] = UInt32(bases.count - 1)
+            return UInt32(bases.count - 1)
+        }
+        table.updateValue(StoredFile(item, base: base, baseIndex: index ?? 0), forKey: item.inode)
+    }
+
+    /// Empties the slot of `inode`; returns what was there.
+    @discardableResult
+    mutating func removeValue(forKey inode: UInt64) -> CatalogItem? {
+        table.removeValue(forKey: inode).map { $0.item(inode: inode, bases: bases) }
+    }
+
+    /// The files held, in inode order.
+    var values: [CatalogItem] {
+        var items: [CatalogItem] = []
+        items.reserveCapacity(table.count)
+        table.forEach { inode, stored in items.append(stored.item(inode: inode, bases: bases)) }
+        return items
+    }
+}
+
+/// One file as the catalog keeps it: what a `CatalogItem` holds, less what can be derived.
+struct StoredFile {
+    /// What a file holds that cannot be derived: its whole metadata, in one allocation shared by copies.
+    final class Box: Sendable {
+        let metadata: RemoteMetadata
+        init(_ metadata: RemoteMetadata) { self.metadata = metadata }
+    }
+
+    struct Flags: OptionSet {
+        let rawValue: UInt8
+        static let listed = Flags(rawValue: 1)
+        static let validated = Flags(rawValue: 2)
+        static let attributesExact = Flags(rawValue: 4)
+        static let hasListedTime = Flags(rawValue: 8)
+        static let secondPrecision = Flags(rawValue: 16)
+        /// Its Last-Modified is `listedTime` formatted (else it is empty, or in `box`).
+        static let datedByListing = Flags(rawValue: 32)
+    }
+
+    let name: String
+    /// Where its directory's URL is in `FileTable.bases`, when its own URL is that plus its encoded name (then
+    /// it has no `box`).
+    let base: UInt32
+    let parent: UInt64
+    let size: UInt64
+    let listedTime: Int64
+    let etag: String
+    /// The whole metadata, when some of it cannot be derived; nil for a plain listed file.
+    let box: Box?
+    let flags: Flags
+
+    init(_ item: CatalogItem, base directoryURL: String?, baseIndex: UInt32) {
+        let metadata = item.metadata
+        name = item.name
+        parent = item.parent
+        size = metadata.size
+        etag = metadata.etag
+        listedTime = item.listedTime ?? 0
+        var flags: Flags = []
+        if item.listed { flags.insert(.listed) }
+        if item.validated { flags.insert(.validated) }
+        if item.attributesExact { flags.insert(.attributesExact) }
+        if item.listedTime != nil { flags.insert(.hasListedTime) }
+        if item.listedPrecision == .second { flags.insert(.secondPrecision) }
+        let dateDerived: Bool
+        if metadata.lastModified.isEmpty {
+            dateDerived = true
+        } else if let time = item.listedTime, HTTPDate.format(time).utf8.elementsEqual(metadata.lastModified.utf8) {
+            flags.insert(.datedByListing)
+            dateDerived = true
+        } else {
+            dateDerived = false
+        }
+        let plain = metadata.sizeKnown && metadata.suggestedName == nil && metadata.duplicates.isEmpty
+            && metadata.announcedDigest == nil && metadata.answeredAt == nil
+        if let directoryURL, plain, dateDerived,
+           Self.url(base: directoryURL, name: item.name).utf8.elementsEqual(metadata.url.utf8) {
+            base = baseIndex
+            box = nil
+        } else {
+            base = 0
+            box = Box(metadata)
+        }
+        self.flags = flags
+    }
+
+    /// The file as the catalog hands it out.
+    func item(inode: UInt64, bases: [String]) -> CatalogItem {
+        let metadata: RemoteMetadata
+        if let box {
+            metadata = box.metadata
+        } else {
+            let date = flags.contains(.datedByListing) ? HTTPDate.format(listedTime) : ""
+            metadata = RemoteMetadata(url: Self.url(base: bases[Int(base)], name: name), size: size, etag: etag,
+                                      lastModified: date)
+        }
+        var item = CatalogItem(inode: inode, name: name, metadata: metadata, parent: parent,
+                               listed: flags.contains(.listed), validated: flags.contains(.validated),
+                               attributesExact: flags.contains(.attributesExact))
+        item.listedTime = flags.contains(.hasListedTime) ? listedTime : nil
+        item.listedPrecision = flags.contains(.secondPrecision) ? .second : .minute
+        return item
+    }
+
+    /// The URL of `name` in the directory at `base`: as a JSON listing's parse makes it
+    /// (`DirectoryListing.encodeSegment`), without building a set per call.
+    static func url(base: String, name: String) -> String {
+        var bytes = Array(base.utf8)
+        bytes.reserveCapacity(bytes.count + name.utf8.count * 3)
+        for byte in name.utf8 {
+            if keptInSegment[Int(byte)] {
+                bytes.append(byte)
+            } else {
+                bytes += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 15)]]
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The percent-decoded bytes of `segment` as a name, for finding a file by its URL; nil if they are not UTF-8
+    /// (then no derived URL can be `segment`'s). A malformed escape is kept as written: the URL compared after the
+    /// lookup rules it out.
+    static func decodedName(_ segment: Substring) -> String? {
+        String(validating: PercentEncoding.bytes(String(segment)), as: UTF8.self)
+    }
+
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
+    /// The bytes `DirectoryListing.encodeSegment` leaves as they are: unreserved and sub-delimiters, `:` and `@`.
+    private static let keptInSegment: [Bool] = {
+        let kept = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@".utf8)
+        return (0..<256).map { kept.contains(UInt8($0)) }
+    }()
+}
