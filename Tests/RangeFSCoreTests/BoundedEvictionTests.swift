@@ -93,4 +93,21 @@ final class BoundedEvictionTests: XCTestCase {
         XCTAssertEqual(store.cachedBytes(of: metadata("a.bin", blocks: 1)), 0)
         XCTAssertEqual(store.ledger.usedBytes, 4 * 65536)
     }
+
+    // A guard: a pinned entry is never released (its pin lives in the open entry), so its blocks are never evicted.
+    func testAPinnedEntryStaysOpenUnderACapAndKeepsItsBlocks() throws {
+        let store = try makeStore(maxBlocks: 2, idleEntryTime: .milliseconds(100))
+        let pinned = try store.entry(for: metadata("pinned.bin", blocks: 1), blockSize: 65536)
+        pinned.setPinned(true)
+        fetch(0, into: pinned, store)
+        let other = try store.entry(for: metadata("other.bin", blocks: 1), blockSize: 65536)
+        fetch(0, into: other, store)
+        XCTAssertTrue(waitUntilReleased([metadata("other.bin", blocks: 1).url], store))
+        XCTAssertTrue(store.openEntry(for: metadata("pinned.bin", blocks: 1).url) === pinned, "a pinned entry stays open")
+        let large = try store.entry(for: metadata("large.bin", blocks: 2), blockSize: 65536)
+        fetch(0, into: large, store)
+        fetch(1, into: large, store)
+        XCTAssertTrue(pinned.isPresent(0), "the pinned block stays")
+        XCTAssertEqual(store.cachedBytes(of: metadata("other.bin", blocks: 1)), 0, "the released file's block went")
+    }
 }

@@ -71,12 +71,13 @@ extension EvictionQueue {
 
 extension StoreLedger {
     /// `entry` is released while idle (under the store's entries lock): its cached blocks stay counted and in the
-    /// queue, under its ticket. Without a cap, or with no block recorded, it leaves the count.
+    /// queue, under its ticket. Without a cap nothing is counted; an entry with no block cached or recorded leaves
+    /// the count and keeps no ticket (so files whose blocks were all evicted cost nothing).
     func park(_ entry: CacheEntry) {
         guard maxBytes != nil else { return }
         let cachedBytes = Int(entry.cachedBytes)
         eviction.withLock { queue in
-            guard let parked = entry.parkedState(cachedBytes: cachedBytes) else {
+            guard cachedBytes > 0, let parked = entry.parkedState(cachedBytes: cachedBytes) else {
                 queue.usedBytes -= cachedBytes
                 return
             }
