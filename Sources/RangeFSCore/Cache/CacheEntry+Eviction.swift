@@ -16,6 +16,8 @@ struct EvictionMarks {
     var passthroughHandles = 0
     /// The current or last background fill pass (CacheEntry+FillPass.swift).
     var fillPass: FillPass?
+    /// What the LRU queue's records name this entry by (StoreLedger+Dormant.swift), made at its first recorded use.
+    var ticket: EvictionTicket?
 
     init(blockCount: Int) {
         stamps = Array(repeating: 0, count: blockCount)
@@ -57,9 +59,37 @@ extension CacheEntry {
         if pinned { ledger.notePinned(self) }
     }
 
-    /// Records that `blocks` were used at `stamp` (the ledger's clock), for LRU eviction.
-    func touch(_ blocks: Range<Int>, stamp: UInt64) {
-        state.withLock { state in for index in blocks { state.eviction.stamps[index] = stamp } }
+    /// Records that `blocks` were used at `stamp` (the ledger's clock), for LRU eviction; returns the ticket the
+    /// queue's records name this entry by. Called under the ledger's eviction lock.
+    func touch(_ blocks: Range<Int>, stamp: UInt64) -> EvictionTicket {
+        state.withLock { state in
+            for index in blocks { state.eviction.stamps[index] = stamp }
+            if let ticket = state.eviction.ticket { return ticket }
+            let ticket = EvictionTicket(entry: self)
+            state.eviction.ticket = ticket
+            return ticket
+        }
+    }
+
+    /// The ticket and stamps the ledger keeps of this entry once it is released (`StoreLedger.park`): nil if no
+    /// block of it was ever recorded. Stamps of absent blocks are 0, so their records count as outdated.
+    func parkedState(cachedBytes: Int) -> (ticket: EvictionTicket, state: ParkedEntry)? {
+        state.withLock { state in
+            guard let ticket = state.eviction.ticket else { return nil }
+            let stamps = state.eviction.stamps.indices.map { state.blocks.present.contains($0) ? state.eviction.stamps[$0] : 0 }
+            return (ticket, ParkedEntry(stamps: stamps, geometry: geometry, cachedBytes: cachedBytes))
+        }
+    }
+
+    /// Takes over the ticket and stamps of this file's entry released earlier (`StoreLedger.adopt`), for the
+    /// blocks that are present.
+    func adopt(_ ticket: EvictionTicket, stamps: [UInt64]) {
+        state.withLock { state in
+            state.eviction.ticket = ticket
+            for index in stamps.indices where state.blocks.present.contains(index) {
+                state.eviction.stamps[index] = stamps[index]
+            }
+        }
     }
 
     /// The stamp of block `index`, to tell a current LRU record from an outdated one.

@@ -1,8 +1,10 @@
 // Entries cost memory only while they are used. A library of 10,000 files must not keep 10,000 entries open
 // (each a block table, a mapping and pooled files): an entry nobody has used for `idleEntryTime` is released
 // once it is quiet (nothing awaited, in flight, unwritten or uncommitted) and its owner has no work queued for it
-// (`hasWork`); the next use opens it again from its files. Under a size cap (`maxBytes`) entries stay open: the cap
-// counts and evicts the blocks of open entries.
+// (`hasWork`); the next use opens it again from its files. Under a size cap (`maxBytes`) too (issue 46: 100,000
+// files read once would otherwise keep 100,000 entries, their descriptors and mappings, past `vm.max_map_count`):
+// a released entry's blocks stay counted and in the LRU queue under its ticket, and eviction reaching them opens
+// it again (`reopenParked`) to evict them as any other (StoreLedger+Dormant.swift).
 //
 // What is cached of a file whose entry is not open is answered without opening it, for `ls -l`, `du` and
 // `status`: the entry's header and bitmap on disk are read once, and the count is remembered until the entry
@@ -114,7 +116,6 @@ extension CacheStore {
     /// Releases the entries that have been idle for `idleEntryTime` (see the top of this file). Runs with the group
     /// commit.
     func releaseIdleEntries() {
-        guard maxBytes == nil else { return }
         let idleSince = CacheEntry.milliseconds() - Int(settings.idleEntryTime.seconds * 1000)
         func untouched(_ entry: CacheEntry) -> Bool {
             entry.users.load(ordering: .relaxed) == 0 && entry.lastActivity.load(ordering: .relaxed) <= idleSince
@@ -128,6 +129,8 @@ extension CacheStore {
             let removed = entries.withLock { table -> Bool in
                 guard table[url] === entry, untouched(entry) else { return false }
                 table[url] = nil
+                // Under the entries lock: an opening of the file after this finds the entry parked.
+                ledger.park(entry)
                 return true
             }
             guard removed else { continue }
@@ -140,6 +143,20 @@ extension CacheStore {
             released += 1
         }
         if released > 0 { logger.debug("released \(released) idle cache entries") }
+    }
+
+    /// Opens the released entry of `url` again from its files, for eviction (StoreLedger+Dormant.swift). Nothing to
+    /// do if its header is gone or damaged: the ledger then drops it from the queue.
+    func reopenParked(_ url: String) {
+        // No header, or a damaged one: nothing of it can be evicted, nor served.
+        guard let headerBytes = try? FileSystemCalls.readSmallFile(directory(for: url) + "/header"),
+              let header = try? CacheHeader.decode(headerBytes), header.url == url  // damaged: as above
+        else { return }
+        do {
+            _ = try entry(for: header.remoteMetadata, blockSize: header.blockSize)
+        } catch {
+            logger.warning("cannot open the cache entry of \(Redaction.redact(url)) to evict its blocks: \(error)")
+        }
     }
 
     /// The present blocks of `metadata`'s version as its entry says (open, or its bitmap on disk); nil if the

@@ -101,6 +101,8 @@ public final class CacheStore: Sendable {
         }
         // The ledger's early commits run the group commit of this store, as long as it lives.
         ledger.commitTrigger.run { [weak self] in self?.commitAll() }
+        // Eviction opens released entries again through this, as long as the store lives (StoreLedger+Dormant).
+        ledger.reopenHook.withLock { $0 = { [weak self] url in self?.reopenParked(url) } }
     }
 
     /// Entries may outlive their store (a handle's, a test's): their ledger learns that no commit will come, so
@@ -158,6 +160,7 @@ public final class CacheStore: Sendable {
     /// first; without, the caller is about to delete its files.
     func close(_ url: String, committing: Bool) {
         forgetSummary(of: url)
+        ledger.forgetParked(url)
         guard let entry = entries.withLock({ $0.removeValue(forKey: url) }) else { return }
         ledger.account(-Int(entry.cachedBytes))
         if committing {
@@ -240,13 +243,15 @@ public final class CacheStore: Sendable {
         }
         entries.withLock { $0[metadata.url] = entry }
         forgetSummary(of: metadata.url)
+        // A released entry of this file hands its place in the LRU over (StoreLedger+Dormant.swift).
+        let adopted = ledger.adopt(entry)
         ledger.account(Int(entry.cachedBytes))
         if maxBytes != nil {
             // What an earlier run cached counts as least recently used, in file order.
             let present = entry.presentBlocks
             var runStart: Int?
             for index in 0...present.blockCount {
-                let isPresent = index < present.blockCount && present.contains(index)
+                let isPresent = index < present.blockCount && present.contains(index) && (adopted?[index] ?? 0) == 0
                 if isPresent, runStart == nil { runStart = index }
                 if !isPresent, let start = runStart {
                     ledger.recordUse(entry, blocks: start..<index)

@@ -4,7 +4,11 @@
 // Every use of a block (stored, or read by a program) takes the next value of a clock and appends a record to a
 // queue; the block keeps the stamp of its last use. Eviction pops records from the front: a record whose block
 // has a newer stamp was superseded and is skipped, so the first valid record is the least recently used block.
-// The queue is compacted when half of it is consumed. Room is made before a block is written, so the cache never
+// The queue holds O(cached blocks) records, however often they are read (issue 46): once it holds more than twice
+// the records found current at its last compaction (plus a small slack), `recordUse` drops the outdated ones and
+// the consumed front in one pass. A pass costs the queue's length and comes after at least as many appends as it
+// kept, so it is amortised O(1) per use; without it a working set below the cap that is read again and again
+// would grow the queue by one record per block read, forever. Room is made before a block is written, so the cache never
 // holds more than the cap plus the block being written. Pinned files, and blocks in flight, awaited or being
 // served, are never evicted. Only the files of the running mount count towards the cap.
 //
@@ -17,7 +21,8 @@ import Synchronization
 /// The LRU bookkeeping of a store with a size cap.
 struct EvictionQueue {
     struct Record {
-        weak var entry: CacheEntry?
+        /// Whose block: an open entry, or one released while idle (StoreLedger+Dormant.swift).
+        let ticket: EvictionTicket
         let block: Int
         let stamp: UInt64
     }
@@ -25,6 +30,10 @@ struct EvictionQueue {
     var clock: UInt64 = 0
     var records: [Record] = []
     var head = 0
+    /// How many records were current after the last compaction (`compactIfLong`).
+    var keptAtCompaction = 0
+    /// The released entries whose blocks are still cached and counted, by URL (StoreLedger+Dormant.swift).
+    var dormant: [String: EvictionTicket] = [:]
     /// Bytes cached by the entries this store opened.
     var usedBytes: Int = 0
     /// The pinned files, whose whole size is kept out of the room a fill may count on (`refusalToFill`).
@@ -43,12 +52,9 @@ extension StoreLedger {
         eviction.withLock { queue in
             queue.clock += 1
             let stamp = queue.clock
-            entry.touch(blocks, stamp: stamp)
-            for index in blocks { queue.records.append(EvictionQueue.Record(entry: entry, block: index, stamp: stamp)) }
-            if queue.head > 4096 && queue.head * 2 > queue.records.count {
-                queue.records.removeFirst(queue.head)
-                queue.head = 0
-            }
+            let ticket = entry.touch(blocks, stamp: stamp)
+            for index in blocks { queue.records.append(EvictionQueue.Record(ticket: ticket, block: index, stamp: stamp)) }
+            queue.compactIfLong()
         }
     }
 
@@ -56,22 +62,40 @@ extension StoreLedger {
     /// and counts them as used: a block is counted from when it is received, not when it is written, so blocks on
     /// their way to the disk cannot overshoot the cap. Give them back with `account(-bytes)` if they never land.
     /// Returns false if it evicted a block used at or after `sparing` (a fill pass's start) to make the room.
+    /// A block of a released entry (StoreLedger+Dormant.swift) is next: its entry is opened again first, with its
+    /// blocks' stamps, and evicted as any other. An entry that cannot be opened again leaves the queue.
     @discardableResult
     func reserveRoom(for bytes: Int, sparing: UInt64? = nil) -> Bool {
         guard let maxBytes else { return true }
-        return eviction.withLock { queue in
-            var spared = true
+        var spared = true
+        while true {
+            switch reserveRoomOfOpenEntries(for: bytes, maxBytes: maxBytes, sparing: sparing, spared: &spared) {
+            case .done: return spared
+            case .reopen(let url): reopenDormant(url)
+            }
+        }
+    }
+
+    private enum Step { case done, reopen(String) }
+
+    /// Evicts blocks of open entries until `bytes` fit, or until a released entry's block is next.
+    private func reserveRoomOfOpenEntries(for bytes: Int, maxBytes: Int, sparing: UInt64?, spared: inout Bool) -> Step {
+        eviction.withLock { queue in
             while queue.usedBytes + bytes > maxBytes && queue.head < queue.records.count {
                 let record = queue.records[queue.head]
+                if case .dormant = record.holder {
+                    // Its entry opens again, outside this lock, and the record is evicted then (`reserveRoom`).
+                    return Step.reopen(record.ticket.url)
+                }
                 queue.head += 1
-                guard let entry = record.entry, entry.stamp(of: record.block) == record.stamp else { continue }
+                guard case .open(let entry) = record.holder else { continue }
                 let freed = entry.evict(record.block, stamp: record.stamp)
                 if freed > 0, let sparing, record.stamp >= sparing { spared = false }
                 queue.usedBytes -= freed
                 metrics.add("rangefs_evicted_bytes_total", UInt64(freed))
             }
             queue.usedBytes += bytes
-            return spared
+            return Step.done
         }
     }
 
@@ -86,11 +110,11 @@ extension StoreLedger {
             while room < bytes && index < queue.records.count && queue.records[index].stamp < sparing {
                 let record = queue.records[index]
                 index += 1
-                guard let entry = record.entry, entry.stamp(of: record.block) == record.stamp else {
-                    if index == queue.head + 1 { queue.head = index }
-                    continue
+                switch record.holder {
+                case .open(let entry): room += entry.evictableBytes(record.block, stamp: record.stamp)
+                case .dormant(let geometry): room += geometry.length(ofBlock: record.block)
+                case .outdated: if index == queue.head + 1 { queue.head = index }
                 }
-                room += entry.evictableBytes(record.block, stamp: record.stamp)
             }
             return room >= bytes
         }

@@ -45,6 +45,9 @@ final class StoreLedger: Sendable {
     let completed: @Sendable (CacheEntry) -> Void
     /// Starts the store's group commit early (`commitSoon`).
     let commitTrigger: CommitTrigger
+    /// Opens the released entry of a URL again, for eviction to take its blocks (`reopenDormant`): set by the store's
+    /// `init` (weakly holding it); nil before, and does nothing after the store is gone.
+    let reopenHook = Mutex<(@Sendable (String) -> Void)?>(nil)
     /// Set when the store is gone (`detach`).
     let detached = Atomic(false)
     let logger: Logger
