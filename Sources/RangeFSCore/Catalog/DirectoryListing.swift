@@ -129,6 +129,19 @@ enum DirectoryListing {
         return head.contains("<title>Directory listing for /")
     }
 
+    /// Whether `start`, the first bytes of a long answer, reads as the start of a listing: text, and a JSON array
+    /// of objects (`[{`) or a page with a link. Enough to let a mount return before the rest has come and been
+    /// read (issue 46); the whole is judged by `problem(with:parsed:)` when it has.
+    static func startsLikeListing(_ start: [UInt8]) -> Bool {
+        guard isText(start) else { return false }
+        let blank: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+        guard let first = start.firstIndex(where: { !blank($0) }) else { return false }
+        if start[first] == UInt8(ascii: "[") {
+            return start[(first + 1)...].first(where: { !blank($0) }) == UInt8(ascii: "{")
+        }
+        return start[first] == UInt8(ascii: "<") && looksLikeListing(start)
+    }
+
     /// Reads the listing `body` of the directory `base` (an http(s) URL ending in `/`), keeping at most `limit`
     /// children. JSON when the body is a JSON array (whatever the server called it), else HTML.
     static func parse(_ body: [UInt8], base: String, limit: Int = maximumEntries) -> ParsedListing {

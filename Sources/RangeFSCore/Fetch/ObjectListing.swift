@@ -12,14 +12,16 @@ extension RangeFetching {
     /// Lists the object-store directory `url` (an identity ending in `/`) of an origin reached with `access`, and
     /// hands `completion` the listing as JSON (on a utility queue); fails with the store's own error (its `Code`)
     /// or the status, with `.listingTooLarge` when the pages together pass `limit` bytes, or with
-    /// `.listingTimedOut` when the last page has not arrived `timeout` seconds from now.
+    /// `.listingTimedOut` when the last page has not arrived `timeout` seconds from now. `firstPage` is called
+    /// once (on a utility queue) when the first page was read and more follow: the directory is known to be one.
     func fetchObjectListing(_ url: String, access: ObjectStoreAccess, limit: Int, timeout: Double,
+                            firstPage: (@Sendable () -> Void)? = nil,
                             completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
         guard let (bucketURL, prefix) = ObjectStoreURL.listing(of: url, access: access) else {
             return completion(.failure(.malformedURL("no bucket in \(Redaction.redact(url))")))
         }
         ObjectListingRun(fetcher: self, bucketURL: bucketURL, prefix: prefix, limit: limit,
-                         deadline: ListingDeadline(seconds: timeout), completion: completion)
+                         deadline: ListingDeadline(seconds: timeout), firstPage: firstPage, completion: completion)
             .next(after: nil)
     }
 }
@@ -37,6 +39,7 @@ private final class ObjectListingRun: Sendable {
     /// One deadline for every page, their retries included.
     private let deadline: ListingDeadline
     private let completion: @Sendable (Result<[UInt8], FetchError>) -> Void
+    private let firstPage: (@Sendable () -> Void)?
     /// The retry rule of every transfer (attempts and delays), for pages too.
     private let policy = FetchPolicy()
     private let state = Mutex(Gathered())
@@ -51,12 +54,13 @@ private final class ObjectListingRun: Sendable {
     }
 
     init(fetcher: any RangeFetching, bucketURL: String, prefix: String, limit: Int, deadline: ListingDeadline,
-         completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
+         firstPage: (@Sendable () -> Void)?, completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
         self.fetcher = fetcher
         self.bucketURL = bucketURL
         self.prefix = prefix
         self.limit = limit
         self.deadline = deadline
+        self.firstPage = firstPage
         self.completion = completion
     }
 
@@ -111,7 +115,10 @@ private final class ObjectListingRun: Sendable {
         }
         switch step {
         case .failure(let error): completion(.failure(error))
-        case .success(let token?): next(after: token)
+        case .success(let following?):
+            // The first page (asked with no token) read, and more follow: the directory is known to be one.
+            if token == nil, let firstPage { firstPage() }
+            next(after: following)
         case .success(nil):
             let body = state.withLock { state in
                 Array("[".utf8) + state.folders + (state.folders.isEmpty || state.files.isEmpty ? [] : [UInt8(ascii: ",")])

@@ -119,12 +119,15 @@ extension RangeFetching {
     /// GETs the whole of `url` (a directory listing), asking for JSON first, and hands its body to `completion`
     /// (on the fetcher's thread: hand heavy work on); fails with `.listingTooLarge` beyond `limit` bytes, with
     /// `.listingTimedOut` when it has not arrived `timeout` seconds from now (ListingDeadline.swift), or with the
-    /// status of a response other than 200.
-    func fetchListing(_ url: String, limit: Int, timeout: Double,
+    /// status of a response other than 200. `firstPage` is called (once, on the fetcher's thread) when a long
+    /// answer's first `ListingSink.firstPageBytes` read as the start of a listing, before the rest arrives.
+    func fetchListing(_ url: String, limit: Int, timeout: Double, firstPage: (@Sendable () -> Void)? = nil,
                       completion: @escaping @Sendable (Result<[UInt8], FetchError>) -> Void) {
         var request = RangeRequest(url: url, range: nil, ifRange: nil)
         request.accept = "application/json, text/html;q=0.9, */*;q=0.1"
-        let sink = ListingSink(limit: limit, deadline: ListingDeadline(seconds: timeout)) { completion($0.map(\.body)) }
+        let sink = ListingSink(limit: limit, deadline: ListingDeadline(seconds: timeout), firstPage: firstPage) {
+            completion($0.map(\.body))
+        }
         start(request, sink: sink)
     }
 }
@@ -145,12 +148,21 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
     private var status = 0
     private var body: [UInt8] = []
     private var failure: FetchError?
+    /// Called once a long answer's first bytes read as a listing's start; nil once called.
+    private var firstPage: (@Sendable () -> Void)?
+
+    /// How much of a web listing must have come before it counts as known to be one (`firstPage`): some hundreds
+    /// of entries. A shorter listing is read whole about as soon, and is then judged whole (a mount that cannot
+    /// list its directory says so at once).
+    static let firstPageBytes = 64 << 10
 
     init(limit: Int, deadline: ListingDeadline, keepingErrorBodies: Bool = false,
+         firstPage: (@Sendable () -> Void)? = nil,
          completion: @escaping @Sendable (Result<(status: Int, body: [UInt8], cut: Bool), FetchError>) -> Void) {
         self.limit = limit
         self.deadline = deadline
         self.keepingErrorBodies = keepingErrorBodies
+        self.firstPage = firstPage
         self.completion = completion
     }
 
@@ -192,6 +204,10 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
             return false
         }
         body.append(contentsOf: bytes)
+        if let firstPage, !isError, body.count >= Self.firstPageBytes {
+            self.firstPage = nil
+            if DirectoryListing.startsLikeListing(body) { firstPage() }
+        }
         return true
     }
 

@@ -1,7 +1,9 @@
 // Web directories as trees (DESIGN.md §7), listed and probed without holding a lock or a FUSE thread.
 //
 // The directory URLs a mount is given are listed at mount (`listNow`), so that one that cannot be listed is
-// reported there; their subdirectories on their first lookup or readdir. A listing is one GET that asks for JSON
+// reported there; their subdirectories on their first lookup or readdir. The mount waits for a listing's first
+// page only (an object store's first 1,000 keys, a web listing's first 64 KiB): readers of the directory wait for
+// the rest, not the mount. A listing is one GET that asks for JSON
 // first. A directory whose listing failed, with no earlier listing to show, fails lookups and reads with EIO
 // (retried after `listingRetryAfter`), and shows in `status` as an error. Its
 // subdirectories become directories of the mount (listed in turn when first visited), its files listed files. A
@@ -216,12 +218,29 @@ final class DirectoryService: Sendable {
                 finish(inode, outcome: outcome, failure: failure)
             }
         }
+        // Called before the completion, from the thread that then calls it: run at once (a lock held for
+        // bookkeeping, and reports that only record and signal), so that it cannot overtake the listing's end.
+        let firstPage: @Sendable () -> Void = { [self] in firstPageRead(inode) }
         if let access = credentials.objectStore(for: url) {
-            fetcher.fetchObjectListing(url, access: access, limit: Self.listingLimit, timeout: listingTimeout.seconds,
-                                       completion: completion)
+            fetcher.fetchObjectListing(url, access: access, limit: Self.listingLimit,
+                                       timeout: listingTimeout.seconds, firstPage: firstPage, completion: completion)
         } else {
-            fetcher.fetchListing(url, limit: Self.listingLimit, timeout: listingTimeout.seconds, completion: completion)
+            fetcher.fetchListing(url, limit: Self.listingLimit, timeout: listingTimeout.seconds, firstPage: firstPage,
+                                 completion: completion)
         }
+    }
+
+    /// The first page of directory `inode`'s listing was read and more is on its way: what waits for the outcome
+    /// (the mount, `rangefs add`) hears now that it is listed, and goes on; readers of the directory go on waiting
+    /// for the whole (issue 46: a million objects are 1,000 pages, and the mount waited for all of them). Should
+    /// the rest fail, the directory fails as one whose listing failed after the mount, with a log line.
+    private func firstPageRead(_ inode: UInt64) {
+        let reports = state.withLock { state -> [@Sendable (ListingOutcome) -> Void] in
+            guard let reports = state.listings[inode]?.reports, state.listings[inode]?.running == true else { return [] }
+            state.listings[inode]?.reports = []
+            return reports
+        }
+        for report in reports { report(.listed) }
     }
 
     /// Ends the listing of directory `inode`: answers its waiters and reports, and goes on with the walk ahead.
