@@ -59,11 +59,15 @@ extension CacheStore {
         try FileSystemCalls.replaceAtomically(listingPath(for: url), with: ListingRedaction.kept(body))
     }
 
+    /// The largest kept listing read back: the largest listing a mount reads (a million objects' records, 115
+    /// bytes each for short names). Below it, a million-object tree kept at 64 MiB was silently not kept at all.
+    static let keptListingLimit = 256 << 20
+
     /// The last listing kept for directory `url`, if any.
     func savedListing(for url: String) -> [UInt8]? {
         // An unreadable kept listing is as if none was kept: the directory is listed from its server, and a
         // failure to do so is what the user sees.
-        (try? FileSystemCalls.readSmallFile(listingPath(for: url))) ?? nil
+        (try? FileSystemCalls.readSmallFile(listingPath(for: url), limit: Self.keptListingLimit)) ?? nil
     }
 
     /// How many seconds ago the listing kept for directory `url` was read, if one is kept.

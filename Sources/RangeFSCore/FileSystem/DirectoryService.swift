@@ -64,6 +64,9 @@ final class DirectoryService: Sendable {
 
     /// The largest listing read, in bytes: a million entries of nginx's JSON.
     static let listingLimit = 128 << 20
+    /// The largest object-store listing, in bytes of the JSON its pages become (ObjectListing.swift): a million
+    /// objects (1,000 pages) whose records, with their ETags, run past `listingLimit` (115 MB for short names).
+    static let objectListingLimit = CacheStore.keptListingLimit
     /// Files probed at once when a lookup needs a probe.
     static let probeBatch = 32
     /// How long a failed listing is not tried again, in seconds.
@@ -222,7 +225,7 @@ final class DirectoryService: Sendable {
         // bookkeeping, and reports that only record and signal), so that it cannot overtake the listing's end.
         let firstPage: @Sendable () -> Void = { [self] in firstPageRead(inode) }
         if let access = credentials.objectStore(for: url) {
-            fetcher.fetchObjectListing(url, access: access, limit: Self.listingLimit,
+            fetcher.fetchObjectListing(url, access: access, limit: Self.objectListingLimit,
                                        timeout: listingTimeout.seconds, firstPage: firstPage, completion: completion)
         } else {
             fetcher.fetchListing(url, limit: Self.listingLimit, timeout: listingTimeout.seconds, firstPage: firstPage,
