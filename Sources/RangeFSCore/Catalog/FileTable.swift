@@ -89,24 +89,25 @@ struct StoredFile {
         static let datedByListing = Flags(rawValue: 32)
     }
 
+    // In this order, so that the 17 bytes of `etag` and the flags fill what `base` leaves: 72 bytes in all.
     let name: String
-    /// Where its directory's URL is in `FileTable.bases`, when its own URL is that plus its encoded name (then
-    /// it has no `box`).
-    let base: UInt32
     let parent: UInt64
     let size: UInt64
     let listedTime: Int64
-    let etag: String
     /// The whole metadata, when some of it cannot be derived; nil for a plain listed file.
     let box: Box?
+    let etag: StoredETag
     let flags: Flags
+    /// Where its directory's URL is in `FileTable.bases`, when its own URL is that plus its encoded name (then
+    /// it has no `box`).
+    let base: UInt32
 
     init(_ item: CatalogItem, base directoryURL: String?, baseIndex: UInt32) {
         let metadata = item.metadata
         name = item.name
         parent = item.parent
         size = metadata.size
-        etag = metadata.etag
+        etag = StoredETag(metadata.etag)
         listedTime = item.listedTime ?? 0
         var flags: Flags = []
         if item.listed { flags.insert(.listed) }
@@ -143,8 +144,8 @@ struct StoredFile {
             metadata = box.metadata
         } else {
             let date = flags.contains(.datedByListing) ? HTTPDate.format(listedTime) : ""
-            metadata = RemoteMetadata(url: Self.url(base: bases[Int(base)], name: name), size: size, etag: etag,
-                                      lastModified: date)
+            metadata = RemoteMetadata(url: Self.url(base: bases[Int(base)], name: name), size: size,
+                                      etag: etag.text, lastModified: date)
         }
         var item = CatalogItem(inode: inode, name: name, metadata: metadata, parent: parent,
                                listed: flags.contains(.listed), validated: flags.contains(.validated),
@@ -182,4 +183,48 @@ struct StoredFile {
         let kept = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@".utf8)
         return (0..<256).map { kept.contains(UInt8($0)) }
     }()
+}
+
+/// A listed file's ETag as kept. An object store's usual one, an MD5 in quotes and lowercase hex, is 34 bytes of
+/// text: a heap string of 80 bytes with its header, for every object listed (issue 46). It is kept as its 16
+/// bytes instead; any other ETag (weak, multipart `-N`, upper case, none) exactly as written.
+enum StoredETag: Equatable {
+    case md5(UInt64, UInt64)
+    case text(String)
+
+    init(_ etag: String) {
+        let bytes = etag.utf8
+        guard bytes.count == 34, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\"") else {
+            self = .text(etag)
+            return
+        }
+        var halves: (UInt64, UInt64) = (0, 0)
+        for (index, byte) in bytes.dropFirst().prefix(32).enumerated() {
+            let nibble: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = byte - UInt8(ascii: "a") + 10
+            default:
+                self = .text(etag)
+                return
+            }
+            if index < 16 { halves.0 = halves.0 << 4 | UInt64(nibble) } else { halves.1 = halves.1 << 4 | UInt64(nibble) }
+        }
+        self = .md5(halves.0, halves.1)
+    }
+
+    /// The ETag as it was written.
+    var text: String {
+        switch self {
+        case .text(let text): return text
+        case .md5(let high, let low):
+            let digits = Array("0123456789abcdef".utf8)
+            var bytes = [UInt8](repeating: UInt8(ascii: "\""), count: 34)
+            for index in 0..<16 {
+                bytes[16 - index] = digits[Int(high >> (4 * UInt64(index)) & 15)]
+                bytes[32 - index] = digits[Int(low >> (4 * UInt64(index)) & 15)]
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
 }
