@@ -144,7 +144,14 @@ def measure(binary, work, case, url, small_url, environment, stop_server, bare, 
     keys, result["bare"] = bare()
     log(f"{case}: bare client {keys} entries in {result['bare']:.2f} s")
     cache = tempfile.mkdtemp(dir=work, prefix="cache-")
-    result["mount"], pid = mount(binary, point, [url], cache, environment, options)
+    start = time.perf_counter()
+    try:
+        result["mount"], pid = mount(binary, point, [url], cache, environment, options)
+    except RuntimeError as error:
+        result["mount"], result["error"] = time.perf_counter() - start, str(error)
+        log(f"{case}: {error} (after {result['mount']:.2f} s)")
+        shutil.rmtree(cache)
+        return result
     log(f"{case}: mount returned in {result['mount']:.2f} s")
     result["ls"], shown = list_long(point)
     result["shown"] = shown
@@ -215,12 +222,18 @@ def table(label, results):
         ("  files shown offline", lambda r: f"{r['offline_shown']:,}"),
         ("  daemon RSS per entry offline, bytes", lambda r: f"{r['offline_rss']:.0f}"),
     ]
-    names = {"nginx": "nginx JSON, 200,000 files", "rclone": "rclone serve s3, 100,000 objects",
-             "purpose": "listserver.py, 1,000,000 objects"}
+    names = {"nginx": f"nginx JSON, {COUNTS['nginx']:,} files",
+             "rclone": f"rclone serve s3, {COUNTS['rclone']:,} objects",
+             "purpose": f"listserver.py, {COUNTS['purpose']:,} objects"}
+    def cell(row, r):
+        if "error" in r and row not in ("entries listed", "bare client, whole listing, s"):
+            return f"failed after {r['mount']:.0f} s" if row == "`rangefs mount` returns, s" else "–"
+        return dict(rows)[row](r)
     lines = [f"| {label} | " + " | ".join(names[c] for c in results) + " |",
              "|---|" + "---:|" * len(results)]
-    for title, cell in rows:
-        lines.append(f"| {title} | " + " | ".join(cell(r) for r in results.values()) + " |")
+    for title, _ in rows:
+        lines.append(f"| {title} | " + " | ".join(cell(title, r) for r in results.values()) + " |")
+    lines += [f"\n{names[c]}: {r['error']}" for c, r in results.items() if "error" in r]
     return "\n".join(lines)
 
 
