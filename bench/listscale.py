@@ -192,20 +192,18 @@ def run_case(binary, work, case):
         root = os.path.join(work, "s3root")
         make_files(os.path.join(root, s3.BUCKET, "flat"), COUNTS[case])
         make_files(os.path.join(root, s3.BUCKET, "small"), 3)
-        store = s3.RcloneStore(work, root)
-        bucket = f"s3://{s3.BUCKET}/"
-        try:
-            return measure(binary, work, case, bucket + "flat/", bucket + "small/", s3.credentials(), store.stop,
-                           lambda: s3.list_alone(store, "flat/")[1:], ["--s3-endpoint", store.endpoint()])
-        finally:
-            store.stop()
-    server = Purpose("many/", COUNTS[case])
+        return measure_store(binary, work, case, s3.RcloneStore(work, root), "flat/")
+    return measure_store(binary, work, case, Purpose("many/", COUNTS[case]), "many/")
+
+
+def measure_store(binary, work, case, store, prefix):
+    """An object-store case: `prefix` of the bench's bucket on `store` (stopped after), signed with its key."""
     bucket = f"s3://{s3.BUCKET}/"
     try:
-        return measure(binary, work, case, bucket + "many/", bucket + "small/", s3.credentials(), server.stop,
-                       lambda: s3.list_alone(server, "many/")[1:], ["--s3-endpoint", server.endpoint()])
+        return measure(binary, work, case, bucket + prefix, bucket + "small/", s3.credentials(), store.stop,
+                       lambda: s3.list_alone(store, prefix)[1:], ["--s3-endpoint", store.endpoint()])
     finally:
-        server.stop()
+        store.stop()
 
 
 def table(label, results):
