@@ -4,7 +4,7 @@ import Logging
 import RangeFSTestSupport
 import XCTest
 
-/// Issue 46: a directory of a million entries remounts offline. Its kept listing (a million objects' records, 115 MB
+/// Issue 46: a directory of a million entries remounts offline. Its kept listing (a million objects' records, 122 MB
 /// for short names) must be read back at the remount; on main anything above 64 MiB read as no kept listing at all,
 /// so the million-object tree showed nothing with its server down.
 final class KeptListingSizeTests: XCTestCase {

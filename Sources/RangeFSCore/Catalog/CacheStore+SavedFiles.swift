@@ -59,7 +59,7 @@ extension CacheStore {
         try FileSystemCalls.replaceAtomically(listingPath(for: url), with: ListingRedaction.kept(body))
     }
 
-    /// The largest kept listing read back: the largest listing a mount reads (a million objects' records, 115
+    /// The largest kept listing read back: the largest listing a mount reads (a million objects' records, 122
     /// bytes each for short names). Below it, a million-object tree kept at 64 MiB was silently not kept at all.
     static let keptListingLimit = 256 << 20
 

@@ -121,7 +121,7 @@ private final class ObjectListingRun: Sendable {
             next(after: following)
         case .success(nil):
             // One buffer of the final size, the records let go as soon as they are in it: a million objects' are
-            // 115 MB, and joining them with `+` held three copies at once.
+            // 122 MB, and joining them with `+` held three copies at once.
             let body = state.withLock { state in
                 var body: [UInt8] = []
                 body.reserveCapacity(state.folders.count + state.files.count + 3)

@@ -65,7 +65,7 @@ final class DirectoryService: Sendable {
     /// The largest listing read, in bytes: a million entries of nginx's JSON.
     static let listingLimit = 128 << 20
     /// The largest object-store listing, in bytes of the JSON its pages become (ObjectListing.swift): a million
-    /// objects (1,000 pages) whose records, with their ETags, run past `listingLimit` (115 MB for short names).
+    /// objects (1,000 pages) whose records, with their ETags, run past `listingLimit` (122 MB for short names).
     static let objectListingLimit = CacheStore.keptListingLimit
     /// Files probed at once when a lookup needs a probe.
     static let probeBatch = 32
