@@ -96,7 +96,8 @@ Server(("127.0.0.1", port), Held).serve_forever()
         let origin = try ScriptedOrigin(script: Self.script, prefix: "held")
         defer { _ = origin.server.stop() }
         try mountWhileHeld(origin, [origin.url("web/")], count: 5000, name: "photo-4999.jpg") {
-            XCTAssertEqual(origin.log.filter { $0[1] == "web" }.map { $0[2] }, ["first"], "the first bytes only, so far")
+            XCTAssertEqual(origin.log.filter { $0[1] == "web" }.map { $0[2] }, ["first"],
+                           "the first bytes only, so far")
         }
         XCTAssertEqual(origin.log.filter { $0[1] == "web" }.map { $0[2] }, ["first", "rest"], "one listing")
     }
@@ -115,7 +116,8 @@ Server(("127.0.0.1", port), Held).serve_forever()
         // Generous: a loaded machine starts a daemon slowly; the listing stays held however long this waits.
         let status = mount.waitForExit(timeout: 60)
         let said = (try? String(contentsOfFile: mountLog, encoding: .utf8)) ?? ""
-        XCTAssertEqual(status, 0, "the mount returned, successfully, while the listing was held after its first page: \(said)")
+        XCTAssertEqual(status, 0,
+                       "the mount returned, successfully, while the listing was held after its first page: \(said)")
         if status == nil {
             FileManager.default.createFile(atPath: release, contents: Data())
             _ = mount.waitForExit(timeout: 120)

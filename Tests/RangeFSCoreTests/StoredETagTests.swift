@@ -7,7 +7,8 @@ final class StoredETagTests: XCTestCase {
     let base = "http://127.0.0.1:9000/bkt/data/"
 
     func add(_ catalog: Catalog, _ name: String, etag: String, in directory: UInt64) -> CatalogItem {
-        let metadata = RemoteMetadata(url: base + name, size: 1, etag: etag, lastModified: HTTPDate.format(1_795_000_000))
+        let metadata = RemoteMetadata(url: base + name, size: 1, etag: etag,
+                                      lastModified: HTTPDate.format(1_795_000_000))
         return catalog.add(metadata, explicitName: name, parent: directory, listed: true, validated: false,
                            attributesExact: true, listedTime: 1_795_000_000, listedPrecision: .second)
     }

@@ -208,7 +208,11 @@ enum StoredETag: Equatable {
                 self = .text(etag)
                 return
             }
-            if index < 16 { halves.0 = halves.0 << 4 | UInt64(nibble) } else { halves.1 = halves.1 << 4 | UInt64(nibble) }
+            if index < 16 {
+                halves.0 = halves.0 << 4 | UInt64(nibble)
+            } else {
+                halves.1 = halves.1 << 4 | UInt64(nibble)
+            }
         }
         self = .md5(halves.0, halves.1)
     }

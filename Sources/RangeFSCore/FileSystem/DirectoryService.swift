@@ -239,7 +239,8 @@ final class DirectoryService: Sendable {
     /// the rest fail, the directory fails as one whose listing failed after the mount, with a log line.
     private func firstPageRead(_ inode: UInt64) {
         let reports = state.withLock { state -> [@Sendable (ListingOutcome) -> Void] in
-            guard let reports = state.listings[inode]?.reports, state.listings[inode]?.running == true else { return [] }
+            guard let listing = state.listings[inode], listing.running else { return [] }
+            let reports = listing.reports
             state.listings[inode]?.reports = []
             return reports
         }
