@@ -6,7 +6,9 @@ It starts its own nginx on 127.0.0.1 (a direct origin, and a proxy in front of i
 issue 4's goals. `--only small` and `--only wan` (issues 36 and 46: many small files on loopback, against bindfs
 too, and a far origin through capproxy.py's latency emulator) live in scenario_small.py and scenario_wan.py and print markdown tables (tables.py)
 with rclone and httpdirfs beside; `--only s3` (issue 38: a 100,000-object listing, a cold copy, kill -9 and an
-offline remount on S3 servers, with s3fs-fuse and rclone mount beside) lives in scenario_s3.py. `--smoke` runs
+offline remount on S3 servers, with s3fs-fuse and rclone mount beside) lives in scenario_s3.py, and `--only cap`
+(issue 46: 100,000 small files read once under --cache-max-size 200M, the daemon's RSS and mappings) in
+scenario_cap.py. `--smoke` runs
 tiny sizes once and only checks that every copy is byte-for-byte right (for CI).
 
 Needs root for `echo 3 > /proc/sys/vm/drop_caches` (cold runs) and for the kernel readahead; without root the
@@ -654,6 +656,11 @@ class Bench:
         self.results["fill, TLS (--prefetch all)"] = (median(fill[False]), "", 0, None)
         self.results["  fill, TLS: --http2 vs default"] = (median(fill[True]), "HTTP/1.1", median(fill[False]), None)
 
+    def cap(self):
+        """Under a cap (issue 46): 100,000 small files read once under --cache-max-size 200M, RSS and mappings."""
+        import scenario_cap
+        scenario_cap.run(self)
+
     def s3(self):
         """Object stores (issue 38): a 100,000-object listing, a cold cp, kill -9 and an offline remount, with peers."""
         import scenario_s3
@@ -1051,7 +1058,8 @@ class Bench:
         for label, (value, reference, ref_value, goal) in self.results.items():
             unit_free = ("ms" in label, "RSS" in label, "bytes per" in label, "CPU s" in label, "refetched" in label,
                          "MiB sent" in label, "seconds" in label, "requests" in label, "names" in label,
-                         "per entry" in label, "ratio" in label, "strace" in label, "inodes" in label)
+                         "per entry" in label, "ratio" in label, "strace" in label, "inodes" in label,
+                         "mappings" in label)
             unit = "" if any(unit_free) else " MiB/s"
             shown = f"{value:.1f}{unit}" if unit else f"{value:.2f}"
             if "MiB/s" in unit:
@@ -1095,7 +1103,8 @@ class Bench:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
-SCENARIOS = ["fast", "kill", "capped", "mirrors", "random", "memory", "scan", "tls", "library", "small", "wan", "s3"]
+SCENARIOS = ["fast", "kill", "capped", "mirrors", "random", "memory", "scan", "tls", "library", "small", "wan", "s3",
+             "cap"]
 
 
 def main():
@@ -1122,6 +1131,8 @@ def main():
     parser.add_argument("--wan-big", type=int, metavar="MIB", help="wan: the big file's size, not 256 MiB (to try it)")
     parser.add_argument("--s3-objects", type=int, metavar="N",
                         help="s3: list a prefix of this many objects, not 100,000 (a smoke run: 200)")
+    parser.add_argument("--cap-files", type=int, metavar="N",
+                        help="cap: read this many files under the cap, not 100,000 (a smoke run: 2,000)")
     parser.add_argument("--cache-root", metavar="DIR",
                         help="make every tool's fresh caches in DIR, not in the work folder (e.g. on another file system)")
     args = parser.parse_args()
@@ -1149,6 +1160,9 @@ def main():
     args.small_files = args.small_files or args.small_files_default
     args.small_caches = args.small_caches or ("work" if args.smoke else "both")
     args.s3_objects = args.s3_objects or (200 if args.smoke else 100_000)
+    args.cap_files = args.cap_files or (2_000 if args.smoke else 100_000)
+    # The cap scenario's cap, four times below what it reads (8 KB a file on average).
+    args.cap_size = ("4M", 4 * MiB) if args.smoke else ("200M", 200 * MiB)
     args.wan_small = args.wan_files or args.wan_small
     args.wan_big = args.wan_big * MiB if args.wan_big else args.wan_big_default
     if args.binary is None:
@@ -1167,7 +1181,7 @@ def main():
                               ("mirrors", bench.mirrors),
                               ("random", bench.random_reads), ("memory", bench.memory), ("scan", bench.scan),
                               ("tls", bench.tls), ("library", bench.library), ("small", bench.small),
-                              ("wan", bench.wan), ("s3", bench.s3)]:
+                              ("wan", bench.wan), ("s3", bench.s3), ("cap", bench.cap)]:
             if key in only:
                 log(f"running: {scenario.__doc__.splitlines()[0]}")
                 scenario()

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 @testable import RangeFSCore
 import RangeFSTestSupport
+import Synchronization
 import XCTest
 
 /// Issue 46, "bounded under a cap": the LRU queue holds O(cached blocks) records however often they are read, and
@@ -109,5 +110,22 @@ final class BoundedEvictionTests: XCTestCase {
         fetch(1, into: large, store)
         XCTAssertTrue(pinned.isPresent(0), "the pinned block stays")
         XCTAssertEqual(store.cachedBytes(of: metadata("other.bin", blocks: 1)), 0, "the released file's block went")
+    }
+
+    // Eviction under a cap reopens released entries through the store's hook. Kept in a `Mutex` as a bare closure,
+    // the hook came back from each `withLock { $0 }` wrapped in two more reabstraction thunks, written back through
+    // the `inout`: each reopen went through two more calls than the last. 100,000 files of 8 KB under
+    // `--cache-max-size 200M` stalled the daemon near the 38,500th file, its threads 135,000 frames deep (issue 46,
+    // acceptance 7). However often the hook is called, its caller's stack stays as deep as at the first call.
+    func testTheReopenHookCostsTheSameAtItsThousandthCallAsAtItsFirst() throws {
+        let store = try makeStore(maxBlocks: 4)
+        let depths = Mutex<[Int]>([])
+        store.ledger.reopenHook.withLock {
+            $0 = ReopenHook { _ in depths.withLock { $0.append(Thread.callStackReturnAddresses.count) } }
+        }
+        for _ in 0..<1_000 { store.ledger.reopenDormant("http://origin/released.bin") }
+        let seen = depths.withLock { $0 }
+        XCTAssertEqual(seen.count, 1_000)
+        XCTAssertEqual(Set(seen).count, 1, "the hook's stack depth grew from \(seen.first ?? 0) to \(seen.last ?? 0) frames")
     }
 }

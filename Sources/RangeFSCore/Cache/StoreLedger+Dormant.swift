@@ -119,8 +119,8 @@ extension StoreLedger {
     /// Opens the parked entry of `url` again so that eviction can take its blocks. If it does not come back (its
     /// files are gone, or it changed), it leaves the queue: its records can never be evicted.
     func reopenDormant(_ url: String) {
-        let reopen = reopenHook.withLock { $0 }
-        reopen?(url)
+        let hook = reopenHook.withLock { $0 }
+        hook?.reopen(url)
         forgetParked(url)  // a no-op once the opening adopted it
     }
 }

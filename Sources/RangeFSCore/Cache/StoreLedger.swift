@@ -47,7 +47,7 @@ final class StoreLedger: Sendable {
     let commitTrigger: CommitTrigger
     /// Opens the released entry of a URL again, for eviction to take its blocks (`reopenDormant`): set by the store's
     /// `init` (weakly holding it); nil before, and does nothing after the store is gone.
-    let reopenHook = Mutex<(@Sendable (String) -> Void)?>(nil)
+    let reopenHook = Mutex<ReopenHook?>(nil)
     /// Set when the store is gone (`detach`).
     let detached = Atomic(false)
     let logger: Logger
@@ -153,4 +153,14 @@ final class CommitTrigger: @unchecked Sendable {
     deinit {
         source.cancel()
     }
+}
+
+/// The store's way to open a released entry again (`StoreLedger.reopenHook`). A struct, not a bare closure: a
+/// closure kept in a `Mutex` comes back from each `withLock { $0 }` wrapped in two more reabstraction thunks,
+/// written back through the generic `inout`, so each call went through two more calls than the one before (issue
+/// 46: 135,000 frames deep after 60,000 evictions, and the daemon stalled).
+struct ReopenHook: Sendable {
+    let reopen: @Sendable (String) -> Void
+
+    init(_ reopen: @escaping @Sendable (String) -> Void) { self.reopen = reopen }
 }
