@@ -88,23 +88,22 @@ extension CacheEntry {
         return ledger.rotatingETags.insert(header.url)
     }
 
-    /// Replaces the header file with the header as this entry now knows it (its ETag retired or not, its latest
-    /// moment), with the same generation, on a background queue under the ledger's `opening` lock: never for a
-    /// newer version's header, never after this entry went stale or its store closed. Each write takes what is
-    /// known when it runs, so two of them in either order leave the latest on disk.
+    /// Records what this entry now knows of its version (its ETag retired or not, its latest moment) in a new
+    /// slot of its meta block (the header record never changes: MetaBlock.swift): a commit of this entry alone, on
+    /// a background queue, under the ledger's `opening` lock, never after this entry went stale or its store closed
+    /// (another store of the same cache may own the file by then). Each commit takes what is known when it runs, so
+    /// two of them in either order leave the latest on disk.
     private func rewriteHeader(saying what: String) {
-        let path = directory + "/header"
         DispatchQueue.global(qos: .utility).async { [self] in
             ledger.opening(header.url).withLock {
                 guard !isStale, !ledger.detached.load(ordering: .relaxed) else { return }
-                var current = header
-                if etagRetired.load(ordering: .relaxed) { current.etag = "" }
-                current.answeredAt = answeredAt
+                state.withLock { $0.changedSinceCommit = true }
                 do {
-                    try FileSystemCalls.replaceAtomically(path, with: current.encoded())
+                    try commit()
                 } catch {
-                    // Kept in memory: the next run finds the old header, and judges it again.
-                    logger.warning("cannot record in \(path) \(what): \(error)")
+                    // Kept in memory, and by the next group commit: the next run may find the old slot, and judge
+                    // it again.
+                    logger.warning("cannot record in \(directory) \(what): \(error)")
                 }
             }
         }

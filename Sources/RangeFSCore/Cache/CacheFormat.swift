@@ -217,14 +217,14 @@ struct DigestRecord: Equatable, Sendable {
 
 // Every record is: 8-byte magic, u32 version, fields, u32 CRC32C of all that precedes it.
 
-private func beginRecord(magic: [UInt8], version: UInt32) -> ByteWriter {
+func beginRecord(magic: [UInt8], version: UInt32) -> ByteWriter {
     var writer = ByteWriter()
     writer.write(raw: magic)
     writer.write(version)
     return writer
 }
 
-private func sealRecord(_ writer: ByteWriter) -> [UInt8] {
+func sealRecord(_ writer: ByteWriter) -> [UInt8] {
     var sealed = writer
     sealed.write(CRC32C.checksum(writer.bytes))
     return sealed.bytes
@@ -232,17 +232,17 @@ private func sealRecord(_ writer: ByteWriter) -> [UInt8] {
 
 /// Checks that the fields read were the whole record: bytes after them (under a checksum that matches) mean the
 /// record is not what this version writes, and the entry is empty rather than half understood.
-private func closeRecord(_ reader: ByteReader) throws(FormatError) {
+func closeRecord(_ reader: ByteReader) throws(FormatError) {
     guard reader.remaining == 0 else { throw .inconsistent("\(reader.remaining) bytes after the last field") }
 }
 
 /// Checks the trailing CRC32C, the magic and the version; returns a reader positioned at the first field.
-private func openRecord(_ bytes: [UInt8], magic: [UInt8], version: UInt32) throws(FormatError) -> ByteReader {
+func openRecord(_ bytes: [UInt8], magic: [UInt8], version: UInt32) throws(FormatError) -> ByteReader {
     try openRecord(bytes, magic: magic, versions: version...version).reader
 }
 
 /// `openRecord` for a record of which several versions are read; returns the version found too.
-private func openRecord(_ bytes: [UInt8], magic: [UInt8],
+func openRecord(_ bytes: [UInt8], magic: [UInt8],
                         versions: ClosedRange<UInt32>) throws(FormatError) -> (reader: ByteReader, version: UInt32) {
     guard bytes.count >= magic.count + 8 else { throw .truncated }
     var trailer = ByteReader(Array(bytes[(bytes.count - 4)...]))

@@ -97,18 +97,16 @@ extension CacheStore {
     /// Reads the header and bitmap of `url`'s entry on disk and remembers what they say. A missing, unreadable or
     /// damaged header counts as no entry: nothing of it can be served.
     private func readSummary(of url: String) -> EntrySummary? {
-        let folder = directory(for: url)
         // No header, or a damaged one, is no entry (see above); `rangefs verify` reports the damage.
-        guard let headerBytes = try? FileSystemCalls.readSmallFile(folder + "/header"),
-              let header = try? CacheHeader.decode(headerBytes), header.url == url  // damaged: no entry
-        else {
+        guard let stored = storedEntry(for: url) else {
             summaries.withLock { _ = $0.absent.insert(EntrySummaries.AbsentKey(url)) }
             return nil
         }
-        let present = loadBitmap(folder: folder, header: header, quietly: true) ?? BlockBitmap(blockCount: header.blockCount)
+        let header = stored.header, present = stored.present
         let geometry = BlockGeometry(blockSize: header.blockSize, size: header.size)
+        let digest = present.isFull ? loadDigestRecord(path: stored.digestPath, generation: header.generation) : nil
         let summary = EntrySummary(metadata: header.remoteMetadata, cachedBytes: geometry.bytes(in: present),
-                                   digest: present.isFull ? loadDigestRecord(folder: folder, generation: header.generation) : nil)
+                                   digest: digest)
         summaries.withLock { $0.known[url] = summary }
         return summary
     }
@@ -149,9 +147,7 @@ extension CacheStore {
     /// do if its header is gone or damaged: the ledger then drops it from the queue.
     func reopenParked(_ url: String) {
         // No header, or a damaged one: nothing of it can be evicted, nor served.
-        guard let headerBytes = try? FileSystemCalls.readSmallFile(directory(for: url) + "/header"),
-              let header = try? CacheHeader.decode(headerBytes), header.url == url  // damaged: as above
-        else { return }
+        guard let header = storedEntry(for: url)?.header else { return }
         do {
             _ = try entry(for: header.remoteMetadata, blockSize: header.blockSize)
         } catch {
@@ -169,13 +165,9 @@ extension CacheStore {
         if let entry = openEntry(for: metadata.url), !entry.isStale {
             return describes(entry.remoteMetadata) ? entry.presentBlocks : nil
         }
-        let folder = directory(for: metadata.url)
         // No header, or a damaged one: nothing of the file is cached.
-        guard let headerBytes = try? FileSystemCalls.readSmallFile(folder + "/header"),
-              let header = try? CacheHeader.decode(headerBytes), header.url == metadata.url,  // damaged: nothing
-              describes(header.remoteMetadata)
-        else { return nil }
-        return loadBitmap(folder: folder, header: header, quietly: true) ?? BlockBitmap(blockCount: header.blockCount)
+        guard let stored = storedEntry(for: metadata.url), describes(stored.header.remoteMetadata) else { return nil }
+        return stored.present
     }
 
     /// Forgets what was remembered of `url`'s entry (it opens, or its files are deleted).
