@@ -24,7 +24,10 @@ extension CacheStore {
         guard access(folder, F_OK) == 0 else { return }
         guard access(folder + "/data", F_OK) == 0, let headerBytes = try FileSystemCalls.readSmallFile(folder + "/header")
         else {
-            try removeLegacyFiles(folder)
+            // A download in progress (StreamFile) owns a folder with a stream, even while it links its `data` and
+            // before it writes its header: not leftovers.
+            let streaming = access(folder + "/stream", F_OK) == 0 || access(folder + "/stream-state", F_OK) == 0
+            if !streaming { try removeLegacyFiles(folder) }
             return
         }
         let header: CacheHeader
