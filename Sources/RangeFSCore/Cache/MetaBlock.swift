@@ -55,8 +55,12 @@ struct MetaSlot: Equatable, Sendable {
         guard flags <= 1 else { throw .inconsistent("slot flags \(flags)") }
         let packed = try reader.readBytes((blockCount + 7) / 8)
         try closeRecord(reader)
+        let present = BlockBitmap(blockCount: blockCount, packedBytes: packed)
+        // Bits past the last block are written by no rangefs (found by the MetaBlock fuzzer: they were dropped,
+        // and the slot read as another one).
+        guard present.packedBytes.elementsEqual(packed) else { throw .inconsistent("bits past block \(blockCount)") }
         return MetaSlot(sequence: sequence, generation: generation, answeredAt: answeredAt == 0 ? nil : Int64(answeredAt),
-                        etagRetired: flags == 1, present: BlockBitmap(blockCount: blockCount, packedBytes: packed))
+                        etagRetired: flags == 1, present: present)
     }
 }
 
