@@ -28,7 +28,7 @@ extension CacheEntry {
     /// An answer of the server at `moment` (its Date; nil if it sent none) described this version. Where the
     /// header keeps no moment (it was written without one, as every header before version 2), or one at least
     /// `confirmationStep` older, the moment is taken at once and written to the header in the background (the
-    /// same generation: the bitmap stays valid). A listing can then be this file's check at the next mount
+    /// same generation: its slots stay valid). A listing can then be this file's check at the next mount
     /// (ListedDate.swift): a cache made before headers kept the moment, or a file cached within the minute it
     /// changed in, is checked once more, not at every mount.
     func noteAnswered(at moment: Int64?) {
@@ -77,7 +77,7 @@ extension CacheEntry {
     }
 
     /// Stops using the ETag as this version's validator (its server rotates them): in memory at once, in the header
-    /// (the same generation, so the bitmap stays valid) on a background queue, under the ledger's `opening` lock so
+    /// (in a new slot: the header record never changes) on a background queue, under the ledger's `opening` lock so
     /// that it never replaces the header of a newer version, and never after this entry went stale or its store
     /// closed (another store of the same cache may own the file by then). Records the
     /// server as one that rotates; returns its origin the first time, to say so once.

@@ -7,7 +7,7 @@
 // it again (`reopenParked`) to evict them as any other (StoreLedger+Dormant.swift).
 //
 // What is cached of a file whose entry is not open is answered without opening it, for `ls -l`, `du` and
-// `status`: the entry's header and bitmap on disk are read once, and the count is remembered until the entry
+// `status`: the entry's header and newest slot (or v1 bitmap) on disk are read once, and the count is remembered until the entry
 // opens again (entries change only while open, and only this process writes them). A released entry leaves its
 // count here.
 //
@@ -94,7 +94,7 @@ extension CacheStore {
         return storedMetadata(for: url)
     }
 
-    /// Reads the header and bitmap of `url`'s entry on disk and remembers what they say. A missing, unreadable or
+    /// Reads the header and present set of `url`'s entry on disk and remembers what they say. A missing, unreadable or
     /// damaged header counts as no entry: nothing of it can be served.
     private func readSummary(of url: String) -> EntrySummary? {
         // No header, or a damaged one, is no entry (see above); `rangefs verify` reports the damage.
@@ -155,7 +155,7 @@ extension CacheStore {
         }
     }
 
-    /// The present blocks of `metadata`'s version as its entry says (open, or its bitmap on disk); nil if the
+    /// The present blocks of `metadata`'s version as its entry says (open, or its newest slot on disk); nil if the
     /// cache holds no entry of that version. For status maps: read when asked, not kept.
     /// `matchingSizeOnly` as for `cachedBytes(of:matchingSizeOnly:)`.
     func storedPresentBlocks(of metadata: RemoteMetadata, matchingSizeOnly: Bool = false) -> BlockBitmap? {
