@@ -60,7 +60,7 @@ struct VerifyCommand: ParsableCommand {
             printError("rangefs: \(error)")
             throw ExitCode(3)
         }
-        let folders = urls.isEmpty ? store.entryFolders() : urls.map(store.directory(for:))
+        let folders = urls.isEmpty ? store.entryFolders() : urls.map(store.entryPath(for:))
         var damaged = 0
         for folder in folders {
             let report = store.verify(folder: folder, repair: repair)

@@ -82,9 +82,7 @@ final class CommandLineTests: MountTestCase {
         XCTAssertFalse(driver.isMounted(mountpoint))
         // The clean exit committed the bitmap: what was read is durable.
         let store = try CacheStore(root: cache, logger: .init(label: "test"))
-        let folder = store.directory(for: origin.url("small.bin"))
-        let record = try BitmapRecord.decode(try XCTUnwrap(FileSystemCalls.readSmallFile(folder + "/bitmap")))
-        XCTAssertGreaterThan(record.present.setCount, 0)
+        XCTAssertGreaterThan(try XCTUnwrap(store.storedEntry(for: origin.url("small.bin"))).present.setCount, 0)
     }
 
     func testStaleMountAfterSIGKILLIsClearedByTheNextMount() throws {
@@ -123,9 +121,9 @@ final class CommandLineTests: MountTestCase {
         try driver.unmount(mountpoint, cache: cache)
 
         XCTAssertEqual(try driver.run(["verify", "--cache", cache]).stdout.hasPrefix("OK "), true)
-        let folder = try CacheStore(root: cache, logger: .init(label: "test")).directory(for: origin.url("small.bin"))
+        let data = try CacheStore(root: cache, logger: .init(label: "test")).dataPath(for: origin.url("small.bin"))
         try driver.waitForUnlock(cache)
-        try SystemFile(path: folder + "/data", flags: O_RDWR).write([1, 2, 3], at: 300_000)
+        try SystemFile(path: data, flags: O_RDWR).write([1, 2, 3], at: 300_000)
         let found = try driver.run(["verify", "--cache", cache])
         XCTAssertEqual(found.status, 1)
         XCTAssertTrue(found.stdout.contains("1 of 16 blocks fail their CRC"), found.stdout)

@@ -83,9 +83,8 @@ final class ControlTests: MountTestCase {
         XCTAssertEqual(entry["state"] as? String, "partial")
         XCTAssertEqual((entry["map"] as? String)?.count, ControlService.mapWidth)
         try driver.unmount(mountpoint, cache: cache)
-        let folder = try CacheStore(root: cache, logger: .init(label: "test")).directory(for: origin.url("partial.bin"))
-        let record = try BitmapRecord.decode(try XCTUnwrap(FileSystemCalls.readSmallFile(folder + "/bitmap")))
-        XCTAssertEqual(UInt64(record.present.setCount) * 65536, cached)
+        let stored = try CacheStore(root: cache, logger: .init(label: "test")).storedEntry(for: origin.url("partial.bin"))
+        XCTAssertEqual(UInt64(try XCTUnwrap(stored).present.setCount) * 65536, cached)
     }
 
     // 5. status is plain text when not on a terminal, and --json is JSON.
@@ -147,12 +146,12 @@ final class ControlTests: MountTestCase {
                       result.stdout)
     }
 
-    /// Bytes the cache's data files occupy on disk.
+    /// Bytes the cache's data files occupy on disk (a small entry's file holds its meta block too).
     func cacheDataBytes() throws -> UInt64 {
-        let entries = cache + "/entries"
-        return try FileManager.default.contentsOfDirectory(atPath: entries).reduce(UInt64(0)) { total, folder in
+        EntryFiles.all(root: cache).reduce(UInt64(0)) { total, files in
             var info = stat()
-            return stat(entries + "/" + folder + "/data", &info) == 0 ? total + UInt64(info.st_blocks) * 512 : total
+            let path = access(files.dataPath, F_OK) == 0 ? files.dataPath : files.base
+            return stat(path, &info) == 0 ? total + UInt64(info.st_blocks) * 512 : total
         }
     }
 

@@ -10,13 +10,13 @@ import XCTest
 final class ListingCheckTests: MountTestCase {
     /// Files written with their modification time `age` seconds back, under `folder` of the document root; their
     /// bytes by name.
-    func serveFiles(_ folder: String, count: Int, age: TimeInterval) throws -> [String: Data] {
+    func serveFiles(_ folder: String, count: Int, age: TimeInterval, atLeast minimum: Int = 0) throws -> [String: Data] {
         try FileManager.default.createDirectory(atPath: origin.path(folder), withIntermediateDirectories: true)
         var files: [String: Data] = [:]
         for index in 0..<count {
             let name = String(format: "f%03d.bin", index)
-            // 1 to 60 KB, each size its own.
-            let size = 1_000 + (index * 7_919) % 59_000
+            // 1 to 60 KB (past `minimum`), each size its own.
+            let size = minimum + 1_000 + (index * 7_919) % 59_000
             files[name] = try write(folder + "/" + name, Data(pseudoRandomBytes(count: size, seed: UInt64(index + 1))),
                                     age: age)
         }
@@ -78,7 +78,8 @@ final class ListingCheckTests: MountTestCase {
     /// kernel: its reads never reach the daemon, and its server is asked nothing.
     func testTheFirstOpenAfterARemountOfAFileItsListingVouchesForIsPassedThrough() throws {
         let folder = "listed/through"
-        let files = try serveFiles(folder, count: 3, age: 600)
+        // Larger than a small entry (1 MiB), which is never passed through (CacheFormat.swift).
+        let files = try serveFiles(folder, count: 3, age: 600, atLeast: 2 << 20)
         try mount([origin.url(folder + "/")])
         for (name, bytes) in files { XCTAssertEqual(try mounted(name), bytes, "\(name), first read") }
         try driver.unmount(mountpoint, cache: cache)

@@ -120,9 +120,8 @@ final class MountTests: MountTestCase {
         // The same number is what the cache holds: after unmounting, the durable bitmap says so too.
         try driver.unmount(mountpoint, cache: cache)
         let store = try CacheStore(root: cache, logger: .init(label: "test"))
-        let entryFolder = store.directory(for: "http://127.0.0.1:\(port)/partial.bin")
-        let record = try BitmapRecord.decode(try XCTUnwrap(FileSystemCalls.readSmallFile(entryFolder + "/bitmap")))
-        XCTAssertEqual(UInt64(record.present.setCount) * 65536, cached)
+        let stored = try XCTUnwrap(store.storedEntry(for: "http://127.0.0.1:\(port)/partial.bin"))
+        XCTAssertEqual(UInt64(stored.present.setCount) * 65536, cached)
     }
 
     func getfattr(_ path: String) throws -> [String: String] {

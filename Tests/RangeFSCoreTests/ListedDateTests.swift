@@ -181,12 +181,8 @@ final class ListedDateTests: XCTestCase {
                                "no request for the file")
             }
             guard let moment else { return }
-            let path = fileSystem.store.directory(for: root + "a.bin") + "/header"
-            func kept() -> Int64? {
-                // Not written yet, or being replaced: asked again.
-                (try? FileSystemCalls.readSmallFile(path)).flatMap { $0 }.flatMap { try? CacheHeader.decode($0) }?
-                    .answeredAt
-            }
+            // Not written yet: asked again.
+            func kept() -> Int64? { fileSystem.store.storedEntry(for: root + "a.bin")?.header.answeredAt }
             let deadline = Date().addingTimeInterval(30)
             while kept() != moment, Date() < deadline { usleep(10_000) }
             XCTAssertEqual(kept(), moment, "the header keeps the moment of the check's answer")

@@ -52,13 +52,13 @@ final class OnePassCheckTests: XCTestCase {
         return read
     }
 
-    /// A first mount that reads the whole file and stops; returns the entry's folder.
+    /// A first mount that reads the whole file and stops; returns the entry's data file.
     func cacheTheWholeFile() throws -> String {
         let first = try mount()
         let handle = try first.open(try inode(in: first)).get().handle
         XCTAssertEqual(try readAll(first, handle: handle), bytes)
         first.release(handle)
-        let folder = try XCTUnwrap(first.store.openEntry(for: url)).directory
+        let folder = try XCTUnwrap(first.store.openEntry(for: url)).dataPath
         unmount(first)
         return folder
     }
@@ -106,7 +106,7 @@ final class OnePassCheckTests: XCTestCase {
     func testABlockThatFailsTheOpensCheckIsAbsentAndFetchedAgainNeverServed() throws {
         let folder = try cacheTheWholeFile()
         // A rotten sector in block 10.
-        try SystemFile(path: folder + "/data", flags: O_RDWR).write([0xDE, 0xAD, 0xBE, 0xEF], at: 10 * 65536 + 777)
+        try SystemFile(path: folder, flags: O_RDWR).write([0xDE, 0xAD, 0xBE, 0xEF], at: 10 * 65536 + 777)
         let requests = origin.requests.count
         let second = try mount()
         defer { unmount(second) }

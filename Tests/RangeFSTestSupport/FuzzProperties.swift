@@ -100,3 +100,61 @@ private func containsBytes(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
     guard !needle.isEmpty, needle.count <= haystack.count else { return needle.isEmpty }
     return (0...(haystack.count - needle.count)).contains { haystack[$0..<($0 + needle.count)].elementsEqual(needle) }
 }
+
+/// The first property of the MetaBlock target that `bytes` break, or nil. The first byte picks what the rest is:
+/// a meta block (read as is, and with its header record and both slots sealed with their right CRC32C, so that
+/// the fuzzer reaches the fields behind them), a slot (its block count in the next byte), or a footer.
+public func metaBlockPropertyBroken(_ bytes: [UInt8]) -> String? {
+    guard let kind = bytes.first else { return nil }
+    let rest = Array(bytes.dropFirst())
+    switch kind % 3 {
+    case 0:
+        for block in [rest, metaBlockSealed(rest)] {
+            guard let meta = try? MetaBlock.decode(block) else { continue }  // damaged: the entry is empty
+            if meta.layout.length != block.count { return "a meta block of \(block.count) bytes decoded as \(meta.layout.length)" }
+            if meta.crcs.count != meta.header.blockCount { return "\(meta.crcs.count) CRCs for \(meta.header.blockCount) blocks" }
+            if let slot = meta.slot {
+                if slot.generation != meta.header.generation { return "a slot of another generation counts" }
+                if slot.present.blockCount != meta.header.blockCount { return "a slot of another block count counts" }
+            }
+        }
+    case 1:
+        guard let count = rest.first else { return nil }
+        let slotBytes = Array(rest.dropFirst())
+        for candidate in [slotBytes, sealedRecord(slotBytes)] {
+            guard let slot = try? MetaSlot.decode(candidate, blockCount: Int(count)) else { continue }
+            if slot.encoded() != candidate { return "slot \(slot) encodes to other bytes" }
+        }
+    default:
+        guard let footer = try? EntryFooter.decode(rest) else { return nil }
+        if footer.encoded() != rest { return "footer \(footer) encodes to other bytes" }
+    }
+    return nil
+}
+
+/// `bytes` with their last 4 bytes replaced by the CRC32C of all before them.
+private func sealedRecord(_ bytes: [UInt8]) -> [UInt8] {
+    guard bytes.count >= 4 else { return bytes }
+    var sealed = Array(bytes.dropLast(4))
+    withUnsafeBytes(of: CRC32C.checksum(sealed[...]).littleEndian) { sealed.append(contentsOf: $0) }
+    return sealed
+}
+
+/// A meta block with its header record and both slots sealed, where its header length field allows.
+private func metaBlockSealed(_ bytes: [UInt8]) -> [UInt8] {
+    guard bytes.count >= MetaLayout.prefixLength else { return bytes }
+    var reader = ByteReader(Array(bytes[12..<16]))
+    guard let length = try? reader.readUInt32(), Int(length) <= bytes.count - MetaLayout.prefixLength else { return bytes }
+    var sealed = bytes
+    let headerEnd = MetaLayout.prefixLength + Int(length)
+    sealed.replaceSubrange(MetaLayout.prefixLength..<headerEnd,
+                           with: sealedRecord(Array(bytes[MetaLayout.prefixLength..<headerEnd])))
+    guard let header = try? CacheHeader.decode(Array(sealed[MetaLayout.prefixLength..<headerEnd])) else { return sealed }
+    let layout = MetaLayout(headerLength: Int(length), blockCount: header.blockCount)
+    guard header.blockCount <= bytes.count, layout.length == bytes.count else { return sealed }
+    for slot in 0..<2 {
+        let range = layout.slotOffset(slot)..<(layout.slotOffset(slot) + layout.slotLength)
+        sealed.replaceSubrange(range, with: sealedRecord(Array(sealed[range])))
+    }
+    return sealed
+}

@@ -34,7 +34,7 @@ struct BlockTable: Sendable {
     private(set) var inFlight: BlockBitmap
     /// Matched their CRC since this process opened the entry. Blocks from an earlier run are checked first.
     private(set) var verified: BlockBitmap
-    /// What the bitmap file on disk says, as of the last commit.
+    /// What the newest slot on disk says, as of the last commit.
     private(set) var durable: BlockBitmap
     /// Present blocks written with O_DIRECT (so not in the page cache) that no reply has asked for yet.
     private(set) var writtenDirectly: BlockBitmap
@@ -55,7 +55,7 @@ struct BlockTable: Sendable {
         case waiting(claimed: [Range<Int>])
     }
 
-    /// A table whose present blocks are those the bitmap on disk holds.
+    /// A table whose present blocks are those the newest slot on disk holds.
     init(durable: BlockBitmap) {
         blockCount = durable.blockCount
         let empty = BlockBitmap(blockCount: durable.blockCount)
@@ -231,7 +231,7 @@ struct BlockTable: Sendable {
         verified.remove(index)
     }
 
-    /// The bitmap file on disk now holds `snapshot`.
+    /// The newest slot on disk now holds `snapshot`.
     mutating func committed(_ snapshot: BlockBitmap) {
         durable = snapshot
     }

@@ -1,15 +1,15 @@
 // The commit: what makes present blocks durable. The store commits every changed entry every commit interval, and
 // early once its entries stored `commitBytes` since the last commit (StoreLedger.countTowardsCommit). A commit
-// snapshots the present set, makes the data and CRC files (and a new entry's header) durable, and only then
-// replaces the bitmap file with the snapshot (temp file, flush, rename, flush of the folder). So a bit never
-// reaches the disk before its data, and a crash loses at most what was stored since the last commit (and the
+// snapshots the present set, makes the data and the CRC table (and a new entry's files) durable, and only then
+// writes the snapshot into the meta block's inactive slot with the next sequence number, and flushes it
+// (MetaBlock.swift: a torn slot leaves the other, older one). So a bit never reaches the disk before its data, and a crash loses at most what was stored since the last commit (and the
 // blocks still waiting for the writer, which were never present). No reader waits for a commit: commits run on
 // the store's commit queue, or for one entry when it is closed.
 //
 // The flushes are the cost. One entry alone flushes its own files (`commit`); a group commit of many entries
 // (CacheStore+Commit) flushes the whole file system once for all of them instead, so a directory of small
 // files does not pay a disk flush per file per step. This file holds an entry's part of both: the plan (its
-// snapshot and new bitmap record), its own flushes, and what success or failure does to its state.
+// snapshot and new slot), its own flushes, and what success or failure does to its state.
 
 import Glibc
 
@@ -21,14 +21,14 @@ extension CacheEntry {
         let wasComplete: Bool
         /// Whether the header still waits for its first flush.
         let newHeader: Bool
-        /// The bitmap file's new contents.
+        /// The new slot's sequence and contents, written at `slotOffset` of the meta file.
+        let sequence: UInt64
         let record: [UInt8]
+        let slotOffset: UInt64
     }
 
-    var bitmapPath: String { directory + "/bitmap" }
-
-    /// Commits this entry alone, with flushes of its own files: fdatasync data and CRCs (and the header of a new
-    /// entry), then atomically replace the bitmap file. Returns whether anything was written.
+    /// Commits this entry alone, with flushes of its own files: fdatasync data and meta block (and the folder of a
+    /// new entry), then write the inactive slot and fdatasync it. Returns whether anything was written.
     @discardableResult
     func commit() throws(SystemError) -> Bool {
         try commitLock.withLock { () throws(SystemError) -> Bool in
@@ -55,20 +55,32 @@ extension CacheEntry {
             return (state.blocks.present, state.blocks.durable.isFull && !refetched)
         }
         guard let (snapshot, wasComplete) = taken else { return nil }
-        let record = BitmapRecord(blockSize: blockSize, generation: header.generation, present: snapshot)
+        let sequence = committedSequence.load(ordering: .relaxed) + 1
+        // The ETag retired in memory, or already in the slot this entry was loaded from (its header then has none).
+        let slot = MetaSlot(sequence: sequence, generation: header.generation, answeredAt: answeredAt,
+                            etagRetired: etagRetired.load(ordering: .relaxed) || header.etag.isEmpty, present: snapshot)
         return CommitPlan(snapshot: snapshot, wasComplete: wasComplete,
-                          newHeader: !headerDurable.load(ordering: .relaxed), record: record.encoded())
+                          newHeader: !headerDurable.load(ordering: .relaxed), sequence: sequence,
+                          record: slot.encoded(),
+                          slotOffset: metaOffset + UInt64(metaLayout.slotOffset(Int(sequence % 2))))
     }
 
     /// The flushes of a commit of this entry alone, under `commitLock`.
     func flushAlone(_ plan: CommitPlan) throws(SystemError) {
         try dataFile.synchronizeData()
-        try crcFile.synchronizeData()
+        if !isSmall { try metaFile.synchronizeData() }
         if plan.newHeader {
-            // The header's name is made durable with the bitmap's, by the folder's flush of the replace below.
-            try SystemFile(path: directory + "/header", flags: O_RDONLY).synchronizeData()
+            // The new files' names (and a new shard's), before a slot makes them claim anything.
+            try FileSystemCalls.synchronizeDirectory(containing: files.base)
+            try FileSystemCalls.synchronizeDirectory(containing: files.shard)
         }
-        try FileSystemCalls.replaceAtomically(bitmapPath, with: plan.record)
+        try writeSlot(plan)
+        try metaFile.synchronizeData()
+    }
+
+    /// Writes a plan's slot in place (the inactive one: the newest valid slot stays as it was).
+    func writeSlot(_ plan: CommitPlan) throws(SystemError) {
+        try metaFile.write(plan.record, at: plan.slotOffset)
     }
 
     /// A planned commit failed: the next one takes this entry again.
@@ -79,12 +91,13 @@ extension CacheEntry {
     /// A planned commit is durable: its snapshot becomes the durable set.
     func finish(_ plan: CommitPlan) {
         headerDurable.store(true, ordering: .relaxed)
+        committedSequence.store(plan.sequence, ordering: .relaxed)
         state.withLock { $0.blocks.committed(plan.snapshot) }
         // The whole file is durable now: its end-to-end check may read it.
         if plan.snapshot.isFull && !plan.wasComplete { ledger.completed(self) }
     }
 
-    /// Bytes of blocks present but not yet in the bitmap on disk: what exiting now would lose.
+    /// Bytes of blocks present but not yet in a slot on disk: what exiting now would lose.
     var uncommittedBytes: UInt64 {
         state.withLock { state in
             var notDurable = state.blocks.present
@@ -93,6 +106,6 @@ extension CacheEntry {
         }
     }
 
-    /// What the bitmap file on disk says, as of the last commit.
+    /// What the newest slot on disk says, as of the last commit.
     var durableBlocks: BlockBitmap { state.withLock { $0.blocks.durable } }
 }

@@ -48,13 +48,13 @@ extension CacheEntry {
         return hasher.finish()
     }
 
-    /// Records the verdict of a check in the entry's `digest` file and in memory. A record that cannot be written
+    /// Records the verdict of a check in the entry's `.digest` file and in memory. A record that cannot be written
     /// still holds for this process (and the check is made again after a remount).
     func record(_ record: DigestRecord) {
         state.withLock { $0.digest = record }
         failedDigest.store(record.verdict == .mismatch, ordering: .relaxed)
         do {
-            try FileSystemCalls.replaceAtomically(directory + "/digest", with: record.encoded())
+            try FileSystemCalls.replaceAtomically(files.digestPath, with: record.encoded())
         } catch {
             logger.warning("cannot record the digest check of \(Redaction.redact(header.url)): \(error)")
         }
@@ -65,7 +65,7 @@ extension CacheEntry {
         state.withLock { $0.digest = nil }
         failedDigest.store(false, ordering: .relaxed)
         do {
-            try FileSystemCalls.removeFile(directory + "/digest")
+            try FileSystemCalls.removeFile(files.digestPath)
         } catch {
             logger.warning("cannot remove the digest record of \(directory): \(error)")
         }

@@ -106,7 +106,7 @@ extension CacheEntry {
 
     /// Drops block `index` from the cache if nothing uses it: not pinned, not in flight, not awaited, not being
     /// served, and still last used at `stamp`. The hole is punched under the lock, so a refetch of the block cannot
-    /// be overwritten by it. The bitmap on disk catches up at the next commit; if a crash comes first, the block
+    /// be overwritten by it. The slot on disk catches up at the next commit; if a crash comes first, the block
     /// reads as zeros, fails its CRC and is fetched again. Returns the bytes freed.
     func evict(_ index: Int, stamp: UInt64) -> Int {
         state.withLock { state -> Int in

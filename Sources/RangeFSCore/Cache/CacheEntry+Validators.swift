@@ -28,7 +28,7 @@ extension CacheEntry {
     /// An answer of the server at `moment` (its Date; nil if it sent none) described this version. Where the
     /// header keeps no moment (it was written without one, as every header before version 2), or one at least
     /// `confirmationStep` older, the moment is taken at once and written to the header in the background (the
-    /// same generation: the bitmap stays valid). A listing can then be this file's check at the next mount
+    /// same generation: its slots stay valid). A listing can then be this file's check at the next mount
     /// (ListedDate.swift): a cache made before headers kept the moment, or a file cached within the minute it
     /// changed in, is checked once more, not at every mount.
     func noteAnswered(at moment: Int64?) {
@@ -77,7 +77,7 @@ extension CacheEntry {
     }
 
     /// Stops using the ETag as this version's validator (its server rotates them): in memory at once, in the header
-    /// (the same generation, so the bitmap stays valid) on a background queue, under the ledger's `opening` lock so
+    /// (in a new slot: the header record never changes) on a background queue, under the ledger's `opening` lock so
     /// that it never replaces the header of a newer version, and never after this entry went stale or its store
     /// closed (another store of the same cache may own the file by then). Records the
     /// server as one that rotates; returns its origin the first time, to say so once.
@@ -88,23 +88,22 @@ extension CacheEntry {
         return ledger.rotatingETags.insert(header.url)
     }
 
-    /// Replaces the header file with the header as this entry now knows it (its ETag retired or not, its latest
-    /// moment), with the same generation, on a background queue under the ledger's `opening` lock: never for a
-    /// newer version's header, never after this entry went stale or its store closed. Each write takes what is
-    /// known when it runs, so two of them in either order leave the latest on disk.
+    /// Records what this entry now knows of its version (its ETag retired or not, its latest moment) in a new
+    /// slot of its meta block (the header record never changes: MetaBlock.swift): a commit of this entry alone, on
+    /// a background queue, under the ledger's `opening` lock, never after this entry went stale or its store closed
+    /// (another store of the same cache may own the file by then). Each commit takes what is known when it runs, so
+    /// two of them in either order leave the latest on disk.
     private func rewriteHeader(saying what: String) {
-        let path = directory + "/header"
         DispatchQueue.global(qos: .utility).async { [self] in
             ledger.opening(header.url).withLock {
                 guard !isStale, !ledger.detached.load(ordering: .relaxed) else { return }
-                var current = header
-                if etagRetired.load(ordering: .relaxed) { current.etag = "" }
-                current.answeredAt = answeredAt
+                state.withLock { $0.changedSinceCommit = true }
                 do {
-                    try FileSystemCalls.replaceAtomically(path, with: current.encoded())
+                    try commit()
                 } catch {
-                    // Kept in memory: the next run finds the old header, and judges it again.
-                    logger.warning("cannot record in \(path) \(what): \(error)")
+                    // Kept in memory, and by the next group commit: the next run may find the old slot, and judge
+                    // it again.
+                    logger.warning("cannot record in \(directory) \(what): \(error)")
                 }
             }
         }

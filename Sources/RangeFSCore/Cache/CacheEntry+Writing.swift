@@ -160,7 +160,7 @@ extension CacheEntry {
             if !wroteDirectly { dataFile.startWriteback(range) }
             var slots = ByteWriter()
             for crc in crcs { slots.write(crc) }
-            try crcFile.write(slots.bytes, at: UInt64(first) * 4)
+            try metaFile.write(slots.bytes, at: crcOffset(ofBlock: first))
         } catch {
             failure = error
         }
@@ -197,7 +197,7 @@ extension CacheEntry {
         if let failure, firstFailure {
             let advice = failure.isNoSpace ? "the cache disk is full; free space or use --cache on a larger disk"
                 : "check the cache disk"
-            logger.error("cannot write \(directory)/data (\(failure)): serving fetched blocks from memory without caching them; \(advice)")
+            logger.error("cannot write \(dataPath) (\(failure)): serving fetched blocks from memory without caching them; \(advice)")
         }
         for (_, item) in run { item.stored(failure == nil && !stale) }
     }

@@ -8,9 +8,10 @@
 //   CacheEntry+Eviction      what the store's LRU eviction may take (see StoreLedger+Eviction).
 // Which blocks are present, in memory, claimed or awaited is decided by the pure `BlockTable`.
 //
-// Durability order (DESIGN.md §3): a block is written and its CRC slot written, then it becomes present. A later
-// group commit takes a snapshot of the present set, fdatasyncs the data and CRC files, and only then replaces the
-// bitmap file with the snapshot. So a bit never reaches the disk before its data.
+// Durability order (DESIGN.md §3): a block is written and its CRC written in the meta block's table, then it
+// becomes present. A later group commit takes a snapshot of the present set, flushes the data and the CRC table,
+// and only then writes the snapshot to the meta block's inactive slot. So a bit never reaches the disk before its
+// data.
 //
 // When the remote file changes, the entry becomes stale: its waiters and every later read fail with
 // `.replaced`, and the store opens a fresh entry (in new files) for the new version.
@@ -26,14 +27,25 @@ import Synchronization
 /// The local copy of one remote file.
 final class CacheEntry: Sendable {
     let header: CacheHeader
-    let directory: String
+    /// Where the entry's files are (EntryFiles.swift).
+    let files: EntryFiles
+    /// The entry's name in messages and tables: its small file, or the stem of its `.data` and `.meta`.
+    var directory: String { files.base }
+    /// Whether the entry is one file (data, meta block, footer): never passed through (CacheFormat.swift).
+    let isSmall: Bool
+    /// Where the meta block's parts lie, from `metaOffset` in `metaFile`.
+    let metaLayout: MetaLayout
+    let metaOffset: UInt64
+    /// The sequence of the newest valid slot on disk (0: none); the next commit writes sequence + 1.
+    let committedSequence: Atomic<UInt64>
     let geometry: BlockGeometry
     /// What this entry shares with the store that opened it and its other entries (StoreLedger.swift): `put`
     /// makes room and counts a block through it. The entry holds no reference to its store.
     let ledger: StoreLedger
     // The files hold no descriptor while idle: each call borrows one from the store's pool.
     let dataFile: PooledFile
-    let crcFile: PooledFile
+    /// The file of the meta block: the data file itself for a small entry, the `.meta` file for a large one.
+    let metaFile: PooledFile
     /// The data file opened with O_DIRECT, for whole blocks.
     let directFile: PooledFile
     /// Cleared when a direct write fails (or the file system refuses O_DIRECT), after which every block is written
@@ -56,9 +68,9 @@ final class CacheEntry: Sendable {
     /// Serialises commits so that an older snapshot never replaces a newer one. Taken before `state`; a group
     /// commit holds those of all the entries it covers (CacheStore+Commit).
     let commitLock = ExclusiveLock()
-    /// Whether the header file is known durable. A new entry's header is written without a flush: the commit
-    /// that first makes a bitmap of it durable flushes the header first (a header without a bitmap claims
-    /// nothing, and a bitmap without its header is never read).
+    /// Whether the entry's files and header record are known durable. A new entry's files are written without a
+    /// flush: the commit that first writes a slot flushes them first (a header without a valid slot claims
+    /// nothing).
     let headerDurable: Atomic<Bool>
     /// Open handles on this entry (`beginUse`); the store never releases an entry in use.
     let users = Atomic(0)
@@ -105,16 +117,30 @@ final class CacheEntry: Sendable {
         var ownAnswerSinceOther = false
     }
 
-    init(header: CacheHeader, directory: String, dataFile: PooledFile, crcFile: PooledFile,
+    /// Where an entry's files are and what its meta block says, for `CacheEntry.init`.
+    struct Location {
+        var files: EntryFiles
+        var isSmall: Bool
+        var metaLayout: MetaLayout
+        var metaOffset: UInt64
+        /// The sequence of the newest valid slot (0: none).
+        var sequence: UInt64
+    }
+
+    init(header: CacheHeader, location: Location, dataFile: PooledFile, metaFile: PooledFile,
          durable: BlockBitmap, crcs: [UInt32], digest: DigestRecord? = nil, headerDurable: Bool = true,
          ledger: StoreLedger, pipeline: BlockPipeline, logger: Logger) {
         self.header = header
         self.headerDurable = Atomic(headerDurable)
         self.ledger = ledger
-        self.directory = directory
+        files = location.files
+        isSmall = location.isSmall
+        metaLayout = location.metaLayout
+        metaOffset = location.metaOffset
+        committedSequence = Atomic(location.sequence)
         geometry = BlockGeometry(blockSize: header.blockSize, size: header.size)
         self.dataFile = dataFile
-        self.crcFile = crcFile
+        self.metaFile = metaFile
         mapping = FileMapping(file: dataFile, count: Int(header.size))
         directFile = dataFile.pool.file(path: dataFile.path, flags: O_WRONLY | FileSystemCalls.directFlag)
         directWrites = Atomic(true)
@@ -164,6 +190,19 @@ final class CacheEntry: Sendable {
     var blockSize: Int { header.blockSize }
     var blockCount: Int { header.blockCount }
     var size: UInt64 { header.size }
+
+    /// The file that holds the data, at the remote file's offsets.
+    var dataPath: String { dataFile.path }
+
+    /// The file the kernel may read a passthrough handle from: a large entry's data file; nil for a small entry,
+    /// whose file goes on past the data with its meta block (the kernel bounds such a read by the backing file's
+    /// own size, not the size rangefs reports).
+    var passthroughPath: String? { isSmall ? nil : dataFile.path }
+
+    /// Where block `index`'s CRC lies in `metaFile`.
+    func crcOffset(ofBlock index: Int) -> UInt64 {
+        metaOffset + UInt64(metaLayout.crcTableOffset) + UInt64(index) * 4
+    }
 
     /// The blocks that hold the bytes `range`.
     func blocks(covering range: Range<UInt64>) -> Range<Int> { geometry.blocks(covering: range) }

@@ -1,42 +1,72 @@
-// Cache format v1: the on-disk contract (DESIGN.md §3). Changing anything here is a format change: bump the
+// The cache format: the on-disk contract (DESIGN.md §3). Changing anything here is a format change: bump the
 // version and keep reading the old one, or make old entries empty.
 //
-// An entry is one folder `entries/<first 32 hex digits of SHA-256(url)>/` holding four files:
+// Format v2 (issue 46). An entry is named by the first 32 hex digits of SHA-256(identity URL), split into a shard
+// folder of 2 and a name of 30 (EntryFiles.swift), and costs one inode when small, two when large:
+//
+//   small (size <= EntryFiles.smallLimit, 1 MiB)   entries/ab/<30 hex>
+//       data at [0, size) exactly as the remote file | zeros to M = size rounded up to 8 | meta block at M
+//       | footer: u64 M | magic "RFSENTR2"       (an open reads the last 16 bytes, then [M, end) in one pread)
+//   large                                          entries/ab/<30 hex>.data  and  entries/ab/<30 hex>.meta
+//       .data: sparse, exactly `size` bytes (passed through to the kernel, written with O_DIRECT); .meta: the
+//       meta block at offset 0
+//   either, once its end-to-end check ran          entries/ab/<30 hex>.digest   (DigestRecord, below)
+//
+// The meta block (MetaBlock.swift) is the header record (below, in its version 1 encoding), a CRC32C per block,
+// and two slots A and B, each a commit's present bits with a sequence number; the valid slot with the higher
+// sequence counts. Block i is bytes [i*blockSize, min(size,(i+1)*blockSize)) of the data. A block's CRC is written
+// in the table before its bit is ever committed, and a commit writes the inactive slot only after the data and
+// the table are durable. New files are created at their final size (the meta block written, no flush); the first
+// commit flushes them. A new version of the file gets new files: the old ones are unlinked, never truncated, so a
+// handle still reading the old version reads the old inode.
+//
+// Why small entries are one file and are never passed through: the kernel bounds a passthrough read by the
+// backing file's own size, which here goes on past the data into the meta block; a small file is read from the
+// mapping instead (it is small: passthrough gains little). Why the meta block trails the data rather than leads
+// it: the data keeps the remote file's offsets, so mapping, pread and direct writes of aligned blocks stay 1:1.
+//
+// Format v1, read only (migrated when its entry is opened: CacheStore+Migration.swift). An entry was one folder
+// `entries/<32 hex>/` holding four files (five inodes):
 //
 //   header   magic "RFSHEAD1" | u32 version=2 | u32 blockSize | u64 size | u64 generation
 //            | str url | str etag | str lastModified | u64 answeredAt (> 0) | u32 crc32c of everything before it
 //            A header whose `answeredAt` is unknown is written as version 1, the same without that field (as
 //            rangefs wrote every header before it kept the moment, and as an older rangefs still reads it).
-//   data     sparse file of exactly `size` bytes; block i is bytes [i*blockSize, min(size,(i+1)*blockSize))
+//   data     sparse file of exactly `size` bytes
 //   crc32c   u32 per block at offset 4*i: CRC32C of block i, written before the block's bit is persisted
 //   bitmap   magic "RFSBMAP1" | u32 version=1 | u32 blockSize | u64 blockCount | u64 generation
 //            | ceil(blockCount/8) bytes of bits | u32 crc32c of everything before it
+//   digest   as `.digest` in v2
 //
-// A file whose server sends no length is first streamed into two other files of its folder (StreamFile):
+// header and bitmap were only ever replaced whole (temp file, fsync, rename, fsync of the folder).
+//
+// A file whose server sends no length is still first streamed into two files of a v1 folder (StreamFile):
 //
 //   stream        the bytes received so far, from byte 0, in order
 //   stream-state  magic "RFSSTRM1" | u32 version=1 | u64 length | str url | str etag | str lastModified | u32 crc32c
 //
 // `length` bytes of `stream` were fdatasynced before the record naming them replaced the last one; bytes past it are
 // dropped when the download is loaded again. When the stream reaches its end, `stream` is linked as `data` beside
-// a crc32c file and a full bitmap, and the header written last makes it an ordinary entry of the size now known.
+// a crc32c file and a full bitmap, and the header written last makes it a v1 entry of the size now known, which
+// the next open migrates to v2.
 //
-// The end-to-end check of a complete entry leaves one more file (DigestRecord), replaced whole like the bitmap:
+// The end-to-end check of a complete entry leaves one more record (DigestRecord), replaced whole:
 //
 //   digest        magic "RFSDGST1" | u32 version=1 | u64 generation | u32 verdict (1 verified, 2 refetching,
 //                 3 mismatch) | str expected "sha256=HEX" | str computed | str origin | u32 crc32c
 //
-// A record of another generation, or a damaged one, is no record: the file counts as unchecked.
+// A record of another generation, or a damaged one, is no record: the file counts as unchecked. It stays a file
+// of its own: it is written only when a digest is expected (`--checksum`, a Repr-Digest, a sums file), not for
+// every file, so most entries never have one.
 //
 // All integers are little-endian; `str` is a u32 byte length followed by UTF-8. `generation` is a random number
-// chosen whenever an entry is (re)created: a bitmap whose generation differs from its header's belongs to an
-// older version of the remote file and is ignored. header and bitmap are only ever replaced whole (temp file,
-// fsync, rename, fsync of the folder), so a reader sees the old file or the new one, never a mix. A damaged or
-// mismatched file makes the entry empty; it never stops the mount.
+// chosen whenever an entry is (re)created: a slot (or v1 bitmap) whose generation differs from its header's
+// belongs to an older version of the remote file and is ignored. A damaged or mismatched record makes the entry
+// empty; it never stops the mount.
 //
-// Every `url` (and the folder's name) is the URL's identity (Fetch/, the URL query's file): no login, no
-// fragment, the query's values replaced, so no record holds a secret. Caches made before that held whole URLs in
-// the same layout; a mount moves such an entry to its identity (CacheStore.moveEntry).
+// Every `url` (and the entry's name) is the URL's identity (Fetch/, the URL query's file): no login, no fragment,
+// the query's values replaced, so no record holds a secret. Caches made before that held whole URLs in v1
+// folders; a mount moves such an entry to its identity (CacheStore.moveEntry).
 
 /// The fixed part of an entry: what remote object it caches and how it is cut into blocks.
 struct CacheHeader: Equatable, Sendable {
@@ -217,14 +247,14 @@ struct DigestRecord: Equatable, Sendable {
 
 // Every record is: 8-byte magic, u32 version, fields, u32 CRC32C of all that precedes it.
 
-private func beginRecord(magic: [UInt8], version: UInt32) -> ByteWriter {
+func beginRecord(magic: [UInt8], version: UInt32) -> ByteWriter {
     var writer = ByteWriter()
     writer.write(raw: magic)
     writer.write(version)
     return writer
 }
 
-private func sealRecord(_ writer: ByteWriter) -> [UInt8] {
+func sealRecord(_ writer: ByteWriter) -> [UInt8] {
     var sealed = writer
     sealed.write(CRC32C.checksum(writer.bytes))
     return sealed.bytes
@@ -232,17 +262,17 @@ private func sealRecord(_ writer: ByteWriter) -> [UInt8] {
 
 /// Checks that the fields read were the whole record: bytes after them (under a checksum that matches) mean the
 /// record is not what this version writes, and the entry is empty rather than half understood.
-private func closeRecord(_ reader: ByteReader) throws(FormatError) {
+func closeRecord(_ reader: ByteReader) throws(FormatError) {
     guard reader.remaining == 0 else { throw .inconsistent("\(reader.remaining) bytes after the last field") }
 }
 
 /// Checks the trailing CRC32C, the magic and the version; returns a reader positioned at the first field.
-private func openRecord(_ bytes: [UInt8], magic: [UInt8], version: UInt32) throws(FormatError) -> ByteReader {
+func openRecord(_ bytes: [UInt8], magic: [UInt8], version: UInt32) throws(FormatError) -> ByteReader {
     try openRecord(bytes, magic: magic, versions: version...version).reader
 }
 
 /// `openRecord` for a record of which several versions are read; returns the version found too.
-private func openRecord(_ bytes: [UInt8], magic: [UInt8],
+func openRecord(_ bytes: [UInt8], magic: [UInt8],
                         versions: ClosedRange<UInt32>) throws(FormatError) -> (reader: ByteReader, version: UInt32) {
     guard bytes.count >= magic.count + 8 else { throw .truncated }
     var trailer = ByteReader(Array(bytes[(bytes.count - 4)...]))

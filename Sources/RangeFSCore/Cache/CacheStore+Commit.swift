@@ -101,7 +101,7 @@ extension CacheStore {
     static let openCommitWait: Duration = .seconds(2)
 
     /// Whether a group commit of `planned` flushes the whole file system once for all (`commitTogether`) rather
-    /// than each entry's own files: for more than one entry, and for one new small file (five flushes of its
+    /// than each entry's own files: for more than one entry, and for one new small file (four flushes of its
     /// own against two). One big file alone (`commitsOnCompletion`) keeps its own flushes, even when new: a
     /// flush of the whole file system also writes what other programs left dirty on it (the destination of a
     /// `cp` out of the mount, often on the same disk), and the writer must not wait for that during a copy.
@@ -151,54 +151,41 @@ extension CacheStore {
         }
     }
 
-    /// Commits `planned` entries with two flushes in all: each new bitmap is written to a temporary file, one
-    /// `syncfs` makes every entry's data, CRCs, header and new bitmap durable, the bitmaps are renamed into place,
-    /// and a second `syncfs` makes the renames durable. A crash before the second flush leaves each bitmap old
-    /// or new, and either is true of data already on the disk. Returns how many entries it committed, and the
-    /// first failure (the entries it left out are committed by a later commit).
+    /// Commits `planned` entries with two flushes in all: one `syncfs` makes every entry's data, CRC table and
+    /// new files durable, each entry's inactive slot is written in place, and a second `syncfs` makes the slots
+    /// durable. A crash before the second flush leaves each slot torn (then the other one counts), old or new, and
+    /// each is true of data already on the disk. Returns how many entries it committed, and the first failure (the
+    /// entries it left out are committed by a later commit).
     private func commitTogether(
         _ planned: [(entry: CacheEntry, plan: CacheEntry.CommitPlan)]
     ) -> (committed: Int, failure: SystemError?) {
         var failure: SystemError?
-        var written: [(entry: CacheEntry, plan: CacheEntry.CommitPlan, temporary: String)] = []
+        do {
+            try FileSystemCalls.synchronizeFileSystem(of: lockFile)
+        } catch {
+            for item in planned { item.entry.abandon(item.plan) }
+            return (0, error)
+        }
+        var written: [(entry: CacheEntry, plan: CacheEntry.CommitPlan)] = []
         for (entry, plan) in planned {
             do {
-                let temporary = try FileSystemCalls.writeReplacement(for: entry.bitmapPath, with: plan.record,
-                                                                     synchronizing: false)
-                written.append((entry, plan, temporary))
+                try entry.writeSlot(plan)
+                written.append((entry, plan))
             } catch {
                 entry.abandon(plan)
+                // An entry removed meanwhile (`rangefs rm`) has no files to commit to: no failure.
                 if !entry.isStale { failure = failure ?? error }
             }
         }
         do {
             try FileSystemCalls.synchronizeFileSystem(of: lockFile)
         } catch {
-            for item in written {
-                unlink(item.temporary)
-                item.entry.abandon(item.plan)
-            }
+            // Each slot on disk is old, new or torn, and true either way; the next commit writes them again.
+            for item in written { item.entry.abandon(item.plan) }
             return (0, failure ?? error)
         }
-        var moved: [(entry: CacheEntry, plan: CacheEntry.CommitPlan)] = []
-        for item in written {
-            do {
-                try FileSystemCalls.moveReplacement(item.temporary, over: item.entry.bitmapPath)
-                moved.append((item.entry, item.plan))
-            } catch {
-                item.entry.abandon(item.plan)
-                if !item.entry.isStale { failure = failure ?? error }
-            }
-        }
-        do {
-            try FileSystemCalls.synchronizeFileSystem(of: lockFile)
-        } catch {
-            // Each bitmap on disk is old or new, and true either way; the next commit writes them again.
-            for item in moved { item.entry.abandon(item.plan) }
-            return (0, failure ?? error)
-        }
-        for item in moved { item.entry.finish(item.plan) }
-        return (moved.count, failure)
+        for item in written { item.entry.finish(item.plan) }
+        return (written.count, failure)
     }
 
     /// Records how a group commit went: one log line when commits start failing, one when they work again, and

@@ -7,7 +7,7 @@
 // it again (`reopenParked`) to evict them as any other (StoreLedger+Dormant.swift).
 //
 // What is cached of a file whose entry is not open is answered without opening it, for `ls -l`, `du` and
-// `status`: the entry's header and bitmap on disk are read once, and the count is remembered until the entry
+// `status`: the entry's header and newest slot (or v1 bitmap) on disk are read once, and the count is remembered until the entry
 // opens again (entries change only while open, and only this process writes them). A released entry leaves its
 // count here.
 //
@@ -94,21 +94,19 @@ extension CacheStore {
         return storedMetadata(for: url)
     }
 
-    /// Reads the header and bitmap of `url`'s entry on disk and remembers what they say. A missing, unreadable or
+    /// Reads the header and present set of `url`'s entry on disk and remembers what they say. A missing, unreadable or
     /// damaged header counts as no entry: nothing of it can be served.
     private func readSummary(of url: String) -> EntrySummary? {
-        let folder = directory(for: url)
         // No header, or a damaged one, is no entry (see above); `rangefs verify` reports the damage.
-        guard let headerBytes = try? FileSystemCalls.readSmallFile(folder + "/header"),
-              let header = try? CacheHeader.decode(headerBytes), header.url == url  // damaged: no entry
-        else {
+        guard let stored = storedEntry(for: url) else {
             summaries.withLock { _ = $0.absent.insert(EntrySummaries.AbsentKey(url)) }
             return nil
         }
-        let present = loadBitmap(folder: folder, header: header, quietly: true) ?? BlockBitmap(blockCount: header.blockCount)
+        let header = stored.header, present = stored.present
         let geometry = BlockGeometry(blockSize: header.blockSize, size: header.size)
+        let digest = present.isFull ? loadDigestRecord(path: stored.digestPath, generation: header.generation) : nil
         let summary = EntrySummary(metadata: header.remoteMetadata, cachedBytes: geometry.bytes(in: present),
-                                   digest: present.isFull ? loadDigestRecord(folder: folder, generation: header.generation) : nil)
+                                   digest: digest)
         summaries.withLock { $0.known[url] = summary }
         return summary
     }
@@ -149,9 +147,7 @@ extension CacheStore {
     /// do if its header is gone or damaged: the ledger then drops it from the queue.
     func reopenParked(_ url: String) {
         // No header, or a damaged one: nothing of it can be evicted, nor served.
-        guard let headerBytes = try? FileSystemCalls.readSmallFile(directory(for: url) + "/header"),
-              let header = try? CacheHeader.decode(headerBytes), header.url == url  // damaged: as above
-        else { return }
+        guard let header = storedEntry(for: url)?.header else { return }
         do {
             _ = try entry(for: header.remoteMetadata, blockSize: header.blockSize)
         } catch {
@@ -159,7 +155,7 @@ extension CacheStore {
         }
     }
 
-    /// The present blocks of `metadata`'s version as its entry says (open, or its bitmap on disk); nil if the
+    /// The present blocks of `metadata`'s version as its entry says (open, or its newest slot on disk); nil if the
     /// cache holds no entry of that version. For status maps: read when asked, not kept.
     /// `matchingSizeOnly` as for `cachedBytes(of:matchingSizeOnly:)`.
     func storedPresentBlocks(of metadata: RemoteMetadata, matchingSizeOnly: Bool = false) -> BlockBitmap? {
@@ -169,13 +165,9 @@ extension CacheStore {
         if let entry = openEntry(for: metadata.url), !entry.isStale {
             return describes(entry.remoteMetadata) ? entry.presentBlocks : nil
         }
-        let folder = directory(for: metadata.url)
         // No header, or a damaged one: nothing of the file is cached.
-        guard let headerBytes = try? FileSystemCalls.readSmallFile(folder + "/header"),
-              let header = try? CacheHeader.decode(headerBytes), header.url == metadata.url,  // damaged: nothing
-              describes(header.remoteMetadata)
-        else { return nil }
-        return loadBitmap(folder: folder, header: header, quietly: true) ?? BlockBitmap(blockCount: header.blockCount)
+        guard let stored = storedEntry(for: metadata.url), describes(stored.header.remoteMetadata) else { return nil }
+        return stored.present
     }
 
     /// Forgets what was remembered of `url`'s entry (it opens, or its files are deleted).

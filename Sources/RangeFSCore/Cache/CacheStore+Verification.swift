@@ -1,5 +1,6 @@
 // Offline verification of a cache: every present block is read back and checked against its CRC32C. Repair only
-// ever removes bits (a block that fails is fetched again on its next read), which is always safe to persist.
+// ever removes bits (a block that fails is fetched again on its next read), which is always safe to persist. Both
+// layouts are checked: v2 entries, and v1 folders not yet migrated (CacheStore+Migration.swift).
 
 import Glibc
 
@@ -12,8 +13,8 @@ public struct VerificationReport: Sendable, Equatable {
     var badBlocks: [Int] = []
     /// Why the entry as a whole is unusable (it will start empty), if it is.
     var damage: String?
-    /// The folder holds an entry that was started and never committed (no header yet, or an empty one, and no
-    /// bitmap): it claims no block, so it is no damage (issue 36: a new entry's header waits for its first commit).
+    /// The entry was started and never committed (v2: no valid slot; v1: no header yet, or an empty one, and no
+    /// bitmap): it claims no block, so it is no damage (issue 36: a new entry's files wait for its first commit).
     var neverCommitted = false
     var repaired = false
 
@@ -31,15 +32,88 @@ public struct VerificationReport: Sendable, Equatable {
 }
 
 extension CacheStore {
-    /// The folders of every entry in the cache.
+    /// The path of every entry in the cache, for `verify(folder:repair:)`: a v1 folder not yet migrated, else the
+    /// v2 entry's small file or the stem of its `.data` and `.meta`.
     public func entryFolders() -> [String] {
-        let names = FileSystemCalls.names(in: root + "/entries") ?? []
-        return names.filter { $0.count == 32 && $0.allSatisfy(\.isHexDigit) }.map { root + "/entries/" + $0 }.sorted()
+        EntryFiles.all(root: root).map(entryPath(files:))
     }
 
-    /// Checks every present block of the entry in `folder` against its CRC; with `repair`, persists a bitmap
-    /// without the blocks that failed.
+    /// The path of `url`'s entry, as `entryFolders` names it.
+    public func entryPath(for url: String) -> String { entryPath(files: entryFiles(for: url)) }
+
+    private func entryPath(files: EntryFiles) -> String {
+        access(files.legacyFolder, F_OK) == 0 ? files.legacyFolder : files.base
+    }
+
+    /// Checks every present block of the entry at `folder` (a path of `entryFolders`) against its CRC; with
+    /// `repair`, persists the present set without the blocks that failed.
     public func verify(folder: String, repair: Bool) -> VerificationReport {
+        var isFolder = stat()
+        guard stat(folder, &isFolder) == 0, isFolder.st_mode & S_IFMT == S_IFDIR else {
+            let shard = FileSystemCalls.parentDirectory(of: folder)
+            let name = String(shard.suffix(2)) + String(folder.suffix(30))
+            return verifyEntry(EntryFiles(root: root, name: name), repair: repair)
+        }
+        return verifyLegacy(folder: folder, repair: repair)
+    }
+
+    /// `verify` of a v2 entry: a repair writes a new slot without the bad blocks, as a commit would.
+    private func verifyEntry(_ files: EntryFiles, repair: Bool) -> VerificationReport {
+        var report = VerificationReport(folder: files.base)
+        let loaded: EntryFiles.Loaded
+        switch files.load() {
+        case .none:
+            report.neverCommitted = true
+            return report
+        case .damaged(let why):
+            report.damage = "damaged entry (\(why))"
+            return report
+        case .entry(let found):
+            loaded = found
+        }
+        let header = loaded.meta.header
+        report.url = Redaction.redact(header.url)
+        guard var slot = loaded.meta.slot else {
+            report.neverCommitted = true
+            return report
+        }
+        do {
+            let data = try SystemFile(path: loaded.dataPath, flags: O_RDONLY)
+            report.badBlocks = try badBlocks(of: data, header: header, present: slot.present,
+                                             crcs: loaded.meta.crcs, count: &report.presentBlocks)
+            if repair && !report.badBlocks.isEmpty {
+                for index in report.badBlocks { slot.present.remove(index) }
+                slot.sequence += 1
+                let meta = try SystemFile(path: loaded.metaPath, flags: O_RDWR)
+                let offset = loaded.metaOffset + UInt64(loaded.meta.layout.slotOffset(Int(slot.sequence % 2)))
+                try meta.write(slot.encoded(), at: offset)
+                try meta.synchronizeData()
+                report.repaired = true
+            }
+        } catch {
+            report.damage = "\(error)"
+        }
+        return report
+    }
+
+    /// The present blocks of `data` whose bytes fail their CRC in `crcs`; counts the present blocks in `count`.
+    private func badBlocks(of data: SystemFile, header: CacheHeader, present: BlockBitmap, crcs: [UInt32],
+                           count: inout Int) throws(SystemError) -> [Int] {
+        var bad: [Int] = []
+        for index in 0..<header.blockCount where present.contains(index) {
+            count += 1
+            let lower = UInt64(index) * UInt64(header.blockSize)
+            let length = Int(min(header.size, lower + UInt64(header.blockSize)) - lower)
+            let bytes = try data.read(at: lower, count: length)
+            // A CRC table shorter than its blocks (v1's file): the missing ones read 0, and those blocks fail.
+            let expected = index < crcs.count ? crcs[index] : 0
+            if bytes.count != length || CRC32C.checksum(bytes) != expected { bad.append(index) }
+        }
+        return bad
+    }
+
+    /// `verify` of a v1 folder, not yet migrated: a repair replaces its bitmap.
+    private func verifyLegacy(folder: String, repair: Bool) -> VerificationReport {
         var report = VerificationReport(folder: folder)
         do {
             // A kill or a power cut between making an entry and its first commit leaves no header, or an empty
@@ -74,22 +148,14 @@ extension CacheStore {
                 return report
             }
             let data = try SystemFile(path: folder + "/data", flags: O_RDONLY)
-            let crcs = try SystemFile(path: folder + "/crc32c", flags: O_RDONLY).read(at: 0, count: header.blockCount * 4)
+            let raw = try SystemFile(path: folder + "/crc32c", flags: O_RDONLY).read(at: 0, count: header.blockCount * 4)
+            var reader = ByteReader(raw)
+            var crcs: [UInt32] = []
+            while let crc = try? reader.readUInt32() { crcs.append(crc) }  // the end of the file ends the table
             var present = record.present
-            var reader = ByteReader(crcs)
-            for index in 0..<header.blockCount {
-                // A CRC file shorter than its blocks: the missing slots read 0, and those blocks fail their check.
-                let expected = (try? reader.readUInt32()) ?? 0
-                guard present.contains(index) else { continue }
-                report.presentBlocks += 1
-                let lower = UInt64(index) * UInt64(header.blockSize)
-                let length = Int(min(header.size, lower + UInt64(header.blockSize)) - lower)
-                let bytes = try data.read(at: lower, count: length)
-                if bytes.count != length || CRC32C.checksum(bytes) != expected {
-                    report.badBlocks.append(index)
-                    present.remove(index)
-                }
-            }
+            report.badBlocks = try badBlocks(of: data, header: header, present: present, crcs: crcs,
+                                             count: &report.presentBlocks)
+            for index in report.badBlocks { present.remove(index) }
             if repair && !report.badBlocks.isEmpty {
                 let fixed = BitmapRecord(blockSize: record.blockSize, generation: record.generation, present: present)
                 try FileSystemCalls.replaceAtomically(folder + "/bitmap", with: fixed.encoded())

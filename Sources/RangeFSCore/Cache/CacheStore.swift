@@ -1,7 +1,7 @@
 // Folder Cache/: the local copies (entries, their blocks, CRCs, commits, eviction) and the BlockStore seam that
 // fetching writes through. It may use System/ only; it knows nothing of HTTP, fetching or the file system.
 //
-// The cache directory: one lock, one folder per entry, and the group-commit timer.
+// The cache directory: one lock, one or two files per entry (CacheFormat.swift), and the group-commit timer.
 //
 // Opening the store does no work proportional to what the cache holds: entries are opened when a mounted URL
 // first needs one. A second process on the same directory is refused by an flock on `lock`, so two daemons never
@@ -145,7 +145,8 @@ public final class CacheStore: Sendable {
     /// Memory for fetched blocks, recycled within this store.
     var bufferPool: BufferPool { pipeline.buffers }
 
-    /// The folder for `url`: the first 32 hex digits of its SHA-256.
+    /// The v1 folder for `url` (CacheFormat.swift): the first 32 hex digits of its SHA-256. Only a download of a
+    /// file without a length is still made in it (StreamFile), and migrated to v2 when it completes.
     public func directory(for url: String) -> String {
         root + "/entries/" + String(SHA256.hexDigest(url).prefix(32))
     }
@@ -228,16 +229,9 @@ public final class CacheStore: Sendable {
             ledger.account(-Int(previous.cachedBytes))
             previous.markStale()
         }
-        let folder = directory(for: metadata.url)
         let entry: CacheEntry
         do {
-            // The header is read first: a folder that does not exist has none, and is then made new and empty.
-            if let reused = try reuseEntry(in: folder, for: metadata) {
-                entry = reused
-            } else {
-                let isNew = try FileSystemCalls.makeDirectory(folder)
-                entry = try createEntry(in: folder, isNew: isNew, for: metadata, blockSize: blockSize)
-            }
+            entry = try openOrCreateEntry(for: metadata, blockSize: blockSize)
         } catch {
             throw .system(error)
         }
@@ -262,56 +256,8 @@ public final class CacheStore: Sendable {
         return entry
     }
 
-    private func reuseEntry(in folder: String, for metadata: RemoteMetadata) throws(SystemError) -> CacheEntry? {
-        guard let headerBytes = try FileSystemCalls.readSmallFile(folder + "/header") else { return nil }
-        let header: CacheHeader
-        do {
-            header = try CacheHeader.decode(headerBytes)
-        } catch {
-            logger.warning("damaged cache header in \(folder) (\(error)); starting this entry empty")
-            return nil
-        }
-        // Another ETag alone, from a server known to rotate them, is the same version (RotatingETags.swift).
-        let rotated = header.remoteMetadata.etagRotated(to: metadata) && ledger.rotatingETags.contains(metadata.url)
-        guard header.url == metadata.url, header.remoteMetadata.describesSameContent(as: metadata) || rotated else {
-            logger.info("\(Redaction.redact(metadata.url)) changed on the server; dropping its cached data")
-            return nil
-        }
-        let dataFile = descriptors.file(path: folder + "/data", flags: O_RDWR | O_CREAT)
-        let crcFile = descriptors.file(path: folder + "/crc32c", flags: O_RDWR | O_CREAT)
-        var durable = BlockBitmap(blockCount: header.blockCount)
-        // A header with a committed bitmap was flushed before it (CacheEntry+Commit.swift); one without may be
-        // a new entry's, left by a kill before its first commit, and is flushed by the next commit.
-        var bitmapFound = false
-        var crcs = [UInt32](repeating: 0, count: header.blockCount)
-        if try dataFile.status().size != header.size {
-            try dataFile.truncate(to: 0)
-            try dataFile.truncate(to: header.size)
-        }
-        if try crcFile.status().size != UInt64(header.blockCount) * 4 {
-            try crcFile.truncate(to: 0)
-            try crcFile.truncate(to: UInt64(header.blockCount) * 4)
-        } else if let record = loadBitmap(folder: folder, header: header) {
-            durable = record
-            bitmapFound = true
-            let raw = try crcFile.read(at: 0, count: header.blockCount * 4)
-            var reader = ByteReader(raw)
-            for index in 0..<header.blockCount {
-                // The file holds exactly blockCount slots (checked above), so every read succeeds.
-                crcs[index] = (try? reader.readUInt32()) ?? 0
-            }
-        }
-        let entry = CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
-                               durable: durable, crcs: crcs,
-                               digest: loadDigestRecord(folder: folder, generation: header.generation),
-                               headerDurable: bitmapFound, ledger: ledger,
-                               pipeline: pipeline, logger: logger)
-        if rotated { entry.retireETag() }
-        return entry
-    }
-
-    /// The present blocks the bitmap file of `folder` records for `header`'s version; nil (with a log line unless
-    /// `quietly`) if it is missing, damaged or of another version.
+    /// The present blocks the bitmap file of the v1 `folder` records for `header`'s version; nil (with a log line
+    /// unless `quietly`) if it is missing, damaged or of another version.
     func loadBitmap(folder: String, header: CacheHeader, quietly: Bool = false) -> BlockBitmap? {
         var logger = logger
         if quietly { logger.logLevel = .error }
@@ -336,52 +282,5 @@ public final class CacheStore: Sendable {
             logger.warning("damaged bitmap in \(folder) (\(error)); starting this entry empty")
             return nil
         }
-    }
-
-    /// The digest record in `folder` for the entry of `generation`; nil if there is none, it is damaged, or it
-    /// belongs to another version.
-    func loadDigestRecord(folder: String, generation: UInt64) -> DigestRecord? {
-        // No record, or an unreadable one, means the file is unchecked: it is checked again, which is safe.
-        guard let bytes = try? FileSystemCalls.readSmallFile(folder + "/digest") else { return nil }
-        do {
-            let record = try DigestRecord.decode(bytes)
-            return record.generation == generation ? record : nil
-        } catch {
-            logger.warning("damaged digest record in \(folder) (\(error)); the file will be checked again")
-            return nil
-        }
-    }
-
-    /// Starts an entry empty. The data and CRC files are new files, never truncated old ones: a handle still
-    /// reading an old version through its old entry keeps reading the old bytes, never a mix.
-    ///
-    /// In a folder just made (`isNew`) nothing can be replaced, so nothing is removed or flushed here: the files
-    /// are created once at their size, and the header is made durable by the first commit that writes a bitmap
-    /// for it. In a folder that held another version, its bitmap goes first, durably, so that no crash in
-    /// between can leave its bits for new data (its generation would not match the new header either).
-    private func createEntry(in folder: String, isNew: Bool, for metadata: RemoteMetadata,
-                             blockSize: Int) throws(SystemError) -> CacheEntry {
-        if !isNew {
-            for file in ["bitmap", "data", "crc32c", "digest"] { try FileSystemCalls.removeFile(folder + "/" + file) }
-            try FileSystemCalls.synchronizeDirectory(containing: folder + "/bitmap")
-        }
-        var header = CacheHeader(
-            blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),
-            url: metadata.url, etag: metadata.etag, lastModified: metadata.lastModified
-        )
-        header.answeredAt = metadata.answeredAt
-        let dataFile = descriptors.file(path: folder + "/data", flags: O_RDWR | O_CREAT)
-        try dataFile.truncate(to: header.size)
-        let crcFile = descriptors.file(path: folder + "/crc32c", flags: O_RDWR | O_CREAT)
-        try crcFile.truncate(to: UInt64(header.blockCount) * 4)
-        if isNew {
-            try FileSystemCalls.createFile(folder + "/header", with: header.encoded())
-        } else {
-            try FileSystemCalls.replaceAtomically(folder + "/header", with: header.encoded())
-        }
-        return CacheEntry(header: header, directory: folder, dataFile: dataFile, crcFile: crcFile,
-                          durable: BlockBitmap(blockCount: header.blockCount),
-                          crcs: [UInt32](repeating: 0, count: header.blockCount), headerDurable: !isNew, ledger: ledger,
-                          pipeline: pipeline, logger: logger)
     }
 }

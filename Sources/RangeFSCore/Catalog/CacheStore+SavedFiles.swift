@@ -31,10 +31,7 @@ extension CacheStore {
     public func storedMetadata(for url: String) -> RemoteMetadata? {
         // No header, or an unreadable one, is no stored version: the URL is probed as if never cached, and
         // `rangefs verify` is what reports a damaged entry.
-        guard let bytes = try? FileSystemCalls.readSmallFile(directory(for: url) + "/header"),
-              let header = try? CacheHeader.decode(bytes), header.url == url  // damaged: as above
-        else { return nil }
-        return header.remoteMetadata
+        storedEntry(for: url)?.header.remoteMetadata
     }
 
     /// `metadata` as a probe found it, with the size of the complete entry of the same content when the server
@@ -83,11 +80,12 @@ extension CacheStore {
 
     /// Moves the entry an older rangefs kept under `oldURL` (a URL with `user:password@`) to `url`, the same URL
     /// without them, so its cached data stays; rewrites its header without the credentials. Does nothing if there
-    /// is no such entry, or `url` has one already.
+    /// is no such entry, or `url` has one already. Such an entry is a v1 folder (an older rangefs made no other):
+    /// moved as it is, it is migrated to v2 when it is opened (CacheStore+Migration.swift).
     public func moveEntry(from oldURL: String, to url: String) throws {
         let old = directory(for: oldURL)
         let new = directory(for: url)
-        guard oldURL != url, access(new, F_OK) != 0,
+        guard oldURL != url, access(new, F_OK) != 0, case .none = entryFiles(for: url).load(),
               let bytes = try FileSystemCalls.readSmallFile(old + "/header") else { return }
         var header = try CacheHeader.decode(bytes)
         header.url = url
@@ -96,15 +94,13 @@ extension CacheStore {
         try FileSystemCalls.synchronizeDirectory(containing: new)
     }
 
-    /// Deletes the cached data of `url` (its whole entry folder). Handles still open keep reading the old files.
+    /// Deletes the cached data of `url` (its entry's files, in either layout, and a download's stream). Handles
+    /// still open keep reading the old files.
     func removeEntry(for url: String) throws {
-        let folder = directory(for: url)
+        let files = entryFiles(for: url)
         close(url, committing: false)
-        for file in ["bitmap", "data", "crc32c", "header", "stream", "stream-state", "digest"] {
-            try FileSystemCalls.removeFile(folder + "/" + file)
-        }
-        // A kill between a commit's temp bitmap and its rename leaves the temp: it goes with the folder.
-        FileSystemCalls.removeTemporaryFiles(in: folder)
-        _ = rmdir(folder)
+        try files.removeFiles()
+        for file in ["stream", "stream-state"] { try FileSystemCalls.removeFile(files.legacyFolder + "/" + file) }
+        try removeLegacyFiles(files.legacyFolder)
     }
 }

@@ -195,7 +195,7 @@ public final class RangeFS: Sendable {
         // kernel refuses an inode open both ways).
         let url = item.metadata.url
         let passthroughAllowed = settings.passthrough && passthroughMode.withLock { $0 == .on }
-            && cacheEntry.isDurablyComplete && !isCheckingDigest(of: cacheEntry)
+            && cacheEntry.isDurablyComplete && !isCheckingDigest(of: cacheEntry) && cacheEntry.passthroughPath != nil
         let (handle, passthrough) = handles.open(inode: inode, entry: cacheEntry,
                                                  readaheadMaximum: settings.readaheadMaximum) { normal, passing in
             guard passthroughAllowed else { return false }
@@ -206,7 +206,7 @@ public final class RangeFS: Sendable {
         if passthrough {
             cacheEntry.beginPassthrough()
             metrics.add("rangefs_passthrough_opens_total")
-            return .success(OpenedFile(handle: handle, keepCache: false, passthroughFile: cacheEntry.directory + "/data"))
+            return .success(OpenedFile(handle: handle, keepCache: false, passthroughFile: cacheEntry.passthroughPath))
         }
         let generation = cacheEntry.header.generation
         let keepCache = kernelGenerations.withLock { known in

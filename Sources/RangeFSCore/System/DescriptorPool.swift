@@ -145,6 +145,19 @@ final class DescriptorPool: Sendable {
         }
     }
 
+    /// Closes every descriptor no call borrows: the next call on its file opens it again by its path (a test that
+    /// moves an entry's files away makes its commits fail so).
+    func closeIdleDescriptors() {
+        state.withLock { state in
+            for id in state.open {
+                guard let slot = state.slots[id], slot.borrowers == 0, slot.descriptor >= 0 else { continue }
+                close(slot.descriptor)
+                state.slots[id]?.descriptor = -1
+                state.open.remove(id)
+            }
+        }
+    }
+
     /// Closes the descriptor that was used least recently and is not borrowed; false if every one is borrowed.
     private static func closeLeastRecentlyUsed(_ state: inout State) -> Bool {
         var oldest: (id: UInt64, lastUse: UInt64)?

@@ -69,12 +69,12 @@ public enum FileSystemCalls {
         }
     }
 
-    /// Creates `path`, which must not exist, holding `bytes`; not synchronized (the caller's next commit makes
-    /// it durable). A failed write removes it again.
-    static func createFile(_ path: String, with bytes: [UInt8]) throws(SystemError) {
+    /// Creates `path`, which must not exist, holding `bytes` at `offset` (a hole before them); not synchronized
+    /// (the caller's next commit makes it durable). A failed write removes it again.
+    static func createFile(_ path: String, with bytes: [UInt8], at offset: UInt64 = 0) throws(SystemError) {
         let file = try SystemFile(path: path, flags: O_WRONLY | O_CREAT | O_EXCL)
         do throws(SystemError) {
-            try file.write(bytes, at: 0)
+            try file.write(bytes, at: offset)
         } catch {
             unlink(path)
             throw error

@@ -1,0 +1,122 @@
+// Where one URL's entry lives on disk (CacheFormat.swift): the one place that turns a URL into paths, in the v2
+// layout and in v1's folder (read only, to migrate it: EntryMigration.swift), and that reads a v2 meta block.
+
+import Glibc
+
+/// The files of one URL's cache entry.
+struct EntryFiles: Sendable {
+    /// Files of at most this size are small entries: one file, data then meta block then footer. A MiB keeps
+    /// a directory of small files at one inode each (documents, pages, thumbnails, source files are far below it)
+    /// while every file large enough to be worth passing through to the kernel (a small file is never passed
+    /// through: CacheFormat.swift) keeps its own data file.
+    static let smallLimit: UInt64 = 1 << 20
+
+    let root: String
+    /// The first 32 hex digits of SHA-256(identity URL).
+    let name: String
+
+    init(root: String, url: String) {
+        self.init(root: root, name: String(SHA256.hexDigest(url).prefix(32)))
+    }
+
+    init(root: String, name: String) {
+        self.root = root
+        self.name = name
+    }
+
+    var shard: String { root + "/entries/" + name.prefix(2) }
+    /// A small entry's file; the stem of a large entry's `.data` and `.meta`.
+    var base: String { shard + "/" + name.dropFirst(2) }
+    var dataPath: String { base + ".data" }
+    var metaPath: String { base + ".meta" }
+    var digestPath: String { base + ".digest" }
+    /// The v1 folder of the same URL (CacheFormat.swift, "v1").
+    var legacyFolder: String { root + "/entries/" + name }
+
+    static func isSmall(size: UInt64) -> Bool { size <= smallLimit }
+
+    /// Where a small entry's meta block starts: after its data, aligned to 8 bytes.
+    static func metaOffset(size: UInt64) -> UInt64 { (size + 7) & ~7 }
+
+    /// The length of a small entry's file whose meta block has `layout`.
+    static func smallFileLength(size: UInt64, layout: MetaLayout) -> UInt64 {
+        metaOffset(size: size) + UInt64(layout.length) + UInt64(EntryFooter.length)
+    }
+
+    /// What a v2 entry's files hold: its meta block, and whether it is a small entry (one file).
+    struct Loaded {
+        var meta: MetaBlock
+        var small: Bool
+        /// Where the meta block starts in its file (0 in a large entry's `.meta`).
+        var metaOffset: UInt64
+        var metaPath: String
+        var dataPath: String
+    }
+
+    enum Found {
+        case none
+        case damaged(String)
+        case entry(Loaded)
+    }
+
+    /// Reads the v2 entry: a small one's file if there is one, else a large one's `.meta`.
+    func load() -> Found {
+        do {
+            if access(base, F_OK) == 0 { return try loadSmall() }
+            guard let bytes = try FileSystemCalls.readSmallFile(metaPath, limit: 1 << 30) else { return .none }
+            let meta = try MetaBlock.decode(bytes)
+            guard !Self.isSmall(size: meta.header.size) else { return .damaged("a .meta file for a small file") }
+            return .entry(Loaded(meta: meta, small: false, metaOffset: 0, metaPath: metaPath, dataPath: dataPath))
+        } catch {
+            return .damaged("\(error)")
+        }
+    }
+
+    private func loadSmall() throws(SystemError) -> Found {
+        let file = try SystemFile(path: base, flags: O_RDONLY)
+        let length = try file.status().size
+        guard length >= UInt64(EntryFooter.length) else { return .damaged("a file of \(length) bytes") }
+        let footerStart = length - UInt64(EntryFooter.length)
+        let footer: EntryFooter
+        do {
+            footer = try EntryFooter.decode(try file.read(at: footerStart, count: EntryFooter.length))
+        } catch {
+            return .damaged("its footer: \(error)")
+        }
+        guard footer.metaOffset < footerStart else { return .damaged("meta block at \(footer.metaOffset)") }
+        let bytes = try file.read(at: footer.metaOffset, count: Int(footerStart - footer.metaOffset))
+        let meta: MetaBlock
+        do {
+            meta = try MetaBlock.decode(bytes)
+        } catch {
+            return .damaged("its meta block: \(error)")
+        }
+        guard Self.isSmall(size: meta.header.size), Self.metaOffset(size: meta.header.size) == footer.metaOffset else {
+            return .damaged("a meta block at \(footer.metaOffset) for \(meta.header.size) bytes")
+        }
+        return .entry(Loaded(meta: meta, small: true, metaOffset: footer.metaOffset, metaPath: base, dataPath: base))
+    }
+
+    /// Removes every v2 file of the entry (either size); what does not exist is fine.
+    func removeFiles() throws(SystemError) {
+        for path in [base, dataPath, metaPath, digestPath] { try FileSystemCalls.removeFile(path) }
+    }
+
+    /// The names of every entry in the cache at `root`: v2 entries (by their 32 hex digits) and v1 folders.
+    static func all(root: String) -> [EntryFiles] {
+        var names = Set<String>()
+        for shardName in FileSystemCalls.names(in: root + "/entries") ?? [] {
+            if shardName.count == 32, shardName.allSatisfy(\.isHexDigit) {
+                names.insert(shardName)
+                continue
+            }
+            guard shardName.count == 2, shardName.allSatisfy(\.isHexDigit) else { continue }
+            for file in FileSystemCalls.names(in: root + "/entries/" + shardName) ?? [] {
+                let stem = file.hasSuffix(".meta") ? String(file.dropLast(5)) : file
+                guard stem.count == 30, stem.allSatisfy(\.isHexDigit) else { continue }
+                names.insert(shardName + stem)
+            }
+        }
+        return names.sorted().map { EntryFiles(root: root, name: $0) }
+    }
+}
