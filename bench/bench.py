@@ -71,6 +71,14 @@ def kill_during_copy(mount, source, dest, at):
     return copied
 
 
+def cached_data_file(cache):
+    """The file that holds the one cached file's bytes in `cache`: `data` in a version 1 entry folder, `<hash>.data`
+    in version 2, or the one file of a version 2 small entry (its bytes, then a short meta block): the largest file
+    under entries/ is it, whichever the layout."""
+    files = [os.path.join(root, name) for root, _, names in os.walk(os.path.join(cache, "entries")) for name in names]
+    return max(files, key=os.path.getsize)
+
+
 def drop_caches():
     try:
         os.sync()
@@ -539,7 +547,7 @@ class Bench:
                 os.remove(dest)
                 mount.wait_complete(name)
                 time.sleep(1)  # committed: from then on a complete file is read by the kernel (FUSE passthrough)
-                data = [os.path.join(root, "data") for root, _, files in os.walk(cache) if "data" in files][0]
+                data = cached_data_file(cache)
                 # The data file is read once before and once after the mount's cat, and the reference is their
                 # mean: on this machine's disk the first read of a file just written is often the slowest, and
                 # whichever went first would carry that.
