@@ -211,11 +211,14 @@ final class RealWorldHTTPTests: MountTestCase {
         places["log"] = try String(contentsOfFile: log, encoding: .utf8)
         XCTAssertTrue(places["log"]!.contains("GET bytes="), "the log has the -v request lines")
         places["catalog.json"] = try String(contentsOfFile: cache + "/catalog.json", encoding: .utf8)
-        let entries = try FileManager.default.contentsOfDirectory(atPath: cache + "/entries")
-        XCTAssertEqual(entries.count, 2)
-        for entry in entries {
-            let bytes = try XCTUnwrap(FileManager.default.contents(atPath: "\(cache)/entries/\(entry)/header"))
-            places["entries/\(entry)/header"] = String(decoding: bytes, as: UTF8.self)
+        // Both files are over 1 MiB, so each entry is a `.meta` (header, CRCs, slots) beside its `.data` in a
+        // shard folder (CacheFormat.swift, version 2).
+        let walker = try XCTUnwrap(FileManager.default.enumerator(atPath: cache + "/entries"))
+        let metas = walker.compactMap { $0 as? String }.filter { $0.hasSuffix(".meta") }
+        XCTAssertEqual(metas.count, 2, "one meta record per cached file: \(metas)")
+        for meta in metas {
+            let bytes = try XCTUnwrap(FileManager.default.contents(atPath: "\(cache)/entries/\(meta)"))
+            places["entries/\(meta)"] = String(decoding: bytes, as: UTF8.self)
         }
         for (place, text) in places {
             for secret in secrets { XCTAssertFalse(text.contains(secret), "\(secret) appears in \(place)") }
@@ -228,7 +231,9 @@ final class RealWorldHTTPTests: MountTestCase {
 
         // A remount with no URLs still authenticates (the bytes come from the servers again: a fresh copy of the
         // cache without its data).
-        for entry in entries { try FileManager.default.removeItem(atPath: "\(cache)/entries/\(entry)") }
+        for shard in try FileManager.default.contentsOfDirectory(atPath: cache + "/entries") {
+            try FileManager.default.removeItem(atPath: "\(cache)/entries/\(shard)")
+        }
         try mount([])
         XCTAssertEqual(try sha256(mountpoint + "/basic.bin"), basic)
         XCTAssertEqual(try sha256(mountpoint + "/t.bin"), bearer)
