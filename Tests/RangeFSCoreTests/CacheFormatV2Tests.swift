@@ -107,6 +107,36 @@ final class CacheFormatV2Tests: XCTestCase {
         XCTAssertEqual(try entry.readPresent(0..<(3 * 65536)), Array(bytes[0..<(3 * 65536)]))
     }
 
+    /// A kill between a new entry's create and its one write leaves an empty file: a small entry's file or a large
+    /// one's `.meta` (CI saw it in CrashSafetyTests, reported as a damaged entry). Nothing was committed of it:
+    /// `verify` says so and passes, and the next open starts the entry empty and makes it whole.
+    func testAnEntryKilledBetweenItsCreateAndItsFirstWriteIsNeverCommittedNotDamaged() throws {
+        let small = metadata("small.bin", size: 5_000), large = metadata("large.bin", size: 3_000_000)
+        let smallFiles = EntryFiles(root: directory.path, url: small.url)
+        let largeFiles = EntryFiles(root: directory.path, url: large.url)
+        for shard in [smallFiles.shard, largeFiles.shard] {
+            try FileManager.default.createDirectory(atPath: shard, withIntermediateDirectories: true)
+        }
+        XCTAssertTrue(FileManager.default.createFile(atPath: smallFiles.base, contents: nil))
+        XCTAssertTrue(FileManager.default.createFile(atPath: largeFiles.metaPath, contents: nil))
+        let store = try CacheStore(root: directory.path, logger: logger)
+        for files in [smallFiles, largeFiles] {
+            let report = store.verify(folder: files.base, repair: false)
+            XCTAssertTrue(report.neverCommitted, "\(report.line)")
+            XCTAssertTrue(report.isHealthy, "\(report.line)")
+        }
+        for (file, size) in [(small, 5_000), (large, 3_000_000)] {
+            let bytes = pseudoRandomBytes(count: size, seed: 9)
+            let entry = try store.entry(for: file, blockSize: 65536)
+            XCTAssertEqual(entry.presentBlocks.setCount, 0)
+            self.store(entry, blocks: 0..<entry.blockCount, of: bytes)
+            XCTAssertTrue(try entry.commit())
+            let report = store.verify(folder: store.entryPath(for: file.url), repair: false)
+            XCTAssertTrue(report.isHealthy && !report.neverCommitted, "\(report.line)")
+            XCTAssertEqual(report.presentBlocks, entry.blockCount)
+        }
+    }
+
     /// Acceptance 3 of issue 46: a cached small file costs one inode (plus its share of at most 256 shards).
     func testSmallEntriesCostOneInodeEach() throws {
         let count = 300

@@ -59,11 +59,15 @@ struct EntryFiles: Sendable {
         case entry(Loaded)
     }
 
-    /// Reads the v2 entry: a small one's file if there is one, else a large one's `.meta`.
+    /// Reads the v2 entry: a small one's file if there is one, else a large one's `.meta`. An empty file is no
+    /// entry, not a damaged one: a new entry's file is created, then written in one write, so a kill between the
+    /// two (or a power cut before the first commit flushed it) leaves it empty; no commit was made of it.
     func load() -> Found {
         do {
             if access(base, F_OK) == 0 { return try loadSmall() }
-            guard let bytes = try FileSystemCalls.readSmallFile(metaPath, limit: 1 << 30) else { return .none }
+            guard let bytes = try FileSystemCalls.readSmallFile(metaPath, limit: 1 << 30), !bytes.isEmpty else {
+                return .none
+            }
             let meta = try MetaBlock.decode(bytes)
             guard !Self.isSmall(size: meta.header.size) else { return .damaged("a .meta file for a small file") }
             return .entry(Loaded(meta: meta, small: false, metaOffset: 0, metaPath: metaPath, dataPath: dataPath))
@@ -75,6 +79,7 @@ struct EntryFiles: Sendable {
     private func loadSmall() throws(SystemError) -> Found {
         let file = try SystemFile(path: base, flags: O_RDONLY)
         let length = try file.status().size
+        guard length > 0 else { return .none }
         guard length >= UInt64(EntryFooter.length) else { return .damaged("a file of \(length) bytes") }
         let footerStart = length - UInt64(EntryFooter.length)
         let footer: EntryFooter
