@@ -109,6 +109,35 @@ final class RangeFSTests: XCTestCase {
         XCTAssertEqual(origin.bytesSent, UInt64(bytes.count), "no byte fetched twice")
     }
 
+    // Under a cache cap smaller than the readahead window, a sequential reader that lags behind its readahead (a
+    // busy machine: here it waits for every fetch to land before its next read) still gets each byte fetched once.
+    // CI saw an 80 MiB copy through a 24 MiB cap cost 109 MiB: the 32 MiB window's blocks were evicted unread.
+    func testALaggingReaderUnderACapFetchesEachByteOnce() throws {
+        let url = "http://origin/big.bin", size = 40 << 20
+        let bytes = pseudoRandomBytes(count: size, seed: 3)
+        origin.serve(url, bytes: bytes)
+        var storeSettings = StoreSettings()
+        storeSettings.maxBytes = 8 << 20
+        fileSystem = try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path + "/capped",
+                                            storeSettings: storeSettings)
+        let item = try XCTUnwrap(fileSystem.catalog.item(named: "big.bin"))
+        let handle = try fileSystem.open(item.inode).get().handle
+        var offset = 0
+        while offset < size {
+            let count = min(1 << 20, size - offset)
+            let got = try read(handle, offset: UInt64(offset), count: count).get()
+            XCTAssertTrue(got[...] == bytes[offset..<(offset + count)], "bytes at \(offset) differ")
+            offset += count
+            // The reader lags: whatever readahead asked for lands before it reads on.
+            let deadline = Date().addingTimeInterval(20)
+            while origin.bodyBytesDelivered < origin.bytesSent, Date() < deadline { usleep(1_000) }
+        }
+        XCTAssertLessThanOrEqual(fileSystem.handles.readaheadWindow(of: handle) ?? 0, 2 << 20,
+                                 "a window of at most a quarter of the cap")
+        XCTAssertEqual(origin.bytesSent, UInt64(size),
+                       "\(origin.bytesSent - UInt64(size)) bytes fetched twice: \(origin.requests.map(\.range))")
+    }
+
     func testCachedBytesShowInAttributesAndExtendedAttributes() throws {
         let handle = try openFile()
         _ = try read(handle, offset: 0, count: 10).get()

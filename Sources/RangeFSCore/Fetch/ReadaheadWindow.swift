@@ -47,6 +47,15 @@ struct ReadaheadWindow: Sendable {
         self.growthStart = growthStart
     }
 
+    /// The largest window for a mount whose readahead setting is `configured` and whose cache may hold at most
+    /// `cacheCap` bytes (nil: no cap). Under a cap, a window is at most a quarter of it (and at least `minimum`):
+    /// blocks fetched ahead are stored until the reader gets to them, and a window beyond the cap would have the
+    /// cap evict them unread whenever the reader lags (a busy machine), to be fetched again when it gets there.
+    static func maximum(configured: UInt64, cacheCap: Int?) -> UInt64 {
+        guard let cacheCap else { return configured }
+        return min(configured, max(256 << 10, UInt64(max(0, cacheCap)) / 4))
+    }
+
     /// How many bytes the current stream covers: what its reader consumed, as far as the file system can tell.
     var streamLength: UInt64 { streamEnd.map { $0 - streamStart } ?? 0 }
 

@@ -196,8 +196,9 @@ public final class RangeFS: Sendable {
         let url = item.metadata.url
         let passthroughAllowed = settings.passthrough && passthroughMode.withLock { $0 == .on }
             && cacheEntry.isDurablyComplete && !isCheckingDigest(of: cacheEntry) && cacheEntry.passthroughPath != nil
+        let readaheadMaximum = ReadaheadWindow.maximum(configured: settings.readaheadMaximum, cacheCap: store.maxBytes)
         let (handle, passthrough) = handles.open(inode: inode, entry: cacheEntry,
-                                                 readaheadMaximum: settings.readaheadMaximum) { normal, passing in
+                                                 readaheadMaximum: readaheadMaximum) { normal, passing in
             guard passthroughAllowed else { return false }
             return passing > 0 || (normal == 0 && !revalidator.isDue(url))
         }
