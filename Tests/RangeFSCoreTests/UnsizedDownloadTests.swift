@@ -62,6 +62,12 @@ final class UnsizedDownloadTests: XCTestCase {
         XCTAssertTrue(known.metadata.sizeKnown)
         XCTAssertEqual(try fileSystem.attributes(of: item.inode).get().size, UInt64(bytes.count))
         XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.state", of: item.inode).get(), "complete")
+        // Completed straight into the v2 layout, before any open: no v1 folder is left to migrate.
+        XCTAssertNotEqual(access(fileSystem.store.directory(for: url), F_OK), 0, "the v1 folder is gone")
+        guard case .entry(let installed) = EntryFiles(root: fileSystem.store.root, url: url).load() else {
+            return XCTFail("a complete stream is a v2 entry")
+        }
+        XCTAssertEqual(installed.meta.slot?.present.isFull, true)
         let reopened = try fileSystem.open(item.inode).get()
         XCTAssertFalse(reopened.directIO)
         XCTAssertEqual(try fileSystem.readSynchronously(handle: reopened.handle, offset: 1_000_000, count: 4096)?.get(),
@@ -69,9 +75,6 @@ final class UnsizedDownloadTests: XCTestCase {
         XCTAssertEqual(origin.requests.count, 1, "served from the cache entry")
         XCTAssertEqual(fileSystem.store.settled(.unsized(url: url, etag: "", lastModified: origin.lastModified)).size,
                        UInt64(bytes.count), "a later probe without a length gets the cached size")
-        // Completed into a v1 folder (StreamFile), then migrated to v2 by the open: the folder, its stream files
-        // with it, is gone.
-        XCTAssertNotEqual(access(fileSystem.store.directory(for: url), F_OK), 0, "the stream files are gone")
         XCTAssertEqual(fileSystem.store.storedEntry(for: url)?.present.isFull, true)
     }
 

@@ -9,8 +9,8 @@
 //   large  `.meta` is written durably (temp file, rename), `data` is renamed to `.data` (the blocks are not
 //          copied), the shard is flushed, then the folder is removed.
 //
-// A download of a file without a length (StreamFile) still completes into a v1 folder; it is migrated like any
-// other. Its `stream` files are never touched here.
+// A download of a file without a length (StreamFile) streams into a v1-shaped folder and completes there as a
+// v1 entry, which it then migrates at once, like any other. Its `stream` files are never touched here.
 
 import Glibc
 

@@ -72,7 +72,7 @@ final class StreamFile: Sendable {
         .file(try file.lease(), offset: offset, count: count)
     }
 
-    /// The stream is complete at `metadata.size` bytes: it becomes an ordinary entry, every block present.
+    /// The stream is complete at `metadata.size` bytes: it becomes an ordinary v2 entry, every block present.
     func install(as metadata: RemoteMetadata, blockSize: Int) throws(SystemError) {
         try store.installStream(file, of: metadata, blockSize: blockSize)
     }
@@ -109,5 +109,8 @@ extension CacheStore {
         forgetSummary(of: metadata.url)
         for name in ["stream", "stream-state"] { try FileSystemCalls.removeFile(folder + "/" + name) }
         try FileSystemCalls.synchronizeDirectory(containing: folder + "/stream")
+        // Into the v2 layout at once (the data is renamed, or copied for a small file), rather than at the next
+        // open: `verify`, `rm` and a later mount find what every other complete entry looks like.
+        try migrateLegacyEntry(entryFiles(for: metadata.url))
     }
 }
