@@ -13,6 +13,7 @@ extension Transfer {
     /// Why a response whose header `name` takes `lineBytes` bytes, `totalBytes` with those before it, is refused;
     /// nil if it is not.
     static func headerRefusal(name: String, lineBytes: Int, totalBytes: Int) -> String? {
+        guard lineBytes > headerLineLimit || totalBytes > headerBytesLimit else { return nil }
         let shown = String(name.prefix(64).map { $0.isASCII && !$0.isWhitespace ? $0 : "?" })
         if lineBytes > headerLineLimit {
             return "its header \(shown) is \(lineBytes >> 10) KiB long, more than the \(headerLineLimit >> 10) KiB taken"

@@ -215,7 +215,7 @@ final class Transfer: @unchecked Sendable {
             headerBytes = 0
             return true
         }
-        guard let colon = line.firstIndex(of: ":") else { return true }
+        guard let colon = line.utf8.firstIndex(of: UInt8(ascii: ":")) else { return true }
         let name = line[..<colon].lowercased()
         headerBytes += line.utf8.count
         lastHeaderName = name
@@ -223,7 +223,7 @@ final class Transfer: @unchecked Sendable {
             headerRefusal = refusal
             return false
         }
-        let value = line[line.index(after: colon)...].trimmed()
+        let value = line[line.utf8.index(after: colon)...].trimmed()
         // A repeated list header adds members (RFC 9110 §5.3); any other repeated header keeps its last value.
         if name == "link" || name == "repr-digest" || name == "digest", let earlier = responseHeaders[name] {
             responseHeaders[name] = earlier + ", " + value

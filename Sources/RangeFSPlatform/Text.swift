@@ -17,7 +17,23 @@ public func cFormat(_ format: String, _ arguments: any CVarArg...) -> String {
 extension StringProtocol {
     /// The text without the white space (Unicode's, newlines included) at either end.
     public func trimmed() -> String {
-        trimmed(while: \.isWhitespace)
+        // Every response header goes through here: its ASCII ends are trimmed byte by byte, with no grapheme
+        // breaking (one forward pass: a generic UTF-8 view walks forwards only). A non-ASCII byte where the
+        // trimming stops may belong to Unicode white space (U+00A0) or to a combining mark on the last space;
+        // those go to the Character test.
+        let bytes = utf8
+        var start = bytes.startIndex
+        while start != bytes.endIndex, isASCIIWhitespace(bytes[start]) { bytes.formIndex(after: &start) }
+        guard start != bytes.endIndex else { return "" }
+        var end = start, last = start
+        var index = start
+        while index != bytes.endIndex {
+            let next = bytes.index(after: index)
+            if !isASCIIWhitespace(bytes[index]) { last = index; end = next }
+            index = next
+        }
+        if bytes[start] < 0x80, bytes[last] < 0x80 { return String(self[start..<end]) }
+        return trimmed(while: \.isWhitespace)
     }
 
     /// The text without the characters at either end for which `predicate` holds.
@@ -28,6 +44,10 @@ extension StringProtocol {
         return String(self[first...last])
     }
 }
+
+/// Tab, line feed, vertical tab, form feed, carriage return and space: ASCII's white space.
+@inline(__always)
+func isASCIIWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
 
 /// RFC 3986 percent-decoding; invalid escapes and invalid UTF-8 are kept as written.
 public enum PercentEncoding {

@@ -21,6 +21,12 @@ final class PlatformTests: XCTestCase {
         XCTAssertEqual(" \t a  b \r\n".trimmed(), "a  b")
         XCTAssertEqual("\u{00A0}x\u{2003}".trimmed(), "x", "Unicode white space too, as Foundation's set had")
         XCTAssertEqual("  \n ".trimmed(), "")
+        XCTAssertEqual(" bytes 0-9/10\r\n".trimmed(), "bytes 0-9/10", "a header line's end")
+        XCTAssertEqual("\u{00A0} é x \u{2028}".trimmed(), "é x", "non-ASCII white space at an end")
+        XCTAssertEqual(" e\u{301}\t".trimmed(), "e\u{301}", "a combining mark on the last letter stays")
+        for text in ["x \u{301}", " \u{301}x", "\r\n\u{85}a\u{2029}", "\u{3000}", "a\u{A0} ", "\t\u{301}"] {
+            XCTAssertEqual(text.trimmed(), text.trimmed(while: \.isWhitespace), "the byte-wise path agrees: \(text.unicodeScalars.map(\.value))")
+        }
         XCTAssertEqual("".trimmed(), "")
         XCTAssertEqual(Substring("\"sha-256\",").trimmed(while: { $0 == "\"" || $0 == "," }), "sha-256")
         XCTAssertEqual("::a:b::".trimmed(while: { $0 == ":" }), "a:b")

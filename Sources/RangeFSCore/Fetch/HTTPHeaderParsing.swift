@@ -22,7 +22,9 @@ struct ContentRange: Equatable, Sendable {
 
     init?(parsing text: String) {
         let trimmed = text.trimmingWhitespace()
-        guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
+        guard trimmed.utf8.count >= 6,
+              trimmed.utf8.prefix(6).lazy.map({ (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }).elementsEqual("bytes ".utf8)
+        else { return nil }
         let spec = trimmed.dropFirst(6).trimmingWhitespace()
         let parts = spec.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2 else { return nil }

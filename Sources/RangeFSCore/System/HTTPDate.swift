@@ -9,25 +9,45 @@ enum HTTPDate {
 
     /// Seconds since 1970-01-01 UTC, or nil.
     static func parse(_ text: String) -> Int64? {
-        let fields = text.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "-" }).map(String.init)
+        // On the UTF-8 bytes, with no String made per field: a date comes with every response and listing line.
+        let fields = text.utf8.split(whereSeparator: { $0 == 0x20 || $0 == 0x2C || $0 == 0x2D })
         // IMF: Sun 06 Nov 1994 08:49:37 GMT; RFC 850: Sunday 06 Nov 94 08:49:37 GMT; asctime: Sun Nov 6 08:49:37 1994
-        let day: Int?, month: Int?, year: Int?, time: String
-        if fields.count == 6, fields[5] == "GMT" {
-            day = Int(fields[1]); month = months.firstIndex(of: fields[2].lowercased()); time = fields[4]
+        let day: Int?, month: Int?, year: Int?, time: Substring.UTF8View
+        if fields.count == 6, fields[5].elementsEqual("GMT".utf8) {
+            day = number(fields[1]); month = monthIndex(fields[2]); time = fields[4]
             // RFC 850's two-digit years; a year written with four digits is that year, even one below 100.
-            year = Int(fields[3]).map { fields[3].count <= 2 ? ($0 < 70 ? 2000 + $0 : 1900 + $0) : $0 }
+            year = number(fields[3]).map { fields[3].count <= 2 ? ($0 < 70 ? 2000 + $0 : 1900 + $0) : $0 }
         } else if fields.count == 5 {
-            day = Int(fields[2]); month = months.firstIndex(of: fields[1].lowercased()); time = fields[3]
-            year = Int(fields[4])
+            day = number(fields[2]); month = monthIndex(fields[1]); time = fields[3]
+            year = number(fields[4])
         } else {
             return nil
         }
-        let clock = time.split(separator: ":").compactMap { Int($0) }
+        let clock = time.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false).map(number)
         // Bounded before any arithmetic: a server's `99999999999999999:00:00` would overflow it and stop the mount.
-        guard let day, let month, let year, clock.count == 3, (1...31).contains(day), (0...9999).contains(year),
-              (0..<24).contains(clock[0]), (0..<60).contains(clock[1]), (0...60).contains(clock[2]) else { return nil }
+        guard let day, let month, let year, clock.count == 3, let hour = clock[0], let minute = clock[1],
+              let second = clock[2], (1...31).contains(day), (0...9999).contains(year),
+              (0..<24).contains(hour), (0..<60).contains(minute), (0...60).contains(second) else { return nil }
         return daysSinceEpoch(year: year, month: month + 1, day: day) * 86_400
-            + Int64(clock[0] * 3600 + clock[1] * 60 + clock[2])
+            + Int64(hour * 3600 + minute * 60 + second)
+    }
+
+    /// The decimal number of 1 to 9 ASCII digits `field` spells, or nil (longer ones are no field of a date).
+    private static func number(_ field: Substring.UTF8View) -> Int? {
+        guard (1...9).contains(field.count) else { return nil }
+        var value = 0
+        for byte in field {
+            guard (0x30...0x39).contains(byte) else { return nil }
+            value = value * 10 + Int(byte - 0x30)
+        }
+        return value
+    }
+
+    /// 0 for "Jan" (any case) to 11 for "Dec", or nil.
+    private static func monthIndex(_ field: Substring.UTF8View) -> Int? {
+        guard field.count == 3 else { return nil }
+        let lower = field.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }
+        return months.firstIndex { $0.utf8.elementsEqual(lower) }
     }
 
     /// `seconds` since 1970 as an IMF-fixdate: `Mon, 23 Nov 2026 10:00:00 GMT`.
