@@ -3,6 +3,7 @@
 // same URL is migrated first (CacheStore+Migration.swift), so an open entry is always in the v2 layout.
 
 import Glibc
+import Synchronization
 
 /// What an entry on disk holds, read without opening it.
 struct StoredEntry {
@@ -28,13 +29,23 @@ extension CacheStore {
     func openOrCreateEntry(for metadata: RemoteMetadata, blockSize: Int) throws(SystemError) -> CacheEntry {
         let files = entryFiles(for: metadata.url)
         try migrateLegacyEntry(files)
-        if let reused = try reuseEntry(files, for: metadata) { return reused }
+        let found = files.load()
+        if let reused = try reuseEntry(files, found: found, for: metadata) { return reused }
+        if case .none = found {
+            return try createEntry(files, for: metadata, blockSize: blockSize)
+        }
+        // Another version's files, of either size, or damaged ones: all go, durably, before the new ones are made.
+        for path in [files.base, files.dataPath, files.metaPath, files.digestPath] {
+            try FileSystemCalls.removeFile(path)
+        }
+        try FileSystemCalls.synchronizeDirectory(containing: files.base)
         return try createEntry(files, for: metadata, blockSize: blockSize)
     }
 
-    private func reuseEntry(_ files: EntryFiles, for metadata: RemoteMetadata) throws(SystemError) -> CacheEntry? {
+    private func reuseEntry(_ files: EntryFiles, found: EntryFiles.Found,
+                            for metadata: RemoteMetadata) throws(SystemError) -> CacheEntry? {
         let loaded: EntryFiles.Loaded
-        switch files.load() {
+        switch found {
         case .none:
             return nil
         case .damaged(let why):
@@ -79,18 +90,6 @@ extension CacheStore {
     /// a new `.data`.
     private func createEntry(_ files: EntryFiles, for metadata: RemoteMetadata,
                              blockSize: Int) throws(SystemError) -> CacheEntry {
-        // A shard made now holds nothing to replace; one that exists is looked at, not made again (a cold read of
-        // many small files pays no failed mkdir or unlink per file: SmallFilesTests).
-        var replaced = false
-        if access(files.shard, F_OK) != 0 {
-            _ = try FileSystemCalls.makeDirectory(files.shard)
-        } else {
-            for path in [files.base, files.dataPath, files.metaPath, files.digestPath] where access(path, F_OK) == 0 {
-                try FileSystemCalls.removeFile(path)
-                replaced = true
-            }
-        }
-        if replaced { try FileSystemCalls.synchronizeDirectory(containing: files.base) }
         var header = CacheHeader(
             blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),
             url: metadata.url, etag: metadata.etag, lastModified: metadata.lastModified
@@ -99,13 +98,30 @@ extension CacheStore {
         let (metaBytes, layout) = MetaBlock.initial(for: header)
         let small = EntryFiles.isSmall(size: header.size)
         let metaOffset = small ? EntryFiles.metaOffset(size: header.size) : 0
-        if small {
-            let footer = EntryFooter(metaOffset: metaOffset).encoded()
-            try FileSystemCalls.createFile(files.base, with: metaBytes + footer, at: metaOffset)
-        } else {
-            try FileSystemCalls.createFile(files.metaPath, with: metaBytes)
-            let data = try SystemFile(path: files.dataPath, flags: O_RDWR | O_CREAT | O_EXCL)
-            try data.truncate(to: header.size)
+        // The files are made with O_EXCL, as if nothing were there (a cold read of many small files then pays no
+        // failing lookup per file: SmallFilesTests): a missing shard is made, and files in the way (an empty one a
+        // kill left, a `.data` whose `.meta` a crash removed) are removed, only when the create says so.
+        func make() throws(SystemError) {
+            if small {
+                let footer = EntryFooter(metaOffset: metaOffset).encoded()
+                try FileSystemCalls.createFile(files.base, with: metaBytes + footer, at: metaOffset)
+            } else {
+                try FileSystemCalls.createFile(files.metaPath, with: metaBytes)
+                let data = try SystemFile(path: files.dataPath, flags: O_RDWR | O_CREAT | O_EXCL)
+                try data.truncate(to: header.size)
+            }
+        }
+        do {
+            try make()
+        } catch where error.errno == .noEntry {
+            _ = try FileSystemCalls.makeDirectory(files.shard)
+            try make()
+        } catch where error.errno == .exists {
+            for path in [files.base, files.dataPath, files.metaPath, files.digestPath] {
+                try FileSystemCalls.removeFile(path)
+            }
+            try FileSystemCalls.synchronizeDirectory(containing: files.base)
+            try make()
         }
         let dataFile = descriptors.file(path: small ? files.base : files.dataPath, flags: O_RDWR)
         let metaFile = small ? dataFile : descriptors.file(path: files.metaPath, flags: O_RDWR)
@@ -122,7 +138,7 @@ extension CacheStore {
     func storedEntry(for url: String) -> StoredEntry? {
         let files = entryFiles(for: url)
         let folder = files.legacyFolder
-        if access(folder + "/data", F_OK) == 0 {
+        if mayHoldLegacyFolders.load(ordering: .relaxed), access(folder + "/data", F_OK) == 0 {
             // Not migrated yet: its v1 files are what an open would use (CacheStore+Migration.swift).
             guard let bytes = try? FileSystemCalls.readSmallFile(folder + "/header"),  // unreadable: nothing
                   let header = try? CacheHeader.decode(bytes), header.url == url  // damaged: nothing

@@ -13,6 +13,7 @@
 // v1 entry, which it then migrates at once, like any other. Its `stream` files are never touched here.
 
 import Glibc
+import Synchronization
 
 extension CacheStore {
     /// The v1 files of an entry; `stream` and `stream-state` are StreamFile's, and stay.
@@ -21,7 +22,7 @@ extension CacheStore {
     /// Migrates the v1 folder of `files`' URL to v2 if it holds an entry, and removes a v1 folder's leftovers.
     func migrateLegacyEntry(_ files: EntryFiles) throws(SystemError) {
         let folder = files.legacyFolder
-        guard access(folder, F_OK) == 0 else { return }
+        guard mayHoldLegacyFolders.load(ordering: .relaxed), access(folder, F_OK) == 0 else { return }
         guard access(folder + "/data", F_OK) == 0, let headerBytes = try FileSystemCalls.readSmallFile(folder + "/header")
         else {
             // A download in progress (StreamFile) owns a folder with a stream, even while it links its `data` and

@@ -34,6 +34,10 @@ public final class CacheStore: Sendable {
     let lockFile: SystemFile
     /// The descriptors of every entry's files: bounded, whatever the number of entries.
     let descriptors: DescriptorPool
+    /// Whether `entries/` may hold v1 folders (CacheStore+Migration.swift): found at the store's birth (a cache
+    /// made by v2 has none), and set when a download without a length makes one (StreamFile). Without them, an
+    /// entry's lookups skip v1's paths: two failing system calls per file of a cold read.
+    let mayHoldLegacyFolders: Atomic<Bool>
     let entries = Mutex<[String: CacheEntry]>([:])
     /// What is cached of entries that are not open (CacheStore+Summaries.swift).
     let summaries = Mutex(EntrySummaries())
@@ -75,6 +79,9 @@ public final class CacheStore: Sendable {
                              rotatingETags: RotatingETags(path: root + "/rotating-etags", logger: logger),
                              completed: events.completed, commitQueue: commitQueue, logger: logger)
         descriptors = DescriptorPool(capacity: settings.openFiles ?? DescriptorPool.capacityForThisProcess())
+        // A v1 folder is named by 32 hex digits, a v2 shard by 2: the first v1 name ends the look (O(1) either
+        // way: a v2 cache's `entries/` holds at most 256 shards).
+        mayHoldLegacyFolders = Atomic(FileSystemCalls.containsName(in: root + "/entries") { $0.utf8.count == 32 })
         do {
             try FileSystemCalls.makeDirectories(root + "/entries")
             chmod(root, 0o700)

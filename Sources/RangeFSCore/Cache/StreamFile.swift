@@ -4,6 +4,7 @@
 
 import Dispatch
 import Glibc
+import Synchronization
 
 /// The `stream` file of one stream-only file, and its record of durable bytes.
 final class StreamFile: Sendable {
@@ -20,6 +21,7 @@ final class StreamFile: Sendable {
         url = metadata.url
         folder = store.directory(for: metadata.url)
         self.store = store
+        store.mayHoldLegacyFolders.store(true, ordering: .relaxed)  // before the folder is: no lookup misses it
         try FileSystemCalls.makeDirectories(folder)
         var kept: UInt64 = 0
         if let bytes = try FileSystemCalls.readSmallFile(folder + "/stream-state") {

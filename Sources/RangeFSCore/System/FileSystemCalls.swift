@@ -162,6 +162,21 @@ public enum FileSystemCalls {
         return names
     }
 
+    /// Whether `folder` holds a name for which `predicate` holds; reads no further than the first (false for a
+    /// folder that cannot be read).
+    static func containsName(in folder: String, where predicate: (String) -> Bool) -> Bool {
+        guard let directory = opendir(folder) else { return false }
+        defer { closedir(directory) }
+        while let item = readdir(directory) {
+            // SAFETY: as in `names(in:)`.
+            let name = withUnsafeBytes(of: item.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." && predicate(name) { return true }
+        }
+        return false
+    }
+
     /// Removes the temporary files `writeReplacement` left in `folder` (`NAME.tmp.RANDOM`, from a process killed
     /// before its rename); a folder that cannot be read is left as it is.
     static func removeTemporaryFiles(in folder: String) {
