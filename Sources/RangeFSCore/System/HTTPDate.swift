@@ -1,11 +1,11 @@
 // HTTP dates (RFC 9110 §5.6.7) and the civil-calendar arithmetic under them. In System/ because every layer reads
 // dates: Fetch's headers and signatures, Catalog's listings, FileSystem's attributes.
 
-import FoundationEssentials  // String.capitalized
-
 /// Parsing of HTTP dates (RFC 9110 §5.6.7): IMF-fixdate, and the obsolete RFC 850 and asctime forms.
 enum HTTPDate {
     private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+    /// As IMF-fixdate writes them: every listed file's date is formatted each time the catalog hands it out.
+    private static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     /// Seconds since 1970-01-01 UTC, or nil.
     static func parse(_ text: String) -> Int64? {
@@ -59,7 +59,7 @@ enum HTTPDate {
         // IMF-fixdate's year is four digits: year 26 written "26" would read back as 2026.
         let year = date.year
         let fourDigitYear = year >= 0 && year < 1000 ? String("000\(year)".suffix(4)) : "\(year)"
-        return "\(weekday), \(two(date.day)) \(months[Int(date.month - 1)].capitalized) \(fourDigitYear) "
+        return "\(weekday), \(two(date.day)) \(monthNames[Int(date.month - 1)]) \(fourDigitYear) "
             + "\(two(date.hour)):\(two(date.minute)):\(two(date.second)) GMT"
     }
 
