@@ -12,7 +12,8 @@ a table of their own. All of it twice: caches on a fresh journaled ext4 image, a
 system (`--small-caches` picks one; bench/smallcache.py).
 
 A separate run, not timed, counts the daemon's system calls with `strace -c -f -p` over 1,000 cold small files:
-flushes (fsync, fdatasync, syncfs, sync_file_range) per file, and the mkdir and unlink calls that failed.
+flushes (fsync, fdatasync, syncfs, sync_file_range) per file, and the mkdir, unlink, openat and access calls that
+failed (lookups of files that are not there).
 
 The builds, bindfs and curl get `--runs` runs (medians); the other peers one run each, with a deadline.
 """
@@ -310,7 +311,7 @@ def run(bench):
         traced.add("fsync + fdatasync + syncfs + sync_file_range per file", column, flushes / len(sample))
         for name in ("fsync", "fdatasync", "rename", "ftruncate"):
             traced.add(f"  {name} per file", column, counts.get(name, (0, 0))[0] / len(sample))
-        for name in ("mkdir", "unlink", "openat"):
+        for name in ("mkdir", "unlink", "openat", "access"):
             traced.add(f"failing {name} calls", column, counts.get(name, (0, 0))[1], "{:.0f}")
         b.log(f"  strace {column}: {flushes} flushes for {len(sample)} files; failing mkdir "
               f"{counts.get('mkdir', (0, 0))[1]}, unlink {counts.get('unlink', (0, 0))[1]}")
