@@ -64,12 +64,17 @@ extension CacheStore {
         if let entry = openEntry(for: metadata.url), !entry.isStale {
             return describes(entry.remoteMetadata) ? entry.cachedBytes : 0
         }
-        let remembered = summaries.withLock { summaries -> EntrySummary?? in
-            if let summary = summaries.known[metadata.url] { return .some(summary) }
-            return summaries.absent.contains(EntrySummaries.AbsentKey(metadata.url)) ? .some(nil) : nil
-        }
-        guard let summary = remembered ?? readSummary(of: metadata.url), describes(summary.metadata) else { return 0 }
+        guard let summary = summary(of: metadata.url), describes(summary.metadata) else { return 0 }
         return summary.cachedBytes
+    }
+
+    /// What the entry of `url` that is not open holds: remembered, or read from its files once and remembered.
+    private func summary(of url: String) -> EntrySummary? {
+        let remembered = summaries.withLock { summaries -> EntrySummary?? in
+            if let summary = summaries.known[url] { return .some(summary) }
+            return summaries.absent.contains(EntrySummaries.AbsentKey(url)) ? .some(nil) : nil
+        }
+        return remembered ?? readSummary(of: url)
     }
 
     /// The recorded verdict of the end-to-end check of `metadata`'s version of its file (open or not), without
@@ -88,10 +93,11 @@ extension CacheStore {
     }
 
     /// The version of `url` that the cache holds (its open entry's, or its entry's on disk), without opening an
-    /// entry; nil if it holds none.
+    /// entry; nil if it holds none. Through the summaries: a re-read tree asks this of each file its walk-ahead
+    /// reaches, then `ls -l` and the open ask what it holds, and each read the entry's files again.
     func storedVersion(of url: String) -> RemoteMetadata? {
         if let entry = openEntry(for: url), !entry.isStale { return entry.remoteMetadata }
-        return storedMetadata(for: url)
+        return summary(of: url)?.metadata
     }
 
     /// Reads the header and present set of `url`'s entry on disk and remembers what they say. A missing, unreadable or

@@ -92,6 +92,7 @@ extension CacheStore {
         try FileSystemCalls.replaceAtomically(old + "/header", with: header.encoded())
         guard rename(old, new) == 0 else { throw SystemError(call: "rename", path: old) }
         try FileSystemCalls.synchronizeDirectory(containing: new)
+        forgetSummary(of: url)  // a lookup before the move remembered it as holding nothing
     }
 
     /// Deletes the cached data of `url` (its entry's files, in either layout, and a download's stream). Handles
