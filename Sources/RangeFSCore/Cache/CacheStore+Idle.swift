@@ -171,14 +171,16 @@ extension CacheStore {
     }
 
     /// Opens the released entry of `url` again from its files, for eviction (StoreLedger+Dormant.swift). Nothing to
-    /// do if its header is gone or damaged: the ledger then drops it from the queue.
-    func reopenParked(_ url: String) {
+    /// do if its header is gone or damaged: the ledger then drops it from the queue. Returns whether it opened.
+    func reopenParked(_ url: String) -> Bool {
         // No header, or a damaged one: nothing of it can be evicted, nor served.
-        guard let header = storedEntry(for: url)?.header else { return }
+        guard let header = storedEntry(for: url)?.header else { return false }
         do {
             _ = try entry(for: header.remoteMetadata, blockSize: header.blockSize)
+            return true
         } catch {
             logger.warning("cannot open the cache entry of \(Redaction.redact(url)) to evict its blocks: \(error)")
+            return false
         }
     }
 

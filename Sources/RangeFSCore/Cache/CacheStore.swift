@@ -102,7 +102,7 @@ public final class CacheStore: Sendable {
         // The ledger's early commits run the group commit of this store, as long as it lives.
         ledger.commitTrigger.run { [weak self] in self?.commitAll() }
         // Eviction opens released entries again through this, as long as the store lives (StoreLedger+Dormant).
-        ledger.reopenHook.withLock { $0 = ReopenHook { [weak self] url in self?.reopenParked(url) } }
+        ledger.reopenHook.withLock { $0 = ReopenHook { [weak self] url in self?.reopenParked(url) ?? false } }
     }
 
     /// Entries may outlive their store (a handle's, a test's): their ledger learns that no commit will come, so

@@ -124,7 +124,8 @@ extension StoreLedger {
     /// files are gone, or it changed), it leaves the queue: its records can never be evicted.
     func reopenDormant(_ url: String) {
         let hook = reopenHook.withLock { $0 }
-        hook?.reopen(url)
-        forgetParked(url)  // a no-op once the opening adopted it
+        // Only if it did not open: once open it adopted its ticket, and it may be idle and parked again already
+        // (its bytes counted again), which forgetting would take out of the count with its blocks still cached.
+        if hook?.reopen(url) != true { forgetParked(url) }
     }
 }
