@@ -121,7 +121,10 @@ final class BoundedEvictionTests: XCTestCase {
         let store = try makeStore(maxBlocks: 4)
         let depths = Mutex<[Int]>([])
         store.ledger.reopenHook.withLock {
-            $0 = ReopenHook { _ in depths.withLock { $0.append(Thread.callStackReturnAddresses.count) } }
+            $0 = ReopenHook { _ in
+                depths.withLock { $0.append(Thread.callStackReturnAddresses.count) }
+                return false
+            }
         }
         for _ in 0..<1_000 { store.ledger.reopenDormant("http://origin/released.bin") }
         let seen = depths.withLock { $0 }

@@ -71,13 +71,15 @@ extension CacheEntry {
         }
     }
 
-    /// The ticket and stamps the ledger keeps of this entry once it is released (`StoreLedger.park`): nil if no
-    /// block of it was ever recorded. Stamps of absent blocks are 0, so their records count as outdated.
-    func parkedState(cachedBytes: Int) -> (ticket: EvictionTicket, state: ParkedEntry)? {
+    /// What the ledger keeps of this entry once it is released (`StoreLedger.park`), read under one lock: its
+    /// ticket (nil if no block of it was ever recorded), the stamps of its blocks (0 for absent ones, so their
+    /// records count as outdated) and its cached bytes. Nil if it changed since its last commit (an eviction).
+    func parkedState() -> (ticket: EvictionTicket?, stamps: [UInt64], cachedBytes: Int)? {
         state.withLock { state in
-            guard let ticket = state.eviction.ticket else { return nil }
-            let stamps = state.eviction.stamps.indices.map { state.blocks.present.contains($0) ? state.eviction.stamps[$0] : 0 }
-            return (ticket, ParkedEntry(stamps: stamps, geometry: geometry, cachedBytes: cachedBytes))
+            guard !state.changedSinceCommit else { return nil }
+            let present = state.blocks.present
+            let stamps = state.eviction.stamps.indices.map { present.contains($0) ? state.eviction.stamps[$0] : 0 }
+            return (state.eviction.ticket, stamps, Int(geometry.bytes(in: present)))
         }
     }
 

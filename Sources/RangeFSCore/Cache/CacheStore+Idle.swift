@@ -25,8 +25,8 @@ struct EntrySummary {
     var digest: DigestRecord?
 }
 
-/// What is known of entries that are not open: their summaries, and the URLs that have none in the cache
-/// (remembered too: `ls -l` of 100,000 files would otherwise look on disk for each, every time). The absent ones
+/// What is known of entries that are not open: their summaries, and the URLs that have none in the cache or one
+/// that holds nothing, which answer alike (remembered too: `ls -l` of 100,000 files would otherwise look on disk for each, every time). The absent ones
 /// are kept as 128-bit keys, not URLs: the catalog keeps no URL string per listed file (FileTable.swift), and a
 /// copy of each here cost some 120 bytes per file after `ls -l`.
 struct EntrySummaries {
@@ -117,12 +117,13 @@ extension CacheStore {
         return summary
     }
 
-    /// Releases the entries that have been idle for `idleEntryTime` (see the top of this file). Runs with the group
+    /// Releases the entries that have been idle for `idleEntryTime`, and, beyond `idleEntryLimit` entries that nobody
+    /// holds, the least recently used of them whatever their age (see the top of this file). Runs with the group
     /// commit.
     func releaseIdleEntries() {
-        let idleSince = CacheEntry.milliseconds() - Int(settings.idleEntryTime.seconds * 1000)
+        let cutoff = entries.withLock { releaseCutoff(in: $0) }
         func untouched(_ entry: CacheEntry) -> Bool {
-            entry.users.load(ordering: .relaxed) == 0 && entry.lastActivity.load(ordering: .relaxed) <= idleSince
+            entry.users.load(ordering: .relaxed) == 0 && entry.lastActivity.load(ordering: .relaxed) <= cutoff
         }
         let candidates = entries.withLock { $0.values.filter(untouched) }
         guard !candidates.isEmpty else { return }
@@ -131,17 +132,15 @@ extension CacheStore {
         for entry in candidates where entry.isIdle && !hasWork(entry) {
             let url = entry.header.url
             let removed = entries.withLock { table -> Bool in
-                guard table[url] === entry, untouched(entry) else { return false }
+                // Under the entries lock: an opening of the file after this finds the entry parked. The ledger
+                // declines an entry that eviction changed since `isIdle` looked (it is committed first).
+                guard table[url] === entry, untouched(entry), ledger.park(entry) else { return false }
                 table[url] = nil
-                // Under the entries lock: an opening of the file after this finds the entry parked.
-                ledger.park(entry)
+                // Also under it: an opening that forgets the summary comes after this, never before.
+                remember(entry)
                 return true
             }
             guard removed else { continue }
-            summaries.withLock {
-                $0.known[url] = EntrySummary(metadata: entry.remoteMetadata, cachedBytes: entry.cachedBytes,
-                                             digest: entry.digestRecord)
-            }
             // Anything that still holds it (a status being computed) reads it; nothing fetches into it again.
             entry.markStale()
             released += 1
@@ -149,15 +148,45 @@ extension CacheStore {
         if released > 0 { logger.debug("released \(released) idle cache entries") }
     }
 
+    /// The `lastActivity` at or before which an entry nobody holds is released: `idleEntryTime` ago, or later when
+    /// more than `idleEntryLimit` such entries are open, so that the most recently used `idleEntryLimit` stay.
+    private func releaseCutoff(in table: [String: CacheEntry]) -> Int {
+        let idleSince = CacheEntry.milliseconds() - Int(settings.idleEntryTime.seconds * 1000)
+        guard table.count > settings.idleEntryLimit else { return idleSince }
+        var unheld = table.values.filter { $0.users.load(ordering: .relaxed) == 0 }
+            .map { $0.lastActivity.load(ordering: .relaxed) }
+        guard unheld.count > settings.idleEntryLimit else { return idleSince }
+        unheld.sort()
+        // Entries used in the same millisecond as the last one released go too: a few more than needed at most.
+        return max(idleSince, unheld[unheld.count - settings.idleEntryLimit - 1])
+    }
+
+    /// What a released entry holds, kept for `cachedBytes(of:)` and `storedDigest(of:)`. An entry that holds nothing
+    /// and has no verdict answers as no entry does (0 bytes, no digest), so it is kept as a key, not a summary: a
+    /// mount that reads 100,000 files once under a cap would otherwise keep a URL and validators per file evicted.
+    private func remember(_ entry: CacheEntry) {
+        let url = entry.header.url, cachedBytes = entry.cachedBytes, digest = entry.digestRecord
+        summaries.withLock { summaries in
+            if cachedBytes == 0 && digest == nil {
+                summaries.known[url] = nil
+                summaries.absent.insert(EntrySummaries.AbsentKey(url))
+            } else {
+                summaries.known[url] = EntrySummary(metadata: entry.remoteMetadata, cachedBytes: cachedBytes, digest: digest)
+            }
+        }
+    }
+
     /// Opens the released entry of `url` again from its files, for eviction (StoreLedger+Dormant.swift). Nothing to
-    /// do if its header is gone or damaged: the ledger then drops it from the queue.
-    func reopenParked(_ url: String) {
+    /// do if its header is gone or damaged: the ledger then drops it from the queue. Returns whether it opened.
+    func reopenParked(_ url: String) -> Bool {
         // No header, or a damaged one: nothing of it can be evicted, nor served.
-        guard let header = storedEntry(for: url)?.header else { return }
+        guard let header = storedEntry(for: url)?.header else { return false }
         do {
             _ = try entry(for: header.remoteMetadata, blockSize: header.blockSize)
+            return true
         } catch {
             logger.warning("cannot open the cache entry of \(Redaction.redact(url)) to evict its blocks: \(error)")
+            return false
         }
     }
 

@@ -109,7 +109,7 @@ public final class CacheStore: Sendable {
         // The ledger's early commits run the group commit of this store, as long as it lives.
         ledger.commitTrigger.run { [weak self] in self?.commitAll() }
         // Eviction opens released entries again through this, as long as the store lives (StoreLedger+Dormant).
-        ledger.reopenHook.withLock { $0 = ReopenHook { [weak self] url in self?.reopenParked(url) } }
+        ledger.reopenHook.withLock { $0 = ReopenHook { [weak self] url in self?.reopenParked(url) ?? false } }
     }
 
     /// Entries may outlive their store (a handle's, a test's): their ledger learns that no commit will come, so
@@ -231,8 +231,9 @@ public final class CacheStore: Sendable {
     /// Opens the entry of `metadata` from its files, or starts it (under `opening`).
     private func openEntryFiles(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
         if let open = openMatching(metadata) { return open }
-        let previous = entries.withLock { $0[metadata.url] }
-        if let previous {
+        // Taken out of the table first: an idle release that has not parked it yet then never does, so that its
+        // bytes leave the count once.
+        if let previous = entries.withLock({ $0.removeValue(forKey: metadata.url) }) {
             ledger.account(-Int(previous.cachedBytes))
             previous.markStale()
         }
@@ -242,25 +243,38 @@ public final class CacheStore: Sendable {
         } catch {
             throw .system(error)
         }
-        entries.withLock { $0[metadata.url] = entry }
-        forgetSummary(of: metadata.url)
-        // A released entry of this file hands its place in the LRU over (StoreLedger+Dormant.swift).
+        let open = entries.withLock { table in
+            table[metadata.url] = entry
+            // Under the entries lock, so that an idle release (which parks under it) sees the entry counted and
+            // recorded, never between: released before its bytes were counted, they left a count they were not in
+            // yet, and the cache held more than the cap.
+            forgetSummary(of: metadata.url)
+            countOpened(entry)
+            return table.count
+        }
+        // Files opened faster than commits come: the next one, which releases what is idle, comes now (once per
+        // `idleEntryLimit` opened), so that the open entries stay near that limit whatever the rate.
+        if open >= 2 * settings.idleEntryLimit && open % settings.idleEntryLimit == 0 { ledger.commitSoon() }
+        return entry
+    }
+
+    /// Counts a just opened entry's cached bytes under the cap and puts its blocks in the LRU queue: a released
+    /// entry of this file hands its place over (StoreLedger+Dormant.swift); what an earlier run cached counts as
+    /// least recently used, in file order.
+    private func countOpened(_ entry: CacheEntry) {
         let adopted = ledger.adopt(entry)
         ledger.account(Int(entry.cachedBytes))
-        if maxBytes != nil {
-            // What an earlier run cached counts as least recently used, in file order.
-            let present = entry.presentBlocks
-            var runStart: Int?
-            for index in 0...present.blockCount {
-                let isPresent = index < present.blockCount && present.contains(index) && (adopted?[index] ?? 0) == 0
-                if isPresent, runStart == nil { runStart = index }
-                if !isPresent, let start = runStart {
-                    ledger.recordUse(entry, blocks: start..<index)
-                    runStart = nil
-                }
+        guard maxBytes != nil else { return }
+        let present = entry.presentBlocks
+        var runStart: Int?
+        for index in 0...present.blockCount {
+            let isPresent = index < present.blockCount && present.contains(index) && (adopted?[index] ?? 0) == 0
+            if isPresent, runStart == nil { runStart = index }
+            if !isPresent, let start = runStart {
+                ledger.recordUse(entry, blocks: start..<index)
+                runStart = nil
             }
         }
-        return entry
     }
 
     /// The present blocks the bitmap file of the v1 `folder` records for `header`'s version; nil (with a log line

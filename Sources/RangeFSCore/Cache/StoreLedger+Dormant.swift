@@ -72,18 +72,22 @@ extension EvictionQueue {
 extension StoreLedger {
     /// `entry` is released while idle (under the store's entries lock): its cached blocks stay counted and in the
     /// queue, under its ticket. Without a cap nothing is counted; an entry with no block cached or recorded leaves
-    /// the count and keeps no ticket (so files whose blocks were all evicted cost nothing).
-    func park(_ entry: CacheEntry) {
-        guard maxBytes != nil else { return }
-        let cachedBytes = Int(entry.cachedBytes)
-        eviction.withLock { queue in
-            guard cachedBytes > 0, let parked = entry.parkedState(cachedBytes: cachedBytes) else {
-                queue.usedBytes -= cachedBytes
-                return
+    /// the count and keeps no ticket (so files whose blocks were all evicted cost nothing). Returns false, and
+    /// changes nothing, if the entry changed since its last commit: eviction may take a block of an open entry
+    /// between the store's `isIdle` and this, and it is then released only once that is committed too. Its bytes
+    /// and stamps are read under the eviction lock, so what is parked is what the count holds.
+    func park(_ entry: CacheEntry) -> Bool {
+        guard maxBytes != nil else { return true }
+        return eviction.withLock { queue in
+            guard let released = entry.parkedState() else { return false }
+            guard released.cachedBytes > 0, let ticket = released.ticket else {
+                queue.usedBytes -= released.cachedBytes
+                return true
             }
-            parked.ticket.parked = parked.state
-            parked.ticket.entry = nil
-            queue.dormant[parked.ticket.url] = parked.ticket
+            ticket.parked = ParkedEntry(stamps: released.stamps, geometry: entry.geometry, cachedBytes: released.cachedBytes)
+            ticket.entry = nil
+            queue.dormant[ticket.url] = ticket
+            return true
         }
     }
 
@@ -120,7 +124,8 @@ extension StoreLedger {
     /// files are gone, or it changed), it leaves the queue: its records can never be evicted.
     func reopenDormant(_ url: String) {
         let hook = reopenHook.withLock { $0 }
-        hook?.reopen(url)
-        forgetParked(url)  // a no-op once the opening adopted it
+        // Only if it did not open: once open it adopted its ticket, and it may be idle and parked again already
+        // (its bytes counted again), which forgetting would take out of the count with its blocks still cached.
+        if hook?.reopen(url) != true { forgetParked(url) }
     }
 }

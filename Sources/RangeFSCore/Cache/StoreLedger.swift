@@ -160,7 +160,8 @@ final class CommitTrigger: @unchecked Sendable {
 /// written back through the generic `inout`, so each call went through two more calls than the one before (issue
 /// 46: 135,000 frames deep after 60,000 evictions, and the daemon stalled).
 struct ReopenHook: Sendable {
-    let reopen: @Sendable (String) -> Void
+    /// Opens the entry of a URL again; returns whether it is open now.
+    let reopen: @Sendable (String) -> Bool
 
-    init(_ reopen: @escaping @Sendable (String) -> Void) { self.reopen = reopen }
+    init(_ reopen: @escaping @Sendable (String) -> Bool) { self.reopen = reopen }
 }

@@ -24,6 +24,10 @@ public struct StoreSettings: Sendable, Equatable {
     /// An entry nobody has used for this long is released from memory once it is quiet (it opens again from its
     /// files on the next use), so that memory follows the files in use, not the files mounted.
     var idleEntryTime: Duration = .seconds(30)
+    /// At most this many entries nobody holds stay open, however recently used: beyond it the least recently used
+    /// are released once quiet, so that the mappings and memory of entries read once follow this count, not how
+    /// fast files are read within `idleEntryTime` (issue 46: 100,000 files read once kept ~20,000 open).
+    var idleEntryLimit = 4096
     /// Descriptors the cache's files may hold open at once; nil takes the process's limit on open files (raised to
     /// its hard limit) less a reserve for sockets and FUSE (`DescriptorPool.capacityForThisProcess`).
     var openFiles: Int?
