@@ -6,18 +6,8 @@ import RangeFSTestSupport
 import XCTest
 
 /// Cache format v2 (issue 46): the meta block and its slots, crash safety of a commit, the inodes an entry costs.
-final class CacheFormatV2Tests: XCTestCase {
-    let logger = Logger(label: "test")
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory(prefix: "format-v2")
-    }
-
-    override func tearDown() {
-        directory = nil
-        super.tearDown()
-    }
+final class CacheFormatV2Tests: FolderTestCase {
+    override class var folderPrefix: String { "format-v2" }
 
     func metadata(_ name: String, size: UInt64) -> RemoteMetadata {
         RemoteMetadata(url: "http://origin/" + name, size: size, etag: "\"v1\"", lastModified: "")

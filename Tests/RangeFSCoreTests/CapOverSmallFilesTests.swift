@@ -7,18 +7,8 @@ import XCTest
 /// Issue 46, acceptance 7: many small files read once under `--cache-max-size`, their entries released while idle
 /// as the mount does. What the cache holds, counted from the entries' own files (not the ledger's count), never
 /// passes the cap by more than one block, and the entries kept open do not follow how fast files are read.
-final class CapOverSmallFilesTests: XCTestCase {
-    let logger = Logger(label: "test")
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory(prefix: "cap-small")
-    }
-
-    override func tearDown() {
-        directory = nil
-        super.tearDown()
-    }
+final class CapOverSmallFilesTests: FolderTestCase {
+    override class var folderPrefix: String { "cap-small" }
 
     static let cap = 256 * 1024
     static let blockSize = 1 << 20

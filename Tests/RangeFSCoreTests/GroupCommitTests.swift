@@ -8,18 +8,8 @@ import XCTest
 /// Issue 36: the group commit makes many new entries durable together (one flush of the file system for all,
 /// not flushes per entry per step), and commits a completed file at once. No FUSE, no network: a real store on
 /// a real disk.
-final class GroupCommitTests: XCTestCase {
-    let logger = Logger(label: "test")
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory(prefix: "group-commit")
-    }
-
-    override func tearDown() {
-        directory = nil  // XCTest keeps test cases alive; release the folder now
-        super.tearDown()
-    }
+final class GroupCommitTests: FolderTestCase {
+    override class var folderPrefix: String { "group-commit" }
 
     func metadata(_ index: Int, size: UInt64) -> RemoteMetadata {
         RemoteMetadata(url: "http://origin/small/\(index).bin", size: size, etag: "\"e\(index)\"", lastModified: "")

@@ -7,18 +7,8 @@ import XCTest
 
 /// A cache made by rangefs before format v2 (issue 46, acceptance 5): each v1 folder is migrated when its entry
 /// opens, keeping its data and blocks; a crash in the middle of a migration is redone or cleaned up.
-final class LegacyMigrationTests: XCTestCase {
-    let logger = Logger(label: "test")
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory(prefix: "migration")
-    }
-
-    override func tearDown() {
-        directory = nil
-        super.tearDown()
-    }
+final class LegacyMigrationTests: FolderTestCase {
+    override class var folderPrefix: String { "migration" }
 
     func metadata(_ name: String, size: UInt64) -> RemoteMetadata {
         RemoteMetadata(url: "http://origin/" + name, size: size, etag: "\"v1\"", lastModified: "")

@@ -6,18 +6,8 @@ import XCTest
 
 /// Issue 39: a cache entry holds its store's ledger (StoreLedger.swift), never its store. No FUSE, no network: a
 /// real store on a real disk.
-final class StoreLedgerTests: XCTestCase {
-    let logger = Logger(label: "test")
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory(prefix: "ledger")
-    }
-
-    override func tearDown() {
-        directory = nil
-        super.tearDown()
-    }
+final class StoreLedgerTests: FolderTestCase {
+    override class var folderPrefix: String { "ledger" }
 
     // An entry that outlives its store (a handle's, a test's) keeps nothing of it alive, and goes on storing
     // blocks without waiting for group commits that can no longer come: its ledger is told the store is gone.
