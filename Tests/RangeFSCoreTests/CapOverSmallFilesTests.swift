@@ -89,6 +89,33 @@ final class CapOverSmallFilesTests: FolderTestCase {
         XCTAssertEqual(held, store.ledger.usedBytes, "the ledger counts what the files hold")
     }
 
+    /// A cap bounds the disk too: a released entry whose blocks were all evicted leaves no file (each small file
+    /// read once kept its own, meta block and all: 585 MiB of disk for a 200 MiB cap at 100,000 files).
+    func testEntriesEvictedToNothingLeaveNoFileBehind() throws {
+        let store = try makeStore()
+        let files = 400
+        for index in 0..<files {
+            try readOnce(index, store)
+            if index % 7 == 6 { store.commitAll() }
+        }
+        store.commitAll()
+        store.commitAll()  // what the last commit evicted is released by the next
+        let holding = (0..<files).filter { store.openEntry(for: metadata($0).url) != nil || store.cachedBytes(of: metadata($0)) > 0 }
+        var onDisk = 0
+        let walker = try XCTUnwrap(FileManager.default.enumerator(atPath: directory.path + "/entries"))
+        while let path = walker.nextObject() as? String {
+            var info = stat()
+            XCTAssertEqual(lstat(directory.path + "/entries/" + path, &info), 0)
+            if info.st_mode & S_IFMT == S_IFREG { onDisk += 1 }
+        }
+        XCTAssertLessThan(holding.count, files / 4, "most were evicted")
+        XCTAssertEqual(onDisk, holding.count, "one file per entry that holds something or is open, no more")
+        for index in [0, files - 1] {  // evicted, and held: each reads as before
+            let entry = try store.entry(for: metadata(index), blockSize: Self.blockSize)
+            XCTAssertEqual(entry.cachedBytes, index == 0 ? 0 : metadata(index).size)
+        }
+    }
+
     // 100,000 files read once kept every entry of the last 30 s open (idle time), each a mapping and memory: ~20,000
     // at the bench's rate. Beyond `idleEntryLimit` the least recently used go at the next commit, whatever their age.
     func testOpenEntriesStayNearTheLimitHoweverRecentlyTheyWereRead() throws {

@@ -138,6 +138,17 @@ extension CacheStore {
                 table[url] = nil
                 // Also under it: an opening that forgets the summary comes after this, never before.
                 remember(entry)
+                // An entry that holds nothing (its blocks evicted under a cap, or never fetched) is no entry: its
+                // files go, so that a cap bounds the disk, not only the data (100,000 small files read once under
+                // a 200 MiB cap kept a file each: 585 MiB). Under the lock, so no opening reads them meanwhile;
+                // a crash before the unlink leaves an entry whose slot says it holds nothing, the same.
+                if entry.cachedBytes == 0 && entry.digestRecord == nil {
+                    do {
+                        try entry.files.removeFiles()
+                    } catch {
+                        logger.debug("cannot remove the empty cache entry \(entry.files.base): \(error)")
+                    }
+                }
                 return true
             }
             guard removed else { continue }
