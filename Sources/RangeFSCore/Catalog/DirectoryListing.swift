@@ -79,6 +79,11 @@ enum DirectoryListing {
     /// A server's Content-Type is not asked: python's http.server calls anything it cannot name text/html, and
     /// a listing's own type varies (Caddy, nginx's JSON), so the bytes decide.
     static func problem(with body: [UInt8], parsed listing: ParsedListing) -> String? {
+        if ListingRecords.isRecords(body) {
+            // Records that gave children were read whole (`parseRecords` takes all or nothing).
+            guard listing.entries.isEmpty, !listing.truncated, isDamagedRecords(body) else { return nil }
+            return "the listing's records (\(body.count) bytes) are cut or damaged; it is listed from its server again"
+        }
         if !isText(body) {
             return "the answer is not a directory listing but binary data (\(body.count) bytes); check that the URL "
                 + "names a directory whose server lists it (nginx autoindex, Apache Indexes), or mount it without "
@@ -146,18 +151,39 @@ enum DirectoryListing {
     /// children. JSON when the body is a JSON array (whatever the server called it), else HTML.
     static func parse(_ body: [UInt8], base: String, limit: Int = maximumEntries) -> ParsedListing {
         guard let directory = DirectoryURL(base) else { return ParsedListing() }
-        let text = String(decoding: body, as: UTF8.self)
-        if text.drop(while: \.isWhitespace).first == "[", let listing = parseJSON(body, in: directory, limit: limit) {
+        if ListingRecords.isRecords(body) { return parseRecords(body, in: directory, limit: limit) ?? ParsedListing() }
+        // Looked at as bytes: a million objects' listing was copied whole into a String to find its first one.
+        let first = body.first { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) }
+        if first == UInt8(ascii: "["), let listing = parseJSON(body, in: directory, limit: limit) {
             return listing
         }
-        // HTML: DirectoryListing+HTML.swift.
-        return parseHTML(Array(text.utf8), in: directory, limit: limit)
+        // HTML: DirectoryListing+HTML.swift, on the bytes with what is not UTF-8 replaced.
+        return parseHTML(Array(String(decoding: body, as: UTF8.self).utf8), in: directory, limit: limit)
+    }
+
+    /// Whether `body` is a listing of records (ListingRecords.swift) that is cut or damaged: the listing it was is
+    /// not known, and what remains must not be taken for it.
+    static func isDamagedRecords(_ body: [UInt8]) -> Bool {
+        ListingRecords.isRecords(body) && !ListingRecords.forEach(body, { _ in })
+    }
+
+    // MARK: Records (object stores, kept listings)
+
+    private static func parseRecords(_ body: [UInt8], in directory: DirectoryURL, limit: Int) -> ParsedListing? {
+        var gatherer = EntryGatherer(directory: directory, limit: limit)
+        let read = ListingRecords.forEach(body) { record in
+            gatherer.take(name: record.name, isDirectory: record.isDirectory, size: record.size,
+                          modificationTime: record.modificationTime, precision: record.datePrecision, etag: record.etag)
+        }
+        guard read else { return nil }
+        gatherer.listing.bytesExamined = body.count
+        return gatherer.listing
     }
 
     // MARK: JSON (nginx, Caddy)
 
     private static func parseJSON(_ body: [UInt8], in directory: DirectoryURL, limit: Int) -> ParsedListing? {
-        var fast = JSONEntries(directory: directory, limit: limit)
+        var fast = EntryGatherer(directory: directory, limit: limit)
         // Both readers only ever move forward through the bytes (ListingJSON's index only grows; the decoder is
         // Foundation's), so the work is counted as one look at each byte per reader that read them.
         if ListingJSON.forEachObject(body, { fast.take($0) }) {
@@ -165,14 +191,14 @@ enum DirectoryListing {
             return fast.listing
         }
         guard let items = decodedObjects(body) else { return nil }
-        var decoded = JSONEntries(directory: directory, limit: limit)
+        var decoded = EntryGatherer(directory: directory, limit: limit)
         for item in items { decoded.take(item) }
         decoded.listing.bytesExamined = 2 * body.count
         return decoded.listing
     }
 
-    /// The entries of a JSON listing, gathered one object at a time.
-    private struct JSONEntries {
+    /// The entries of a JSON listing or of records, gathered one child at a time by the same rules.
+    private struct EntryGatherer {
         let directory: DirectoryURL
         let limit: Int
         var listing = ParsedListing()
@@ -183,10 +209,29 @@ enum DirectoryListing {
             self.limit = limit
         }
 
+        /// One object of a JSON listing.
         mutating func take(_ item: ListingObject) {
             guard !listing.truncated, let name = item.strings["name"] else { return }
             // nginx: "type": "directory"; Caddy: "is_dir": true.
             let isDirectory = item.strings["type"] == "directory" || item.booleans["is_dir"] == true
+            var size: UInt64?
+            if !isDirectory, let stated = item.numbers["size"], stated >= 0, stated < 0x1p63, stated.rounded() == stated {
+                size = UInt64(stated)
+            }
+            var time: Int64?
+            if let date = item.strings["mtime"] {
+                time = HTTPDate.parse(date)  // nginx: "Mon, 23 Nov 2026 10:00:00 GMT"
+            } else if let date = item.strings["mod_time"] {
+                time = RFC3339.parse(date)  // Caddy: "2026-11-23T10:00:00.5Z"
+            }
+            take(name: name, isDirectory: isDirectory, size: size, modificationTime: time, precision: .second,
+                 etag: item.strings["etag"])
+        }
+
+        /// One child, as a JSON object or a record states it.
+        mutating func take(name: String, isDirectory: Bool, size: UInt64?, modificationTime: Int64?,
+                           precision: ListedPrecision, etag: String?) {
+            guard !listing.truncated else { return }
             if holdsControlCharacter(name) {
                 listing.controlNames.append(name)
                 return
@@ -206,16 +251,10 @@ enum DirectoryListing {
             }
             var entry = ListedEntry(name: name, url: directory.child(encodedSegment: encodeSegment(name), isDirectory: isDirectory),
                                     isDirectory: isDirectory)
-            if !isDirectory, let size = item.numbers["size"], size >= 0, size < 0x1p63, size.rounded() == size {
-                entry.size = UInt64(size)
-            }
-            entry.etag = item.strings["etag"].flatMap { $0.hasPrefix("\"") ? $0 : nil }
-            entry.datePrecision = .second
-            if let date = item.strings["mtime"] {
-                entry.modificationTime = HTTPDate.parse(date)  // nginx: "Mon, 23 Nov 2026 10:00:00 GMT"
-            } else if let date = item.strings["mod_time"] {
-                entry.modificationTime = RFC3339.parse(date)  // Caddy: "2026-11-23T10:00:00.5Z"
-            }
+            if !isDirectory { entry.size = size }
+            entry.etag = etag.flatMap { $0.hasPrefix("\"") ? $0 : nil }
+            entry.datePrecision = precision
+            entry.modificationTime = modificationTime
             listing.entries.append(entry)
         }
     }
@@ -292,19 +331,27 @@ enum DirectoryListing {
         return encoded
     }
 
-    /// `name` percent-encoded as one path segment.
-    static func encodeSegment(_ name: String) -> String {
-        let keep = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@".utf8)
-        var encoded = ""
+    /// `name` percent-encoded as one path segment, after `base`: unreserved bytes and sub-delimiters, `:` and `@`
+    /// stay as they are. One pass over the bytes, from a table: every child of a million-object listing is named
+    /// through here (it built a set of the kept bytes per call).
+    static func encodeSegment(_ name: String, after base: String = "") -> String {
+        var bytes = Array(base.utf8)
+        bytes.reserveCapacity(bytes.count + name.utf8.count * 3)
         for byte in name.utf8 {
-            if keep.contains(byte) {
-                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            if keptInSegment[Int(byte)] {
+                bytes.append(byte)
             } else {
-                encoded += cFormat("%%%02X", byte)
+                bytes += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 15)]]
             }
         }
-        return encoded
+        return String(decoding: bytes, as: UTF8.self)
     }
+
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
+    private static let keptInSegment: [Bool] = {
+        let kept = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@".utf8)
+        return (0..<256).map { kept.contains(UInt8($0)) }
+    }()
 
     /// `text` with the HTML character references a link may hold decoded: `&amp;` `&lt;` `&gt;` `&quot;` `&#39;`
     /// `&apos;`, and numeric ones.

@@ -155,19 +155,9 @@ struct StoredFile {
         return item
     }
 
-    /// The URL of `name` in the directory at `base`: as a JSON listing's parse makes it
-    /// (`DirectoryListing.encodeSegment`), without building a set per call.
+    /// The URL of `name` in the directory at `base`: as a listing's parse makes it.
     static func url(base: String, name: String) -> String {
-        var bytes = Array(base.utf8)
-        bytes.reserveCapacity(bytes.count + name.utf8.count * 3)
-        for byte in name.utf8 {
-            if keptInSegment[Int(byte)] {
-                bytes.append(byte)
-            } else {
-                bytes += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 15)]]
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        DirectoryListing.encodeSegment(name, after: base)
     }
 
     /// The percent-decoded bytes of `segment` as a name, for finding a file by its URL; nil if they are not UTF-8
@@ -176,13 +166,6 @@ struct StoredFile {
     static func decodedName(_ segment: Substring) -> String? {
         String(validating: PercentEncoding.bytes(String(segment)), as: UTF8.self)
     }
-
-    private static let hexDigits = Array("0123456789ABCDEF".utf8)
-    /// The bytes `DirectoryListing.encodeSegment` leaves as they are: unreserved and sub-delimiters, `:` and `@`.
-    private static let keptInSegment: [Bool] = {
-        let kept = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@".utf8)
-        return (0..<256).map { kept.contains(UInt8($0)) }
-    }()
 }
 
 /// A listed file's ETag as kept. An object store's usual one, an MD5 in quotes and lowercase hex, is 34 bytes of

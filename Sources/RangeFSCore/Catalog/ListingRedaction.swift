@@ -4,15 +4,17 @@
 // holding secrets. The catalog knows URLs by their identities (Redaction, URLQuery): the query keeps its names
 // and loses its values. A kept HTML listing does the same to every query in its text. That changes no child:
 // a link with a query is never a child (DirectoryURL.childSegment), and nginx's size and date columns hold no `?`.
-// A JSON listing (nginx, Caddy, an object store's, as rangefs writes it) is kept as it came: its names are read
-// as they are, and a `?` in a name is part of the name.
+// A JSON listing (nginx, Caddy) and an object store's records (ListingRecords.swift) are kept as they came: their
+// names are read as they are, and a `?` in a name is part of the name.
 
 enum ListingRedaction {
     /// `body` as it is kept: for an HTML listing, every `?query` in it with its values replaced by `***` (up to a
-    /// quote, `<`, `>`, `#` or white space); a JSON listing unchanged.
+    /// quote, `<`, `>`, `#` or white space); a JSON listing or records unchanged.
     static func kept(_ body: [UInt8]) -> [UInt8] {
         let first = body.first { !($0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D) }
-        guard first != UInt8(ascii: "["), body.contains(UInt8(ascii: "?")) else { return body }
+        guard first != UInt8(ascii: "["), !ListingRecords.isRecords(body), body.contains(UInt8(ascii: "?")) else {
+            return body
+        }
         var kept: [UInt8] = []
         kept.reserveCapacity(body.count)
         var index = 0

@@ -1,16 +1,16 @@
 // The listing of an object store's directory: ListObjectsV2 of the keys right under its prefix (`delimiter=/`),
 // page after page (1,000 keys each) until the store says the list is complete. The pages are read
-// (ObjectListingXML) and handed on as the JSON array a web listing may be (`[{"name":..,"type":..,"size":..,
-// "mod_time":..,"etag":..}]`), so that reading, saving for offline remounts, refreshing and the limits are the
-// web directories' own (DirectoryService, DirectoryListing). What is saved holds names, sizes, dates and ETags:
-// no owner, no token, no key.
+// (ObjectListingXML) and each child written at once as a binary record (ListingRecords.swift), which the
+// directory's reading, saving for offline remounts, refreshing and limits take as they take a web listing
+// (DirectoryService, DirectoryListing). What is saved holds names, sizes, dates and ETags: no owner, no token, no
+// key.
 
 import Dispatch
 import Synchronization
 
 extension RangeFetching {
     /// Lists the object-store directory `url` (an identity ending in `/`) of an origin reached with `access`, and
-    /// hands `completion` the listing as JSON (on a utility queue); fails with the store's own error (its `Code`)
+    /// hands `completion` the listing as records (ListingRecords.swift, on a utility queue); fails with the store's own error (its `Code`)
     /// or the status, with `.listingTooLarge` when the pages together pass `limit` bytes, or with
     /// `.listingTimedOut` when the last page has not arrived `timeout` seconds from now. `firstPage` is called
     /// once (on a utility queue) when the first page was read and more follow: the directory is known to be one.
@@ -47,8 +47,8 @@ private final class ObjectListingRun: Sendable {
     /// The records so far: folders apart from files, so that every folder comes first in the listing, whichever
     /// page it was on (keys sort by bytes: `data-1.csv` and `data.zip` come before the prefix `data/`).
     private struct Gathered {
-        var folders: [UInt8] = []
-        var files: [UInt8] = []
+        var folders = ListingRecords.Writer()
+        var files = ListingRecords.Writer()
         var pages = 0
         var tokens = Set<String>()
     }
@@ -92,16 +92,10 @@ private final class ObjectListingRun: Sendable {
         }
         let step = state.withLock { state -> Result<String?, FetchError> in
             state.pages += 1
-            let (folders, files) = records(of: page)
-            for record in folders {
-                if !state.folders.isEmpty { state.folders.append(UInt8(ascii: ",")) }
-                state.folders += record
+            write(page, into: &state)
+            guard state.folders.bytes.count + state.files.bytes.count <= limit else {
+                return .failure(.listingTooLarge(limit))
             }
-            for record in files {
-                if !state.files.isEmpty { state.files.append(UInt8(ascii: ",")) }
-                state.files += record
-            }
-            guard state.folders.count + state.files.count <= limit else { return .failure(.listingTooLarge(limit)) }
             guard page.isTruncated else { return .success(nil) }
             // A page that says more follow but not where: taking it for the end would drop the rest from the tree
             // (and from the kept listing).
@@ -120,19 +114,12 @@ private final class ObjectListingRun: Sendable {
             if token == nil, let firstPage { firstPage() }
             next(after: following)
         case .success(nil):
-            // One buffer of the final size, the records let go as soon as they are in it: a million objects' are
-            // 122 MB, and joining them with `+` held three copies at once.
+            // One buffer of the final size, the records let go as soon as they are in it.
             let body = state.withLock { state in
-                var body: [UInt8] = []
-                body.reserveCapacity(state.folders.count + state.files.count + 3)
-                body.append(UInt8(ascii: "["))
-                body += state.folders
-                if !state.folders.isEmpty && !state.files.isEmpty { body.append(UInt8(ascii: ",")) }
-                body += state.files
-                body.append(UInt8(ascii: "]"))
-                state.folders = []
-                state.files = []
-                return body
+                var parts = [state.folders, state.files]
+                state.folders = ListingRecords.Writer()
+                state.files = ListingRecords.Writer()
+                return ListingRecords.joined(&parts)
             }
             completion(.success(body))
         }
@@ -157,53 +144,25 @@ private final class ObjectListingRun: Sendable {
         return String(afterScheme.prefix { $0 != "." })
     }
 
-    /// The page's subdirectories and objects as JSON objects (listed folders first: a key that is also a prefix,
-    /// `a` beside `a/b`, shows as the folder, and the object of the same name is left out by the reader). Keys are
-    /// cut by bytes: a key whose next character after the prefix is a combining mark is still under it.
-    private func records(of page: ObjectListingPage) -> (folders: [[UInt8]], files: [[UInt8]]) {
-        var folders: [[UInt8]] = [], files: [[UInt8]] = []
+    /// Writes the page's subdirectories and objects as records (listed folders first: a key that is also a
+    /// prefix, `a` beside `a/b`, shows as the folder, and the object of the same name is left out by the reader).
+    /// Keys are cut by bytes: a key whose next character after the prefix is a combining mark is still under it.
+    private func write(_ page: ObjectListingPage, into gathered: inout Gathered) {
         for common in page.commonPrefixes {
             guard let rest = below(common) else { continue }
-            let name = rest.trimmed(while: { $0 == "/" })
-            folders.append(Array(#"{"name":\#(JSONText.quoted(name)),"type":"directory"}"#.utf8))
+            gathered.folders.append(name: rest.trimmed(while: { $0 == "/" }), isDirectory: true)
         }
         for object in page.objects {
             guard let name = below(object.key), !name.isEmpty else { continue }  // the folder's own marker
-            // No `"type":"file"`: a record without a type is a file, and a million of them are 14 MB.
-            var record = #"{"name":\#(JSONText.quoted(name))"#
-            if let size = object.size { record += #","size":\#(size)"# }
-            if let date = object.lastModified { record += #","mod_time":\#(JSONText.quoted(date))"# }
-            if let etag = object.etag { record += #","etag":\#(JSONText.quoted("\"" + etag + "\""))"# }
-            files.append(Array((record + "}").utf8))
+            gathered.files.append(name: name, isDirectory: false, size: object.size,
+                                  modificationTime: object.lastModified.flatMap(RFC3339.parse), datePrecision: .second,
+                                  etag: object.etag.map { "\"" + $0 + "\"" })
         }
-        return (folders, files)
     }
 
     /// `key` after the listed prefix, by bytes; nil when it is not under it.
     private func below(_ key: String) -> String? {
         guard key.utf8.starts(with: prefix.utf8) else { return nil }
         return String(decoding: key.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
-    }
-}
-
-/// JSON string literals, for listings handed on as JSON.
-enum JSONText {
-    /// `text` as a JSON string, quotes included: `"`, `\` and control characters escaped.
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
-                    + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }
