@@ -103,6 +103,8 @@ extension CacheStore {
     /// Reads the header and present set of `url`'s entry on disk and remembers what they say. A missing, unreadable or
     /// damaged header counts as no entry: nothing of it can be served.
     private func readSummary(of url: String) -> EntrySummary? {
+        // No name on disk: no entry, and nothing to remember (the index answers again next time).
+        guard mayHoldEntry(for: url) else { return nil }
         // No header, or a damaged one, is no entry (see above); `rangefs verify` reports the damage.
         guard let stored = storedEntry(for: url) else {
             summaries.withLock { _ = $0.absent.insert(EntrySummaries.AbsentKey(url)) }
@@ -216,11 +218,24 @@ extension CacheStore {
         return stored.present
     }
 
-    /// Forgets what was remembered of `url`'s entry (it opens, or its files are deleted).
+    /// Forgets what was remembered of `url`'s entry (it opens, or its files are made or deleted): every path
+    /// that makes an entry calls this, so the index of names on disk learns of it here too.
     func forgetSummary(of url: String) {
+        let key = EntryIndex.Key(url: url)
+        entryIndex.withLock { $0.insert(key) }
         summaries.withLock { summaries in
             summaries.known[url] = nil
             summaries.absent.remove(EntrySummaries.AbsentKey(url))
+        }
+    }
+
+    /// Whether the cache may hold an entry of `url` on disk: false only when its name is surely not in
+    /// `entries/` (EntryIndex.swift). The first call reads the names.
+    func mayHoldEntry(for url: String) -> Bool {
+        let key = EntryIndex.Key(url: url)
+        return entryIndex.withLock { index in
+            if !index.isRead { index.read(root: root) }
+            return index.mayHold(key)
         }
     }
 }

@@ -41,6 +41,8 @@ public final class CacheStore: Sendable {
     let entries = Mutex<[String: CacheEntry]>([:])
     /// What is cached of entries that are not open (CacheStore+Summaries.swift).
     let summaries = Mutex(EntrySummaries())
+    /// The names of the entries on disk (EntryIndex.swift), read at the first question about one not open.
+    let entryIndex = Mutex(EntryIndex())
     /// What the store asks and tells its owner, fixed at its birth.
     let events: Events
     /// The mount's counters (the ledger counts evicted bytes in them).
