@@ -31,12 +31,18 @@ extension RangeFS {
                                            cachedBytes: entry.cachedBytes,
                                            modificationTime: entry.remoteMetadata.modificationTime ?? mountTime))
         }
+        return .success(attributes(ofFile: item))
+    }
+
+    /// The attributes of the file `item`, as the catalog holds it now: `readdirplus` has it at hand already, and
+    /// rebuilding it from the catalog cost a URL, a date and an ETag as text per entry of `ls -l`.
+    func attributes(ofFile item: CatalogItem) -> FileAttributes {
         let cached = cachedBytes(of: item)
         // Without a length, the size is what the stream has brought so far; reads go past it (direct I/O).
-        return .success(FileAttributes(inode: inode, isDirectory: false,
-                                       size: item.metadata.sizeKnown ? item.metadata.size : cached, cachedBytes: cached,
-                                       modificationTime: item.shownModificationTime ?? mountTime,
-                                       kernelCacheSeconds: kernelCacheSeconds(of: item)))
+        return FileAttributes(inode: item.inode, isDirectory: false,
+                              size: item.metadata.sizeKnown ? item.metadata.size : cached, cachedBytes: cached,
+                              modificationTime: item.shownModificationTime ?? mountTime,
+                              kernelCacheSeconds: kernelCacheSeconds(of: item))
     }
 
     /// The cache entry of `url` just opened: its cached bytes may change from now on. Tells the kernel to drop the

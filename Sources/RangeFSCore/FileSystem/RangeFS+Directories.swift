@@ -144,8 +144,11 @@ extension RangeFS {
             let entries = inodes.enumerated().compactMap { offset, child -> DirectoryEntry? in
                 guard let node = catalog.node(inode: child) else { return nil }  // a dead link, found by a lookup
                 var known: FileAttributes?
-                if attributes, attributesAreKnown(node), case .success(let found) = self.attributes(of: child) {
-                    known = found
+                if attributes, attributesAreKnown(node) {
+                    switch node {
+                    case .file(let item): known = self.attributes(ofFile: item)
+                    case .directory: if case .success(let found) = self.attributes(of: child) { known = found }
+                    }
                 }
                 return DirectoryEntry(position: start + offset, node: node, attributes: known)
             }
