@@ -134,7 +134,13 @@ struct CatalogState {
     /// The inodes of `parent`'s children sorted by name, sorted now if a change made that necessary.
     mutating func sorted(_ parent: UInt64) -> [UInt64] {
         if let sorted = sortedChildren[parent] { return sorted }
-        let sorted = (names[parent] ?? [:]).sorted { $0.key < $1.key }.map(\.value)
+        // Put in the order they were added first: a listing's (an object store's and nginx's are sorted, with
+        // folders first), which the sort by name then finds in a few runs. Taken in the dictionary's hash order,
+        // a million names cost 20 million comparisons (9 s of a first `ls -l`).
+        var children = (names[parent] ?? [:]).map { (name: $0.key, inode: $0.value) }
+        children.sort { $0.inode < $1.inode }
+        children.sort { $0.name < $1.name }
+        let sorted = children.map(\.inode)
         sortedChildren[parent] = sorted
         return sorted
     }
