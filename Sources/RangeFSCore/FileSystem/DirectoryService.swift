@@ -394,13 +394,13 @@ final class DirectoryService: Sendable {
             for case .file(let item) in existing.values { state.failedProbes[item.inode] = nil }
         }
         let depth = catalog.depth(of: inode)
-        var seen = Set<String>()
+        // What is left of `existing` once the listing is gone through is what it no longer holds: one lookup per
+        // entry, and no set of a million URLs beside the listing.
         for entry in listing.entries {
-            seen.insert(entry.url)
             let stated = entry.size != nil && entry.modificationTime != nil
             let metadata = RemoteMetadata(url: entry.url, size: entry.size ?? 0, etag: entry.etag ?? "",
                                           lastModified: entry.modificationTime.map(HTTPDate.format) ?? "")
-            switch existing[entry.url] {
+            switch existing.isEmpty ? nil : existing.removeValue(forKey: entry.url) {
             case .file(let item):
                 let newETag = entry.etag != nil && entry.etag != item.metadata.etag
                 // The same date to another precision (JSON, then HTML) proves something else (ListedDate.swift).
@@ -425,7 +425,7 @@ final class DirectoryService: Sendable {
                             listedPrecision: entry.datePrecision)
             }
         }
-        for (childURL, node) in existing where !seen.contains(childURL) {
+        for (childURL, node) in existing {
             logger.info("\(Redaction.redact(childURL)) is no longer listed by its server; it leaves the mount")
             catalog.removeNode(node.inode)
             events.removed(inode, node.name)
