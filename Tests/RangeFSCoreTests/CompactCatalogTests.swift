@@ -45,6 +45,43 @@ final class CompactCatalogTests: XCTestCase {
         XCTAssertEqual(catalog.children(of: directory).map(\.name), order, "byte order")
     }
 
+    /// A listing's new files are added together (Catalog.addListed), most without their URL and date built as
+    /// text: each reads back as `add` makes it, whatever its name (one renamed to stay unique keeps its URL whole),
+    /// its date and ETag, and whether the listing's URL is the one the directory is known by.
+    func testFilesAddedTogetherReadBackAsFilesAddedOneByOne() throws {
+        for listingURL in [base, "http://user:secret@127.0.0.1:8080/data/"] {
+            let oneByOne = Catalog(), together = Catalog()
+            let first = oneByOne.addDirectory(url: base, explicitName: "data").inode
+            let second = together.addDirectory(url: base, explicitName: "data").inode
+            XCTAssertEqual(first, second)
+            addListed(oneByOne, "taken", in: first)
+            addListed(together, "taken", in: second)
+            let directory = try XCTUnwrap(DirectoryURL(listingURL))
+            var entries: [ListedEntry] = []
+            for (index, name) in ["a b?#%.bin", "caf\u{E9}.txt", "taken", "no-date", "x"].enumerated() {
+                let url = directory.child(encodedSegment: DirectoryListing.encodeSegment(name), isDirectory: false)
+                var entry = ListedEntry(name: name, url: url, isDirectory: false, size: UInt64(index) << 40,
+                                        modificationTime: name == "no-date" ? nil : 1_795_000_000 + Int64(index),
+                                        datePrecision: index % 2 == 0 ? .second : .minute)
+                entry.etag = index == 1 ? "\"0123456789abcdef0123456789abcdef\"" : index == 4 ? "W/\"w\"" : nil
+                entries.append(entry)
+                let stated = entry.size != nil && entry.modificationTime != nil
+                oneByOne.add(RemoteMetadata(url: url, size: entry.size ?? 0, etag: entry.etag ?? "",
+                                            lastModified: entry.modificationTime.map(HTTPDate.format) ?? ""),
+                             explicitName: name, parent: first, listed: true, validated: false, attributesExact: stated,
+                             listedTime: entry.modificationTime, listedPrecision: entry.datePrecision)
+            }
+            together.addListed(entries, parent: second, listingURL: listingURL)
+            let expected = oneByOne.children(of: first), read = together.children(of: second)
+            XCTAssertEqual(read, expected, listingURL)
+            XCTAssertEqual(read.map(\.name), ["a b?#%.bin", "caf\u{E9}.txt", "no-date", "taken", "taken (2)", "x"])
+            XCTAssertEqual(together.totals.bytes, oneByOne.totals.bytes)
+            for case .file(let item) in read {
+                XCTAssertTrue(together.items(url: item.metadata.url).contains(item), item.name)
+            }
+        }
+    }
+
     func testRefreshAddsRemovesAndUpdatesWithInodesKept() throws {
         let catalog = Catalog()
         let directory = catalog.addDirectory(url: base, explicitName: "data").inode

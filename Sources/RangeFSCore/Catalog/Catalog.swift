@@ -65,6 +65,45 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// Adds the files of `entries`, new children of directory `parent` listed from `listingURL`, as `add` adds
+    /// each (listed, not validated, exact when their size and date are stated) but under one lock; a file whose
+    /// name and URL are what the listing gave is kept without its URL and date as text (FileTable.swift), which a
+    /// million objects built and compared twice each.
+    func addListed(_ entries: [ListedEntry], parent: UInt64, listingURL: String) {
+        guard !entries.isEmpty else { return }
+        state.withLock { state in
+            // Every child's URL is the listing's directory URL plus its encoded name (DirectoryListing): derived,
+            // when that is the URL the directory is known by.
+            let base = state.directories[parent]?.url
+            let derives = base != nil && DirectoryURL(listingURL).map { $0.child(encodedSegment: "", isDirectory: false) } == base
+            state.names[parent, default: [:]].reserveCapacity((state.names[parent]?.count ?? 0) + entries.count)
+            for entry in entries {
+                let unique = state.uniqueName(EntryNaming.sanitize(entry.name), in: parent)
+                // A copy of its own, as `add` makes (the parsed listing's memory is freed once applied).
+                let name = String(decoding: Array(unique.utf8), as: UTF8.self)
+                let inode = state.nextInode
+                state.nextInode += 1
+                let stated = entry.size != nil && entry.modificationTime != nil
+                if derives, let base, FileName.same(name, entry.name) {
+                    state.files.storeListed(inode: inode, name: name, parent: parent, base: base, size: entry.size ?? 0,
+                                            etag: entry.etag ?? "", listedTime: entry.modificationTime,
+                                            precision: entry.datePrecision, attributesExact: stated)
+                    state.totalBytes = state.totalBytes &+ (entry.size ?? 0)
+                } else {
+                    let metadata = RemoteMetadata(url: entry.url, size: entry.size ?? 0, etag: entry.etag ?? "",
+                                                  lastModified: entry.modificationTime.map(HTTPDate.format) ?? "")
+                    var item = CatalogItem(inode: inode, name: name, metadata: metadata, parent: parent, listed: true,
+                                           validated: false, attributesExact: stated)
+                    item.listedTime = entry.modificationTime
+                    item.listedPrecision = entry.datePrecision
+                    state.store(item)
+                }
+                state.names[parent, default: [:]][FileName(name)] = inode
+            }
+            state.sortedChildren[parent] = nil
+        }
+    }
+
     /// Adds a directory for the listing at `url`, named `explicitName` or after the URL's last segment.
     @discardableResult
     public func addDirectory(url: String, explicitName: String? = nil, parent: UInt64 = Catalog.rootInode,

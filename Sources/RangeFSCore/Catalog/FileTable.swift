@@ -46,13 +46,24 @@ struct FileTable {
 
     /// Puts `item` at its inode; `base` is the URL of its directory, from which its URL may be derived.
     mutating func store(_ item: CatalogItem, base: String?) {
-        let index = base.map { base in
-            if let known = baseIndexes[base] { return known }
-            bases.append(base)
-            baseIndexes[base] = UInt32(bases.count - 1)
-            return UInt32(bases.count - 1)
-        }
+        let index = base.map { baseIndex(of: $0) }
         table.updateValue(StoredFile(item, base: base, baseIndex: index ?? 0), forKey: item.inode)
+    }
+
+    /// Puts a new listed file at `inode` whose URL is `base` plus its encoded name and whose Last-Modified is
+    /// its listed date formatted (a listing's new child: Catalog.addListed), without building either as text.
+    mutating func storeListed(inode: UInt64, name: String, parent: UInt64, base: String, size: UInt64, etag: String,
+                              listedTime: Int64?, precision: ListedPrecision, attributesExact: Bool) {
+        table.updateValue(StoredFile(listedName: name, parent: parent, size: size, etag: etag, listedTime: listedTime,
+                                     precision: precision, attributesExact: attributesExact, baseIndex: baseIndex(of: base)),
+                          forKey: inode)
+    }
+
+    private mutating func baseIndex(of base: String) -> UInt32 {
+        if let known = baseIndexes[base] { return known }
+        bases.append(base)
+        baseIndexes[base] = UInt32(bases.count - 1)
+        return UInt32(bases.count - 1)
     }
 
     /// Empties the slot of `inode`; returns what was there.
@@ -135,6 +146,24 @@ struct StoredFile {
             box = Box(metadata)
         }
         self.flags = flags
+    }
+
+    /// A listed file that no probe has seen, whose URL derives from its directory's and whose Last-Modified, if
+    /// any, is `listedTime` formatted.
+    init(listedName name: String, parent: UInt64, size: UInt64, etag: String, listedTime: Int64?,
+         precision: ListedPrecision, attributesExact: Bool, baseIndex: UInt32) {
+        self.name = name
+        self.parent = parent
+        self.size = size
+        self.etag = StoredETag(etag)
+        self.listedTime = listedTime ?? 0
+        var flags: Flags = [.listed]
+        if attributesExact { flags.insert(.attributesExact) }
+        if listedTime != nil { flags.formUnion([.hasListedTime, .datedByListing]) }
+        if precision == .second { flags.insert(.secondPrecision) }
+        self.flags = flags
+        box = nil
+        base = baseIndex
     }
 
     /// The file as the catalog hands it out.

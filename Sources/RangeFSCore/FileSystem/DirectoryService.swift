@@ -396,12 +396,13 @@ final class DirectoryService: Sendable {
         let depth = catalog.depth(of: inode)
         // What is left of `existing` once the listing is gone through is what it no longer holds: one lookup per
         // entry, and no set of a million URLs beside the listing.
+        var added: [ListedEntry] = []
         for entry in listing.entries {
-            let stated = entry.size != nil && entry.modificationTime != nil
-            let metadata = RemoteMetadata(url: entry.url, size: entry.size ?? 0, etag: entry.etag ?? "",
-                                          lastModified: entry.modificationTime.map(HTTPDate.format) ?? "")
             switch existing.isEmpty ? nil : existing.removeValue(forKey: entry.url) {
             case .file(let item):
+                let stated = entry.size != nil && entry.modificationTime != nil
+                let metadata = RemoteMetadata(url: entry.url, size: entry.size ?? 0, etag: entry.etag ?? "",
+                                              lastModified: entry.modificationTime.map(HTTPDate.format) ?? "")
                 let newETag = entry.etag != nil && entry.etag != item.metadata.etag
                 // The same date to another precision (JSON, then HTML) proves something else (ListedDate.swift).
                 if stated && (item.metadata.size != metadata.size || item.listedTime != entry.modificationTime
@@ -420,11 +421,10 @@ final class DirectoryService: Sendable {
                 catalog.addDirectory(url: entry.url, explicitName: entry.name, parent: inode, fromListing: true,
                                      modificationTime: entry.modificationTime)
             case nil:
-                catalog.add(metadata, explicitName: entry.name, parent: inode, listed: true, validated: false,
-                            attributesExact: stated, listedTime: entry.modificationTime,
-                            listedPrecision: entry.datePrecision)
+                added.append(entry)
             }
         }
+        catalog.addListed(added, parent: inode, listingURL: url)
         for (childURL, node) in existing {
             logger.info("\(Redaction.redact(childURL)) is no longer listed by its server; it leaves the mount")
             catalog.removeNode(node.inode)
