@@ -166,12 +166,19 @@ enum ObjectListingXML {
         -> ObjectListingPage.Object {
         var key: String?
         var object = ObjectListingPage.Object(key: "")
-        var seen: Set<String> = []
+        // The fields seen, one bit each: a set of strings per object cost an allocation and four hashes.
+        var seen: UInt8 = 0
         for child in contents.children {
-            guard ["Key", "Size", "ETag", "LastModified"].contains(child.name) else { continue }
-            guard seen.insert(child.name).inserted else {
-                throw fault("<\(child.name)> given twice in one <Contents>")
+            let bit: UInt8
+            switch child.name {
+            case "Key": bit = 1
+            case "Size": bit = 2
+            case "ETag": bit = 4
+            case "LastModified": bit = 8
+            default: continue
             }
+            guard seen & bit == 0 else { throw fault("<\(child.name)> given twice in one <Contents>") }
+            seen |= bit
             switch child.name {
             case "Key":
                 key = try self.key(child, urlEncoded: urlEncoded)

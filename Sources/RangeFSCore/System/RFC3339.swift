@@ -4,6 +4,7 @@
 enum RFC3339 {
     /// Seconds since 1970-01-01 UTC, or nil.
     static func parse(_ text: String) -> Int64? {
+        if let seconds = parseCanonical(text) { return seconds }
         let parts = text.split(separator: "T", maxSplits: 1)
         guard parts.count == 2 else { return nil }
         let date = parts[0].split(separator: "-").compactMap { Int($0) }
@@ -25,5 +26,35 @@ enum RFC3339 {
               (0..<24).contains(clock[0]), (0..<60).contains(clock[1]), (0...60).contains(clock[2]) else { return nil }
         return HTTPDate.daysSinceEpoch(year: date[0], month: date[1], day: date[2]) * 86_400
             + Int64(clock[0] * 3600 + clock[1] * 60 + clock[2] - offset)
+    }
+
+    /// The form every object store writes, `2026-11-26T04:08:04.710Z` (fraction optional), read from its bytes:
+    /// a million objects' dates each split into substrings took an eighth of a listing's time. Nil for any
+    /// other form, which `parse` then reads in full; where both read a date, they read the same.
+    private static func parseCanonical(_ text: String) -> Int64? {
+        var text = text
+        // SAFETY: the buffer is the string's own contiguous UTF-8, read only inside the closure.
+        return text.withUTF8 { bytes -> Int64? in
+            guard bytes.count >= 20, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
+                  bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+                  bytes[bytes.count - 1] == UInt8(ascii: "Z") else { return nil }
+            if bytes.count > 20 {
+                guard bytes[19] == UInt8(ascii: "."), bytes.count > 21,
+                      bytes[20..<(bytes.count - 1)].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            }
+            func number(_ start: Int, _ count: Int) -> Int? {
+                var value = 0
+                for byte in bytes[start..<(start + count)] {
+                    guard byte >= 0x30, byte <= 0x39 else { return nil }
+                    value = value * 10 + Int(byte - 0x30)
+                }
+                return value
+            }
+            guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
+                  let minute = number(14, 2), let second = number(17, 2),
+                  (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60 else { return nil }
+            return HTTPDate.daysSinceEpoch(year: year, month: month, day: day) * 86_400
+                + Int64(hour * 3600 + minute * 60 + second)
+        }
     }
 }
