@@ -171,6 +171,10 @@ enum DirectoryListing {
 
     private static func parseRecords(_ body: [UInt8], in directory: DirectoryURL, limit: Int) -> ParsedListing? {
         var gatherer = EntryGatherer(directory: directory, limit: limit)
+        // A million names grew the set of names seen and the entries twenty times over.
+        let count = min(ListingRecords.statedCount(body), limit, body.count / 2)
+        gatherer.seen.reserveCapacity(count)
+        gatherer.listing.entries.reserveCapacity(count)
         let read = ListingRecords.forEach(body) { record in
             gatherer.take(name: record.name, isDirectory: record.isDirectory, size: record.size,
                           modificationTime: record.modificationTime, precision: record.datePrecision, etag: record.etag)

@@ -123,6 +123,13 @@ enum ListingRecords {
         bytes.starts(with: magic)
     }
 
+    /// How many records `bytes` says it holds (its trailer, unchecked): a capacity to reserve, nothing more.
+    static func statedCount(_ bytes: [UInt8]) -> Int {
+        guard bytes.count >= magic.count + trailerLength else { return 0 }
+        return Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: bytes.count - trailerLength, as: UInt32.self) }
+            .littleEndian)
+    }
+
     /// Hands each record of `bytes` to `visit`, in order, after checking the whole: nil when `bytes` are not a
     /// listing of records, are of another version, or are cut or damaged (then `visit` saw nothing).
     static func forEach(_ bytes: [UInt8], _ visit: (Record) -> Void) -> Bool {
