@@ -215,21 +215,21 @@ enum DirectoryListing {
 
         /// One object of a JSON listing.
         mutating func take(_ item: ListingObject) {
-            guard !listing.truncated, let name = item.strings["name"] else { return }
+            guard !listing.truncated, let name = item.string(.name) else { return }
             // nginx: "type": "directory"; Caddy: "is_dir": true.
-            let isDirectory = item.strings["type"] == "directory" || item.booleans["is_dir"] == true
+            let isDirectory = item.string(.type) == "directory" || item.boolean(.isDirectory) == true
             var size: UInt64?
-            if !isDirectory, let stated = item.numbers["size"], stated >= 0, stated < 0x1p63, stated.rounded() == stated {
+            if !isDirectory, let stated = item.number(.size), stated >= 0, stated < 0x1p63, stated.rounded() == stated {
                 size = UInt64(stated)
             }
             var time: Int64?
-            if let date = item.strings["mtime"] {
+            if let date = item.string(.mtime) {
                 time = HTTPDate.parse(date)  // nginx: "Mon, 23 Nov 2026 10:00:00 GMT"
-            } else if let date = item.strings["mod_time"] {
+            } else if let date = item.string(.modTime) {
                 time = RFC3339.parse(date)  // Caddy: "2026-11-23T10:00:00.5Z"
             }
             take(name: name, isDirectory: isDirectory, size: size, modificationTime: time, precision: .second,
-                 etag: item.strings["etag"])
+                 etag: item.string(.etag))
         }
 
         /// One child, as a JSON object or a record states it.
@@ -272,10 +272,11 @@ enum DirectoryListing {
             guard case .object(let item) = value else { return nil }
             var object = ListingObject()
             for (key, value) in item {
+                guard let field = ListingObject.Field.named(Array(key.utf8)[...]) else { continue }
                 switch value {
-                case .string(let text): object.strings[key] = text
-                case .boolean(let flag): object.booleans[key] = flag  // Caddy's is_dir and is_symlink
-                case .number(let number): object.numbers[key] = number
+                case .string(let text): object[field] = .string(text)
+                case .boolean(let flag): object[field] = .boolean(flag)  // Caddy's is_dir
+                case .number(let number): object[field] = .number(number)
                 case .null, .array, .object: break
                 }
             }
