@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 @testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
@@ -8,23 +7,15 @@ import XCTest
 /// The names of the entries on disk are read once (EntryIndex.swift): a file without one is answered from memory,
 /// with no lookup on disk and nothing remembered per file; every entry, made before the store or after its index
 /// was read, is still found.
-final class EntryIndexTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class EntryIndexTests: FolderTestCase {
+    override class var folderPrefix: String { "entry-index" }
     let bytes = pseudoRandomBytes(count: 200_000)
 
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory(prefix: "entry-index")
-    }
-
-    override func tearDown() {
-        directory = nil
-        super.tearDown()
-    }
-
+    /// A store that releases an entry as soon as it is idle, so that what it holds is read from its files.
     func makeStore() throws -> CacheStore {
         var settings = StoreSettings()
         settings.idleEntryTime = .zero
-        return try CacheStore(root: directory.path, settings: settings, logger: Logger(label: "test"))
+        return try CacheStore(root: directory.path, settings: settings, logger: logger)
     }
 
     func metadata(_ index: Int) -> RemoteMetadata {

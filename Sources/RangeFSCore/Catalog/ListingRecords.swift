@@ -113,9 +113,21 @@ enum ListingRecords {
     }
 
     private static func appendTrailer(to body: inout [UInt8], count: Int) {
-        withUnsafeBytes(of: UInt32(truncatingIfNeeded: count).littleEndian) { body += $0 }
-        let crc = body.withUnsafeBytes { CRC32C.checksum($0) }
-        withUnsafeBytes(of: crc.littleEndian) { body += $0 }
+        append(UInt32(truncatingIfNeeded: count), to: &body)
+        append(checksum(body, upTo: body.count), to: &body)
+    }
+
+    private static func append(_ value: UInt32, to body: inout [UInt8]) {
+        for shift in stride(from: 0, to: 32, by: 8) { body.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+    }
+
+    private static func uint32(_ bytes: [UInt8], at offset: Int) -> UInt32 {
+        (0..<4).reduce(0) { $0 | UInt32(bytes[offset + $1]) << UInt32(8 * $1) }
+    }
+
+    private static func checksum(_ bytes: [UInt8], upTo end: Int) -> UInt32 {
+        // SAFETY: the buffer is the array's own storage, read only inside the closure, up to `end` <= its count.
+        bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[..<end])) }
     }
 
     /// Whether `bytes` starts as records do (whole or not).
@@ -126,8 +138,7 @@ enum ListingRecords {
     /// How many records `bytes` says it holds (its trailer, unchecked): a capacity to reserve, nothing more.
     static func statedCount(_ bytes: [UInt8]) -> Int {
         guard bytes.count >= magic.count + trailerLength else { return 0 }
-        return Int(bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: bytes.count - trailerLength, as: UInt32.self) }
-            .littleEndian)
+        return Int(uint32(bytes, at: bytes.count - trailerLength))
     }
 
     /// Hands each record of `bytes` to `visit`, in order, after checking the whole: nil when `bytes` are not a
@@ -135,12 +146,8 @@ enum ListingRecords {
     static func forEach(_ bytes: [UInt8], _ visit: (Record) -> Void) -> Bool {
         guard bytes.count >= magic.count + trailerLength, isRecords(bytes) else { return false }
         let end = bytes.count - trailerLength
-        let (count, crc) = bytes.withUnsafeBytes { raw in
-            (raw.loadUnaligned(fromByteOffset: end, as: UInt32.self).littleEndian,
-             raw.loadUnaligned(fromByteOffset: end + 4, as: UInt32.self).littleEndian)
-        }
-        guard bytes.withUnsafeBytes({ CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[..<(end + 4)])) }) == crc
-        else { return false }
+        let count = uint32(bytes, at: end)
+        guard checksum(bytes, upTo: end + 4) == uint32(bytes, at: end + 4) else { return false }
         // Checked whole before anything is handed on: a listing is never applied in part.
         var reader = Reader(bytes: bytes, index: magic.count, end: end)
         var seen = 0
