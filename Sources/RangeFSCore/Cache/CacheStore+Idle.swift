@@ -70,6 +70,9 @@ extension CacheStore {
 
     /// What the entry of `url` that is not open holds: remembered, or read from its files once and remembered.
     private func summary(of url: String) -> EntrySummary? {
+        // Most files asked about (a large listing's) have no entry: the index of names says so first, before any
+        // lookup by URL. A remembered summary is of an entry on disk, so its name is in the index.
+        guard mayHoldEntry(for: url) else { return nil }
         let remembered = summaries.withLock { summaries -> EntrySummary?? in
             if let summary = summaries.known[url] { return .some(summary) }
             return summaries.absent.contains(EntrySummaries.AbsentKey(url)) ? .some(nil) : nil
@@ -87,8 +90,7 @@ extension CacheStore {
         if let entry = openEntry(for: metadata.url), !entry.isStale {
             return describes(entry.remoteMetadata) ? entry.digestRecord : nil
         }
-        let remembered = summaries.withLock { $0.known[metadata.url] }
-        guard let summary = remembered ?? readSummary(of: metadata.url), describes(summary.metadata) else { return nil }
+        guard let summary = summary(of: metadata.url), describes(summary.metadata) else { return nil }
         return summary.digest
     }
 
@@ -103,8 +105,6 @@ extension CacheStore {
     /// Reads the header and present set of `url`'s entry on disk and remembers what they say. A missing, unreadable or
     /// damaged header counts as no entry: nothing of it can be served.
     private func readSummary(of url: String) -> EntrySummary? {
-        // No name on disk: no entry, and nothing to remember (the index answers again next time).
-        guard mayHoldEntry(for: url) else { return nil }
         // No header, or a damaged one, is no entry (see above); `rangefs verify` reports the damage.
         guard let stored = storedEntry(for: url) else {
             summaries.withLock { _ = $0.absent.insert(EntrySummaries.AbsentKey(url)) }

@@ -72,6 +72,16 @@ struct FileTable {
         table.removeValue(forKey: inode).map { $0.item(inode: inode, bases: bases) }
     }
 
+    /// The files held that no listing found (mounted one by one), in inode order: read from their stored flags,
+    /// so that a million listed files are not rebuilt to be left out (the saved set is written at every mount).
+    var unlisted: [CatalogItem] {
+        var items: [CatalogItem] = []
+        table.forEach { inode, stored in
+            if !stored.flags.contains(.listed) { items.append(stored.item(inode: inode, bases: bases)) }
+        }
+        return items
+    }
+
     /// The files held, in inode order.
     var values: [CatalogItem] {
         var items: [CatalogItem] = []
@@ -205,28 +215,32 @@ enum StoredETag: Equatable {
     case text(String)
 
     init(_ etag: String) {
-        let bytes = etag.utf8
-        guard bytes.count == 34, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\"") else {
+        var text = etag
+        // SAFETY: the buffer is the string's own contiguous UTF-8, read only inside the closure.
+        let halves = text.withUTF8 { bytes -> (UInt64, UInt64)? in
+            guard bytes.count == 34, bytes[0] == UInt8(ascii: "\""), bytes[33] == UInt8(ascii: "\"") else { return nil }
+            var halves: (UInt64, UInt64) = (0, 0)
+            for index in 0..<32 {
+                let byte = bytes[index + 1]
+                let nibble: UInt8
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = byte - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = byte - UInt8(ascii: "a") + 10
+                default: return nil
+                }
+                if index < 16 {
+                    halves.0 = halves.0 << 4 | UInt64(nibble)
+                } else {
+                    halves.1 = halves.1 << 4 | UInt64(nibble)
+                }
+            }
+            return halves
+        }
+        if let halves {
+            self = .md5(halves.0, halves.1)
+        } else {
             self = .text(etag)
-            return
         }
-        var halves: (UInt64, UInt64) = (0, 0)
-        for (index, byte) in bytes.dropFirst().prefix(32).enumerated() {
-            let nibble: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = byte - UInt8(ascii: "a") + 10
-            default:
-                self = .text(etag)
-                return
-            }
-            if index < 16 {
-                halves.0 = halves.0 << 4 | UInt64(nibble)
-            } else {
-                halves.1 = halves.1 << 4 | UInt64(nibble)
-            }
-        }
-        self = .md5(halves.0, halves.1)
     }
 
     /// The ETag as it was written.

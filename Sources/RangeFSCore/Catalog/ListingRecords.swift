@@ -148,11 +148,12 @@ enum ListingRecords {
         let end = bytes.count - trailerLength
         let count = uint32(bytes, at: end)
         guard checksum(bytes, upTo: end + 4) == uint32(bytes, at: end + 4) else { return false }
-        // Checked whole before anything is handed on: a listing is never applied in part.
+        // Checked whole before anything is handed on: a listing is never applied in part. The first pass builds no
+        // strings: the CRC vouches for the bytes, and the writer wrote Swift strings, so only the layout is checked.
         var reader = Reader(bytes: bytes, index: magic.count, end: end)
         var seen = 0
         while reader.index < end {
-            guard reader.record() != nil else { return false }
+            guard reader.skipRecord() else { return false }
             seen += 1
         }
         guard seen == Int(count) else { return false }
@@ -188,6 +189,27 @@ enum ListingRecords {
             return record
         }
 
+        /// Moves past one record, checking its layout as `record()` reads it; false if it is not one.
+        mutating func skipRecord() -> Bool {
+            guard index < end else { return false }
+            let flags = bytes[index]
+            index += 1
+            guard flags & ~Flag.known == 0, skipText() else { return false }
+            if flags & Flag.size != 0 {
+                guard let size = number(), size < 1 << 63 else { return false }
+            }
+            if flags & Flag.date != 0 {
+                guard number() != nil else { return false }
+            }
+            return flags & Flag.etag == 0 || skipText()
+        }
+
+        mutating func skipText() -> Bool {
+            guard let length = number(), length <= UInt64(end - index) else { return false }
+            index += Int(length)
+            return true
+        }
+
         mutating func number() -> UInt64? {
             var value: UInt64 = 0
             var shift: UInt64 = 0
@@ -205,7 +227,8 @@ enum ListingRecords {
             guard let length = number(), length <= UInt64(end - index) else { return nil }
             let start = index
             index += Int(length)
-            return String(validating: bytes[start..<index], as: UTF8.self)
+            // Bytes the CRC vouches for, from strings the writer had: UTF-8 (a wrong byte would show as U+FFFD).
+            return String(decoding: bytes[start..<index], as: UTF8.self)
         }
     }
 }

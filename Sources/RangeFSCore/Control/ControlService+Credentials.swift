@@ -42,6 +42,6 @@ extension ControlService {
         if catalog.directorySources.contains(where: { $0.url == url }) { return true }
         if unmountedFiles.contains(where: { $0.url == url || ($0.mirrors ?? []).contains(url) }) { return true }
         // Mirrors are given with the files the user named, never with those a listing found.
-        return catalog.items { !$0.listed }.contains { fileSystem.mirrors(of: $0.metadata.url).contains(url) }
+        return catalog.unlistedItems.contains { fileSystem.mirrors(of: $0.metadata.url).contains(url) }
     }
 }

@@ -364,7 +364,7 @@ public final class ControlService: Sendable {
             try savedSet.save { [self] in
                 // Files mounted one by one, and directory URLs (the root's with an empty name); not what listings
                 // found, which the next mount lists again.
-                let items = catalog.items { !$0.listed }
+                let items = catalog.unlistedItems
                 let pinned = Set(items.filter { store.openEntry(for: $0.metadata.url)?.isPinned ?? false }.map(\.inode))
                 var files = items.map { item in
                     let mirrors = fileSystem.mirrors(of: item.metadata.url)
