@@ -152,8 +152,7 @@ extension CacheEntry {
         let range = byteRange(of: first..<(first + run.count))
         let buffers = run.map(\.1.buffer)
         let background = run[0].1.writeBackNow
-        // Taken as each block's last byte arrived (BlockBuffer.crc), while it was in the CPU's caches.
-        let crcs = buffers.map { $0.crc ?? CRC32C.checksum($0.bytes) }
+        let crcs = buffers.map { CRC32C.checksum($0.bytes) }
         var failure: SystemError?
         var wroteDirectly = false
         do throws(SystemError) {
