@@ -86,7 +86,7 @@ private func rangefsInit(_ userdata: UnsafeMutableRawPointer?, _ conn: UnsafeMut
         conn.pointee.want &= ~rfs_cap_auto_inval_data()
         // READs of up to 256 pages (libfuse derives max_pages from max_write), so that each 1 MiB window of the
         // kernel's readahead is one READ. With 255 pages, the limit until issue 47, a window came as a READ of
-        // 255 pages and one of a page: 770 READs for a 512 MiB cp instead of 512, each a round trip and a reply.
+        // 255 pages and one of a page: 770 READs for a 512 MiB cp instead of 514, each a round trip and a reply.
         // Replies come from the cache file's mapping. Only a file that cannot be mapped replies from its
         // descriptor; its 1 MiB reply plus header no longer fits the default 1 MiB pipe of a mount without root,
         // and libfuse then reads it into a buffer instead of splicing it: a rare path paying for the common one.
