@@ -11,8 +11,8 @@ import Synchronization
 
 /// What the handlers share: the filesystem and the mount's settings. Reached through the session's userdata.
 final class FUSEContext: Sendable {
-    /// The largest READ the kernel sends: 1 MiB less a page (see `rangefsInit`).
-    static let maxReadBytes = (1 << 20) - 4096
+    /// The largest READ the kernel sends: 1 MiB, 256 pages, the most the kernel allows (see `rangefsInit`).
+    static let maxReadBytes = 1 << 20
     let fileSystem: RangeFS
     let owner: Owner
     /// Seconds the kernel may cache attributes. Zero for files, so `ls -s` shows progress as it happens.
@@ -84,10 +84,12 @@ private func rangefsInit(_ userdata: UnsafeMutableRawPointer?, _ conn: UnsafeMut
         // before every read(2): 4,096 round trips for a 512 MiB cp. A remote change drops the kernel's pages
         // explicitly instead (RangeFS.forgetKernelPages), and new opens of a new version skip keep_cache.
         conn.pointee.want &= ~rfs_cap_auto_inval_data()
-        // READs of at most 255 pages. Replies come from the cache file's mapping; when a file cannot be mapped
-        // they come from its descriptor, and a reply (data plus its 16-byte header) then fits a pipe of 1 MiB, the
-        // default pipe-max-size, so libfuse splices it instead of reading it into a fresh 1 MiB buffer for every
-        // reply (libfuse derives max_pages from max_write).
+        // READs of up to 256 pages (libfuse derives max_pages from max_write), so that each 1 MiB window of the
+        // kernel's readahead is one READ. With 255 pages, the limit until issue 47, a window came as a READ of
+        // 255 pages and one of a page: 770 READs for a 512 MiB cp instead of 514, each a round trip and a reply.
+        // Replies come from the cache file's mapping. Only a file that cannot be mapped replies from its
+        // descriptor; its 1 MiB reply plus header no longer fits the default 1 MiB pipe of a mount without root,
+        // and libfuse then reads it into a buffer instead of splicing it: a rare path paying for the common one.
         conn.pointee.max_write = UInt32(FUSEContext.maxReadBytes)
     }
     context.initialized.signal()

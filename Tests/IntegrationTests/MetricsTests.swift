@@ -145,6 +145,27 @@ final class MetricsTests: MountTestCase {
         _ = daemon  // the foreground daemon, which the unmount in tearDown stops
     }
 
+    /// Issue 47: the kernel sends a sequential reader's readahead as READs of a whole 1 MiB window (256 pages,
+    /// the most it allows). Capped at 255 pages, each window came as two READs, one of them a single page: a cold
+    /// copy of 32 MiB took about half as many READs again. Counted by the daemon's own READ counter.
+    func testAColdCopyIsReadInREADsOfOneMebibyte() throws {
+        let size = 32 << 20
+        let expected = try origin.serveRandomFile("windows.bin", size: size)
+        let port = try freePort()
+        try mount([origin.url("windows.bin")], extra: ["--metrics", "127.0.0.1:\(port)"])
+        let copy = scratch.path + "/copy"
+        try Shell.run("/bin/cp", [mountpoint + "/windows.bin", copy])
+        XCTAssertEqual(try Shell.sha256(of: copy), expected)
+        let text = try scrape(port).stdout
+        let bytes = (value(text, "rangefs_read_bytes_total{result=\"hit\"}") ?? 0)
+            + (value(text, "rangefs_read_bytes_total{result=\"miss\"}") ?? 0)
+        let reads = (value(text, "rangefs_reads_total{result=\"hit\"}") ?? 0)
+            + (value(text, "rangefs_reads_total{result=\"miss\"}") ?? 0)
+        XCTAssertEqual(bytes, UInt64(size), "every byte the copy read came through the daemon once: \(text)")
+        // 32 READs of 1 MiB, and a few smaller ones while the kernel's window grows to 1 MiB.
+        XCTAssertLessThanOrEqual(reads, 40, "\(reads) READs for \(size >> 20) MiB: the kernel's READs are not 1 MiB")
+    }
+
     func testABadMetricsAddressIsNamedWithItsFix() throws {
         let result = try driver.run(["mount", mountpoint, origin.url("x.bin"), "--cache", cache, "--metrics", "localhost:99999"])
         XCTAssertNotEqual(result.status, 0)
