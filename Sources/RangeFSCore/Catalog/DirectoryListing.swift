@@ -27,8 +27,15 @@ import RangeFSPlatform
 struct ListedEntry: Sendable, Equatable {
     /// The file name in the mount: the percent-decoded last segment.
     var name: String
-    /// The child's absolute URL (a directory's ends in `/`).
-    var url: String
+    /// The child's absolute URL (a directory's ends in `/`): as a link wrote it, or, for a JSON listing's or
+    /// records' child, its directory's URL plus its encoded name, made when asked. A million objects' listing held
+    /// a URL string per child while it was applied, and most were never asked for.
+    var url: String {
+        explicitURL ?? DirectoryListing.encodeSegment(name, after: directoryURL) + (isDirectory ? "/" : "")
+    }
+    private var explicitURL: String?
+    /// The directory's URL (`prefix + path`), shared by its children, when the URL derives from the name.
+    private var directoryURL = ""
     var isDirectory: Bool
     /// The size in bytes, if the listing states it exactly.
     var size: UInt64?
@@ -42,11 +49,24 @@ struct ListedEntry: Sendable, Equatable {
     init(name: String, url: String, isDirectory: Bool, size: UInt64? = nil, modificationTime: Int64? = nil,
          datePrecision: ListedPrecision = .minute) {
         self.name = name
-        self.url = url
+        explicitURL = url
         self.isDirectory = isDirectory
         self.size = size
         self.modificationTime = modificationTime
         self.datePrecision = datePrecision
+    }
+
+    /// A child whose URL is `directoryURL` (the directory's, ending in `/`) plus its encoded name.
+    init(name: String, in directoryURL: String, isDirectory: Bool) {
+        self.name = name
+        self.directoryURL = directoryURL
+        self.isDirectory = isDirectory
+    }
+
+    static func == (lhs: ListedEntry, rhs: ListedEntry) -> Bool {
+        lhs.name == rhs.name && lhs.url == rhs.url && lhs.isDirectory == rhs.isDirectory && lhs.size == rhs.size
+            && lhs.modificationTime == rhs.modificationTime && lhs.datePrecision == rhs.datePrecision
+            && lhs.etag == rhs.etag
     }
 }
 
@@ -203,13 +223,14 @@ enum DirectoryListing {
 
     /// The entries of a JSON listing or of records, gathered one child at a time by the same rules.
     private struct EntryGatherer {
-        let directory: DirectoryURL
+        /// The directory's URL, which its children's derive from (one string, shared by them all).
+        let directoryURL: String
         let limit: Int
         var listing = ParsedListing()
         var seen = Set<FileName>()
 
         init(directory: DirectoryURL, limit: Int) {
-            self.directory = directory
+            directoryURL = directory.child(encodedSegment: "", isDirectory: false)
             self.limit = limit
         }
 
@@ -253,8 +274,7 @@ enum DirectoryListing {
                 listing.truncated = true
                 return
             }
-            var entry = ListedEntry(name: name, url: directory.child(encodedSegment: encodeSegment(name), isDirectory: isDirectory),
-                                    isDirectory: isDirectory)
+            var entry = ListedEntry(name: name, in: directoryURL, isDirectory: isDirectory)
             if !isDirectory { entry.size = size }
             entry.etag = etag.flatMap { $0.hasPrefix("\"") ? $0 : nil }
             entry.datePrecision = precision
