@@ -230,11 +230,15 @@ extension CacheStore {
     }
 
     /// Whether the cache may hold an entry of `url` on disk: false only when its name is surely not in
-    /// `entries/` (EntryIndex.swift). The first call reads the names.
+    /// `entries/` (EntryIndex.swift). The first call reads the names, outside the index's lock: an open that makes
+    /// an entry meanwhile adds its name (under the entries' lock, which must not wait for a read of a whole
+    /// cache), and the names read are added to it, not put in its place.
     func mayHoldEntry(for url: String) -> Bool {
         let key = EntryIndex.Key(url: url)
+        if let known = entryIndex.withLock({ $0.isRead ? $0.mayHold(key) : nil }) { return known }
+        let read = EntryIndex.keys(root: root)
         return entryIndex.withLock { index in
-            if !index.isRead { index.read(root: root) }
+            index.adopt(read)
             return index.mayHold(key)
         }
     }

@@ -44,11 +44,15 @@ struct EntryIndex {
     /// Whether `entries/` was read: until then, every name may be there.
     private(set) var isRead = false
 
-    /// Reads the names of the entries under `root` (v2 files and v1 folders alike), keeping those added already.
-    mutating func read(root: String) {
-        for files in EntryFiles.all(root: root) {
-            if let key = Key(name: files.name) { keys.insert(key) }
-        }
+    /// The keys of the entries under `root` (v2 files and v1 folders alike), read from `entries/`.
+    static func keys(root: String) -> [Key] {
+        EntryFiles.all(root: root).compactMap { Key(name: $0.name) }
+    }
+
+    /// Takes the keys read from `entries/`, keeping those added meanwhile: from now on a name not here is not
+    /// on disk.
+    mutating func adopt(_ read: [Key]) {
+        keys.formUnion(read)
         isRead = true
     }
 
