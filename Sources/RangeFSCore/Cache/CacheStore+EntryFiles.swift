@@ -35,10 +35,7 @@ extension CacheStore {
             return try createEntry(files, for: metadata, blockSize: blockSize)
         }
         // Another version's files, of either size, or damaged ones: all go, durably, before the new ones are made.
-        for path in [files.base, files.dataPath, files.metaPath, files.digestPath] {
-            try FileSystemCalls.removeFile(path)
-        }
-        try FileSystemCalls.synchronizeDirectory(containing: files.base)
+        try files.removeFilesDurably()
         return try createEntry(files, for: metadata, blockSize: blockSize)
     }
 
@@ -117,10 +114,7 @@ extension CacheStore {
             _ = try FileSystemCalls.makeDirectory(files.shard)
             try make()
         } catch where error.errno == .exists {
-            for path in [files.base, files.dataPath, files.metaPath, files.digestPath] {
-                try FileSystemCalls.removeFile(path)
-            }
-            try FileSystemCalls.synchronizeDirectory(containing: files.base)
+            try files.removeFilesDurably()
             try make()
         }
         let dataFile = descriptors.file(path: small ? files.base : files.dataPath, flags: O_RDWR)

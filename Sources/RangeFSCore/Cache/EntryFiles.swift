@@ -107,6 +107,13 @@ struct EntryFiles: Sendable {
         for path in [base, dataPath, metaPath, digestPath] { try FileSystemCalls.removeFile(path) }
     }
 
+    /// Removes every v2 file of the entry and flushes its shard, so that none comes back after a crash: before
+    /// the files of another version are made in their place.
+    func removeFilesDurably() throws(SystemError) {
+        try removeFiles()
+        try FileSystemCalls.synchronizeDirectory(containing: base)
+    }
+
     /// The names of every entry in the cache at `root`: v2 entries (by their 32 hex digits) and v1 folders.
     static func all(root: String) -> [EntryFiles] {
         var names = Set<String>()
