@@ -75,7 +75,8 @@ public final class Catalog: Sendable {
             // Every child's URL is the listing's directory URL plus its encoded name (DirectoryListing): derived,
             // when that is the URL the directory is known by.
             let base = state.directories[parent]?.url
-            let derives = base != nil && DirectoryURL(listingURL).map { $0.child(encodedSegment: "", isDirectory: false) } == base
+            let listed = DirectoryURL(listingURL).map { $0.child(encodedSegment: "", isDirectory: false) }
+            let derives = base != nil && listed == base
             state.names[parent, default: [:]].reserveCapacity((state.names[parent]?.count ?? 0) + entries.count)
             for entry in entries {
                 let unique = state.uniqueName(EntryNaming.sanitize(entry.name), in: parent)

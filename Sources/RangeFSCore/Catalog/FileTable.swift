@@ -54,9 +54,9 @@ struct FileTable {
     /// its listed date formatted (a listing's new child: Catalog.addListed), without building either as text.
     mutating func storeListed(inode: UInt64, name: String, parent: UInt64, base: String, size: UInt64, etag: String,
                               listedTime: Int64?, precision: ListedPrecision, attributesExact: Bool) {
-        table.updateValue(StoredFile(listedName: name, parent: parent, size: size, etag: etag, listedTime: listedTime,
-                                     precision: precision, attributesExact: attributesExact, baseIndex: baseIndex(of: base)),
-                          forKey: inode)
+        let stored = StoredFile(listedName: name, parent: parent, size: size, etag: etag, listedTime: listedTime,
+                                precision: precision, attributesExact: attributesExact, baseIndex: baseIndex(of: base))
+        table.updateValue(stored, forKey: inode)
     }
 
     private mutating func baseIndex(of base: String) -> UInt32 {

@@ -178,7 +178,8 @@ enum ListingJSON {
         mutating func key() -> Key? {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
             var end = index + 1
-            while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20 {
+            while end < bytes.count, bytes[end] >= 0x20, bytes[end] != UInt8(ascii: "\""),
+                  bytes[end] != UInt8(ascii: "\\") {
                 end += 1
             }
             if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {

@@ -10,9 +10,9 @@ import Synchronization
 
 extension RangeFetching {
     /// Lists the object-store directory `url` (an identity ending in `/`) of an origin reached with `access`, and
-    /// hands `completion` the listing as records (ListingRecords.swift, on a utility queue); fails with the store's own error (its `Code`)
-    /// or the status, with `.listingTooLarge` when the pages together pass `limit` bytes, or with
-    /// `.listingTimedOut` when the last page has not arrived `timeout` seconds from now. `firstPage` is called
+    /// hands `completion` the listing as records (ListingRecords.swift, on a utility queue); fails with the store's
+    /// own error (its `Code`) or the status, with `.listingTooLarge` when the pages together pass `limit` bytes, or
+    /// with `.listingTimedOut` when the last page has not arrived `timeout` seconds from now. `firstPage` is called
     /// once (on a utility queue) when the first page was read and more follow: the directory is known to be one.
     func fetchObjectListing(_ url: String, access: ObjectStoreAccess, limit: Int, timeout: Double,
                             firstPage: (@Sendable () -> Void)? = nil,

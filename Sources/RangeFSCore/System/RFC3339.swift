@@ -52,7 +52,8 @@ enum RFC3339 {
             }
             guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
                   let minute = number(14, 2), let second = number(17, 2),
-                  (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60 else { return nil }
+                  (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60
+            else { return nil }
             return HTTPDate.daysSinceEpoch(year: year, month: month, day: day) * 86_400
                 + Int64(hour * 3600 + minute * 60 + second)
         }
