@@ -64,7 +64,7 @@ struct EntryFiles: Sendable {
     /// two (or a power cut before the first commit flushed it) leaves it empty; no commit was made of it.
     func load() -> Found {
         do {
-            if access(base, F_OK) == 0 { return try loadSmall() }
+            if let small = try loadSmall() { return small }
             guard let bytes = try FileSystemCalls.readSmallFile(metaPath, limit: 1 << 30), !bytes.isEmpty else {
                 return .none
             }
@@ -76,20 +76,33 @@ struct EntryFiles: Sendable {
         }
     }
 
-    private func loadSmall() throws(SystemError) -> Found {
-        let file = try SystemFile(path: base, flags: O_RDONLY)
+    /// The small entry's file read, or nil when there is none. Its last 4 KiB are read at once: they hold the
+    /// footer and, but for a file of many blocks, the whole meta block (an open after a remount read each small
+    /// file's tail in two reads, after an `access` to find it).
+    private func loadSmall() throws(SystemError) -> Found? {
+        let file: SystemFile
+        do {
+            file = try SystemFile(path: base, flags: O_RDONLY)
+        } catch where error.errno == .noEntry {
+            return nil
+        }
         let length = try file.status().size
-        guard length > 0 else { return .none }
+        guard length > 0 else { return Found.none }
         guard length >= UInt64(EntryFooter.length) else { return .damaged("a file of \(length) bytes") }
         let footerStart = length - UInt64(EntryFooter.length)
+        let tailStart = length - min(length, 4096)
+        let tail = try file.read(at: tailStart, count: Int(length - tailStart))
+        guard tail.count == Int(length - tailStart) else { return .damaged("a file of \(length) bytes (truncated)") }
         let footer: EntryFooter
         do {
-            footer = try EntryFooter.decode(try file.read(at: footerStart, count: EntryFooter.length))
+            footer = try EntryFooter.decode(Array(tail.suffix(EntryFooter.length)))
         } catch {
             return .damaged("its footer: \(error)")
         }
         guard footer.metaOffset < footerStart else { return .damaged("meta block at \(footer.metaOffset)") }
-        let bytes = try file.read(at: footer.metaOffset, count: Int(footerStart - footer.metaOffset))
+        let bytes = footer.metaOffset >= tailStart
+            ? Array(tail[Int(footer.metaOffset - tailStart)..<(tail.count - EntryFooter.length)])
+            : try file.read(at: footer.metaOffset, count: Int(footerStart - footer.metaOffset))
         let meta: MetaBlock
         do {
             meta = try MetaBlock.decode(bytes)
