@@ -1,4 +1,5 @@
 import Glibc
+import Logging
 @testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
@@ -129,6 +130,19 @@ final class UnsizedDownloadTests: XCTestCase {
                        Array(bytes[500_000..<504_096]))
         XCTAssertEqual(origin.requests.count, before, "cached bytes need no stream")
         XCTAssertEqual(try readToEnd(fileSystem, handle: handle), bytes)
+    }
+
+    /// Issue 46: `rangefs verify --cache` after a stream stopped (a kill, a dropped connection) named the folder
+    /// "started, never committed; it holds nothing" while a remount serves its 1,000,000 kept bytes.
+    func testVerifyNamesTheBytesAnUnfinishedStreamKeeps() throws {
+        try streamUntilTheConnectionDrops()
+        let store = try CacheStore(root: directory.path, logger: Logger(label: "test"))
+        let reports = store.entryFolders().map { store.verify(folder: $0, repair: false) }
+        XCTAssertEqual(reports.count, 1)
+        let report = try XCTUnwrap(reports.first)
+        XCTAssertTrue(report.isHealthy, report.line)
+        XCTAssertEqual(report.line, "STREAM  \(url): 1000000 bytes of an unfinished stream (no length yet), "
+                       + "kept without CRCs until it ends")
     }
 
     func testOtherBytesThanThoseCachedReplaceThemFromTheFirstDifference() throws {
