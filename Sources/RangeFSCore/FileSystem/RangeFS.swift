@@ -277,6 +277,13 @@ public final class RangeFS: Sendable {
         case nil:
             reply(.failure(.badHandle))
         case .stream(let download, let generation, let startFill):
+            // A completed stream's `stream` descriptor is its entry's data file: a block evicted under the cap
+            // reads as zeros through it. Its handles read through the entry, as any handle does (issue 46).
+            if let size = download.completedSize, let (entry, inode) = completedEntry(of: download, generation) {
+                let range = min(offset, size)..<min(offset + UInt64(count), size)
+                if range.isEmpty { return reply(.success(.bytes([]))) }
+                return serve(range, of: entry, inode: inode, counted: true, pid: pid, reply: reply)
+            }
             if startFill { download.fill() }
             download.read(offset: offset, count: count, generation: generation) { result in
                 reply(result.mapError(Self.fileSystemError(for:)))
@@ -294,6 +301,19 @@ public final class RangeFS: Sendable {
                 scheduler.prefetch(entry, url: entry.header.url, blocks: entry.blocks(covering: networkAhead),
                                    priority: .readahead)
             }
+        }
+    }
+
+    /// The entry a completed stream became, for its handles of the current `generation`; nil (the stream's own
+    /// file answers, as before the end) when the catalog has not taken the size yet or the entry cannot open.
+    private func completedEntry(of download: UnsizedDownload, _ generation: Int) -> (CacheEntry, UInt64)? {
+        guard download.generation == generation, let item = catalog.item(url: download.url),
+              item.metadata.sizeKnown else { return nil }
+        do {
+            return (try entry(for: item), item.inode)
+        } catch {
+            logger.warning("cannot open the cache entry of \(item.name): \(error); reading its stream")
+            return nil
         }
     }
 
