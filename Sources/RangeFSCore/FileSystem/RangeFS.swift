@@ -277,13 +277,7 @@ public final class RangeFS: Sendable {
         case nil:
             reply(.failure(.badHandle))
         case .stream(let download, let generation, let startFill):
-            // A completed stream's `stream` descriptor is its entry's data file: a block evicted under the cap
-            // reads as zeros through it. Its handles read through the entry, as any handle does (issue 46).
-            if let size = download.completedSize, let (entry, inode) = completedEntry(of: download, generation) {
-                let range = min(offset, size)..<min(offset + UInt64(count), size)
-                if range.isEmpty { return reply(.success(.bytes([]))) }
-                return serve(range, of: entry, inode: inode, counted: true, pid: pid, reply: reply)
-            }
+            if readCompleted(download, generation, offset: offset, count: count, pid: pid, reply: reply) { return }
             if startFill { download.fill() }
             download.read(offset: offset, count: count, generation: generation) { result in
                 reply(result.mapError(Self.fileSystemError(for:)))
@@ -304,25 +298,12 @@ public final class RangeFS: Sendable {
         }
     }
 
-    /// The entry a completed stream became, for its handles of the current `generation`; nil (the stream's own
-    /// file answers, as before the end) when the catalog has not taken the size yet or the entry cannot open.
-    private func completedEntry(of download: UnsizedDownload, _ generation: Int) -> (CacheEntry, UInt64)? {
-        guard download.generation == generation, let item = catalog.item(url: download.url),
-              item.metadata.sizeKnown else { return nil }
-        do {
-            return (try entry(for: item), item.inode)
-        } catch {
-            logger.warning("cannot open the cache entry of \(item.name): \(error); reading its stream")
-            return nil
-        }
-    }
-
     /// Answers a read of `range` once its blocks are readable, fetching those nobody fetches yet at demand
     /// priority. Also the retry of a read whose memory-held block was dropped before its reply: it asks for the
     /// blocks again without planning the read again.
     /// `counted`: the read is new (not a retry), and counts as a hit or a miss in the metrics.
     /// `pid`: the process the READ is for; while the READ waits, it counts as that process's use of the file.
-    private func serve(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, counted: Bool = false,
+    func serve(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, counted: Bool = false,
                        pid: Int32 = 0, reply: @escaping Reply) {
         if entry.isKnownWrong { return reply(.failure(.io("digest mismatch"))) }
         let blocks = entry.blocks(covering: range)
