@@ -509,6 +509,11 @@ final class RealWorldHTTPTests: MountTestCase {
         _ = reader.waitForExit(timeout: 10)
         _ = try? Shell.run("/bin/fusermount3", ["-uz", mountpoint])
         try driver.waitForUnlock(cache)
+        // The killed cache is clean, and verify names what the stream kept (it said "holds nothing": issue 46).
+        let verified = try driver.run(["verify", "--cache", cache], timeout: 300)
+        print("verify after a kill mid-stream (\(streamed) bytes seen): \(verified.stdout)")
+        XCTAssertEqual(verified.status, 0, verified.stdout + verified.stderr)
+        XCTAssertTrue(verified.stdout.contains("STREAM") && verified.stdout.contains("big.bin"), verified.stdout)
 
         try mount([])
         let kept = try statFile(file).st_size

@@ -1,4 +1,5 @@
 import Glibc
+import Logging
 @testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
@@ -24,12 +25,14 @@ final class UnsizedDownloadTests: XCTestCase {
         super.tearDown()
     }
 
-    func makeFileSystem(prefetch: PrefetchPolicy = .none, attempts: Int = 4) throws -> RangeFS {
+    func makeFileSystem(prefetch: PrefetchPolicy = .none, attempts: Int = 4, maxBytes: Int? = nil) throws -> RangeFS {
         var policy = FetchPolicy()
         policy.attempts = attempts
         policy.retryDelay = .milliseconds(10)
+        var settings = StoreSettings()
+        settings.maxBytes = maxBytes
         return try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path, policy: policy,
-                                      prefetch: prefetch)
+                                      prefetch: prefetch, storeSettings: settings)
     }
 
     /// Reads the whole file as `cp` does through direct I/O: 128 KiB at a time until an empty read.
@@ -129,6 +132,43 @@ final class UnsizedDownloadTests: XCTestCase {
                        Array(bytes[500_000..<504_096]))
         XCTAssertEqual(origin.requests.count, before, "cached bytes need no stream")
         XCTAssertEqual(try readToEnd(fileSystem, handle: handle), bytes)
+    }
+
+    /// Issue 46: a handle opened while the file streamed read the stream's descriptor after the stream completed,
+    /// and that descriptor is the entry's data file: blocks evicted under `--cache-max-size` then read as zeros
+    /// (on a mount: all 64 MiB of a file wrong through the old handle, no error). It now reads through the entry.
+    func testAHandleOpenedOnTheStreamReadsRightAfterItsBlocksAreEvicted() throws {
+        let fileSystem = try makeFileSystem(maxBytes: 512 << 10)
+        let item = try XCTUnwrap(fileSystem.catalog.items.first)
+        let streamed = try fileSystem.open(item.inode).get().handle
+        XCTAssertEqual(try readToEnd(fileSystem, handle: streamed), bytes)
+        // Another open of the now ordinary file counts its blocks under the cap; a block written elsewhere evicts.
+        let opened = try fileSystem.open(item.inode).get().handle
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: opened, offset: 0, count: 4096)?.get(),
+                       Array(bytes[..<4096]))
+        fileSystem.release(opened)
+        fileSystem.store.ledger.reserveRoom(for: 0)
+        XCTAssertLessThanOrEqual(fileSystem.store.ledger.usedBytes, 512 << 10, "blocks were evicted")
+        for offset in stride(from: 0, to: bytes.count, by: 500_000) {
+            XCTAssertEqual(try fileSystem.readSynchronously(handle: streamed, offset: UInt64(offset), count: 4096)?.get(),
+                           Array(bytes[offset..<(offset + 4096)]), "at \(offset)")
+        }
+        // (A whole read under this cap, smaller than the file, of a server without Range stalls through any handle:
+        // not this test's subject.)
+        fileSystem.release(streamed)
+    }
+
+    /// Issue 46: `rangefs verify --cache` after a stream stopped (a kill, a dropped connection) named the folder
+    /// "started, never committed; it holds nothing" while a remount serves its 1,000,000 kept bytes.
+    func testVerifyNamesTheBytesAnUnfinishedStreamKeeps() throws {
+        try streamUntilTheConnectionDrops()
+        let store = try CacheStore(root: directory.path, logger: Logger(label: "test"))
+        let reports = store.entryFolders().map { store.verify(folder: $0, repair: false) }
+        XCTAssertEqual(reports.count, 1)
+        let report = try XCTUnwrap(reports.first)
+        XCTAssertTrue(report.isHealthy, report.line)
+        XCTAssertEqual(report.line, "STREAM  \(url): 1000000 bytes of an unfinished stream (no length yet), "
+                       + "kept without CRCs until it ends")
     }
 
     func testOtherBytesThanThoseCachedReplaceThemFromTheFirstDifference() throws {

@@ -16,6 +16,9 @@ public struct VerificationReport: Sendable, Equatable {
     /// The entry was started and never committed (v2: no valid slot; v1: no header yet, or an empty one, and no
     /// bitmap): it claims no block, so it is no damage (issue 36: a new entry's files wait for its first commit).
     var neverCommitted = false
+    /// The folder holds an unfinished stream of a file without a length (StreamFile): this many durable bytes
+    /// (0 when its record is unreadable, which the next stream replaces from byte 0). No CRC covers them yet.
+    var streamedBytes: UInt64?
     var repaired = false
 
     public var isHealthy: Bool { badBlocks.isEmpty && damage == nil }
@@ -23,6 +26,9 @@ public struct VerificationReport: Sendable, Equatable {
     /// The report as `rangefs verify --cache` prints it: `OK`, `BAD` or `DAMAGED`, the URL and what was found.
     public var line: String {
         let name = url ?? folder
+        if let streamedBytes {
+            return "STREAM  \(name): \(streamedBytes) bytes of an unfinished stream (no length yet), kept without CRCs until it ends"
+        }
         if neverCommitted { return "EMPTY   \(name): started, never committed; it holds nothing" }
         if let damage { return "DAMAGED \(name): \(damage); the entry starts empty on its next mount" }
         if badBlocks.isEmpty { return "OK      \(name): \(presentBlocks) blocks verified" }
@@ -120,7 +126,13 @@ extension CacheStore {
             // one, and no bitmap: the entry claims nothing and starts empty. A bitmap is committed only after its
             // header is durable, so a bitmap without a header is damage (of a disk, or of a hand).
             guard let headerBytes = try FileSystemCalls.readSmallFile(folder + "/header"), !headerBytes.isEmpty else {
-                if access(folder + "/bitmap", F_OK) == 0 {
+                // A stream of a file without a length that has not ended keeps its bytes in `stream` and has no
+                // header yet: saying it "holds nothing" hid bytes a remount serves (issue 46).
+                if let record = try FileSystemCalls.readSmallFile(folder + "/stream-state") {
+                    let stream = try? StreamRecord.decode(record)  // unreadable: StreamFile starts over at byte 0
+                    report.url = stream.map { Redaction.redact($0.url) }
+                    report.streamedBytes = stream?.length ?? 0
+                } else if access(folder + "/bitmap", F_OK) == 0 {
                     report.damage = "a bitmap without its header"
                 } else {
                     report.neverCommitted = true

@@ -81,6 +81,8 @@ final class UnsizedDownload: Sendable {
     var isStreaming: Bool { state.withLock { $0.running } }
     var lastError: String? { state.withLock { $0.lastError } }
     var generation: Int { state.withLock { $0.generation } }
+    /// The file's size once the stream reached its end (it is then an ordinary entry).
+    var completedSize: UInt64? { state.withLock { $0.size } }
 
     // MARK: Reading
 

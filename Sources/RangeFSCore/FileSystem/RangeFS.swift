@@ -277,6 +277,7 @@ public final class RangeFS: Sendable {
         case nil:
             reply(.failure(.badHandle))
         case .stream(let download, let generation, let startFill):
+            if readCompleted(download, generation, offset: offset, count: count, pid: pid, reply: reply) { return }
             if startFill { download.fill() }
             download.read(offset: offset, count: count, generation: generation) { result in
                 reply(result.mapError(Self.fileSystemError(for:)))
@@ -302,7 +303,7 @@ public final class RangeFS: Sendable {
     /// blocks again without planning the read again.
     /// `counted`: the read is new (not a retry), and counts as a hit or a miss in the metrics.
     /// `pid`: the process the READ is for; while the READ waits, it counts as that process's use of the file.
-    private func serve(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, counted: Bool = false,
+    func serve(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, counted: Bool = false,
                        pid: Int32 = 0, reply: @escaping Reply) {
         if entry.isKnownWrong { return reply(.failure(.io("digest mismatch"))) }
         let blocks = entry.blocks(covering: range)
