@@ -95,7 +95,8 @@ protocol BlockStore: AnyObject, Sendable {
     /// (fill) blocks are written without the page cache; `budgeted` ones wait for memory when the writer lags.
     func put(block index: Int, buffer: BlockBuffer, background: Bool, budgeted: Bool)
 
-    /// 12. A step of a whole-file stream (`begin` answers whether it began; the others true).
+    /// 12. A step of a whole-file stream (`begin` answers whether it began; `end` whether readers wait for blocks
+    /// the stream passed, which another stream must bring; the others true).
     @discardableResult
     func stream(_ step: StreamStep) -> Bool
 }
@@ -126,7 +127,8 @@ extension BlockStore {
     func markRangeless() { stream(.markRangeless) }
     /// Claims every absent block for one stream; false if a stream runs already.
     func beginStream() -> Bool { stream(.begin) }
-    func endStream() { stream(.end) }
+    /// Ends the stream; true when another must start for readers still waiting (see `stream`).
+    func endStream() -> Bool { stream(.end) }
 }
 
 extension CacheEntry: BlockStore, CachedVersion {
@@ -171,7 +173,7 @@ extension CacheEntry: BlockStore, CachedVersion {
         switch step {
         case .markRangeless: setRangeless()
         case .begin: return beginWholeStream()
-        case .end: endWholeStream()
+        case .end: return endWholeStream()
         }
         return true
     }

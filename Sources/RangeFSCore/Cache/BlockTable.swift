@@ -75,6 +75,12 @@ struct BlockTable: Sendable {
     /// Whether some reader waits for block `index`.
     func isAwaited(_ index: Int) -> Bool { waitersByBlock[index] != nil }
 
+    /// Whether some reader waits for a block that nobody fetches and that is not readable: one a whole-file stream
+    /// stored and the cap then evicted behind it, which only another stream brings back.
+    var waitsForUnclaimedBlocks: Bool {
+        waitersByBlock.keys.contains { !isReadable($0) && !inFlight.contains($0) }
+    }
+
     // MARK: Claims and waiters
 
     /// Registers `waiter` for the unreadable blocks of `blocks` and claims those nobody fetches yet.

@@ -347,5 +347,12 @@ final class CacheEntry: Sendable {
         }
     }
 
-    func endWholeStream() { state.withLock { $0.streaming = false } }
+    /// Ends the whole-file stream; returns whether readers wait for blocks it passed that the cap evicted since
+    /// (then another stream must bring them: nothing else will, and they would wait for ever).
+    func endWholeStream() -> Bool {
+        state.withLock { state in
+            state.streaming = false
+            return !state.stale && state.blocks.waitsForUnclaimedBlocks
+        }
+    }
 }

@@ -349,7 +349,11 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     }
 
     private func finish(_ outcome: TransferOutcome) {
-        if wholeFile { entry.endStream() }
+        // A stream under a cap smaller than the file evicts what it stored behind it: a reader that then asked for
+        // such a block found this stream running and waits for it, so it goes on with another.
+        if wholeFile, entry.endStream(), outcome == .done {
+            return owner.finished(self, outcome: .streamAgain)
+        }
         owner.finished(self, outcome: outcome)
     }
 }

@@ -440,6 +440,6 @@ public final class FetchScheduler: Sendable {
             Self.count(sink.priority, of: entry, in: &state, by: -1)
             return takeStartable(&state)
         }
-        if outcome == .rangeIgnored { startStream(entry, url: sink.url) }
+        if outcome == .rangeIgnored || outcome == .streamAgain { startStream(entry, url: sink.url) }
     }
 }

@@ -6,6 +6,8 @@ enum TransferOutcome: Equatable {
     case done
     /// The server ignores Range: the entry is now rangeless and must be streamed whole.
     case rangeIgnored
+    /// A whole-file stream ended with readers waiting for blocks it stored and the cap evicted: stream again.
+    case streamAgain
 }
 
 /// What a `BlockSink` reports to the scheduler that runs it. The sink knows only this, never the scheduler.
