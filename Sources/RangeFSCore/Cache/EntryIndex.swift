@@ -33,7 +33,13 @@ struct EntryIndex {
             guard digits.count == 32 else { return nil }
             var halves: [UInt64] = [0, 0]
             for (index, digit) in digits.enumerated() {
-                guard let value = ShallowXML.hexValue(digit) else { return nil }
+                // Lowercase hex only: the names EntryFiles makes.
+                let value: UInt8
+                switch digit {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): value = digit - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): value = digit - UInt8(ascii: "a") + 10
+                default: return nil
+                }
                 halves[index / 16] = halves[index / 16] << 4 | UInt64(value)
             }
             (high, low) = (halves[0], halves[1])
