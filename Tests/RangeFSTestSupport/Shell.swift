@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 @testable import RangeFSCore
 import RangeFSProcess
 
@@ -166,6 +167,38 @@ public final class TemporaryDirectory: @unchecked Sendable {
 /// their local ports. A server halted on a port in that range could find it taken by a client when it restarts,
 /// and a client connecting to a halted server's port could be given that very port as its own and connect to
 /// itself (TCP simultaneous open), reading back its own request as the answer.
+///
+/// A port is handed out once per test process, and only when nothing holds it: two of a test's servers given the
+/// same port would both seem to start (the second one's wait for the port reaches the first), and a test would
+/// count one server's traffic under the other's name.
 public enum TestPorts {
-    public static func random() -> Int { Int.random(in: 20000...32000) }
+    private static let handedOut = Mutex<Set<Int>>([])
+
+    public static func random() -> Int {
+        handedOut.withLock { handedOut in
+            while true {
+                let port = Int.random(in: 20000...32000)
+                guard !handedOut.contains(port), isFree(port) else { continue }
+                handedOut.insert(port)
+                return port
+            }
+        }
+    }
+
+    /// Whether a socket can bind 127.0.0.1:`port` now: no listener holds it, nor a connection on it as its local
+    /// port.
+    private static func isFree(_ port: Int) -> Bool {
+        let probe = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard probe >= 0 else { return true }
+        defer { close(probe) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(probe, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
 }
