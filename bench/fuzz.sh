@@ -15,7 +15,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="$root/.build-fuzz"
 export PATH="/opt/swift/usr/bin:$PATH"
-targets_all=(ListingHTML ListingJSON ContentRange DigestHeader SumsFile CacheRecords SavedSet ObjectListingXML ResponseHead ResponseHeadChecks Redaction MetaBlock)
+targets_all=(ListingHTML ListingJSON ContentRange DigestHeader SumsFile CacheRecords SavedSet ObjectListingXML ResponseHead ResponseHeadChecks Redaction MetaBlock ListingRecords)
 
 seconds=600
 build_only=0

@@ -256,6 +256,27 @@ final class FuzzRegressionTests: XCTestCase {
         XCTAssertEqual(meta.header.answeredAt, 1_700_000_000)
     }
 
+    func testListingRecordsInputs() throws {
+        // The seeds: a whole records file, the same records framed by the harness, a cut file, and records a
+        // listing refuses (a slash, "..", a name twice). The harness's framing seals the rest with a trailer.
+        try replay("ListingRecords", regressions: false) { input, bytes in
+            XCTAssertNil(listingRecordsPropertyBroken(bytes), input)
+            checkListing(listingRecordsFramed(bytes), input)
+        }
+        let seeds = Dictionary(uniqueKeysWithValues: try inputs("seeds", of: "ListingRecords"))
+        let whole = DirectoryListing.parse(listingRecordsFramed(try XCTUnwrap(seeds["whole-file"])),
+                                           base: "http://example.org/pub/data/")
+        XCTAssertEqual(whole.entries.map(\.name), ["photos", "a b.txt", "old.bin", "ünïcode"])
+        XCTAssertEqual(whole.entries.map(\.size), [nil, 1234, 0, 1 << 40])
+        let framed = DirectoryListing.parse(listingRecordsFramed(try XCTUnwrap(seeds["framed-4-records"])),
+                                            base: "http://example.org/pub/data/")
+        XCTAssertEqual(framed.entries, whole.entries, "the harness's framing makes the same file")
+        XCTAssertTrue(DirectoryListing.isDamagedRecords(listingRecordsFramed(try XCTUnwrap(seeds["cut-file"]))))
+        let refused = DirectoryListing.parse(listingRecordsFramed(try XCTUnwrap(seeds["framed-refused-names"])),
+                                             base: "http://example.org/pub/data/")
+        XCTAssertEqual(refused.entries.map(\.name), ["dup"], "a slash, '..' and a second 'dup' are left out")
+    }
+
     func testCacheRecordsInputs() throws {
         // The harness's framing: the first byte picks the record; the rest is read as it is and sealed with its CRC.
         try replay("CacheRecords") { input, bytes in

@@ -158,3 +158,40 @@ private func metaBlockSealed(_ bytes: [UInt8]) -> [UInt8] {
     }
     return sealed
 }
+
+/// The records file the ListingRecords target's input `bytes` stands for: the first byte picks the framing. Even:
+/// the rest as it is. Odd: the magic, the rest after its first byte, and a trailer sealing them, whose count is
+/// that first byte (so that the fuzzer reaches the records behind a CRC it cannot guess).
+public func listingRecordsFramed(_ bytes: [UInt8]) -> [UInt8] {
+    guard let kind = bytes.first else { return [] }
+    let rest = bytes.dropFirst()
+    guard kind % 2 == 1, let count = rest.first else { return Array(rest) }
+    var framed = ListingRecords.magic + rest.dropFirst()
+    withUnsafeBytes(of: UInt32(count).littleEndian) { framed.append(contentsOf: $0) }
+    withUnsafeBytes(of: CRC32C.checksum(framed[...]).littleEndian) { framed.append(contentsOf: $0) }
+    return framed
+}
+
+/// The first property of the ListingRecords target (a kept or object store listing as records, read back from
+/// disk) that `bytes`, framed by `listingRecordsFramed`, break, or nil: a file that reads is read whole (as many
+/// records as its trailer states) and nothing of one that does not is handed on; the records read encode to a
+/// file that reads back as the same records; and a damaged file is told as such.
+public func listingRecordsPropertyBroken(_ bytes: [UInt8]) -> String? {
+    let file = listingRecordsFramed(bytes)
+    var records: [ListingRecords.Record] = []
+    let read = ListingRecords.forEach(file) { records.append($0) }
+    if !read {
+        if !records.isEmpty { return "a file that does not read handed on \(records.count) records" }
+    } else if records.count != ListingRecords.statedCount(file) {
+        return "\(records.count) records read where the trailer states \(ListingRecords.statedCount(file))"
+    }
+    if DirectoryListing.isDamagedRecords(file) != (ListingRecords.isRecords(file) && !read) {
+        return "isDamagedRecords says \(DirectoryListing.isDamagedRecords(file)) of a file that reads: \(read)"
+    }
+    guard read else { return nil }
+    var again: [ListingRecords.Record] = []
+    guard ListingRecords.forEach(ListingRecords.encode(records), { again.append($0) }) else {
+        return "the records read, written again, do not read"
+    }
+    return again == records ? nil : "records written again read back as others: \(records) against \(again)"
+}
