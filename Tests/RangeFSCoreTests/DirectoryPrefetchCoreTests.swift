@@ -133,6 +133,12 @@ final class DirectoryPrefetchCoreTests: XCTestCase {
         let link = LinkEstimate()
         let url = "http://user:secret@Origin:8080/d/f.bin"
         XCTAssertEqual(LinkEstimate.origin(of: url), "http://origin:8080")
+        // Read as bytes: the authority's last `@` and its end at `/`, `?` or `#`; ASCII letters lowered, others
+        // as Unicode lowers them; a text without `://` is its own key.
+        let origins = ["https://a@b@HOST.Example/x": "https://host.example", "http://H:1?q=/a": "http://h:1",
+                       "http://H#f/x": "http://h", "s3://Bucket": "s3://bucket", "http://ÉTÉ.fr/x": "http://été.fr",
+                       "no scheme:/x": "no scheme:/x", "x:y://Z/w": "x:y://z", "http://": "http://"]
+        for (given, expected) in origins { XCTAssertEqual(LinkEstimate.origin(of: given), expected, given) }
         XCTAssertEqual(link.depth(for: url, typicalBytes: 32 << 10, connections: 16, bounds: 2...64), 16,
                        "nothing measured: one file per connection")
         // 40 ms, 4 MiB/s per connection: 16 × 4 MiB/s × 0.04 s = 2.56 MiB in flight, 82 files of 32 KiB: capped.

@@ -245,7 +245,7 @@ final class DirectoryServiceTests: XCTestCase {
 
     // Issue 35: a listed file's attributes are kept by the kernel while its entry is closed; when the entry opens
     // (here through the open's probe, which stores the first bytes), the kernel is told to drop them, and is
-    // given them for no time while the entry is open, so `ls -s` shows the bytes as they come.
+    // given them for no time while the entry fills, so `ls -s` shows the bytes as they come.
     func testAnEntryThatOpensMakesTheKernelDropTheAttributesItKeeps() throws {
         let json = "http://origin/json/"
         let listing = #"[{"name":"e.bin","type":"file","mtime":"\#(origin.lastModified)","size":3000}]"#
@@ -269,7 +269,8 @@ final class DirectoryServiceTests: XCTestCase {
         }
         let now = try fileSystem.attributes(of: found.inode).get()
         XCTAssertEqual(now.cachedBytes, 3000)
-        XCTAssertEqual(now.kernelCacheSeconds, 0, "not kept while the entry is open")
+        // Complete, with no cap to take blocks from it: its cached bytes change no more (SettledAttributesTests).
+        XCTAssertGreaterThan(now.kernelCacheSeconds, 0, "kept again once the open entry is complete")
     }
 
     /// Issue 35: after a remount, opening the cache entry of a listed file that no probe has seen (`verify`,

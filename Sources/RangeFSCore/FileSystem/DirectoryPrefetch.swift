@@ -23,6 +23,7 @@
 // Locks: `state` is taken before the catalog's (siblings are found under it) and the link estimate's; no fetch
 // starts under it.
 
+import Dispatch
 import Synchronization
 
 /// Fetches the next files of a directory ahead of readers that open its files in listing order.
@@ -251,18 +252,51 @@ final class DirectoryPrefetch: Sendable {
 
 extension RangeFS {
     /// The prefetcher of this mount's directories (nil with `--dir-prefetch off`): a file is fetched ahead with the
-    /// probe its open would make, so the open finds it validated and its first blocks cached.
+    /// probe its open would make, so the open finds it validated and its first blocks cached; a file cached whole
+    /// by an earlier run has its entry opened and checked (`prepareEntry`), so the open finds that done too.
     static func makeDirectoryPrefetch(catalog: Catalog, directories: DirectoryService, link: LinkEstimate,
-                                      settings: FileSystemSettings, connections: Int) -> DirectoryPrefetch? {
+                                      settings: FileSystemSettings, connections: Int,
+                                      events: FileSystemEvents) -> DirectoryPrefetch? {
         guard settings.directoryPrefetch else { return nil }
         var limits = DirectoryPrefetch.Limits()
         limits.connections = max(1, connections)
         limits.inFlight = max(1, connections - 2)
+        // The fetches start on a queue of their own, not in the open that called for them: a file cached by an
+        // earlier run is validated from its entry on disk, which an open waited for, several files' worth, before
+        // it answered (a fifth of the daemon's time re-reading a cached tree after a remount). There, they read
+        // the next files' entries beside the reader. The entries of files cached whole are then prepared several
+        // at once (no more than the fetches ahead in flight), so that the disk's reads overlap and keep ahead of a
+        // reader that waits for one read at a time.
+        let starts = DispatchQueue(label: "rangefs.directory-prefetch", qos: .utility)
+        let prepares = DispatchQueue(label: "rangefs.directory-prefetch.prepare", qos: .utility, attributes: .concurrent)
         return DirectoryPrefetch(catalog: catalog, link: link, limits: limits,
                                  probeBytes: settings.openProbeBytes,
                                  probeBlockBytes: settings.blockSize) { [weak directories] file, done in
             guard let directories else { return done() }
-            directories.fetchAhead(file, done: done)
+            starts.async { [weak directories] in
+                guard let directories else { return done() }
+                directories.fetchAhead(file) {
+                    prepares.async {
+                        events.fetchedAhead(file)
+                        done()
+                    }
+                }
+            }
         }
+    }
+
+    /// Opens the cache entry of `file`, fetched ahead of its reader, if the cache holds it whole, and checks it
+    /// (the one-pass check of a complete file from an earlier run): its open then finds both done. Issue 46: an
+    /// open after a remount read the entry the validation had just read, then the whole file for its check, before
+    /// it answered; here that happens beside the reader. An entry nobody opens is released when idle, as a fetched
+    /// one is.
+    func prepareEntry(of file: CatalogItem) {
+        guard let item = catalog.item(inode: file.inode), item.validated, item.metadata.sizeKnown,
+              item.metadata.size > 0, store.openEntry(for: item.metadata.url) == nil,
+              store.cachedBytes(of: item.metadata) == item.metadata.size
+        else { return }
+        // An entry that cannot be opened is left to the open, which opens it again and says why.
+        guard let entry = try? entry(for: item) else { return }
+        entry.checkCompleteFileAtOpen(synchronousLimit: settings.openCheckBytes)
     }
 }

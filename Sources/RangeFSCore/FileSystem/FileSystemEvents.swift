@@ -84,6 +84,12 @@ package final class FileSystemEvents: Sendable {
         return events
     }
 
+    /// A file of a directory was fetched ahead of its reader (DirectoryPrefetch.swift): its cached entry is made
+    /// ready for the open to come.
+    func fetchedAhead(_ file: CatalogItem) {
+        fileSystem?.prepareEntry(of: file)
+    }
+
     /// Stores the first bytes a listed file's probe brought, through the file system (RangeFS+FirstBytes.swift).
     func storeFirstBytes(_ body: FirstBytes.Body, of metadata: RemoteMetadata) {
         guard let fileSystem else { return body.discard() }

@@ -7,7 +7,9 @@
 // for many reasons besides an open (the first bytes of the open's probe, a fill, a prefetch of a directory's next
 // files), often after the kernel was handed attributes to keep: so whenever one opens, the kernel is told to drop
 // the attributes it holds of that file (`entryOpened`), and asks again from then on. Without that, `stat -c %b` of
-// a file just read whole stayed 0 for the listing's minute (issue 35).
+// a file just read whole stayed 0 for the listing's minute (issue 35). An entry that is complete and that nothing
+// takes blocks from (`cachedBytesSettled`: no cap, no digest check) changes nothing they show: it keeps them open
+// or not, and its opening tells the kernel nothing (issue 46: a re-read cached tree sent three GETATTRs a file).
 
 extension RangeFS {
     // MARK: Attributes

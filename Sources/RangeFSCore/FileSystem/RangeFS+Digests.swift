@@ -89,10 +89,12 @@ extension RangeFS {
             entry.record(record)
             scheduler.fill(entry, url: url)
         }
-        // The kernel may hold pages of the wrong bytes: it must ask again (and get EIO, or the new bytes).
+        // The kernel may hold pages of the wrong bytes: it must ask again (and get EIO, or the new bytes); and the
+        // attributes of a file complete when it was opened (`cachedBytesSettled`), whose blocks just went.
         for item in catalog.items(url: url) {
             kernel.forgetPages(of: item.inode)
         }
+        entryOpened(url: url)
     }
 
     /// Finds the digest `url`'s file is expected to have (see DigestChecks.swift for the order); `completion` gets

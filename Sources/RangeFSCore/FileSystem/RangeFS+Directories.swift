@@ -180,11 +180,21 @@ extension RangeFS {
     }
 
     /// How long the kernel may keep the attributes and name of `item`: a listed file's as long as its listing is
-    /// fresh, unless its cache entry is open (its cached bytes change as it downloads, and `ls -s` must show
-    /// that). Zero for files mounted one by one, whose progress always shows.
+    /// fresh, unless its cache entry is open and its cached bytes may still change (it downloads, and `ls -s` must
+    /// show that). Zero for files mounted one by one, whose progress always shows.
     func kernelCacheSeconds(of item: CatalogItem) -> Double {
-        guard keepsAttributesInKernel(item), store.openEntry(for: item.metadata.url) == nil else { return 0 }
+        guard keepsAttributesInKernel(item) else { return 0 }
+        if let entry = store.openEntry(for: item.metadata.url), !cachedBytesSettled(entry) { return 0 }
         return settings.directoryCacheTime.seconds
+    }
+
+    /// Whether the cached bytes of the open `entry` stay what they are now: it is complete, and nothing takes
+    /// blocks from it (no cap to evict them for, no digest check that may drop them). Issue 46: with its attributes
+    /// kept for no time, `cat` of a cached small file cost three GETATTRs (its `fstat`, and a read at and past the
+    /// end each asking for the size again), more round trips than its open and read together.
+    func cachedBytesSettled(_ entry: CacheEntry) -> Bool {
+        store.maxBytes == nil && entry.isComplete && !entry.isStale && !entry.isKnownWrong
+            && entry.digestRecord?.verdict != .refetching && !isCheckingDigest(of: entry)
     }
 
     /// Whether the kernel is given `item`'s attributes for as long as its listing is fresh while its entry is

@@ -105,7 +105,8 @@ public final class RangeFS: Sendable {
                                                     kernel: kernel, events: events, logger: logger)
         self.directories = directories
         directoryPrefetch = Self.makeDirectoryPrefetch(catalog: catalog, directories: directories, link: link,
-                                                       settings: settings, connections: scheduler.policy.maxTransfers)
+                                                       settings: settings, connections: scheduler.policy.maxTransfers,
+                                                       events: events)
         events.attach(self)
     }
 
@@ -385,7 +386,8 @@ public final class RangeFS: Sendable {
         let wasOpen = store.openEntry(for: metadata.url) != nil
         let entry = inUse ? try store.entryInUse(for: metadata, blockSize: settings.blockSize)
                           : try store.entry(for: metadata, blockSize: settings.blockSize)
-        if !wasOpen { entryOpened(url: metadata.url) }
+        // An entry that opens complete, from which nothing takes blocks, changes no attribute the kernel holds.
+        if !wasOpen && !cachedBytesSettled(entry) { entryOpened(url: metadata.url) }
         return entry
     }
 

@@ -1,0 +1,108 @@
+import Foundation
+import Logging
+@testable import RangeFSCore
+import RangeFSTestSupport
+import XCTest
+
+/// Issue 46: the attributes of a file whose open cache entry is complete, and that nothing takes blocks from, stay
+/// in the kernel as a closed entry's do. With them kept for no time, `cat` of a cached small file after a remount
+/// cost three GETATTRs (its `fstat`, and a read at and past the end each asking for the size again), and the open
+/// of each entry told the kernel to drop what it held. A file still filling, or under a cap, is asked each time, so
+/// that `ls -s` and `du` follow it (issue 35).
+final class SettledAttributesTests: XCTestCase {
+    let origin = MemoryOrigin()
+    let folder = "http://origin/exact/"
+    let bytes = pseudoRandomBytes(count: 5000, seed: 46)
+    var cache: TemporaryDirectory!
+
+    override func setUpWithError() throws {
+        cache = try TemporaryDirectory(prefix: "settled")
+        let listing = #"[{"name":"d.bin","type":"file","mtime":"\#(origin.lastModified)","size":5000},"#
+            + #"{"name":"big.bin","type":"file","mtime":"\#(origin.lastModified)","size":3000000}]"#
+        origin.serve(folder, bytes: Array(listing.utf8))
+        origin.serve(folder + "d.bin", bytes: bytes)
+        origin.serve(folder + "big.bin", bytes: pseudoRandomBytes(count: 3_000_000, seed: 47))
+    }
+
+    override func tearDown() {
+        cache = nil
+        super.tearDown()
+    }
+
+    /// Mounts the folder on the test's cache (a remount after the first), with `maxBytes` as the cap, and hands
+    /// `use` the file system, what it told the kernel, and the listed file `name`.
+    private func mount(maxBytes: Int? = nil, file name: String = "d.bin",
+                       _ use: (RangeFS, KernelRecorder, CatalogItem) throws -> Void) throws {
+        let logger = Logger(label: "test")
+        let events = FileSystemEvents()
+        var storeSettings = StoreSettings()
+        storeSettings.maxBytes = maxBytes
+        let store = try CacheStore(root: cache.path, settings: storeSettings, events: events.store, logger: logger)
+        defer {
+            store.markStopping()
+            store.close()
+        }
+        let catalog = Catalog()
+        catalog.setRootURL(folder)
+        var settings = FileSystemSettings()
+        settings.revalidateAfter = nil
+        let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler, logger: logger)
+        let kernel = KernelRecorder()
+        let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
+                              settings: settings, logger: logger)
+        _ = try mounted.directoryContents(Catalog.rootInode).get()
+        guard case .file(let item) = catalog.node(named: name, in: Catalog.rootInode) else {
+            return XCTFail("no \(name) listed")
+        }
+        try use(mounted, kernel, item)
+    }
+
+    /// Reads the whole of `item` through a handle and checks its bytes; the handle stays open during `whileOpen`.
+    private func readWhole(_ mounted: RangeFS, _ item: CatalogItem, whileOpen: () throws -> Void = {}) throws {
+        let handle = try mounted.open(item.inode).get().handle
+        defer { mounted.release(handle) }
+        XCTAssertEqual(try mounted.readSynchronously(handle: handle, offset: 0, count: bytes.count)?.get(), bytes)
+        try whileOpen()
+    }
+
+    func testACompleteCachedFileKeepsItsAttributesInTheKernelWhileOpenAfterARemount() throws {
+        try mount { mounted, _, item in try readWhole(mounted, item) }
+        try mount { mounted, kernel, item in
+            let looked = try mounted.lookup(parent: Catalog.rootInode, name: "d.bin").get()
+            XCTAssertEqual(looked.cachedBytes, 5000)
+            XCTAssertGreaterThan(looked.kernelCacheSeconds, 0)
+            try readWhole(mounted, item) {
+                let open = try mounted.attributes(of: item.inode).get()
+                XCTAssertEqual(open.cachedBytes, 5000)
+                // On the main before this change: 0, so each fstat and read past the end asked the daemon again.
+                XCTAssertGreaterThan(open.kernelCacheSeconds, 0, "kept while its complete entry is open")
+            }
+            XCTAssertEqual(kernel.notices.filter { $0 == .attributes(item.inode) }, [],
+                           "its complete entry opened: nothing the kernel holds of it changed")
+        }
+    }
+
+    func testAnEntryStillFillingIsAskedEachTimeAndTheKernelDropsWhatItHeld() throws {
+        try mount(file: "big.bin") { mounted, kernel, item in
+            let entry = try mounted.entry(for: item)
+            XCTAssertLessThan(entry.cachedBytes, 3_000_000)
+            let open = try mounted.attributes(of: item.inode).get()
+            XCTAssertEqual(open.kernelCacheSeconds, 0, "its cached bytes change as it fills: asked each time")
+            kernel.wait { $0 == .attributes(item.inode) }
+            XCTAssertEqual(kernel.notices.filter { $0 == .attributes(item.inode) }, [.attributes(item.inode)],
+                           "the kernel was told to drop the attributes it held")
+        }
+    }
+
+    func testUnderACapACompleteOpenEntryIsAskedEachTime() throws {
+        try mount(maxBytes: 1 << 30) { mounted, _, item in try readWhole(mounted, item) }
+        try mount(maxBytes: 1 << 30) { mounted, kernel, item in
+            try readWhole(mounted, item) {
+                let open = try mounted.attributes(of: item.inode).get()
+                XCTAssertEqual(open.cachedBytes, 5000)
+                XCTAssertEqual(open.kernelCacheSeconds, 0, "eviction may take its blocks: asked each time")
+            }
+            XCTAssertEqual(kernel.notices.filter { $0 == .attributes(item.inode) }, [.attributes(item.inode)])
+        }
+    }
+}
