@@ -166,6 +166,43 @@ final class MetricsTests: MountTestCase {
         XCTAssertLessThanOrEqual(reads, 40, "\(reads) READs for \(size >> 20) MiB: the kernel's READs are not 1 MiB")
     }
 
+    /// Issue 47: a copy right after a cold one, on the same mount, never reaches the daemon: the open of a file
+    /// whose version the kernel already holds keeps its pages (FOPEN_KEEP_CACHE), or passes the file through, and
+    /// the copy runs at the page cache's speed, as a copy from a tmpfs does. Counted by the daemon's READ counter
+    /// and the origin's access log; no timing. Passthrough is off: as root, the second open could pass the file
+    /// through once it is committed, which would hide whether the kernel kept its pages (a mount without root has
+    /// only those).
+    func testAWarmCopyOnTheSameMountSendsTheDaemonNoREAD() throws {
+        let size = 16 << 20
+        let expected = try origin.serveRandomFile("twice.bin", size: size)
+        let port = try freePort()
+        try mount([origin.url("twice.bin")], extra: ["--metrics", "127.0.0.1:\(port)", "--passthrough", "off"])
+        let copy = scratch.path + "/copy"
+        try Shell.run("/bin/cp", [mountpoint + "/twice.bin", copy])
+        XCTAssertEqual(try Shell.sha256(of: copy), expected)
+        let reads = { (text: String) in
+            (self.value(text, "rangefs_reads_total{result=\"hit\"}") ?? 0)
+                + (self.value(text, "rangefs_reads_total{result=\"miss\"}") ?? 0)
+        }
+        let cold = reads(try scrape(port).stdout)
+        XCTAssertGreaterThan(cold, 0, "the cold copy is read through the daemon")
+        // Every transfer of the cold copy has ended (and nginx has logged it) before the access log is counted.
+        let deadline = Date().addingTimeInterval(30)
+        func state() throws -> String {
+            try Shell.run("/usr/bin/getfattr", ["--only-values", "-n", "user.rangefs.state", mountpoint + "/twice.bin"])
+                .stdout
+        }
+        while try state() != "complete", Date() < deadline { usleep(100_000) }
+        XCTAssertEqual(try state(), "complete")
+        usleep(500_000)
+        let requests = origin.accessLog().count
+        try Shell.run("/bin/cp", [mountpoint + "/twice.bin", copy])
+        XCTAssertEqual(try Shell.sha256(of: copy), expected)
+        let text = try scrape(port).stdout
+        XCTAssertEqual(reads(text), cold, "the warm copy sent READs to the daemon: \(text)")
+        XCTAssertEqual(origin.accessLog().count, requests, "the warm copy asked the origin again")
+    }
+
     func testABadMetricsAddressIsNamedWithItsFix() throws {
         let result = try driver.run(["mount", mountpoint, origin.url("x.bin"), "--cache", cache, "--metrics", "localhost:99999"])
         XCTAssertNotEqual(result.status, 0)
