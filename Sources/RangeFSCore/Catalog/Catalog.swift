@@ -162,14 +162,12 @@ public final class Catalog: Sendable {
     }
 
     /// Gives listed file `inode` the cached version `stored` if it still shows `expected` and is not validated,
-    /// as one step (a refresh of its directory may state another version meanwhile). Returns whether it did,
-    /// and when its directory's listing was read (`CatalogDirectory.readAt`).
-    func adoptStoredVersion(_ stored: RemoteMetadata, inode: UInt64,
-                            expected: RemoteMetadata) -> (adopted: Bool, listingReadAt: Double?) {
+    /// as one step (a refresh of its directory may state another version meanwhile). Returns whether it did.
+    func adoptStoredVersion(_ stored: RemoteMetadata, inode: UInt64, expected: RemoteMetadata) -> Bool {
         state.withLock { state in
-            guard let item = state.files[inode], !item.validated, item.metadata == expected else { return (false, nil) }
+            guard let item = state.files[inode], !item.validated, item.metadata == expected else { return false }
             state.store(Self.validated(item, as: stored))
-            return (true, state.directories[item.parent]?.readAt)
+            return true
         }
     }
 

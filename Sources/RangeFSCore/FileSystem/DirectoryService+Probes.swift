@@ -63,17 +63,22 @@ extension DirectoryService {
         // The cached version, if it agrees with the listing; taken only if the file still shows what was looked
         // at (a refresh of its directory may have stated another version since: then it is probed).
         if let stored = storedVersion(agreeingWith: item) {
-            let (adopted, listingReadAt) = catalog.adoptStoredVersion(stored, inode: item.inode, expected: item.metadata)
-            if adopted {
-                // A listing that proves the cached version current is a check of it, made when that listing was
-                // read from its server (a kept listing: when the mount that kept it read it; a refresh that failed
-                // moves nothing). The open's background check (`--revalidate`) is then not due before the interval
-                // after that. An object store's listing states each object's ETag, as the object's own answer
-                // would; a web server's listing proves it by its date (ListedDate.swift).
-                let proved = credentials.objectStore(for: stored.url) != nil
-                    ? !item.metadata.etag.isEmpty && stored.etag == item.metadata.etag
-                    : item.listingShowsUnchanged(stored)
-                if let listingReadAt, proved { events.validated(stored.url, listingReadAt) }
+            // A listing that proves the cached version current is a check of it, made when that listing was read
+            // from its server (a kept listing: when the mount that kept it read it; a refresh that failed moves
+            // nothing). The open's background check (`--revalidate`) is then not due before the interval after
+            // that. An object store's listing states each object's ETag, as the object's own answer would; a web
+            // server's listing proves it by its date (ListedDate.swift).
+            let proved = credentials.objectStore(for: stored.url) != nil
+                ? !item.metadata.etag.isEmpty && stored.etag == item.metadata.etag
+                : item.listingShowsUnchanged(stored)
+            // Recorded before the file shows as validated: an open that finds it validated (the directory
+            // prefetch validates the next files on a thread of its own) must not find the check unrecorded and
+            // send one of its own. Should the adoption fail (a newer listing stated another version meanwhile),
+            // that version is probed before anything opens it, so the record keeps no change from being seen.
+            if proved, let listingReadAt = catalog.directory(inode: item.parent)?.readAt {
+                events.validated(stored.url, listingReadAt)
+            }
+            if catalog.adoptStoredVersion(stored, inode: item.inode, expected: item.metadata) {
                 return completion(.success(catalog.item(inode: item.inode) ?? item))
             }
         }
