@@ -285,26 +285,12 @@ final class DirectoryServiceTests: XCTestCase {
             origin.serve(url, bytes: Array(listing.utf8))
             origin.serve(url + "d.bin", bytes: bytes)
             func mount(_ use: (RangeFS, CatalogItem) throws -> Void) throws {
-                let logger = Logger(label: "test")
-                let events = FileSystemEvents()
-                let store = try CacheStore(root: cache.path, events: events.store, logger: logger)
-                defer {
-                    store.markStopping()
-                    store.close()
+                try withListedFolder(url, of: origin, cache: cache.path) { mounted, catalog in
+                    guard case .file(let item) = catalog.node(named: "d.bin", in: Catalog.rootInode) else {
+                        return XCTFail("\(folder): no d.bin")
+                    }
+                    try use(mounted, item)
                 }
-                let catalog = Catalog()
-                catalog.setRootURL(url)
-                var settings = FileSystemSettings()
-                settings.revalidateAfter = nil
-                let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler,
-                                               logger: logger)
-                let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events,
-                                      settings: settings, logger: logger)
-                _ = try mounted.directoryContents(Catalog.rootInode).get()
-                guard case .file(let item) = catalog.node(named: "d.bin", in: Catalog.rootInode) else {
-                    return XCTFail("\(folder): no d.bin")
-                }
-                try use(mounted, item)
             }
             try mount { mounted, item in
                 let handle = try mounted.open(item.inode).get().handle

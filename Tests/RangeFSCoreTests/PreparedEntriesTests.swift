@@ -29,22 +29,7 @@ final class PreparedEntriesTests: XCTestCase {
     }
 
     private func mount(_ use: (RangeFS, Catalog) throws -> Void) throws {
-        let logger = Logger(label: "test")
-        let events = FileSystemEvents()
-        let store = try CacheStore(root: cache.path, events: events.store, logger: logger)
-        defer {
-            store.markStopping()
-            store.close()
-        }
-        let catalog = Catalog()
-        catalog.setRootURL(folder)
-        var settings = FileSystemSettings()
-        settings.revalidateAfter = nil
-        let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler, logger: logger)
-        let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events,
-                              settings: settings, logger: logger)
-        _ = try mounted.directoryContents(Catalog.rootInode).get()
-        try use(mounted, catalog)
+        try withListedFolder(folder, of: origin, cache: cache.path, use)
     }
 
     private func item(_ name: String, in catalog: Catalog) throws -> CatalogItem {

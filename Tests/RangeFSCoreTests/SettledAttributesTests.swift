@@ -33,28 +33,16 @@ final class SettledAttributesTests: XCTestCase {
     /// `use` the file system, what it told the kernel, and the listed file `name`.
     private func mount(maxBytes: Int? = nil, file name: String = "d.bin",
                        _ use: (RangeFS, KernelRecorder, CatalogItem) throws -> Void) throws {
-        let logger = Logger(label: "test")
-        let events = FileSystemEvents()
         var storeSettings = StoreSettings()
         storeSettings.maxBytes = maxBytes
-        let store = try CacheStore(root: cache.path, settings: storeSettings, events: events.store, logger: logger)
-        defer {
-            store.markStopping()
-            store.close()
-        }
-        let catalog = Catalog()
-        catalog.setRootURL(folder)
-        var settings = FileSystemSettings()
-        settings.revalidateAfter = nil
-        let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler, logger: logger)
         let kernel = KernelRecorder()
-        let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
-                              settings: settings, logger: logger)
-        _ = try mounted.directoryContents(Catalog.rootInode).get()
-        guard case .file(let item) = catalog.node(named: name, in: Catalog.rootInode) else {
-            return XCTFail("no \(name) listed")
+        try withListedFolder(folder, of: origin, cache: cache.path, storeSettings: storeSettings, kernel: kernel) {
+            mounted, catalog in
+            guard case .file(let item) = catalog.node(named: name, in: Catalog.rootInode) else {
+                return XCTFail("no \(name) listed")
+            }
+            try use(mounted, kernel, item)
         }
-        try use(mounted, kernel, item)
     }
 
     /// Reads the whole of `item` through a handle and checks its bytes; the handle stays open during `whileOpen`.

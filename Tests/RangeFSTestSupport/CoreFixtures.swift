@@ -100,3 +100,27 @@ extension ReadReply {
         }
     }
 }
+
+/// Mounts the listed folder `root` of `origin` on the cache at `cache` as a mount would (its block size and
+/// prefetching; no background check), lists it, hands `use` the file system and its catalog, and closes the
+/// store: a second call on the same cache is a remount.
+public func withListedFolder(_ root: String, of origin: MemoryOrigin, cache: String,
+                             storeSettings: StoreSettings = StoreSettings(), kernel: any KernelNotifier = NoKernel(),
+                             _ use: (RangeFS, Catalog) throws -> Void) throws {
+    let logger = Logger(label: "test")
+    let events = FileSystemEvents()
+    let store = try CacheStore(root: cache, settings: storeSettings, events: events.store, logger: logger)
+    defer {
+        store.markStopping()
+        store.close()
+    }
+    let catalog = Catalog()
+    catalog.setRootURL(root)
+    var settings = FileSystemSettings()
+    settings.revalidateAfter = nil
+    let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler, logger: logger)
+    let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
+                          settings: settings, logger: logger)
+    _ = try mounted.directoryContents(Catalog.rootInode).get()
+    try use(mounted, catalog)
+}
