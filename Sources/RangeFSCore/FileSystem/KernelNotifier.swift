@@ -9,6 +9,7 @@
 // for. One serial queue keeps the notices in the order the core made them.
 
 import Dispatch
+import Synchronization
 
 /// Tells the kernel to drop what it caches of the mount. Its calls may block (a page invalidation waits for pages
 /// that a READ in flight holds), so the core makes them only from `KernelInvalidations`' queue.
@@ -26,6 +27,8 @@ package protocol KernelNotifier: Sendable {
 final class KernelInvalidations: Sendable {
     private let notifier: any KernelNotifier
     private let queue = DispatchQueue(label: "rangefs.invalidate")
+    /// The inodes whose attributes are queued to be dropped, with how many such notices are queued.
+    private let queuedAttributes = Mutex<[UInt64: Int]>([:])
 
     init(_ notifier: any KernelNotifier) {
         self.notifier = notifier
@@ -59,7 +62,26 @@ final class KernelInvalidations: Sendable {
     /// The kernel drops its attributes of each of `inodes`, soon.
     func forgetAttributes(of inodes: [UInt64]) {
         guard !inodes.isEmpty else { return }
-        queue.async { [notifier] in for inode in inodes { notifier.forgetAttributes(of: inode) } }
+        queuedAttributes.withLock { queued in for inode in inodes { queued[inode, default: 0] += 1 } }
+        queue.async { [self] in
+            for inode in inodes {
+                notifier.forgetAttributes(of: inode)
+                queuedAttributes.withLock { queued in
+                    queued[inode]! -= 1
+                    if queued[inode] == 0 { queued[inode] = nil }
+                }
+            }
+        }
+    }
+
+    /// The kernel drops its attributes of `inode` before this returns if a notice to drop them is still queued:
+    /// for an open, which must not answer while the kernel may still hold a size that a probe found wrong (the
+    /// probe of a fetch ahead can end between the kernel's lookup and the open; its notice, queued when the
+    /// entry opened, then came after the first read, which stopped at the listed size). The queued notice is
+    /// sent too, later; a second one costs the kernel one more lookup of the attributes.
+    func forgetQueuedAttributesNow(of inode: UInt64) {
+        guard queuedAttributes.withLock({ $0[inode] != nil }) else { return }
+        notifier.forgetAttributes(of: inode)
     }
 
     /// Returns once every notice queued before this call was sent (tests, and a mount's end).

@@ -143,6 +143,10 @@ public final class RangeFS: Sendable {
         if case .success(let item) = result, item.metadata.size != found.metadata.size
             || item.metadata.sizeKnown != found.metadata.sizeKnown {
             kernel.forgetAttributesNow(of: found.inode)
+        } else {
+            // A probe that ended before this open (a fetch ahead's) queued its notice when the entry opened: it
+            // goes now, before the open answers.
+            kernel.forgetQueuedAttributesNow(of: found.inode)
         }
         // A file completed since the last commit is committed first, so that this open passes it through
         // (a copy started right after a cold one then reads at the disk's speed).
