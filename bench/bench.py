@@ -646,16 +646,19 @@ class Bench:
         self.results["  daemon CPU s per 512 MiB, that cat"] = (median(dropped_cpu["rangefs"]), "", 0, "<=0.05")
         self.results["warm cp (cache on disk)"] = (median(remount["rangefs"]), "cat data file", median(cat), 0.8)
         self.results["  daemon CPU s per cold 512 MiB"] = (median(cold_daemon_cpu["rangefs"]), "", 0, None)
+        # Issue 47's goals: a cold copy >= 1.1x httpfs2 and >= 0.85x curl, at <= 1.5x httpfs2's daemon CPU; a copy
+        # after a remount in <= 1.1x httpdirfs's time (>= 1/1.1 of its rate); a warm copy >= 0.95x one from tmpfs.
+        self.results["  cold cp vs curl (issue 47)"] = (median(cold["rangefs"]), "curl", median(curl), 0.85)
         if httpfs2:
-            self.results["  cold cp vs httpfs2"] = (median(cold["rangefs"]), "httpfs2", median(httpfs2), 0.9)
+            self.results["  cold cp vs httpfs2"] = (median(cold["rangefs"]), "httpfs2", median(httpfs2), 1.1)
             self.results["  daemon CPU s per cold 512 MiB vs httpfs2"] = (median(cold_daemon_cpu["rangefs"]),
-                                                                        "httpfs2", median(httpfs2_cpu), "<=2x")
+                                                                        "httpfs2", median(httpfs2_cpu), "<=1.5x")
         if peer["cold"]:
             self.results["  cold cp vs httpdirfs"] = (median(cold["rangefs"]), "httpdirfs", median(peer["cold"]), 1.0)
             self.results["  warm cp, same mount, vs httpdirfs"] = (median(warm["rangefs"]), "httpdirfs",
                                                                   median(peer["warm"]), 1.0)
             self.results["  cp after a remount vs httpdirfs"] = (median(remount["rangefs"]), "httpdirfs",
-                                                                median(peer["remount"]), 1.5)
+                                                                median(peer["remount"]), round(1 / 1.1, 3))
         self.compare_with_baseline("cold cp, fast link", cold["rangefs"], cold.get("baseline"))
         self.compare_with_baseline("CPU s per cold copy", cold_cpu["rangefs"], cold_cpu.get("baseline"))
         self.compare_with_baseline("warm cp, same mount", warm["rangefs"], warm.get("baseline"))
@@ -1120,8 +1123,8 @@ class Bench:
                 verdict = "higher is better"
             elif goal == "same":
                 verdict = "lower is better"
-            elif goal == "<=2x":
-                verdict = f"<=2x {'PASS' if value <= 2 * ref_value else 'MISS'}"
+            elif isinstance(goal, str) and goal.startswith("<=") and goal.endswith("x"):
+                verdict = f"{goal} {'PASS' if value <= float(goal[2:-1]) * ref_value else 'MISS'}"
             elif isinstance(goal, str) and goal.startswith("<="):
                 verdict = f"{goal} {'PASS' if value <= float(goal[2:]) else 'MISS'}"
             log(f"{label:38} {shown:>12} {ref:>28} {ratio:>7}  {verdict}")
