@@ -74,4 +74,29 @@ final class URLQueryTests: XCTestCase {
         XCTAssertEqual(restored.wireURL(for: identity), identity)
         XCTAssertFalse(restored.forgetQuery(of: identity))
     }
+
+    /// An origin is what credentials hang on: read from the bytes where the host is ASCII, by characters
+    /// elsewhere, both giving scheme and host lowercased and the port always written.
+    func testAnOriginIsTheSchemeHostAndPortOfEveryURLShape() {
+        let origins: [(String, String?)] = [
+            ("http://example.org/a/b", "http://example.org:80"),
+            ("HTTPS://Example.ORG/x?y=1", "https://example.org:443"),
+            ("https://user:p%40ss@Host:8443/f", "https://host:8443"),
+            ("http://a@b@host/f", "http://host:80"),
+            ("http://host:/f", "http://host:80"),
+            ("http://[::1]:8080/f", "http://[::1]:8080"),
+            ("http://[::1]/f", "http://[::1]:80"),
+            ("http://host?q=a:b", "http://host:80"),
+            ("http://host#frag:1", "http://host:80"),
+            ("http://Bücher.example/f", "http://bücher.example:80"),
+            ("http://ÜSER@host/f", "http://host:80"),
+            ("ftp://host/f", nil),
+            ("http:///f", nil),
+            ("http://user@/f", nil),
+            ("no scheme", nil),
+            ("http:/", nil),
+            ("", nil),
+        ]
+        for (url, expected) in origins { XCTAssertEqual(URLOrigin.of(url), expected, url) }
+    }
 }

@@ -22,11 +22,13 @@ struct EntryFiles: Sendable {
     init(root: String, name: String) {
         self.root = root
         self.name = name
+        // Made once: an open asks for it several times (its load, its digest record, its checks).
+        base = root + "/entries/" + name.prefix(2) + "/" + name.dropFirst(2)
     }
 
     var shard: String { root + "/entries/" + name.prefix(2) }
     /// A small entry's file; the stem of a large entry's `.data` and `.meta`.
-    var base: String { shard + "/" + name.dropFirst(2) }
+    let base: String
     var dataPath: String { base + ".data" }
     var metaPath: String { base + ".meta" }
     var digestPath: String { base + ".digest" }

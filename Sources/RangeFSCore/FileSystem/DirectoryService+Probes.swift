@@ -231,7 +231,8 @@ extension DirectoryService {
 
     /// Takes one probe's answer into the catalog.
     private func take(_ result: Result<RemoteMetadata, FetchError>, for file: CatalogItem) {
-        let shown = Redaction.redact(file.metadata.url)
+        // Redacted only for a message: most probes answer with none.
+        var shown: String { Redaction.redact(file.metadata.url) }
         switch ProbeOutcome.judge(result, stored: { store.storedMetadata(for: file.metadata.url) }, wasSaved: false) {
         case .online(let metadata):
             // Marked checked before the catalog says so: an open that finds it validated must not check it again.

@@ -98,8 +98,11 @@ package final class Metrics: Sendable {
     }
 
     /// A label value as the format writes it: backslash, double quote and line feed escaped.
+    /// Most values need none, and are seen with no copy: every transfer counts its bytes under a label.
     fileprivate static func escape(_ value: String) -> String {
-        value.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
+        guard value.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 == 0x0A })
+        else { return value }
+        return value.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
             .replacing("\n", with: "\\n")
     }
 }
