@@ -65,6 +65,7 @@ final class SettledAttributesTests: XCTestCase {
                 // On the main before this change: 0, so each fstat and read past the end asked the daemon again.
                 XCTAssertGreaterThan(open.kernelCacheSeconds, 0, "kept while its complete entry is open")
             }
+            mounted.kernel.flush()  // every notice queued so far reached the recorder
             XCTAssertEqual(kernel.notices.filter { $0 == .attributes(item.inode) }, [],
                            "its complete entry opened: nothing the kernel holds of it changed")
         }
@@ -90,6 +91,8 @@ final class SettledAttributesTests: XCTestCase {
                 XCTAssertEqual(open.cachedBytes, 5000)
                 XCTAssertEqual(open.kernelCacheSeconds, 0, "eviction may take its blocks: asked each time")
             }
+            // The notice goes through the kernel queue, off the opening thread: waited for, not raced.
+            kernel.wait { $0 == .attributes(item.inode) }
             XCTAssertEqual(kernel.notices.filter { $0 == .attributes(item.inode) }, [.attributes(item.inode)])
         }
     }
