@@ -19,8 +19,26 @@ public final class KernelRecorder: KernelNotifier {
     /// only queues it.
     private let delay: useconds_t
 
-    public init(delay seconds: Double = 0) {
+    /// While true, every notice waits before it is recorded: an open that waited for one would not answer.
+    private let holding: LockedBox<Bool>
+
+    /// `holding`: notices wait until `release()` (or 60 s), to show that nothing waits for them.
+    public init(delay seconds: Double = 0, holding: Bool = false) {
         delay = useconds_t(seconds * 1e6)
+        self.holding = LockedBox(holding)
+    }
+
+    /// Lets the held notices (and every later one) through.
+    public func release() {
+        holding.withLock { $0 = false }
+    }
+
+    /// A held notice goes through after 60 s anyway: a caller that waits for it on the test's own thread then
+    /// fails the test's assertions instead of hanging it.
+    private func pass() {
+        if delay > 0 { usleep(delay) }
+        let deadline = DispatchTime.now() + 60
+        while holding.withLock({ $0 }) && DispatchTime.now() < deadline { usleep(1_000) }
     }
 
     /// Every notice so far, in the order sent.
@@ -38,17 +56,17 @@ public final class KernelRecorder: KernelNotifier {
     }
 
     public func forgetName(_ name: String, in parent: UInt64) {
-        if delay > 0 { usleep(delay) }
+        pass()
         recorded.withLock { $0.append(.name(name, parent: parent)) }
     }
 
     public func forgetPages(of inode: UInt64, in range: Range<UInt64>) {
-        if delay > 0 { usleep(delay) }
+        pass()
         recorded.withLock { $0.append(.pages(inode, range)) }
     }
 
     public func forgetAttributes(of inode: UInt64) {
-        if delay > 0 { usleep(delay) }
+        pass()
         recorded.withLock { $0.append(.attributes(inode)) }
     }
 }

@@ -237,6 +237,11 @@ extension DirectoryService {
         case .online(let metadata):
             // Marked checked before the catalog says so: an open that finds it validated must not check it again.
             events.validated(metadata.url, MonotonicClock.seconds())
+            // The kernel may hold the size this file had (its listing's) from a lookup: an open must not answer
+            // while it does (issue 45). Noted before the catalog changes, so no open finds one without the other.
+            if metadata.size != file.metadata.size || metadata.sizeKnown != file.metadata.sizeKnown {
+                events.changed(file.inode)
+            }
             catalog.update(inode: file.inode, metadata: metadata)
         case .gone(let error):
             // A dead link: not a file. It comes back only if a new listing still lists it.

@@ -53,7 +53,8 @@ final class DirectoryService: Sendable {
         var validated: @Sendable (_ url: String, _ time: Double) -> Void = { _, _ in }
         /// `name` left directory `parent` (gone from its listing, or a dead link): the kernel must forget it.
         var removed: @Sendable (_ parent: UInt64, _ name: String) -> Void = { _, _ in }
-        /// A newer listing states another size or date for `inode`: the kernel must drop its attributes.
+        /// A newer listing states another size or date for `inode`, or a probe found another size than it had:
+        /// the kernel must drop its attributes, before the next open of it answers.
         var changed: @Sendable (_ inode: UInt64) -> Void = { _ in }
         /// The probe of a file being opened brought its first bytes (from offset 0), or they are on their way:
         /// they belong in its entry, which this must open before it returns (the open then waits for them there).

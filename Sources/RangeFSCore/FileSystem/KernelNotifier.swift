@@ -27,8 +27,9 @@ package protocol KernelNotifier: Sendable {
 final class KernelInvalidations: Sendable {
     private let notifier: any KernelNotifier
     private let queue = DispatchQueue(label: "rangefs.invalidate")
-    /// The inodes whose attributes are queued to be dropped, with how many such notices are queued.
-    private let queuedAttributes = Mutex<[UInt64: Int]>([:])
+    /// The inodes whose size or date changed (a newer listing, a probe), with how many notices to drop their
+    /// attributes are queued.
+    private let changedAttributes = Mutex<[UInt64: Int]>([:])
 
     init(_ notifier: any KernelNotifier) {
         self.notifier = notifier
@@ -62,25 +63,31 @@ final class KernelInvalidations: Sendable {
     /// The kernel drops its attributes of each of `inodes`, soon.
     func forgetAttributes(of inodes: [UInt64]) {
         guard !inodes.isEmpty else { return }
-        queuedAttributes.withLock { queued in for inode in inodes { queued[inode, default: 0] += 1 } }
+        queue.async { [notifier] in for inode in inodes { notifier.forgetAttributes(of: inode) } }
+    }
+
+    /// The size or date of `inode` changed (a newer listing, or a probe that found another size than the kernel
+    /// may have been given): the kernel drops its attributes soon, and an open of `inode` before that makes it
+    /// drop them at once (`forgetChangedAttributesNow`).
+    func attributesChanged(of inode: UInt64) {
+        changedAttributes.withLock { $0[inode, default: 0] += 1 }
         queue.async { [self] in
-            for inode in inodes {
-                notifier.forgetAttributes(of: inode)
-                queuedAttributes.withLock { queued in
-                    queued[inode]! -= 1
-                    if queued[inode] == 0 { queued[inode] = nil }
-                }
+            notifier.forgetAttributes(of: inode)
+            changedAttributes.withLock { changed in
+                changed[inode]! -= 1
+                if changed[inode] == 0 { changed[inode] = nil }
             }
         }
     }
 
-    /// The kernel drops its attributes of `inode` before this returns if a notice to drop them is still queued:
-    /// for an open, which must not answer while the kernel may still hold a size that a probe found wrong (the
-    /// probe of a fetch ahead can end between the kernel's lookup and the open; its notice, queued when the
-    /// entry opened, then came after the first read, which stopped at the listed size). The queued notice is
-    /// sent too, later; a second one costs the kernel one more lookup of the attributes.
-    func forgetQueuedAttributesNow(of inode: UInt64) {
-        guard queuedAttributes.withLock({ $0[inode] != nil }) else { return }
+    /// The kernel drops its attributes of `inode` before this returns if they changed and the notice saying so is
+    /// still queued: for an open, which must not answer while the kernel may still hold a size that a probe found
+    /// wrong (the probe of a fetch ahead can end between the kernel's lookup and the open; its notice then came
+    /// after the first read, which stopped at the listed size). The queued notice is sent too, later; a second
+    /// one costs the kernel one more lookup of the attributes. Only a change does this: the notices of entries
+    /// that opened (their cached bytes start changing) stay queued, so a cold file's open costs no GETATTR.
+    func forgetChangedAttributesNow(of inode: UInt64) {
+        guard changedAttributes.withLock({ $0[inode] != nil }) else { return }
         notifier.forgetAttributes(of: inode)
     }
 

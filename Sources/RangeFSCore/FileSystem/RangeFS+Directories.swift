@@ -214,7 +214,7 @@ extension RangeFS {
         events.validated = { [weak revalidator] url, time in revalidator?.markValidated(url, at: time) }
         // Queued: the lookup that found the name gone may still hold its directory.
         events.removed = { parent, name in kernel.forgetName(name, in: parent) }
-        events.changed = { inode in kernel.forgetAttributes(of: [inode]) }
+        events.changed = { inode in kernel.attributesChanged(of: inode) }
         events.firstBytes = { metadata, body in fileSystemEvents.storeFirstBytes(body, of: metadata) }
         return DirectoryService(catalog: catalog, store: store, fetcher: fetcher, credentials: credentials,
                                 directoryCacheTime: settings.directoryCacheTime, listingTimeout: settings.listingTimeout,

@@ -144,9 +144,9 @@ public final class RangeFS: Sendable {
             || item.metadata.sizeKnown != found.metadata.sizeKnown {
             kernel.forgetAttributesNow(of: found.inode)
         } else {
-            // A probe that ended before this open (a fetch ahead's) queued its notice when the entry opened: it
+            // A probe that ended before this open (a fetch ahead's) and found another size queued its notice: it
             // goes now, before the open answers.
-            kernel.forgetQueuedAttributesNow(of: found.inode)
+            kernel.forgetChangedAttributesNow(of: found.inode)
         }
         // A file completed since the last commit is committed first, so that this open passes it through
         // (a copy started right after a cold one then reads at the disk's speed).
