@@ -111,6 +111,37 @@ final class RangelessResumeTests: FolderTestCase {
         fileSystem.release(handle)
     }
 
+    /// A fill of a file whose server ignores Range is one stream: the file's fill, asked for once its stream stopped
+    /// (its reader closed it, then a `--prefetch` policy, `rangefs add` or a digest's refetch asked for the rest),
+    /// claimed a run, found the file rangeless and gave the run back; nothing started the stream, so the file was
+    /// never completed, and that fill round ended there for every other file too. The stream a file without a
+    /// length has is completed by its fill the same way (UnsizedDownloadTests), which the one pipeline keeps.
+    func testAFillOfAFileWhoseStreamStoppedStartsAnotherStream() throws {
+        origin.chunkDelay = 0.01  // 16 KiB every 10 ms: the 3 MB take about 2 s, past the stream's check for readers
+        let fileSystem = try makeFileSystem()
+        let item = try XCTUnwrap(fileSystem.catalog.items.first)
+        let handle = try fileSystem.open(item.inode).get().handle
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 4096, timeout: 60)?.get(),
+                       Array(bytes[..<4096]))
+        fileSystem.release(handle)
+        // The stream stops once it finds nobody reading (it asks every second).
+        var delivered = origin.bodyBytesDelivered
+        var deadline = Date().addingTimeInterval(30)
+        repeat {
+            usleep(1_500_000)
+            let now = origin.bodyBytesDelivered
+            if now == delivered { break }
+            delivered = now
+        } while Date() < deadline
+        let entry = try XCTUnwrap(fileSystem.store.openEntry(for: url))
+        XCTAssertTrue(entry.isRangeless)
+        XCTAssertFalse(entry.isComplete, "the stream stopped before the end (\(delivered) bytes sent)")
+        fileSystem.scheduler.fill(entry, url: url)
+        deadline = Date().addingTimeInterval(60)
+        while !entry.isComplete && Date() < deadline { usleep(20_000) }
+        XCTAssertTrue(entry.isComplete, "the fill completed the file (\(origin.requests.count) requests)")
+    }
+
     /// The file read through `handle` 128 KiB at a time until an empty read.
     func readToEnd(_ fileSystem: RangeFS, handle: UInt64) throws -> [UInt8] {
         var copy: [UInt8] = []
