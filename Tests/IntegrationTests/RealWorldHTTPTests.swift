@@ -536,51 +536,23 @@ final class RealWorldHTTPTests: MountTestCase {
     func testAServerWithoutRangeStreamsTheFileOnceAtATime() throws {
         let folder = try TemporaryDirectory(prefix: "norange")
         let size = 64 << 20
-        try Shell.run("/usr/bin/head", ["-c", String(size), "/dev/urandom"], stdoutFile: folder.path + "/big.bin")
-        let expected = try sha256(folder.path + "/big.bin")
-        let script = folder.path + "/server.py"
-        try """
-        import functools, http.server, sys
-        port, root, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-        class Counting(http.server.SimpleHTTPRequestHandler):
-            def copyfile(self, source, destination):
-                sent = 0
-                try:
-                    while chunk := source.read(256 * 1024):
-                        destination.write(chunk)
-                        sent += len(chunk)
-                finally:
-                    with open(log, "a") as file:
-                        file.write(f"{sent}\\n")
-            def log_message(self, *arguments):
-                pass
-        handler = functools.partial(Counting, directory=root)
-        http.server.ThreadingHTTPServer(("127.0.0.1", port), handler).serve_forever()
-        """.write(toFile: script, atomically: false, encoding: .utf8)
-        let sentLog = folder.path + "/sent.log"
-        let (server, port) = try BackgroundProcess.listening { port in
-            try BackgroundProcess("/usr/bin/python3", [script, String(port), folder.path, sentLog],
-                                  logPath: folder.path + "/out.log")
-        }
-        defer { _ = server.stop(signal: SIGTERM) }
-        func sent() -> Int {
-            ((try? String(contentsOfFile: sentLog, encoding: .utf8)) ?? "").split(separator: "\n")
-                .compactMap { Int($0) }.reduce(0, +)
-        }
+        let plain = try NoRangeOrigin(folder: folder.path, size: size)
+        defer { _ = plain.server.stop(signal: SIGTERM) }
+        let expected = try sha256(plain.file)
 
         // The defaults, then with the fill running from the start (every request a whole-file answer).
         for (round, extra) in [[], ["--prefetch", "all"]].enumerated() {
-            truncate(sentLog, 0)
+            truncate(plain.log, 0)
             let log = scratch.path + "/rangefs\(round).log"
-            try mount(["http://127.0.0.1:\(port)/big.bin"], extra: extra + ["--cache", cache + "\(round)", "--log-file", log])
-            let bytes = try XCTUnwrap(FileManager.default.contents(atPath: folder.path + "/big.bin"))
+            try mount([plain.url], extra: extra + ["--cache", cache + "\(round)", "--log-file", log])
+            let bytes = try XCTUnwrap(FileManager.default.contents(atPath: plain.file))
             XCTAssertEqual(try pread(mountpoint + "/big.bin", offset: size - 4096, count: 4096),
                            Array(bytes[(size - 4096)...]))
             let copy = scratch.path + "/copy\(round)"
             try Shell.run("/bin/cp", [mountpoint + "/big.bin", copy])
             XCTAssertEqual(try sha256(copy), expected)
             try driver.unmount(mountpoint, cache: cache + "\(round)")
-            XCTAssertLessThanOrEqual(sent(), 2 * size, "\(extra): the server sent \(sent() >> 20) MiB of a 64 MiB file")
+            XCTAssertLessThanOrEqual(plain.sent, 2 * size, "\(extra): the server sent \(plain.sent >> 20) MiB of a 64 MiB file")
             let text = try String(contentsOfFile: log, encoding: .utf8)
             XCTAssertTrue(text.contains("ignores Range requests"), text)
             XCTAssertFalse(text.contains("Content-Range"), "no message blames a Content-Range it never sent:\n\(text)")

@@ -70,8 +70,9 @@ protocol BlockStore: AnyObject, Sendable {
     /// 4. A live process uses the file: a READ of a process that still exists waits on it, or, when no READ
     /// waits, a handle is open on it. Apart from `condition`: it looks for processes, which costs system calls.
     var hasLiveUse: Bool { get }
-    /// 5. Whether block `index` is readable.
-    func isPresent(_ index: Int) -> Bool
+    /// 5. The CRC32C written with block `index` when it is present, nil when it is not: a whole-file stream that
+    /// passes a present block checks that it brings the same bytes (a server without Range cannot skip it).
+    func presentChecksum(ofBlock index: Int) -> UInt32?
 
     // Claims: blocks marked in flight, so that no two transfers bring the same block.
     /// 6. Makes sure `blocks` will be readable: says so if they are, or can never be (`whenReady` is then not
@@ -104,6 +105,7 @@ protocol BlockStore: AnyObject, Sendable {
 /// What transfers call, derived from the twelve.
 extension BlockStore {
     var size: UInt64 { geometry.size }
+    func isPresent(_ index: Int) -> Bool { presentChecksum(ofBlock: index) != nil }
     var blockSize: Int { geometry.blockSize }
     var blockCount: Int { geometry.blockCount }
     func length(ofBlock index: Int) -> Int { geometry.length(ofBlock: index) }
@@ -162,6 +164,10 @@ extension CacheEntry: BlockStore, CachedVersion {
             ledger.noteStored(to: self)
         }
         if !accepted { ledger.account(-length) }
+    }
+
+    func presentChecksum(ofBlock index: Int) -> UInt32? {
+        state.withLock { state in state.blocks.present.contains(index) ? state.crcs[index] : nil }
     }
 
     func release(_ blocks: Range<Int>, failing: BlockFailure?) {

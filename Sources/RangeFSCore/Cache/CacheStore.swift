@@ -235,12 +235,18 @@ public final class CacheStore: Sendable {
         if let open = openMatching(metadata) { return open }
         // Taken out of the table first: an idle release that has not parked it yet then never does, so that its
         // bytes leave the count once.
+        var distrusted = false
         if let previous = entries.withLock({ $0.removeValue(forKey: metadata.url) }) {
             ledger.account(-Int(previous.cachedBytes))
+            // Stale while its version is the one asked for: a fetch found other bytes than it holds for this very
+            // version (a server without a validator, whose file changed at the same length), so its files are not
+            // reused either; reloaded, they served the old bytes beside the new (RangelessResumeTests).
+            distrusted = previous.isStale && previous.matches(metadata)
             previous.markStale()
         }
         let entry: CacheEntry
         do {
+            if distrusted { try entryFiles(for: metadata.url).removeFilesDurably() }
             entry = try openOrCreateEntry(for: metadata, blockSize: blockSize)
         } catch {
             throw .system(error)

@@ -64,6 +64,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private var attempt = 0
     /// Where the current attempt started, to tell whether it made progress.
     private var attemptStart: UInt64 = 0
+    /// The furthest block a whole-file stream's attempts reached, to tell whether the current one made progress.
+    private var furthestBlock = 0
     /// Why the current attempt was cancelled by us, if it was.
     var failure: FetchError?
     /// The body of an error answer, while it is read for an object store's Code (BlockSink+Head.swift).
@@ -219,21 +221,32 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             let taken = partial.append(remaining)
             // SAFETY: `append` took at most `remaining.count` bytes, so the rest is a valid slice.
             remaining = UnsafeRawBufferPointer(rebasing: remaining[taken...])
-            if partial.isFull { storeBlock() }
+            if partial.isFull, !storeBlock() { return false }
         }
         return true
     }
 
     /// Hands `nextBlock` to the entry (unless a whole-file stream passes a block that is already here) and moves
-    /// on with a buffer for the next one.
-    private func storeBlock() {
+    /// on with a buffer for the next one. A whole-file stream compares a block already here with the CRC it was
+    /// written with: after a restart, a server without Range sends the kept blocks again, and other bytes are
+    /// another version of the file (a server without an ETag tells no other way). Returns false then, with
+    /// `failure` set: the entry's readers get ESTALE, and its blocks are not mixed with the new version's.
+    private func storeBlock() -> Bool {
         if holdingBack {
             held.append(partial)
             nextBlock += 1
             partial = entry.makeBuffer(capacity: entry.length(ofBlock: nextBlock))
-            return
+            return true
         }
-        let handOver = !(wholeFile && entry.isPresent(nextBlock))
+        var handOver = true
+        if wholeFile, let kept = entry.presentChecksum(ofBlock: nextBlock) {
+            guard CRC32C.checksum(partial.bytes) == kept else {
+                logger.notice("\(Redaction.redact(url)) sent other bytes for block \(nextBlock) than those cached; the file changed on the server")
+                failure = .remoteChanged
+                return false
+            }
+            handOver = false
+        }
         if handOver { hand(block: nextBlock, buffer: partial) }
         nextBlock += 1
         let nextLength = entry.length(ofBlock: nextBlock)
@@ -242,6 +255,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         } else {
             partial.reset()
         }
+        return true
     }
 
     /// Hands a whole block to the entry, and records which mirror it came from.
@@ -282,7 +296,12 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         }
         // Progress is a block stored (or a block's worth of bytes): a server that trickles a few bytes per attempt
         // runs out of attempts like one that sends nothing, so no read waits on it forever.
-        if nextBlock > attemptFirstBlock || resumeOffset >= attemptStart + UInt64(entry.blockSize) { attempt = 0 }
+        // A whole-file stream starts every attempt at byte 0: only blocks past the furthest an attempt reached are
+        // progress (a server that dropped every stream at the same byte was streamed again for ever).
+        let progressed = wholeFile ? nextBlock > furthestBlock
+            : nextBlock > attemptFirstBlock || resumeOffset >= attemptStart + UInt64(entry.blockSize)
+        if wholeFile { furthestBlock = max(furthestBlock, nextBlock) }
+        if progressed { attempt = 0 }
         if askAgain {
             askAgain = false
             attempt = max(0, attempt - 1)  // not a failure: the same request with the validator that works

@@ -356,13 +356,17 @@ public final class FetchScheduler: Sendable {
                 (blocks, cursor) = (first, first.upperBound)
             }
             state.fillJobs[jobIndex].cursor = cursor
-            let work = Pending(sequence: state.nextSequence, priority: .fill, entry: job.entry, url: job.url,
-                               blocks: blocks)
-            state.nextSequence += 1
+            var wholeFile = false
             if job.entry.isRangeless {
+                // Its server ignores Range: one stream from byte 0 brings every block, unless one runs already (a
+                // file whose stream had stopped was never completed, and the other files' fill waited a round).
                 job.entry.releaseClaims(blocks)
-                return nil
+                guard job.entry.beginStream() else { continue }
+                (blocks, wholeFile) = (0..<job.entry.blockCount, true)
             }
+            let work = Pending(sequence: state.nextSequence, priority: .fill, entry: job.entry, url: job.url,
+                               blocks: blocks, wholeFile: wholeFile)
+            state.nextSequence += 1
             return work
         }
         return nil
