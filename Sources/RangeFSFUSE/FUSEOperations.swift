@@ -252,11 +252,7 @@ private func readDirectory(_ req: fuse_req_t?, _ inode: fuse_ino_t, handle: UInt
         }
         let rows = DirectoryPage.rows(
             offset: Int64(offset), directory: directory, parent: context.fileSystem.parent(of: directory),
-            children: children.map { child in
-                var isDirectory = false
-                if case .directory = child.node { isDirectory = true }
-                return (child.position, child.node.name, child.node.inode, isDirectory)
-            })
+            children: children.map { ($0.position, $0.name, $0.inode, $0.isDirectory) })
         var buffer = [UInt8](repeating: 0, count: size)
         var used = 0
         for row in rows {

@@ -232,15 +232,15 @@ final class DirectoryServiceTests: XCTestCase {
     // found.
     func testReaddirplusOfLinksWithoutSizesSendsNoRequest() throws {
         let entries = try readDirectoryPlus()
-        XCTAssertEqual(entries.map(\.node.name), try names(), "every name, the dead links too")
+        XCTAssertEqual(entries.map(\.name), try names(), "every name, the dead links too")
         XCTAssertTrue(entries.allSatisfy { $0.attributes == nil }, "no attributes without a probe")
         XCTAssertEqual(origin.probedURLs, [], "no probe")
         XCTAssertEqual(origin.requests.filter { $0.url != base }.count, 0, "no request but the listing")
         XCTAssertEqual(try fileSystem.lookup(parent: Catalog.rootInode, name: "a.bin").get().size, 1000)
         XCTAssertEqual(fileSystem.lookup(parent: Catalog.rootInode, name: "dead1.bin"), .failure(.notFound))
         let after = try readDirectoryPlus()
-        XCTAssertEqual(after.first { $0.node.name == "a.bin" }?.attributes?.size, 1000, "probed: its attributes")
-        XCTAssertFalse(after.contains { $0.node.name == "dead1.bin" }, "a dead link a lookup found left")
+        XCTAssertEqual(after.first { $0.name == "a.bin" }?.attributes?.size, 1000, "probed: its attributes")
+        XCTAssertFalse(after.contains { $0.name == "dead1.bin" }, "a dead link a lookup found left")
     }
 
     // Issue 35: a listed file's attributes are kept by the kernel while its entry is closed; when the entry opens

@@ -48,7 +48,7 @@ final class DirectoryWalkAheadTests: XCTestCase {
         guard case .success(let handle) = fileSystem.openDirectory(inode) else { return reply(.failure(.notFound)) }
         fileSystem.readDirectory(inode, handle: handle, from: 0, count: 1000, attributes: true) { result in
             fileSystem.releaseDirectory(handle)
-            reply(result.map { $0.map(\.node.name) })
+            reply(result.map { $0.map(\.name) })
         }
     }
 

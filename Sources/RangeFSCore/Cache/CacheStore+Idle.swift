@@ -229,6 +229,18 @@ extension CacheStore {
         }
     }
 
+    /// Whether the cache holds no entry at all, open or on disk (a fresh cache, or one whose files were never
+    /// read): then no file has a byte cached, and a directory read need not name each file's entry to say so.
+    func holdsNoEntries() -> Bool {
+        guard entries.withLock({ $0.isEmpty }) else { return false }
+        if let empty = entryIndex.withLock({ $0.isRead ? $0.surelyEmpty : nil }) { return empty }
+        let read = EntryIndex.keys(root: root)
+        return entryIndex.withLock { index in
+            index.adopt(read)
+            return index.surelyEmpty
+        }
+    }
+
     /// Whether the cache may hold an entry of `url` on disk: false only when its name is surely not in
     /// `entries/` (EntryIndex.swift). The first call reads the names, outside the index's lock: an open that makes
     /// an entry meanwhile adds its name (under the entries' lock, which must not wait for a read of a whole

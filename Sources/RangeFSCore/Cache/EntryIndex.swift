@@ -67,6 +67,9 @@ struct EntryIndex {
         keys.insert(key)
     }
 
+    /// Whether `entries/` was read and no entry is on disk (none was, and none was made since).
+    var surelyEmpty: Bool { isRead && keys.isEmpty }
+
     /// Whether an entry of `key` may be on disk: false only when it surely is not.
     func mayHold(_ key: Key) -> Bool {
         !isRead || keys.contains(key)

@@ -76,19 +76,23 @@ public final class Catalog: Sendable {
             // when that is the URL the directory is known by.
             let base = state.directories[parent]?.url
             let listed = DirectoryURL(listingURL).map { $0.child(encodedSegment: "", isDirectory: false) }
-            let derives = base != nil && listed == base
-            state.names[parent, default: [:]].reserveCapacity((state.names[parent]?.count ?? 0) + entries.count)
+            let baseIndex = base.flatMap { listed == $0 ? state.files.baseIndex(of: $0) : nil }
+            // The directory's names, out of the table of every directory's for the loop: each of a million
+            // insertions reached them through it, and the base URL's index was looked up by its text per file.
+            var names = state.names.removeValue(forKey: parent) ?? [:]
+            names.reserveCapacity(names.count + entries.count)
             for entry in entries {
-                let unique = state.uniqueName(EntryNaming.sanitize(entry.name), in: parent)
+                let unique = EntryNaming.unique(EntryNaming.sanitize(entry.name)) { names[FileName($0)] != nil }
                 // A copy of its own, as `add` makes (the parsed listing's memory is freed once applied).
                 let name = String(decoding: Array(unique.utf8), as: UTF8.self)
                 let inode = state.nextInode
                 state.nextInode += 1
                 let stated = entry.size != nil && entry.modificationTime != nil
-                if derives, let base, FileName.same(name, entry.name) {
-                    state.files.storeListed(inode: inode, name: name, parent: parent, base: base, size: entry.size ?? 0,
-                                            etag: entry.etag ?? "", listedTime: entry.modificationTime,
-                                            precision: entry.datePrecision, attributesExact: stated)
+                if let baseIndex, FileName.same(name, entry.name) {
+                    state.files.storeListed(inode: inode, name: name, parent: parent, baseIndex: baseIndex,
+                                            size: entry.size ?? 0, etag: entry.etag ?? "",
+                                            listedTime: entry.modificationTime, precision: entry.datePrecision,
+                                            attributesExact: stated)
                     state.totalBytes = state.totalBytes &+ (entry.size ?? 0)
                 } else {
                     let metadata = RemoteMetadata(url: entry.url, size: entry.size ?? 0, etag: entry.etag ?? "",
@@ -99,8 +103,9 @@ public final class Catalog: Sendable {
                     item.listedPrecision = entry.datePrecision
                     state.store(item)
                 }
-                state.names[parent, default: [:]][FileName(name)] = inode
+                names[FileName(name)] = inode
             }
+            state.names[parent] = names
             state.sortedChildren[parent] = nil
         }
     }
@@ -336,6 +341,19 @@ public final class Catalog: Sendable {
     /// The inodes of directory `inode`'s children in name order.
     func childInodes(of inode: UInt64) -> [UInt64] {
         state.withLock { $0.sorted(inode) }
+    }
+
+    /// The children `inodes` of a directory (from `childInodes`) as a directory read takes them, under one lock; nil
+    /// for one that left the tree. With `compact`, a plain listed file comes as what its listing stated and is not
+    /// rebuilt as an item: its URL, date and ETag made as text were a third of the daemon's work in an `ls -l` of a
+    /// million listed objects (issue 46).
+    func directoryChildren(_ inodes: [UInt64], compact: Bool) -> [DirectoryChild?] {
+        state.withLock { state in
+            inodes.map { inode in
+                if compact, let listed = state.files.listedAttributes(of: inode) { return .listed(inode, listed) }
+                return state.node(inode).map(DirectoryChild.node)
+            }
+        }
     }
 
     /// The file or directory `inode`, if it is in the tree.

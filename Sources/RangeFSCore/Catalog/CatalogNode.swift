@@ -73,3 +73,29 @@ public enum CatalogNode: Sendable, Equatable {
         }
     }
 }
+
+/// A child of a directory as a directory read takes it (`Catalog.directoryChildren`): a plain listed file in the
+/// compact form its listing gave it, or any node whole.
+enum DirectoryChild: Equatable {
+    case listed(UInt64, ListedAttributes)
+    case node(CatalogNode)
+
+    var inode: UInt64 {
+        switch self {
+        case .listed(let inode, _): inode
+        case .node(let node): node.inode
+        }
+    }
+
+    var name: String {
+        switch self {
+        case .listed(_, let listed): listed.name
+        case .node(let node): node.name
+        }
+    }
+
+    var isDirectory: Bool {
+        if case .node(.directory) = self { return true }
+        return false
+    }
+}

@@ -27,8 +27,13 @@ struct FileName: Hashable, Comparable, Sendable, CustomStringConvertible, Expres
     }
 
     func hash(into hasher: inout Hasher) {
+        // SAFETY: the buffer is the string's own contiguous UTF-8 (a native or small string's, which every name
+        // is), alive for the closure and only read in it.
+        if string.utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) != nil {
+            return
+        }
         var text = string
-        // SAFETY: the buffer is the string's own contiguous UTF-8, alive for the closure and only read in it.
+        // SAFETY: as above, made contiguous first.
         text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 
@@ -46,15 +51,23 @@ struct FileName: Hashable, Comparable, Sendable, CustomStringConvertible, Expres
     /// storage, not a walk of their UTF-8 views: sorting and indexing 100,000 names runs in the daemon's debug
     /// build too (the tests'), where a generic walk costs five times as much.
     private static func order(_ lhs: String, _ rhs: String) -> Int {
-        var left = lhs, right = rhs
+        // Read in place where the strings are contiguous (every name is): a copy of each to make it so cost two
+        // retains and releases per comparison, a few million of them for a listing of a million names (issue 46).
         // SAFETY: both buffers are the strings' own contiguous UTF-8, alive for the closures; memcmp reads at most
         // the shorter one's count from each.
-        return left.withUTF8 { a in
-            right.withUTF8 { b in
-                let common = min(a.count, b.count)
-                let compared = common == 0 ? 0 : Int(memcmp(a.baseAddress!, b.baseAddress!, common))
-                return compared != 0 ? compared : a.count - b.count
-            }
+        let inPlace = lhs.utf8.withContiguousStorageIfAvailable { a in
+            rhs.utf8.withContiguousStorageIfAvailable { b in compare(a, b) }
         }
+        if let found = inPlace ?? nil { return found }
+        var left = lhs, right = rhs
+        // SAFETY: as above, made contiguous first.
+        return left.withUTF8 { a in right.withUTF8 { b in compare(a, b) } }
+    }
+
+    /// memcmp(3) of two byte buffers, the shorter first where one starts the other.
+    private static func compare(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Int {
+        let common = min(a.count, b.count)
+        let compared = common == 0 ? 0 : Int(memcmp(a.baseAddress!, b.baseAddress!, common))
+        return compared != 0 ? compared : a.count - b.count
     }
 }

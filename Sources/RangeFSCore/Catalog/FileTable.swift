@@ -38,6 +38,17 @@ struct FileTable {
         table[inode]?.size
     }
 
+    /// What a directory read shows of file `inode` when it is a listed file that no probe has seen, whose URL and
+    /// date derive from its listing (the plain kind a listing adds, `storeListed`): read from the stored fields,
+    /// with no URL, date or ETag made as text. Nil for any other file.
+    func listedAttributes(of inode: UInt64) -> ListedAttributes? {
+        guard let stored = table[inode], stored.box == nil, stored.flags.contains(.listed),
+              !stored.flags.contains(.validated) else { return nil }
+        return ListedAttributes(name: stored.name, size: stored.size,
+                                listedTime: stored.flags.contains(.hasListedTime) ? stored.listedTime : nil,
+                                attributesExact: stored.flags.contains(.attributesExact))
+    }
+
     /// Whether file `inode`'s URL is derived from its directory's (and so not in the catalog's URL index).
     func derivesURL(_ inode: UInt64) -> Bool {
         guard let stored = table[inode] else { return false }
@@ -50,16 +61,18 @@ struct FileTable {
         table.updateValue(StoredFile(item, base: base, baseIndex: index ?? 0), forKey: item.inode)
     }
 
-    /// Puts a new listed file at `inode` whose URL is `base` plus its encoded name and whose Last-Modified is
-    /// its listed date formatted (a listing's new child: Catalog.addListed), without building either as text.
-    mutating func storeListed(inode: UInt64, name: String, parent: UInt64, base: String, size: UInt64, etag: String,
-                              listedTime: Int64?, precision: ListedPrecision, attributesExact: Bool) {
+    /// Puts a new listed file at `inode` whose URL is its directory's (at `baseIndex`, from `baseIndex(of:)`) plus
+    /// its encoded name and whose Last-Modified is its listed date formatted (a listing's new child:
+    /// Catalog.addListed), without building either as text.
+    mutating func storeListed(inode: UInt64, name: String, parent: UInt64, baseIndex: UInt32, size: UInt64,
+                              etag: String, listedTime: Int64?, precision: ListedPrecision, attributesExact: Bool) {
         let stored = StoredFile(listedName: name, parent: parent, size: size, etag: etag, listedTime: listedTime,
-                                precision: precision, attributesExact: attributesExact, baseIndex: baseIndex(of: base))
+                                precision: precision, attributesExact: attributesExact, baseIndex: baseIndex)
         table.updateValue(stored, forKey: inode)
     }
 
-    private mutating func baseIndex(of base: String) -> UInt32 {
+    /// Where the directory URL `base` is kept (added if it is not yet).
+    mutating func baseIndex(of base: String) -> UInt32 {
         if let known = baseIndexes[base] { return known }
         bases.append(base)
         baseIndexes[base] = UInt32(bases.count - 1)
@@ -89,6 +102,16 @@ struct FileTable {
         table.forEach { inode, stored in items.append(stored.item(inode: inode, bases: bases)) }
         return items
     }
+}
+
+/// A plain listed file as a directory read shows it (`FileTable.listedAttributes`): what its listing stated.
+struct ListedAttributes: Equatable {
+    let name: String
+    let size: UInt64
+    /// The date its listing states (seconds since 1970), if any.
+    let listedTime: Int64?
+    /// Whether the listing stated its size exactly and its date, so that `ls -l` needs no probe.
+    let attributesExact: Bool
 }
 
 /// One file as the catalog keeps it: what a `CatalogItem` holds, less what can be derived.

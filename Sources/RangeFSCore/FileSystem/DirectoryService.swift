@@ -394,6 +394,11 @@ final class DirectoryService: Sendable {
             if listing.truncated { state.truncated.insert(inode) } else { state.truncated.remove(inode) }
             for case .file(let item) in existing.values { state.failedProbes[item.inode] = nil }
         }
+        // A first listing of files only (a bucket's flat prefix, a kept listing at a remount) adds them as they are:
+        // gathered one by one below, a million entries were copied for nothing.
+        if existing.isEmpty && !listing.entries.contains(where: \.isDirectory) {
+            return catalog.addListed(listing.entries, parent: inode, listingURL: url)
+        }
         let depth = catalog.depth(of: inode)
         // What is left of `existing` once the listing is gone through is what it no longer holds: one lookup per
         // entry, and no set of a million URLs beside the listing.

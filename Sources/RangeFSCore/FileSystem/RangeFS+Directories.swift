@@ -88,7 +88,9 @@ extension RangeFS {
     /// attributes when they were asked for and are known.
     public struct DirectoryEntry: Sendable {
         public let position: Int
-        public let node: CatalogNode
+        public let name: String
+        public let inode: UInt64
+        public let isDirectory: Bool
         public let attributes: FileAttributes?
     }
 
@@ -141,16 +143,27 @@ extension RangeFS {
                 let children = catalog.childInodes(of: inode)
                 return (Array(children.dropFirst(start).prefix(count)), start + count < children.count)
             }()
-            let entries = inodes.enumerated().compactMap { offset, child -> DirectoryEntry? in
-                guard let node = catalog.node(inode: child) else { return nil }  // a dead link, found by a lookup
+            // A cache that holds no entry at all has nothing of any file: a plain listed file's attributes are then
+            // what its listing stated, read from the catalog's compact fields, with no URL made to look for its entry.
+            let compact = !attributes || store.holdsNoEntries()
+            let children = catalog.directoryChildren(inodes, compact: compact)
+            let entries = children.enumerated().compactMap { offset, found -> DirectoryEntry? in
+                guard let child = found else { return nil }  // a dead link, found by a lookup
                 var known: FileAttributes?
-                if attributes, attributesAreKnown(node) {
-                    switch node {
-                    case .file(let item): known = self.attributes(ofFile: item)
-                    case .directory: if case .success(let found) = self.attributes(of: child) { known = found }
+                if attributes {
+                    switch child {
+                    case .listed(let inode, let listed): known = listedAttributes(inode, listed)
+                    case .node(let node) where attributesAreKnown(node):
+                        switch node {
+                        case .file(let item): known = self.attributes(ofFile: item)
+                        case .directory(let directory):
+                            if case .success(let found) = self.attributes(of: directory.inode) { known = found }
+                        }
+                    case .node: break
                     }
                 }
-                return DirectoryEntry(position: start + offset, node: node, attributes: known)
+                return DirectoryEntry(position: start + offset, name: child.name, inode: child.inode,
+                                      isDirectory: child.isDirectory, attributes: known)
             }
             // Every name of this stretch left the directory (dead links that lookups found): an empty answer would
             // end the directory. The next stretch is twice as long (up to 4,096 names).
@@ -160,6 +173,16 @@ extension RangeFS {
             }
             reply(.success(entries))
         }
+    }
+
+    /// The attributes of the plain listed file `inode` while the cache holds no entry (`readDirectory`): as
+    /// `attributes(ofFile:)` gives them then, nothing cached and kept by the kernel while the listing is fresh;
+    /// nil when its listing stated no exact size and date, which a probe must see first.
+    func listedAttributes(_ inode: UInt64, _ listed: ListedAttributes) -> FileAttributes? {
+        guard listed.attributesExact else { return nil }
+        return FileAttributes(inode: inode, isDirectory: false, size: listed.size, cachedBytes: 0,
+                              modificationTime: listed.listedTime ?? mountTime,
+                              kernelCacheSeconds: settings.directoryCacheTime.seconds)
     }
 
     /// Whether the kernel may be handed `node`'s attributes without a probe: not for a listed file whose listing
