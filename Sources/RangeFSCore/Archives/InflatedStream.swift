@@ -115,6 +115,7 @@ final class InflatedStream {
         while !finished && output.count < limit {
             if inputIndex == input.count { try refill() }
             let step: Inflater.Step
+            let before = output.count
             do {
                 step = try inflater.inflate(input, from: inputIndex, into: &output, limit: limit - output.count,
                                             stopAtBlocks: stopAtBlocks)
@@ -128,7 +129,7 @@ final class InflatedStream {
             } else if step.atBlockBoundary {
                 try advance(output.count)
                 return Output(bytes: output, boundaryBits: UInt8(step.pendingBits))
-            } else if step.consumed == 0 && output.count < limit && inputIndex < input.count {
+            } else if step.consumed == 0 && output.count == before && inputIndex < input.count {
                 throw ArchiveError(archive: archive, fault: .malformed("inflate stalled at \(compressedPosition)"))
             }
         }

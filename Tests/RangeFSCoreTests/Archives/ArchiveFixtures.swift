@@ -155,7 +155,7 @@ open(os.path.join(out, "zip64.zip"), "wb").write(data[:end] + record + locator
     + struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0))
 run("tar", "--format=gnu", "-cf", os.path.join(out, "gnu.tar"), "-C", tree, ".")
 run("tar", "--format=pax", "-cf", os.path.join(out, "pax.tar"), "-C", tree, ".")
-run("tar", "--format=gnu", "-czf", os.path.join(out, "gnu.tar.gz"), "-C", tree, ".")
+run("tar", "--format=gnu", "--sort=name", "-czf", os.path.join(out, "gnu.tar.gz"), "-C", tree, ".")
 run("xorriso", "-as", "mkisofs", "-quiet", "-R", "-J", "-o", os.path.join(out, "tool.iso"), tree,
     stderr=subprocess.DEVNULL)
 # Hostile archives.
@@ -192,5 +192,27 @@ def outside(data):
     end = data.rfind(b"PK\x05\x06"); data[end + 16:end + 20] = struct.pack("<I", 0x7FFFFFF0)
 patched("directory-outside.zip", good, outside)
 open(os.path.join(hostile, "truncated.zip"), "wb").write(open(good, "rb").read()[:-30])
+import gzip, io
+def small_tar(members, fmt=tarfile.GNU_FORMAT):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=fmt) as archive:
+        for name, kind, data in members:
+            info = tarfile.TarInfo(name); info.type = kind; info.mtime = base; info.size = len(data)
+            if kind == tarfile.LNKTYPE: info.linkname = "ok.txt"; info.size = 0
+            archive.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+    return buffer.getvalue()
+def write(name, data): open(os.path.join(hostile, name), "wb").write(data)
+write("names.tar", small_tar([("ok.txt", tarfile.REGTYPE, b"fine\n"), ("../evil.txt", tarfile.REGTYPE, b"x"),
+    ("/abs.txt", tarfile.REGTYPE, b"x"), ("ctl\x01.txt", tarfile.REGTYPE, b"x"),
+    ("a/" * 30000 + "deep.txt", tarfile.REGTYPE, b"x"), ("fifo", tarfile.FIFOTYPE, b""),
+    ("hard.txt", tarfile.LNKTYPE, b"")], tarfile.PAX_FORMAT))
+plain = small_tar([("one.txt", tarfile.REGTYPE, b"one\n" * 1000), ("two.txt", tarfile.REGTYPE, b"two\n" * 1000)])
+badsum = bytearray(plain); badsum[0] ^= 1  # the first header no longer matches its checksum
+write("badsum.tar", bytes(badsum))
+write("truncated.tar", plain[:512 + 1000])
+write("garbage.tar.gz", gzip.compress(plain) + b"garbage after the stream")
+write("truncated.tar.gz", gzip.compress(plain)[:-100])
+half = len(plain) // 2
+write("two-members.tar.gz", gzip.compress(plain[:half]) + gzip.compress(plain[half:]))
 """#
 }
