@@ -158,6 +158,8 @@ run("tar", "--format=pax", "-cf", os.path.join(out, "pax.tar"), "-C", tree, ".")
 run("tar", "--format=gnu", "--sort=name", "-czf", os.path.join(out, "gnu.tar.gz"), "-C", tree, ".")
 run("xorriso", "-as", "mkisofs", "-quiet", "-R", "-J", "-o", os.path.join(out, "tool.iso"), tree,
     stderr=subprocess.DEVNULL)
+run("xorriso", "-as", "mkisofs", "-quiet", "-J", "-joliet-long", "-o", os.path.join(out, "joliet.iso"),
+    os.path.join(tree, "d1"), stderr=subprocess.DEVNULL)
 # Hostile archives.
 hostile = os.path.join(out, "hostile"); os.makedirs(hostile)
 def small_zip(name, names, method=zipfile.ZIP_DEFLATED):
