@@ -32,7 +32,7 @@ package final class ArchiveMemberReader {
     /// Up to `count` bytes from `offset` of the member (fewer at its end).
     package func read(offset: Int64, count: Int) throws -> [UInt8] {
         guard offset >= 0, count >= 0, offset < member.size else { return [] }
-        let end = min(member.size, offset + Int64(count))
+        let end = member.size - offset > Int64(count) ? offset + Int64(count) : member.size
         switch member.data {
         case .none:
             return []

@@ -40,9 +40,8 @@ struct TarHeaderWalker {
                 size = value
             }
             let body = offset + 512
-            let (padded, overflow) = size.addingReportingOverflow(511)
-            guard !overflow else { throw fault(.malformed("a size of \(size) at \(offset)")) }
-            let next = body + padded / 512 * 512
+            let (next, overflow) = body.addingReportingOverflow(size > Int64.max - 511 ? size : (size + 511) / 512 * 512)
+            guard !overflow, size <= Int64.max - 511 else { throw fault(.malformed("a size of \(size) at \(offset)")) }
             switch type {
             case UInt8(ascii: "L"), UInt8(ascii: "K"):
                 let text = try headerBody(at: body, size: size, next: next, nextHeader: &nextHeader)

@@ -178,8 +178,10 @@ struct ZipIndexReader {
         default: name.hasSuffix("/") || attributes & 0x10 != 0 ? .directory : .file
         }
         let mode = unixMode & 0o7777 != 0 ? unixMode & 0o7777 : ArchiveMember.defaultMode(kind)
+        // The local header is at least 30 bytes and the name; a size near 2^63 (zip64's) spans everything.
+        let span = compressed > Int64.max - 0x10000 ? Int64.max : 30 + Int64(nameLength) + compressed
         return Record(name: name, kind: kind, size: size, compressed: compressed, localHeader: localHeader,
-                      span: 30 + Int64(nameLength) + compressed, method: bytes.littleEndian16(at: start + 10),
+                      span: span, method: bytes.littleEndian16(at: start + 10),
                       flags: bytes.littleEndian16(at: start + 8), crc32: bytes.littleEndian32(at: start + 16),
                       modificationTime: modificationTime, mode: mode)
     }
