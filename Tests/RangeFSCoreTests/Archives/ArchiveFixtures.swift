@@ -34,15 +34,23 @@ struct TreeEntry: Decodable {
 }
 
 /// A generated tree and the archives the real tools made of it (zip, python's zipfile, tar, xorriso), in a
-/// temporary folder made once per test process.
+/// temporary folder named after the script's CRC: made once, and kept for the next runs (about 100 MB).
 enum ArchiveFixtures {
     static let folder: String = {
-        let path = NSTemporaryDirectory() + "rangefs-archives-\(getpid())"
-        try? FileManager.default.removeItem(atPath: path)  // a leftover of an earlier run with this pid
-        let script = path + ".py"
+        let key = String(CRC32C.checksum(Array(fixtureScript.utf8)), radix: 16)
+        let path = NSTemporaryDirectory() + "rangefs-archive-fixtures-" + key
+        if FileManager.default.fileExists(atPath: path + "/complete") { return path }
+        // Made aside and renamed into place, so a test process never sees another's half-made folder.
+        let building = path + ".\(getpid())"
+        _ = try? FileManager.default.removeItem(atPath: building)  // a leftover of a run with this pid, if any
+        let script = building + ".py"
         _ = FileManager.default.createFile(atPath: script, contents: Data(fixtureScript.utf8))
-        let result = try? Shell.run("/usr/bin/python3", [script, path], timeout: 600)
+        let result = try? Shell.run("/usr/bin/python3", [script, building], timeout: 600)
         precondition(result?.status == 0, "the archive fixture script failed: \(result?.stderr ?? "did not run")")
+        _ = try? FileManager.default.removeItem(atPath: script)  // only the folder is needed
+        if rename(building, path) != 0 {  // another test process made it first: use theirs
+            _ = try? FileManager.default.removeItem(atPath: building)
+        }
         return path
     }()
 
@@ -216,5 +224,6 @@ write("garbage.tar.gz", gzip.compress(plain) + b"garbage after the stream")
 write("truncated.tar.gz", gzip.compress(plain)[:-100])
 half = len(plain) // 2
 write("two-members.tar.gz", gzip.compress(plain[:half]) + gzip.compress(plain[half:]))
+open(os.path.join(out, "complete"), "w").close()
 """#
 }
