@@ -224,6 +224,10 @@ write("garbage.tar.gz", gzip.compress(plain) + b"garbage after the stream")
 write("truncated.tar.gz", gzip.compress(plain)[:-100])
 half = len(plain) // 2
 write("two-members.tar.gz", gzip.compress(plain[:half]) + gzip.compress(plain[half:]))
+huge = tarfile.TarInfo("huge.bin"); huge.size = 2**63 - 512; huge.mtime = base
+buffer = io.BytesIO()
+with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive: archive.addfile(huge)
+write("pax-size-near-2-63.tar", buffer.getvalue())
 open(os.path.join(out, "complete"), "w").close()
 """#
 }

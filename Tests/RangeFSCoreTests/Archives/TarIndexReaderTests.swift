@@ -103,6 +103,13 @@ final class TarIndexReaderTests: XCTestCase {
         }
     }
 
+    func testAPaxSizeNear2To63IsAFaultNotATrap() throws {
+        XCTAssertThrowsError(try tar("hostile/pax-size-near-2-63.tar")) { error in
+            guard case .malformed(let what)? = (error as? ArchiveError)?.fault else { return XCTFail("\(error)") }
+            XCTAssertTrue(what.contains("a size of 9223372036854775296"), what)
+        }
+    }
+
     func testInflationIsBoundedByTheCompressedBytes() throws {
         XCTAssertThrowsError(try tarGzip("gnu.tar.gz", limits: ArchiveLimits(maximumInflationRatio: 2))) { error in
             guard case .inflationRatio? = (error as? ArchiveError)?.fault else { return XCTFail("\(error)") }

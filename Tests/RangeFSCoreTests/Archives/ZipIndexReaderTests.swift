@@ -127,6 +127,26 @@ final class ZipIndexReaderTests: XCTestCase {
         }
     }
 
+    func testSizesNear2To63AreFaultsNotTraps() throws {
+        // One central record whose zip64 extra field gives sizes of 2^63 - 1, over a 30-byte local header.
+        var record: [UInt8] = [0x50, 0x4B, 0x01, 0x02, 0x1E, 0x03, 45, 0, 0, 0, 8, 0, 0, 0, 0x21, 0, 0, 0, 0, 0]
+        record += [UInt8](repeating: 0xFF, count: 8) + [1, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        record += Array("x".utf8) + [1, 0, 16, 0] + [UInt8](repeating: 0xFF, count: 7) + [0x7F]
+            + [UInt8](repeating: 0xFF, count: 7) + [0x7F]
+        let local: [UInt8] = [0x50, 0x4B, 0x03, 0x04] + [UInt8](repeating: 0, count: 26)
+        let end: [UInt8] = [0x50, 0x4B, 0x05, 0x06, 0, 0, 0, 0, 1, 0, 1, 0, UInt8(record.count), 0, 0, 0, 30, 0, 0, 0, 0, 0]
+        XCTAssertThrowsError(try ZipIndexReader(source: ByteArraySource(local + record + end), archive: "huge.zip",
+                                                limits: ArchiveLimits()).index()) { error in
+            XCTAssertEqual((error as? ArchiveError)?.fault, .overlapping(member: "x"))
+        }
+        // A read's count of Int.max from inside a member reads to the member's end.
+        let (index, source) = try index("tool.zip")
+        let member = try XCTUnwrap(index.member(at: ["d1", "member40k.bin"]))
+        let tail = try ArchiveMemberReader(source: source, archive: "tool.zip", member: member)
+            .read(offset: 1, count: .max)
+        XCTAssertEqual(tail.count, 40 * 1024 - 1)
+    }
+
     func testMemberCountAndIndexMemoryAreBounded() throws {
         XCTAssertThrowsError(try index("tool.zip", limits: ArchiveLimits(maximumMembers: 100))) { error in
             XCTAssertEqual((error as? ArchiveError)?.fault, .tooManyMembers(limit: 100))
