@@ -32,7 +32,8 @@ public func archivePropertyBroken(_ bytes: [UInt8], _ target: ArchiveFuzzTarget)
         case .iso: index = try ISO9660Reader(source: source, archive: "fuzz", limits: limits).index()
         }
     } catch let error as ArchiveError {
-        return error.archive == "fuzz" && !error.description.contains("\n") ? nil : "the error \(error)"
+        let oneLine = !error.description.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+        return error.archive == "fuzz" && oneLine ? nil : "the error \(error.description.debugDescription)"
     } catch {
         return "an error that is not an ArchiveError: \(error)"
     }

@@ -12,10 +12,11 @@ package struct ArchiveError: Error, Equatable, Sendable, CustomStringConvertible
         self.fault = fault
     }
 
-    /// One line for a person: the archive, the fault, and what to do.
+    /// One line for a person: the archive, the fault, and what to do. Member names are the archive's bytes, so
+    /// their control characters are escaped as a listing's names are in the log (found by the ArchiveZip fuzzer).
     package var description: String {
-        "archive \(archive): \(fault); the archive is damaged or not what its name says (check it with its own tool: "
-            + "unzip -t, tar -t, xorriso -indev)"
+        DirectoryListing.escapedForLog("archive \(archive): \(fault); the archive is damaged or not what its name "
+            + "says (check it with its own tool: unzip -t, tar -t, xorriso -indev)")
     }
 }
 
