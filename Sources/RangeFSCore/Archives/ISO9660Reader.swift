@@ -75,9 +75,10 @@ struct ISO9660Reader {
         var pending: [(path: String, folder: Folder)] = [("", root)]
         while let (path, folder) = pending.popLast() {
             for (name, member) in try members(of: folder, names: names) {
-                guard case .components(let parts) = MemberPath.components(of: name, maximumDepth: 1),
-                      parts == [name] else {
-                    builder.refuse(path + name, "a name that is not one folder's entry")
+                // A Rock Ridge name is the image's bytes: it may hold a '/' or be '..', checked as a listed name.
+                if let problem = DirectoryListing.problem(withName: name)
+                    ?? (DirectoryListing.holdsControlCharacter(name) ? "a control character in its name" : nil) {
+                    builder.refuse(path + name, problem)
                     continue
                 }
                 let full = path + name

@@ -225,7 +225,7 @@ struct ZipIndexReader {
             }
             let link = ArchiveMember(path: [record.name], kind: .file, size: record.size,
                                      modificationTime: 0, mode: 0, data: data)
-            let target = try ArchiveMemberReader(source: source, archive: archive, member: link)
+            let target = try ArchiveMemberReader(source: source, archive: archive, member: link, limits: limits)
                 .read(offset: 0, count: Int(record.size))
             linkTarget = String(decoding: target, as: UTF8.self)
         }

@@ -85,6 +85,25 @@ final class ISO9660ReaderTests: XCTestCase {
         XCTAssertFalse(index.members.contains { $0.path.first == "d0" && $0.path.count > 1 })
     }
 
+    func testRockRidgeNamesAreCheckedAsListedNames() throws {
+        var bytes = ArchiveFixtures.bytes("tool.iso")
+        // The NM entries of two files renamed in place: "member40k/bin" and ".." plus padding bytes of the same
+        // length are not names a folder can list.
+        for (old, new) in [("member40k.bin", "member40k/bin"), ("last.bin", "..\u{1}\u{1}\u{1}\u{1}\u{1}\u{1}")] {
+            let needle = Array("NM".utf8) + [UInt8(5 + old.utf8.count), 1, 0] + Array(old.utf8)
+            let at = try XCTUnwrap((0...(bytes.count - needle.count)).first { bytes[$0..<($0 + needle.count)]
+                .elementsEqual(needle) }, old)
+            bytes.replaceSubrange((at + 5)..<(at + needle.count), with: Array(new.utf8))
+        }
+        let index = try ISO9660Reader(source: ByteArraySource(bytes), archive: "names.iso", limits: ArchiveLimits())
+            .index()
+        let reasons = Dictionary(index.refused.map { ($0.name, $0.reason) }, uniquingKeysWith: { $1 })
+        XCTAssertEqual(reasons["d1/member40k/bin"], "its name holds '/' (%2F)")
+        XCTAssertEqual(reasons["zz/..\u{1}\u{1}\u{1}\u{1}\u{1}\u{1}"], "a control character in its name")
+        XCTAssertNil(index.member(at: ["d1", "member40k"]))
+        XCTAssertNotNil(index.member(at: ["d1", "link"]), "the folder's other members are kept")
+    }
+
     func testDamagedImagesFailWithTheArchiveAndTheFault() throws {
         let image = ArchiveFixtures.bytes("tool.iso")
         let cases: [(String, [UInt8], String)] = [
