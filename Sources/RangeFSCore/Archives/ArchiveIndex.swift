@@ -92,7 +92,8 @@ struct ArchiveIndexBuilder {
         }
         let member = ArchiveMember(path: path, kind: kind, size: kind == .file ? size : 0,
                                    modificationTime: modificationTime, mode: mode & 0o7777,
-                                   linkTarget: kind == .symlink ? linkTarget : nil, data: kind == .file ? data : .none)
+                                   linkTarget: kind == .symlink ? linkTarget ?? "" : nil,
+                                   data: kind == .file ? data : .none)
         guard let position = positions[key(path)] else { return try append(member) }
         if kind != .directory && foldersWithChildren.contains(position) {
             return refuse(name, "a folder of the same name holds members")
