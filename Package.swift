@@ -17,6 +17,8 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // SHA-256 and SHA-512 of completed files, checked against published digests.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // zlib's inflate and crc32, for archives' deflated members and gzip streams (Archives/).
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
 
         // CRC32C with the CPU's crc32 instruction; Swift cannot reach it, and checksums must keep up with the network.
         .target(name: "CChecksum"),
@@ -29,7 +31,7 @@ let package = Package(
         .target(name: "RangeFSPlatform", dependencies: ["CLinux"]),
         .target(
             name: "RangeFSCore",
-            dependencies: ["CChecksum", "CCrypto", "CLinux", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CChecksum", "CCrypto", "CLinux", "CZlib", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
         ),
         // Starting helper programs (fusermount3) and rangefs's own background child; the core never does.
         .target(name: "RangeFSProcess", dependencies: ["CLinux"]),

