@@ -28,6 +28,13 @@ extension CacheStore {
     /// Opens the entry of `metadata` from its files (migrating a v1 folder first), or starts it empty.
     func openOrCreateEntry(for metadata: RemoteMetadata, blockSize: Int) throws(SystemError) -> CacheEntry {
         let files = entryFiles(for: metadata.url)
+        // A name that the index of entries on disk surely lacks has no files in either layout (the index holds v1
+        // folders' names too, and a stream's folder sets `mayHoldLegacyFolders`): made at once, without the two
+        // lookups (its small file, its `.meta`) that would fail. A cold read of small files paid them per file.
+        if !mayHoldLegacyFolders.load(ordering: .relaxed), let key = EntryIndex.Key(name: files.name),
+           entryIndex.withLock({ $0.isRead && !$0.mayHold(key) }) {
+            return try createEntry(files, for: metadata, blockSize: blockSize)
+        }
         try migrateLegacyEntry(files)
         let found = files.load()
         if let reused = try reuseEntry(files, found: found, for: metadata) { return reused }
