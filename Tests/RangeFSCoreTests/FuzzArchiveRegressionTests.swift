@@ -8,19 +8,8 @@ import XCTest
 /// archives (zip(1)'s with a symlink, python's zip64, GNU and pax tars with long names, a .tar.gz, xorriso's ISO with
 /// Rock Ridge and Joliet), so the properties are checked on indexes with members, not only on refusals.
 final class FuzzArchiveRegressionTests: XCTestCase {
-    private static let fuzzFolder = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
-
     private func inputs(of target: ArchiveFuzzTarget) throws -> [(name: String, bytes: [UInt8])] {
-        var found: [(String, [UInt8])] = []
-        for folder in ["regressions", "seeds"] {
-            let directory = Self.fuzzFolder.appendingPathComponent(folder).appendingPathComponent(target.rawValue)
-            // A target without regressions has no such folder: nothing to replay from it.
-            guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { continue }
-            for name in names.sorted() {
-                found.append(("\(folder)/\(name)", Array(try Data(contentsOf: directory.appendingPathComponent(name)))))
-            }
-        }
+        let found = try FuzzInputs.all(of: target.rawValue)
         XCTAssertFalse(found.isEmpty, "no inputs kept for \(target)")
         return found
     }

@@ -5,19 +5,9 @@ import XCTest
 /// Replays the seeds and regressions of the ResponseHead and Redaction fuzz targets (issue 45) through the same
 /// property functions their harnesses call (Tests/RangeFSTestSupport/FuzzProperties.swift).
 final class FuzzHeadRegressionTests: XCTestCase {
-    private static let fuzzFolder = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
-
     /// Every kept input of `target` (its seeds, and its regressions where there are any), by name.
     private func inputs(of target: String) throws -> [(name: String, bytes: [UInt8])] {
-        var found: [(String, [UInt8])] = []
-        for folder in ["regressions", "seeds"] {
-            let directory = Self.fuzzFolder.appendingPathComponent(folder).appendingPathComponent(target)
-            guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { continue }
-            for name in names.sorted() {
-                found.append(("\(folder)/\(name)", Array(try Data(contentsOf: directory.appendingPathComponent(name)))))
-            }
-        }
+        let found = try FuzzInputs.all(of: target)
         XCTAssertFalse(found.isEmpty, "no inputs kept for \(target)")
         return found
     }

@@ -9,14 +9,9 @@ import XCTest
 /// same entry point and framed the same way as its harness, with the harness's properties checked here by XCTest.
 /// A fuzzer finding becomes a regression input by copying its crash file into the target's regressions folder.
 final class FuzzRegressionTests: XCTestCase {
-    private static let fuzzFolder = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fuzz")
-
     /// The inputs kept for `target` in `folder` ("regressions" or "seeds"), by file name.
     private func inputs(_ folder: String, of target: String) throws -> [(name: String, bytes: [UInt8])] {
-        let directory = Self.fuzzFolder.appendingPathComponent(folder).appendingPathComponent(target)
-        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
-        return try names.map { ($0, Array(try Data(contentsOf: directory.appendingPathComponent($0)))) }
+        try XCTUnwrap(FuzzInputs.kept(folder, of: target), "no \(folder) folder for \(target)")
     }
 
     /// Every regression input of `target`, then every seed; fails if there is none of either kind.

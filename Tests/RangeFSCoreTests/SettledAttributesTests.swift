@@ -114,10 +114,7 @@ final class SettledAttributesTests: XCTestCase {
             }
             XCTAssertEqual(listed.metadata.size, 4900)
             // The fetch ahead: its probe finds 5000 bytes and stores them, which opens the entry.
-            let fetched = DispatchSemaphore(value: 0)
-            mounted.directories.fetchAhead(listed) { fetched.signal() }
-            XCTAssertEqual(fetched.wait(timeout: .now() + 30), .success)
-            XCTAssertEqual(catalog.item(inode: listed.inode)?.metadata.size, 5000)
+            try fetchAhead(listed, in: mounted)
             let handle = try mounted.open(listed.inode).get().handle
             defer { mounted.release(handle) }
             XCTAssertTrue(kernel.notices.contains(.attributes(listed.inode)),
@@ -137,10 +134,7 @@ final class SettledAttributesTests: XCTestCase {
             guard case .file(let listed) = catalog.node(named: "d.bin", in: Catalog.rootInode) else {
                 return XCTFail("no d.bin listed")
             }
-            let fetched = DispatchSemaphore(value: 0)
-            mounted.directories.fetchAhead(listed) { fetched.signal() }
-            XCTAssertEqual(fetched.wait(timeout: .now() + 30), .success)
-            XCTAssertEqual(catalog.item(inode: listed.inode)?.metadata.size, 5000)
+            try fetchAhead(listed, in: mounted)
             let handle = try mounted.open(listed.inode).get().handle
             defer { mounted.release(handle) }
             XCTAssertEqual(try mounted.readSynchronously(handle: handle, offset: 0, count: 6000)?.get(), bytes)
@@ -149,5 +143,13 @@ final class SettledAttributesTests: XCTestCase {
             kernel.wait { $0 == .attributes(listed.inode) }
             XCTAssertTrue(kernel.notices.contains(.attributes(listed.inode)), "the queued notice still goes")
         }
+    }
+
+    /// Fetches `listed` ahead as the directory prefetch does, and checks that its probe found 5000 bytes.
+    private func fetchAhead(_ listed: CatalogItem, in mounted: RangeFS) throws {
+        let fetched = DispatchSemaphore(value: 0)
+        mounted.directories.fetchAhead(listed) { fetched.signal() }
+        XCTAssertEqual(fetched.wait(timeout: .now() + 30), .success)
+        XCTAssertEqual(mounted.catalog.item(inode: listed.inode)?.metadata.size, 5000)
     }
 }
