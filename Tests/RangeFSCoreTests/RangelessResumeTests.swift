@@ -117,7 +117,9 @@ final class RangelessResumeTests: FolderTestCase {
     /// never completed, and that fill round ended there for every other file too. The stream a file without a
     /// length has is completed by its fill the same way (UnsizedDownloadTests), which the one pipeline keeps.
     func testAFillOfAFileWhoseStreamStoppedStartsAnotherStream() throws {
-        origin.chunkDelay = 0.01  // 16 KiB every 10 ms: the 3 MB take about 2 s, past the stream's check for readers
+        // 16 KiB every 50 ms: the 3 MB would take about 9 s, far past the stream's check for readers (every second),
+        // so a loaded machine's delays cannot let it finish first.
+        origin.chunkDelay = 0.05
         let fileSystem = try makeFileSystem()
         let item = try XCTUnwrap(fileSystem.catalog.items.first)
         let handle = try fileSystem.open(item.inode).get().handle
@@ -136,6 +138,7 @@ final class RangelessResumeTests: FolderTestCase {
         let entry = try XCTUnwrap(fileSystem.store.openEntry(for: url))
         XCTAssertTrue(entry.isRangeless)
         XCTAssertFalse(entry.isComplete, "the stream stopped before the end (\(delivered) bytes sent)")
+        origin.chunkDelay = 0  // the fill's stream at full speed
         fileSystem.scheduler.fill(entry, url: url)
         deadline = Date().addingTimeInterval(60)
         while !entry.isComplete && Date() < deadline { usleep(20_000) }

@@ -123,6 +123,41 @@ final class SettledAttributesTests: XCTestCase {
         }
     }
 
+    /// The same promise with the server out of reach: the fetch ahead's probe fails, and the file is served from
+    /// its cache entry, whose size (5000) is not the listing's (4900). The catalog takes the entry's size; the open
+    /// must not answer before the kernel was told to drop the listed one (the review of this change found the
+    /// offline answer taken without that notice).
+    func testAnOpenAnswersOnlyOnceTheKernelWasToldOfTheSizeItsCacheEntryHolds() throws {
+        let stale = "http://origin/offline/"
+        let listing = #"[{"name":"s.bin","type":"file","mtime":"\#(origin.lastModified)","size":4900}]"#
+        origin.serve(stale, bytes: Array(listing.utf8))
+        origin.serve(stale + "s.bin", bytes: bytes)  // 5000 bytes: the listing is 100 short
+        try withListedFolder(stale, of: origin, cache: cache.path) { mounted, catalog in
+            let item = try XCTUnwrap(catalog.items.first)
+            let handle = try mounted.open(item.inode).get().handle
+            defer { mounted.release(handle) }
+            XCTAssertEqual(try mounted.readSynchronously(handle: handle, offset: 0, count: 6000)?.get(), bytes)
+        }
+        let kernel = KernelRecorder(delay: 2)
+        try withListedFolder(stale, of: origin, cache: cache.path, kernel: kernel) { mounted, catalog in
+            guard case .file(let listed) = catalog.node(named: "s.bin", in: Catalog.rootInode) else {
+                return XCTFail("no s.bin listed")
+            }
+            XCTAssertEqual(listed.metadata.size, 4900)
+            origin.isDown = true
+            defer { origin.isDown = false }
+            let fetched = DispatchSemaphore(value: 0)
+            mounted.directories.fetchAhead(listed) { fetched.signal() }
+            XCTAssertEqual(fetched.wait(timeout: .now() + 30), .success)
+            XCTAssertEqual(catalog.item(inode: listed.inode)?.metadata.size, 5000, "the cache entry's size")
+            let handle = try mounted.open(listed.inode).get().handle
+            defer { mounted.release(handle) }
+            XCTAssertTrue(kernel.notices.contains(.attributes(listed.inode)),
+                          "the open answered before the kernel was told to drop the listed size: \(kernel.notices)")
+            XCTAssertEqual(try mounted.readSynchronously(handle: handle, offset: 0, count: 6000)?.get(), bytes)
+        }
+    }
+
     /// The other side of the test above: a fetch ahead whose probe found the listed size queues only the notice
     /// of its entry's opening (its cached bytes change), and the open answers without waiting for it. Sending any
     /// queued notice at the open made the kernel drop the attributes its lookup had just got: 0.84 GETATTR per

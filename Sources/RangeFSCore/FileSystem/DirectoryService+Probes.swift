@@ -237,11 +237,7 @@ extension DirectoryService {
         case .online(let metadata):
             // Marked checked before the catalog says so: an open that finds it validated must not check it again.
             events.validated(metadata.url, MonotonicClock.seconds())
-            // The kernel may hold the size this file had (its listing's) from a lookup: an open must not answer
-            // while it does (issue 45). Noted before the catalog changes, so no open finds one without the other.
-            if metadata.size != file.metadata.size || metadata.sizeKnown != file.metadata.sizeKnown {
-                events.changed(file.inode)
-            }
+            noteSizeChange(of: file, to: metadata)
             catalog.update(inode: file.inode, metadata: metadata)
         case .gone(let error):
             // A dead link: not a file. It comes back only if a new listing still lists it.
@@ -249,12 +245,22 @@ extension DirectoryService {
             catalog.removeNode(file.inode)
             events.removed(file.parent, file.name)
         case .offline(let stored, let reason):
+            noteSizeChange(of: file, to: stored)
             catalog.update(inode: file.inode, metadata: stored)  // what its cache entry knows
             events.offline(file.metadata.url, reason)
         case .directory(let url):
             recordFailure(of: file, "it is a directory (\(Redaction.redact(url))), listed as a file", shown: shown)
         case .failed(let error, _):
             recordFailure(of: file, error.userMessage, shown: shown)
+        }
+    }
+
+    /// The kernel may hold the size `file` had (its listing's) from a lookup: an open must not answer while it
+    /// does (issue 45). Called before the catalog takes `metadata`, so that no open finds the one without the
+    /// other.
+    private func noteSizeChange(of file: CatalogItem, to metadata: RemoteMetadata) {
+        if metadata.size != file.metadata.size || metadata.sizeKnown != file.metadata.sizeKnown {
+            events.changed(file.inode)
         }
     }
 

@@ -53,8 +53,9 @@ final class DirectoryService: Sendable {
         var validated: @Sendable (_ url: String, _ time: Double) -> Void = { _, _ in }
         /// `name` left directory `parent` (gone from its listing, or a dead link): the kernel must forget it.
         var removed: @Sendable (_ parent: UInt64, _ name: String) -> Void = { _, _ in }
-        /// A newer listing states another size or date for `inode`, or a probe found another size than it had:
-        /// the kernel must drop its attributes, before the next open of it answers.
+        /// A newer listing states another size or date for `inode`, or a probe (online, or the cache's answer
+        /// for a server out of reach) found another size than it had: the kernel must drop its attributes, before
+        /// the next open of it answers.
         var changed: @Sendable (_ inode: UInt64) -> Void = { _ in }
         /// The probe of a file being opened brought its first bytes (from offset 0), or they are on their way:
         /// they belong in its entry, which this must open before it returns (the open then waits for them there).
@@ -413,9 +414,10 @@ final class DirectoryService: Sendable {
                 // The same date to another precision (JSON, then HTML) proves something else (ListedDate.swift).
                 if stated && (item.metadata.size != metadata.size || item.listedTime != entry.modificationTime
                               || item.listedPrecision != entry.datePrecision || newETag) {
+                    // Noted before the catalog changes, so that no open finds the one without the other.
+                    events.changed(item.inode)
                     catalog.updateListed(inode: item.inode, metadata: metadata, listedTime: entry.modificationTime,
                                          listedPrecision: entry.datePrecision)
-                    events.changed(item.inode)
                 }
             case .directory:
                 break

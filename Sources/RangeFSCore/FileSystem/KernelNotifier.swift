@@ -66,8 +66,8 @@ final class KernelInvalidations: Sendable {
         queue.async { [notifier] in for inode in inodes { notifier.forgetAttributes(of: inode) } }
     }
 
-    /// The size or date of `inode` changed (a newer listing, or a probe that found another size than the kernel
-    /// may have been given): the kernel drops its attributes soon, and an open of `inode` before that makes it
+    /// What the kernel may hold of `inode` changed: a newer listing's size or date, or another size than it was
+    /// given, found by a probe or a revalidation: the kernel drops its attributes soon, and an open of `inode` before that makes it
     /// drop them at once (`forgetChangedAttributesNow`).
     func attributesChanged(of inode: UInt64) {
         changedAttributes.withLock { $0[inode, default: 0] += 1 }

@@ -184,7 +184,14 @@ public final class Revalidator: Sendable {
         switch probe {
         case .success(let fresh) where !fresh.describesSameContent(as: entry.remoteMetadata):
             logger.notice("\(Redaction.redact(url)) changed on the server; open handles of the old version get ESTALE")
-            for item in items { catalog.update(inode: item.inode, metadata: fresh) }
+            for item in items {
+                // Before the catalog changes: an open in between must not answer while the kernel holds the old
+                // size (issue 45); the pages dropped by `markStale` do not cover an entry already stale.
+                if fresh.size != item.metadata.size || fresh.sizeKnown != item.metadata.sizeKnown {
+                    kernel.attributesChanged(of: item.inode)
+                }
+                catalog.update(inode: item.inode, metadata: fresh)
+            }
             markStale()
             // The mirrors' validators belong to the old version: they are probed afresh against the new one.
             if let mirrorSet = scheduler.mirrors.mirrors(of: url) {
