@@ -103,10 +103,7 @@ final class SettledAttributesTests: XCTestCase {
     /// recorder takes 2 s a notice), and a first `cat` stopped at the listed size (`VersionMixTests` in CI). The
     /// open now sends a notice still queued before it answers.
     func testAnOpenAnswersOnlyOnceTheKernelWasToldOfASizeAProbeFound() throws {
-        let stale = "http://origin/stale/"
-        let listing = #"[{"name":"s.bin","type":"file","mtime":"\#(origin.lastModified)","size":4900}]"#
-        origin.serve(stale, bytes: Array(listing.utf8))
-        origin.serve(stale + "s.bin", bytes: bytes)  // 5000 bytes: the listing is 100 short
+        let stale = serveListingOneHundredShort(at: "http://origin/stale/")
         let kernel = KernelRecorder(delay: 2)
         try withListedFolder(stale, of: origin, cache: cache.path, kernel: kernel) { mounted, catalog in
             guard case .file(let listed) = catalog.node(named: "s.bin", in: Catalog.rootInode) else {
@@ -115,11 +112,7 @@ final class SettledAttributesTests: XCTestCase {
             XCTAssertEqual(listed.metadata.size, 4900)
             // The fetch ahead: its probe finds 5000 bytes and stores them, which opens the entry.
             try fetchAhead(listed, in: mounted)
-            let handle = try mounted.open(listed.inode).get().handle
-            defer { mounted.release(handle) }
-            XCTAssertTrue(kernel.notices.contains(.attributes(listed.inode)),
-                          "the open answered before the kernel was told to drop the listed size: \(kernel.notices)")
-            XCTAssertEqual(try mounted.readSynchronously(handle: handle, offset: 0, count: 6000)?.get(), bytes)
+            try openAnswersAfterTheNotice(listed, in: mounted, kernel: kernel)
         }
     }
 
@@ -128,10 +121,7 @@ final class SettledAttributesTests: XCTestCase {
     /// must not answer before the kernel was told to drop the listed one (the review of this change found the
     /// offline answer taken without that notice).
     func testAnOpenAnswersOnlyOnceTheKernelWasToldOfTheSizeItsCacheEntryHolds() throws {
-        let stale = "http://origin/offline/"
-        let listing = #"[{"name":"s.bin","type":"file","mtime":"\#(origin.lastModified)","size":4900}]"#
-        origin.serve(stale, bytes: Array(listing.utf8))
-        origin.serve(stale + "s.bin", bytes: bytes)  // 5000 bytes: the listing is 100 short
+        let stale = serveListingOneHundredShort(at: "http://origin/offline/")
         try withListedFolder(stale, of: origin, cache: cache.path) { mounted, catalog in
             let item = try XCTUnwrap(catalog.items.first)
             let handle = try mounted.open(item.inode).get().handle
@@ -146,15 +136,8 @@ final class SettledAttributesTests: XCTestCase {
             XCTAssertEqual(listed.metadata.size, 4900)
             origin.isDown = true
             defer { origin.isDown = false }
-            let fetched = DispatchSemaphore(value: 0)
-            mounted.directories.fetchAhead(listed) { fetched.signal() }
-            XCTAssertEqual(fetched.wait(timeout: .now() + 30), .success)
-            XCTAssertEqual(catalog.item(inode: listed.inode)?.metadata.size, 5000, "the cache entry's size")
-            let handle = try mounted.open(listed.inode).get().handle
-            defer { mounted.release(handle) }
-            XCTAssertTrue(kernel.notices.contains(.attributes(listed.inode)),
-                          "the open answered before the kernel was told to drop the listed size: \(kernel.notices)")
-            XCTAssertEqual(try mounted.readSynchronously(handle: handle, offset: 0, count: 6000)?.get(), bytes)
+            try fetchAhead(listed, in: mounted)  // the cache entry's size
+            try openAnswersAfterTheNotice(listed, in: mounted, kernel: kernel)
         }
     }
 
@@ -186,5 +169,24 @@ final class SettledAttributesTests: XCTestCase {
         mounted.directories.fetchAhead(listed) { fetched.signal() }
         XCTAssertEqual(fetched.wait(timeout: .now() + 30), .success)
         XCTAssertEqual(mounted.catalog.item(inode: listed.inode)?.metadata.size, 5000)
+    }
+
+    /// Serves a listing at `folder` that states 4900 bytes for s.bin, whose 5000 bytes it serves too; returns
+    /// `folder`.
+    private func serveListingOneHundredShort(at folder: String) -> String {
+        let listing = #"[{"name":"s.bin","type":"file","mtime":"\#(origin.lastModified)","size":4900}]"#
+        origin.serve(folder, bytes: Array(listing.utf8))
+        origin.serve(folder + "s.bin", bytes: bytes)
+        return folder
+    }
+
+    /// Opens `listed`, checks that the kernel was told to drop its listed size by the time the open answered, and
+    /// reads all 5000 bytes.
+    private func openAnswersAfterTheNotice(_ listed: CatalogItem, in mounted: RangeFS, kernel: KernelRecorder) throws {
+        let handle = try mounted.open(listed.inode).get().handle
+        defer { mounted.release(handle) }
+        XCTAssertTrue(kernel.notices.contains(.attributes(listed.inode)),
+                      "the open answered before the kernel was told to drop the listed size: \(kernel.notices)")
+        XCTAssertEqual(try mounted.readSynchronously(handle: handle, offset: 0, count: 6000)?.get(), bytes)
     }
 }
