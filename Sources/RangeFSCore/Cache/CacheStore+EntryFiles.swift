@@ -12,6 +12,8 @@ struct StoredEntry {
     var present: BlockBitmap
     /// Where its digest record would be.
     var digestPath: String
+    /// What was read of a v2 entry's files, for the open that may follow (LoadedAhead.swift); nil for a v1 folder.
+    var loaded: EntryFiles.Loaded? = nil
 }
 
 extension CacheStore {
@@ -36,8 +38,10 @@ extension CacheStore {
             return try createEntry(files, for: metadata, blockSize: blockSize)
         }
         try migrateLegacyEntry(files)
-        let found = files.load()
-        if let reused = try reuseEntry(files, found: found, for: metadata) { return reused }
+        // What a summary just read of these files, if nothing changed them since (LoadedAhead.swift).
+        let ahead = summaries.withLock { $0.loadedAhead.take(metadata.url) }
+        let found = ahead.map { .entry($0.loaded) } ?? files.load()
+        if let reused = try reuseEntry(files, found: found, digest: ahead?.digest, for: metadata) { return reused }
         if case .none = found {
             return try createEntry(files, for: metadata, blockSize: blockSize)
         }
@@ -46,7 +50,8 @@ extension CacheStore {
         return try createEntry(files, for: metadata, blockSize: blockSize)
     }
 
-    private func reuseEntry(_ files: EntryFiles, found: EntryFiles.Found,
+    /// `digest`: the digest record if it was read with `found` (nil inside: there is none); nil: read it now.
+    private func reuseEntry(_ files: EntryFiles, found: EntryFiles.Found, digest: DigestRecord??,
                             for metadata: RemoteMetadata) throws(SystemError) -> CacheEntry? {
         let loaded: EntryFiles.Loaded
         switch found {
@@ -65,9 +70,9 @@ extension CacheStore {
             logger.info("\(Redaction.redact(metadata.url)) changed on the server; dropping its cached data")
             return nil
         }
+        // A small entry's file was just read whole to its footer; a large one's `.data` is looked at here.
         var status = stat()
-        guard stat(loaded.dataPath, &status) == 0,
-              loaded.small || UInt64(status.st_size) == header.size else {
+        guard loaded.small || (stat(loaded.dataPath, &status) == 0 && UInt64(status.st_size) == header.size) else {
             logger.warning("the data file of \(files.base) is missing or of another size; starting this entry empty")
             return nil
         }
@@ -81,7 +86,7 @@ extension CacheStore {
         let entry = CacheEntry(header: header, location: location, dataFile: dataFile, metaFile: metaFile,
                                durable: slot?.present ?? BlockBitmap(blockCount: header.blockCount),
                                crcs: loaded.meta.crcs,
-                               digest: loadDigestRecord(path: files.digestPath, generation: header.generation),
+                               digest: digest ?? loadDigestRecord(path: files.digestPath, generation: header.generation),
                                headerDurable: slot != nil, ledger: ledger, pipeline: pipeline, logger: logger)
         if rotated { entry.retireETag() }
         return entry
@@ -151,7 +156,7 @@ extension CacheStore {
         guard case .entry(let loaded) = files.load(), loaded.meta.header.url == url else { return nil }
         let header = loaded.meta.header
         return StoredEntry(header: header, present: loaded.meta.slot?.present ?? BlockBitmap(blockCount: header.blockCount),
-                           digestPath: files.digestPath)
+                           digestPath: files.digestPath, loaded: loaded)
     }
 
     /// The digest record at `path` for the entry of `generation`; nil if there is none, it is damaged, or it

@@ -32,6 +32,8 @@ struct EntrySummary {
 struct EntrySummaries {
     var known: [String: EntrySummary] = [:]
     var absent: Set<AbsentKey> = []
+    /// What the latest summaries' reads found, for the opens that follow them.
+    var loadedAhead = LoadedAhead()
 
     /// A URL's UTF-8 bytes hashed twice with different salts: two URLs share a key with a chance of about n²/2¹²⁹,
     /// and a shared key would only show a cached file as holding nothing until it opens.
@@ -105,6 +107,7 @@ extension CacheStore {
     /// Reads the header and present set of `url`'s entry on disk and remembers what they say. A missing, unreadable or
     /// damaged header counts as no entry: nothing of it can be served.
     private func readSummary(of url: String) -> EntrySummary? {
+        let since = summaries.withLock { $0.loadedAhead.current }
         // No header, or a damaged one, is no entry (see above); `rangefs verify` reports the damage.
         guard let stored = storedEntry(for: url) else {
             summaries.withLock { _ = $0.absent.insert(EntrySummaries.AbsentKey(url)) }
@@ -115,7 +118,16 @@ extension CacheStore {
         let digest = present.isFull ? loadDigestRecord(path: stored.digestPath, generation: header.generation) : nil
         let summary = EntrySummary(metadata: header.remoteMetadata, cachedBytes: geometry.bytes(in: present),
                                    digest: digest)
-        summaries.withLock { $0.known[url] = summary }
+        // Kept for the open only if no entry of it is open now: what an open entry's files say on disk may be
+        // behind it, and one that is closed without a release (a stale one) is not forgotten here.
+        let isOpen = entries.withLock { $0[url] != nil }
+        summaries.withLock { summaries in
+            summaries.known[url] = summary
+            if !isOpen, let loaded = stored.loaded {
+                let read = LoadedAhead.Read(loaded: loaded, digest: present.isFull ? .some(digest) : nil)
+                summaries.loadedAhead.keep(read, of: url, since: since)
+            }
+        }
         return summary
     }
 
@@ -180,6 +192,7 @@ extension CacheStore {
     private func remember(_ entry: CacheEntry) {
         let url = entry.header.url, cachedBytes = entry.cachedBytes, digest = entry.digestRecord
         summaries.withLock { summaries in
+            summaries.loadedAhead.forget(url)
             if cachedBytes == 0 && digest == nil {
                 summaries.known[url] = nil
                 summaries.absent.insert(EntrySummaries.AbsentKey(url))
@@ -226,6 +239,7 @@ extension CacheStore {
         summaries.withLock { summaries in
             summaries.known[url] = nil
             summaries.absent.remove(EntrySummaries.AbsentKey(url))
+            summaries.loadedAhead.forget(url)
         }
     }
 

@@ -246,7 +246,10 @@ public final class CacheStore: Sendable {
         }
         let entry: CacheEntry
         do {
-            if distrusted { try entryFiles(for: metadata.url).removeFilesDurably() }
+            if distrusted {
+                _ = summaries.withLock { $0.loadedAhead.take(metadata.url) }
+                try entryFiles(for: metadata.url).removeFilesDurably()
+            }
             entry = try openOrCreateEntry(for: metadata, blockSize: blockSize)
         } catch {
             throw .system(error)
