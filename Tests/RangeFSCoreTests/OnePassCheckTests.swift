@@ -122,6 +122,48 @@ final class OnePassCheckTests: XCTestCase {
         second.release(opened.handle)
     }
 
+    /// A small file (one file holding data and records, never passed through) is checked with one pread, not
+    /// locked in place: a rotten byte is found all the same, and the block fetched again.
+    func testASmallFilesCheckReadsItAndFindsARottenBlock() throws {
+        let smallURL = "http://origin/small.bin"
+        let small = pseudoRandomBytes(count: 200_000)
+        origin.serve(smallURL, bytes: small)
+        func mountSmall() throws -> RangeFS {
+            try makeTestFileSystem(origin: origin, urls: [smallURL], directory: directory.path,
+                                   passthrough: LockedBox(PassthroughMode.on))
+        }
+        func read(_ fileSystem: RangeFS) throws -> (handle: UInt64, bytes: [UInt8]) {
+            let inode = try XCTUnwrap(fileSystem.catalog.item(named: "small.bin")).inode
+            let handle = try fileSystem.open(inode).get().handle
+            let read = try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: 0, count: 1 << 20)).get()
+            return (handle, read)
+        }
+        // In a scope of its own: the first mount's cache lock goes with it.
+        let path = try { () throws -> String in
+            let first = try mountSmall()
+            let cold = try read(first)
+            XCTAssertTrue(cold.bytes == small)
+            first.release(cold.handle)
+            let path = try XCTUnwrap(first.store.openEntry(for: smallURL)).dataPath
+            unmount(first)
+            return path
+        }()
+        try SystemFile(path: path, flags: O_RDWR).write([0xDE, 0xAD], at: 2 * 65536 + 5)  // block 2
+        let requests = origin.requests.count
+        let second = try mountSmall()
+        defer { unmount(second) }
+        let entry = try second.store.entry(for: try XCTUnwrap(origin.probeAll([smallURL]).first).get(),
+                                           blockSize: 65536)
+        let found = entry.checkInOnePass()
+        XCTAssertEqual(found.checked, 4)
+        XCTAssertEqual(found.failed, 1)
+        XCTAssertFalse(entry.isPresent(2))
+        let again = try read(second)
+        XCTAssertTrue(again.bytes == small, "the rotten block is fetched again, never served")
+        XCTAssertEqual(origin.requests.dropFirst(requests).compactMap(\.range).count, 1)
+        second.release(again.handle)
+    }
+
     func testALargeFileIsCheckedInTheBackgroundAndItsNextOpenPassesThrough() throws {
         _ = try cacheTheWholeFile()
         let second = try mount { $0.openCheckBytes = 1 << 20 }

@@ -10,10 +10,11 @@
 // a program that reads its first bytes does not wait for the whole file (its READs check what the pass has not
 // reached yet, as before), and the next open passes it through.
 //
-// The pass checks the mapped pages in place, locked (a page the disk cannot deliver is an error, not a SIGBUS;
+// The pass over a large file checks the mapped pages in place, locked (a page the disk cannot deliver is an error, not a SIGBUS;
 // where locking fails, the span is read with pread), as a READ's own check does. Reading into a buffer copied every
 // byte once more for nothing: a copy after a remount replies from the same pages (issue 47: 0.24-0.25 daemon CPU
 // seconds per 512 MiB instead of 0.28-0.32, medians of alternating pairs in three runs, the copy's time unchanged).
+// A small file's pass reads it with pread (see `checkInOnePass`).
 
 extension CacheEntry {
     /// Bytes one read of the pass covers: large enough that the disk sees few requests, small enough that a
@@ -35,10 +36,15 @@ extension CacheEntry {
     @discardableResult
     func checkInOnePass(while goOn: () -> Bool = { true }) -> (checked: Int, failed: Int, reads: Int) {
         let step = max(1, Self.onePassChunkBytes / blockSize)
+        // A small file's bytes are read with one pread: locking them in place cost three more system calls
+        // (mlock, munlock, and the advice that drops the page-table entries the lock made, which the reply's copy
+        // then makes again), each taking the address space's lock for writing (issue 46: a re-read of small files
+        // after a remount). The copy this saves a large file is worth them.
+        let inPlace = size > EntryFiles.smallLimit
         var checked = 0, failed = 0, reads = 0
         for start in stride(from: 0, to: blockCount, by: step) {
             guard goOn() else { break }
-            let found = verifyLoadedBlocks(start..<min(blockCount, start + step))
+            let found = verifyLoadedBlocks(start..<min(blockCount, start + step), inPlace: inPlace)
             checked += found.checked
             failed += found.failed
             if found.checked > 0 { reads += 1 }
