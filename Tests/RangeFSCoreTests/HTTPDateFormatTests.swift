@@ -21,4 +21,34 @@ final class HTTPDateFormatTests: XCTestCase {
             seconds += 86_400 * 37 + 3_671
         }
     }
+
+    /// The fixed form is read in place, at its fixed places (a LOOKUP after a remount parses its file's date):
+    /// for every date, and for every one-byte change of one, it answers what the field-by-field parse answers.
+    func testTheFixedFormsFastReadAgreesWithTheGeneralParse() {
+        let alphabet = Array("0123456789 ,-:GMTgmtJanDecSunx\u{00}é".utf8)
+        var generator = SystemRandomNumberGenerator()
+        var seconds: Int64 = -30_000_000_000
+        var changed = 0, accepted = 0
+        while seconds < 250_000_000_000 {
+            let text = HTTPDate.format(seconds)
+            XCTAssertEqual(HTTPDate.parse(text), HTTPDate.parseFields(text), text)
+            XCTAssertEqual(HTTPDate.parse(text.lowercased()), HTTPDate.parseFields(text.lowercased()), text)
+            var bytes = Array(text.utf8)
+            bytes[Int.random(in: 0..<bytes.count, using: &generator)] = alphabet.randomElement(using: &generator)!
+            let mutated = String(decoding: bytes, as: UTF8.self)
+            XCTAssertEqual(HTTPDate.parse(mutated), HTTPDate.parseFields(mutated), mutated)
+            changed += 1
+            if HTTPDate.parse(mutated) != nil { accepted += 1 }
+            seconds += 86_400 * 37 + 3_671
+        }
+        XCTAssertGreaterThan(accepted, 0, "some changes still spell a date (another digit)")
+        XCTAssertLessThan(accepted, changed)
+        // Out of range, in the fixed form: refused by both.
+        for text in ["Sun, 32 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:49:37 GMT", "Sun, 06 Nov 1994 08:60:37 GMT",
+                     "Sun, 06 Nov 1994 08:49:61 GMT", "Sun, 00 Nov 1994 08:49:37 GMT", "Sun, 06 Xyz 1994 08:49:37 GMT"] {
+            XCTAssertNil(HTTPDate.parse(text), text)
+            XCTAssertNil(HTTPDate.parseFields(text), text)
+        }
+        XCTAssertEqual(HTTPDate.parse("sun, 06 NOV 1994 08:49:60 gmt"), HTTPDate.parseFields("sun, 06 NOV 1994 08:49:60 gmt"))
+    }
 }
