@@ -190,7 +190,7 @@ public final class RangeFS: Sendable {
         // CacheEntry+OnePassCheck.swift); blocks that fail become absent and the file is no longer complete.
         cacheEntry.checkCompleteFileAtOpen(synchronousLimit: settings.openCheckBytes)
         if cacheEntry.isComplete {
-            checkDigest(of: cacheEntry)
+            checkDigest(of: cacheEntry, item: item)
         } else if cacheEntry.digestRecord?.verdict == .refetching {
             scheduler.fill(cacheEntry, url: item.metadata.url)  // a refetch a remount interrupted
         }
