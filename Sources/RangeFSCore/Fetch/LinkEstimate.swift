@@ -61,7 +61,13 @@ final class LinkEstimate: Sendable {
     /// files, within `bounds`. Until a connection's throughput is known (small files never show it), one per
     /// connection.
     func depth(for url: String, typicalBytes: Int, connections: Int, bounds: ClosedRange<Int>) -> Int {
-        let link = link(for: url)
+        depth(forOrigin: Self.origin(of: url), typicalBytes: typicalBytes, connections: connections, bounds: bounds)
+    }
+
+    /// `depth(for:...)` for a URL whose `origin(of:)` is `origin`: a directory's stream of opens keeps its origin,
+    /// instead of finding it again in a URL on every open (issue 46).
+    func depth(forOrigin origin: String, typicalBytes: Int, connections: Int, bounds: ClosedRange<Int>) -> Int {
+        let link = links.withLock { $0[origin] ?? Link() }
         var files = Double(max(1, connections))
         if let roundTrip = link.roundTrip, let throughput = link.throughput, typicalBytes > 0 {
             // Each connection carries a file per round trip plus its transfer: to keep the link busy, the

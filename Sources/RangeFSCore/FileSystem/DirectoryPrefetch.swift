@@ -64,6 +64,9 @@ final class DirectoryPrefetch: Sendable {
     /// One directory being read.
     private struct Stream {
         var frontier: CatalogItem
+        /// The origin of the directory's files (`LinkEstimate.origin(of:)`), the key of their link: that of the
+        /// first one opened. A listing that links files on other hosts (rare) has its depth sized by that one's.
+        let origin: String
         var streak = 0
         var window: Int
         /// Files fetched (or being fetched) ahead and not opened yet.
@@ -119,7 +122,8 @@ final class DirectoryPrefetch: Sendable {
             state.clock += 1
             guard var stream = state.streams.removeValue(forKey: item.parent) else {
                 makeRoom(&state)
-                state.streams[item.parent] = Stream(frontier: item, window: limits.firstWindow,
+                state.streams[item.parent] = Stream(frontier: item, origin: LinkEstimate.origin(of: item.metadata.url),
+                                                    window: limits.firstWindow,
                                                     typicalBytes: cost(of: item), lastUse: state.clock)
                 return []
             }
@@ -180,7 +184,7 @@ final class DirectoryPrefetch: Sendable {
     /// byte budget and the fetches in flight allow.
     private func issue(_ stream: inout Stream, state: inout State) -> [CatalogItem] {
         guard stream.streak >= limits.streakToStart else { return [] }
-        let depth = link.depth(for: stream.frontier.metadata.url, typicalBytes: stream.typicalBytes,
+        let depth = link.depth(forOrigin: stream.origin, typicalBytes: stream.typicalBytes,
                                connections: limits.connections, bounds: limits.depth)
         let room = min(min(stream.window, depth) - stream.ahead.count, limits.inFlight - state.inFlight)
         guard room > 0 else { return [] }
