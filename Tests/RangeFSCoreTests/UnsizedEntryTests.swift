@@ -184,15 +184,31 @@ final class UnsizedEntryTests: FolderTestCase {
                        "OK      \(url): 21 blocks verified")
     }
 
-    func testASizeWithABlockMissingIsRefusedAndTheEntryStays() throws {
+    func testASettledEntryKeepsTheBlocksItHasAndAWrongSizeIsRefused() throws {
+        // Under a cap, a stream's first blocks may be evicted behind it: they stay absent, to be streamed again.
         let bytes = pseudoRandomBytes(count: 4 * 65536)
         let store = try CacheStore(root: directory.path, logger: logger)
         let entry = try streamedEntry(store, blocks: 2, of: bytes)
-        XCTAssertThrowsError(try store.settleSize(of: entry, size: 3 * 65536 + 5, lastBlock: [1, 2, 3, 4, 5])) {
-            XCTAssertEqual("\($0)", "\(url): cannot keep it at its size of 196613 bytes: block 2 is not cached; "
-                           + "it is streamed again from byte 0")
+        XCTAssertThrowsError(try store.settleSize(of: entry, size: CacheHeader.unsizedCapacity + 1, lastBlock: [1])) {
+            XCTAssertEqual("\($0)", "\(url): cannot keep it at its size of 16777217 bytes: its entry is not one of "
+                           + "unknown size that holds it; it is streamed again from byte 0")
         }
-        XCTAssertFalse(entry.isStale)
-        XCTAssertEqual(entry.presentBlocks.setCount, 2)
+        XCTAssertFalse(entry.isStale, "a refused size leaves the entry as it was")
+        let settled = try store.settleSize(of: entry, size: 3 * 65536 + 5, lastBlock: [1, 2, 3, 4, 5])
+        XCTAssertEqual(settled.presentBlocks.clearRuns(in: 0..<4), [2..<3], "block 2 was never cached")
+        XCTAssertEqual(settled.reply(for: (3 * 65536)..<(3 * 65536 + 5))?.bytesForTesting(), [1, 2, 3, 4, 5])
+    }
+
+    func testABodyThatOutgrewItsEntryGetsSixteenTimesTheRoomAndKeepsItsBlocks() throws {
+        let bytes = pseudoRandomBytes(count: 2 * 65536)
+        let store = try CacheStore(root: directory.path, logger: logger)
+        let entry = try streamedEntry(store, blocks: 2, of: bytes)
+        let grown = try store.growCapacity(of: entry)
+        XCTAssertTrue(entry.isStale)
+        XCTAssertFalse(grown.header.sizeKnown)
+        XCTAssertEqual(grown.header.size, 16 * CacheHeader.unsizedCapacity)
+        XCTAssertTrue(grown.isRangeless, "a file without a length is streamed whole")
+        XCTAssertEqual(grown.presentBlocks.setCount, 2)
+        XCTAssertEqual(grown.reply(for: 0..<(2 * 65536))?.bytesForTesting(), bytes)
     }
 }
