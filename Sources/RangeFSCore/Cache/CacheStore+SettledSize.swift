@@ -40,7 +40,7 @@ extension CacheStore {
     /// `entry`, of a file whose size is not yet known, received more bytes than its capacity: rewrites it at
     /// `capacityGrowth` times that capacity, still of unknown size, with the blocks it holds; closes `entry` and
     /// returns the new one. The stream starts again from byte 0 (without Range nothing else is possible), and
-    /// checks the kept blocks against their CRCs as it passes them (BlockSink).
+    /// checks the kept blocks against their CRCs as it passes them (`presentChecksum`).
     func growCapacity(of entry: CacheEntry) throws(CacheError) -> CacheEntry {
         var header = entry.header
         let (grown, overflow) = header.size.multipliedReportingOverflow(by: Self.capacityGrowth)

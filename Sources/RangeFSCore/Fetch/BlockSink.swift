@@ -49,7 +49,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// Streams the whole file without a Range header, skipping blocks already present.
     let wholeFile: Bool
     /// The file's size is not yet known (its server sends no length): the entry's size is a capacity, and the
-    /// body's end, or its outgrowing the capacity, reshapes the entry (CacheStore+SettledSize.swift).
+    /// body's end, or its outgrowing the capacity, reshapes the entry (`StreamStep.ended`, `.outgrew`).
     let sizeUnknown: Bool
     /// The body of a file of unknown size went past the entry's capacity.
     private var outgrew = false
@@ -380,7 +380,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     }
 
     /// The stream of a file of unknown size ended, so its length is the size, or outgrew the entry: the store
-    /// settles or grows the entry (CacheStore+SettledSize.swift), and the old entry's readers get `.replaced` then.
+    /// settles or grows the entry (`StreamStep`), and the old entry's readers get `.replaced` then.
     /// The stream is not ended on the entry, and the claims past the end stay: no other stream (a fill's) starts
     /// on an entry about to go stale; the store ends it if it cannot reshape it.
     private func endOfUnknownSize() {
