@@ -92,6 +92,8 @@ extension CacheStore {
                 } catch {
                     throw .system(error)
                 }
+                // Again once the files changed: a summary read meanwhile (without this lock) read the old ones.
+                forgetSummary(of: old.url)
             }
         }
         entry.markStale()
