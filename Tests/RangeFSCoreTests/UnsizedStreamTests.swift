@@ -14,13 +14,14 @@ final class UnsizedStreamTests: FolderTestCase {
 
     /// A file system over a server that ignores Range and sends no length for `bytes`, its entry of unknown size
     /// opened, and the store's entry of `url` once it is of a known size (nil after 60 s).
-    private func streamWithoutLength(_ bytes: [UInt8], grow: Bool = false) throws
+    private func streamWithoutLength(_ bytes: [UInt8], grow: Bool = false, kernel: any KernelNotifier = NoKernel(),
+                                     check: (RangeFS) throws -> Void = { _ in }) throws
         -> (origin: MemoryOrigin, streamed: CacheEntry, settled: CacheEntry?) {
         let origin = MemoryOrigin()
         origin.serve(url, bytes: bytes)
         origin.ignoresRange = true
         origin.sendsNoLength = true
-        let fileSystem = try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path)
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path, kernel: kernel)
         let item = try XCTUnwrap(fileSystem.catalog.item(named: "stream.bin"))
         XCTAssertFalse(item.metadata.sizeKnown, "the probe found no length")
         let entry = try fileSystem.store.entry(for: item.metadata, blockSize: fileSystem.settings.blockSize)
@@ -33,6 +34,7 @@ final class UnsizedStreamTests: FolderTestCase {
             if let open = fileSystem.store.openEntry(for: url), open !== entry {
                 if open.header.sizeKnown {
                     XCTAssertEqual(origin.requests.count - requestsBefore, grow ? 2 : 1, "one stream per capacity")
+                    try check(fileSystem)
                     return (origin, entry, open)
                 }
                 if grow, !grown {
@@ -76,5 +78,25 @@ final class UnsizedStreamTests: FolderTestCase {
         XCTAssertEqual(entry.reply(for: 0..<UInt64(count))?.bytesForTesting(), bytes)
         // The first stream is cut once it passed the capacity; the second brings the whole file.
         XCTAssertLessThan(origin.bodyBytesDelivered, UInt64(count) + CacheHeader.unsizedCapacity + (1 << 20))
+    }
+
+    func testTheCatalogAndTheKernelLearnTheSizeAtTheStreamsEnd() throws {
+        let bytes = pseudoRandomBytes(count: 300_000, seed: 9)
+        let kernel = KernelRecorder()
+        let (_, _, settled) = try streamWithoutLength(bytes, kernel: kernel) { fileSystem in
+            let item = try XCTUnwrap(fileSystem.catalog.item(named: "stream.bin"))
+            // The catalog learns the size right after the store let the new entry in: waited for, briefly.
+            let deadline = Date().addingTimeInterval(30)
+            var metadata = item.metadata
+            while !metadata.sizeKnown, Date() < deadline {
+                usleep(5_000)
+                metadata = try XCTUnwrap(fileSystem.catalog.item(named: "stream.bin")).metadata
+            }
+            XCTAssertTrue(metadata.sizeKnown, "the catalog never learnt the size")
+            XCTAssertEqual(metadata.size, 300_000)
+            XCTAssertTrue(kernel.wait { $0 == .attributes(item.inode) }.contains(.attributes(item.inode)),
+                          "the kernel was never told that the size changed")
+        }
+        XCTAssertNotNil(settled)
     }
 }
