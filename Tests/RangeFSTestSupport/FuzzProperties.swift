@@ -113,6 +113,11 @@ public func metaBlockPropertyBroken(_ bytes: [UInt8]) -> String? {
             guard let meta = try? MetaBlock.decode(block) else { continue }  // damaged: the entry is empty
             if meta.layout.length != block.count { return "a meta block of \(block.count) bytes decoded as \(meta.layout.length)" }
             if meta.crcs.count != meta.header.blockCount { return "\(meta.crcs.count) CRCs for \(meta.header.blockCount) blocks" }
+            // One encoding per header, its size known or not (a flag no version writes is damage, not a header).
+            let record = Array(block[MetaLayout.prefixLength..<meta.layout.crcTableOffset])
+            if let header = try? CacheHeader.decode(record), header.encoded() != record {
+                return "header \(header) encodes to other bytes"
+            }
             if let slot = meta.slot {
                 if slot.generation != meta.header.generation { return "a slot of another generation counts" }
                 if slot.present.blockCount != meta.header.blockCount { return "a slot of another block count counts" }

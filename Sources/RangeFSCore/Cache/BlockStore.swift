@@ -41,6 +41,12 @@ enum StreamStep {
     case begin
     /// The stream ended.
     case end
+    /// The body of a file of unknown size ended after `size` bytes; `lastBlock` is what came after its last whole
+    /// block. The entry is settled at that size (CacheStore+SettledSize.swift), after which it is stale.
+    case ended(size: UInt64, lastBlock: [UInt8])
+    /// The body of a file of unknown size is longer than the entry's capacity: the entry is rewritten with room
+    /// for more, after which it is stale, and the file is streamed again from byte 0.
+    case outgrew
 }
 
 /// Which version of the remote file is cached, and how an answer is judged against it (RotatingETags.swift).
@@ -180,6 +186,8 @@ extension CacheEntry: BlockStore, CachedVersion {
         case .markRangeless: setRangeless()
         case .begin: return beginWholeStream()
         case .end: return endWholeStream()
+        case .ended(let size, let lastBlock): ledger.settleHook.withLock { $0 }?.settle(self, size, lastBlock)
+        case .outgrew: ledger.settleHook.withLock { $0 }?.settle(self, nil, [])
         }
         return true
     }

@@ -149,6 +149,8 @@ final class CacheEntry: Sendable {
         self.logger = logger
         state = Mutex(State(blocks: BlockTable(durable: durable), crcs: crcs,
                             eviction: EvictionMarks(blockCount: header.blockCount), digest: digest))
+        // A file without a length can only be read from its first byte: one whole-file stream brings its blocks.
+        if !header.sizeKnown { setRangeless() }
     }
 
     // MARK: Use

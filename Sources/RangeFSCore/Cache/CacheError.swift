@@ -5,6 +5,8 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
     case locked(path: String, holder: String)
     /// The file's server sends no length: it has no block entry until a stream has read it to its end.
     case sizeUnknown(url: String)
+    /// The stream of a file without a length ended, and its entry could not be kept at the size found.
+    case unsettledSize(url: String, size: UInt64, reason: String)
 
     public var description: String {
         switch self {
@@ -13,6 +15,8 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
             "cache directory \(path) is in use by another rangefs (\(holder)); unmount it first or pass another --cache DIR"
         case .sizeUnknown(let url):
             "\(Redaction.redact(url)) has no known size yet (its server sends no length); read it to its end once"
+        case .unsettledSize(let url, let size, let reason):
+            "\(Redaction.redact(url)): cannot keep it at its size of \(size) bytes: \(reason); it is streamed again from byte 0"
         }
     }
 }

@@ -32,6 +32,11 @@
 //            | str url | str etag | str lastModified | u64 answeredAt (> 0) | u32 crc32c of everything before it
 //            A header whose `answeredAt` is unknown is written as version 1, the same without that field (as
 //            rangefs wrote every header before it kept the moment, and as an older rangefs still reads it).
+//            The header of a file whose size is not yet known (its server sends no length) is version 3: the
+//            fields of version 2, with `answeredAt` 0 when unknown, then u32 flags (bit 0: size not yet known;
+//            `size` is then the entry's capacity, the bytes its geometry covers until the body ends). Only such
+//            a header is written as version 3, so every sized header keeps its one encoding and an older rangefs,
+//            which refuses version 3, starts such an entry empty rather than serving a capacity as a size.
 //   data     sparse file of exactly `size` bytes
 //   crc32c   u32 per block at offset 4*i: CRC32C of block i, written before the block's bit is persisted
 //   bitmap   magic "RFSBMAP1" | u32 version=1 | u32 blockSize | u64 blockCount | u64 generation
@@ -72,7 +77,11 @@
 struct CacheHeader: Equatable, Sendable {
     static let magic = Array("RFSHEAD1".utf8)
     /// The newest version, written when `answeredAt` is known; version 1 (without it) otherwise, and still read.
-    static let version: UInt32 = 2
+    static let version: UInt32 = 3
+    /// The newest version a header of known size is written in (see `sizeKnown`).
+    static let sizedVersion: UInt32 = 2
+    /// Flags of a version 3 header: its size is not yet known.
+    static let sizeUnknownFlag: UInt32 = 1
 
     var blockSize: Int
     var size: UInt64
@@ -85,13 +94,22 @@ struct CacheHeader: Equatable, Sendable {
     /// header, or a header of version 1). One unknown and one known header differ by their version only, so that
     /// each header has one encoding.
     var answeredAt: Int64?
+    /// Whether `size` is the remote file's size. False for a file whose server sends no length, until its body
+    /// ended: `size` is then the entry's capacity (the bytes its blocks cover so far), not the file's size.
+    var sizeKnown = true
+
+    /// The capacity an entry of a file whose size is not yet known starts with: its geometry (blocks, CRC table,
+    /// slots) is fixed at this many bytes until the body ends or outgrows it.
+    static let unsizedCapacity: UInt64 = 16 << 20
 
     /// The number of blocks that cover `size` bytes.
     var blockCount: Int { Int((size + UInt64(blockSize) - 1) / UInt64(blockSize)) }
 
     /// The remote identity this header records, for comparing with a fresh probe.
     var remoteMetadata: RemoteMetadata {
-        var metadata = RemoteMetadata(url: url, size: size, etag: etag, lastModified: lastModified)
+        // A capacity is no size: the file is described by its validators alone, as a probe without a length does.
+        var metadata = sizeKnown ? RemoteMetadata(url: url, size: size, etag: etag, lastModified: lastModified)
+            : .unsized(url: url, etag: etag, lastModified: lastModified)
         metadata.answeredAt = answeredAt
         return metadata
     }
@@ -99,14 +117,16 @@ struct CacheHeader: Equatable, Sendable {
     func encoded() -> [UInt8] {
         // A moment before 1970 is no server's Date: written as unknown.
         let moment = answeredAt.flatMap { $0 > 0 ? UInt64($0) : nil }
-        var writer = beginRecord(magic: Self.magic, version: moment == nil ? 1 : Self.version)
+        let version = !sizeKnown ? Self.version : moment == nil ? 1 : Self.sizedVersion
+        var writer = beginRecord(magic: Self.magic, version: version)
         writer.write(UInt32(blockSize))
         writer.write(size)
         writer.write(generation)
         writer.write(string: url)
         writer.write(string: etag)
         writer.write(string: lastModified)
-        if let moment { writer.write(moment) }
+        if version >= 2 { writer.write(moment ?? 0) }
+        if version >= 3 { writer.write(Self.sizeUnknownFlag) }
         return sealRecord(writer)
     }
 
@@ -125,11 +145,17 @@ struct CacheHeader: Equatable, Sendable {
         )
         if opened.version >= 2 {
             let answeredAt = try reader.readUInt64()
-            // Version 2 is written only with a moment (see `answeredAt`).
-            guard answeredAt > 0, answeredAt <= UInt64(Int64.max) else {
+            // Version 2 is written only with a moment (see `answeredAt`); version 3 writes 0 for none.
+            guard answeredAt > 0 || opened.version >= 3, answeredAt <= UInt64(Int64.max) else {
                 throw .inconsistent("answered at \(answeredAt)")
             }
-            header.answeredAt = Int64(answeredAt)
+            header.answeredAt = answeredAt == 0 ? nil : Int64(answeredAt)
+        }
+        if opened.version >= 3 {
+            // Version 3 is written only for a size not yet known: other flags, or none, are not this version's.
+            let flags = try reader.readUInt32()
+            guard flags == Self.sizeUnknownFlag else { throw .inconsistent("header flags \(flags)") }
+            header.sizeKnown = false
         }
         try closeRecord(reader)
         return header

@@ -66,7 +66,10 @@ extension CacheStore {
         let header = loaded.meta.header
         // Another ETag alone, from a server known to rotate them, is the same version (RotatingETags.swift).
         let rotated = header.remoteMetadata.etagRotated(to: metadata) && ledger.rotatingETags.contains(metadata.url)
-        guard header.url == metadata.url, header.remoteMetadata.describesSameContent(as: metadata) || rotated else {
+        // An entry whose size was not yet known when the file now has one (or the reverse) is of another shape:
+        // its geometry covers a capacity, not the size. It starts again; a whole-file stream checks its blocks.
+        guard header.url == metadata.url, header.sizeKnown == metadata.sizeKnown,
+              header.remoteMetadata.describesSameContent(as: metadata) || rotated else {
             logger.info("\(Redaction.redact(metadata.url)) changed on the server; dropping its cached data")
             return nil
         }
@@ -100,12 +103,16 @@ extension CacheStore {
     private func createEntry(_ files: EntryFiles, for metadata: RemoteMetadata,
                              blockSize: Int) throws(SystemError) -> CacheEntry {
         var header = CacheHeader(
-            blockSize: blockSize, size: metadata.size, generation: UInt64.random(in: 1...UInt64.max),
+            blockSize: blockSize, size: metadata.sizeKnown ? metadata.size : CacheHeader.unsizedCapacity,
+            generation: UInt64.random(in: 1...UInt64.max),
             url: metadata.url, etag: metadata.etag, lastModified: metadata.lastModified
         )
         header.answeredAt = metadata.answeredAt
+        header.sizeKnown = metadata.sizeKnown
         let (metaBytes, layout) = MetaBlock.initial(for: header)
-        let small = EntryFiles.isSmall(size: header.size)
+        // A file of unknown size is a large entry whatever its capacity: its small layout would put the meta
+        // block where its next bytes go.
+        let small = header.sizeKnown && EntryFiles.isSmall(size: header.size)
         let metaOffset = small ? EntryFiles.metaOffset(size: header.size) : 0
         // The files are made with O_EXCL, as if nothing were there (a cold read of many small files then pays no
         // failing lookup per file: SmallFilesTests): a missing shard is made, and files in the way (an empty one a

@@ -19,6 +19,9 @@ public struct VerificationReport: Sendable, Equatable {
     /// The folder holds an unfinished stream of a file without a length (StreamFile): this many durable bytes
     /// (0 when its record is unreadable, which the next stream replaces from byte 0). No CRC covers them yet.
     var streamedBytes: UInt64?
+    /// The entry is of a file whose size is not yet known (its server sends no length): its blocks cover this
+    /// capacity, not a size. Its present blocks have CRCs and are checked like any other.
+    var unsizedCapacity: UInt64?
     var repaired = false
 
     public var isHealthy: Bool { badBlocks.isEmpty && damage == nil }
@@ -31,6 +34,9 @@ public struct VerificationReport: Sendable, Equatable {
         }
         if neverCommitted { return "EMPTY   \(name): started, never committed; it holds nothing" }
         if let damage { return "DAMAGED \(name): \(damage); the entry starts empty on its next mount" }
+        if badBlocks.isEmpty, let unsizedCapacity {
+            return "STREAM  \(name): \(presentBlocks) blocks verified of a file whose size is not yet known (its server sends no length; the entry holds up to \(unsizedCapacity) bytes until the stream ends)"
+        }
         if badBlocks.isEmpty { return "OK      \(name): \(presentBlocks) blocks verified" }
         let action = repaired ? "dropped; they will be fetched again" : "run with --repair to drop them"
         return "BAD     \(name): \(badBlocks.count) of \(presentBlocks) blocks fail their CRC (\(action))"
@@ -79,6 +85,7 @@ extension CacheStore {
         }
         let header = loaded.meta.header
         report.url = Redaction.redact(header.url)
+        if !header.sizeKnown { report.unsizedCapacity = header.size }
         guard var slot = loaded.meta.slot else {
             report.neverCommitted = true
             return report

@@ -67,6 +67,10 @@ public final class CacheStore: Sendable {
         /// A commit made an entry's whole file durable (for its digest check); it runs on the commit queue and
         /// must only hand the work on.
         var completed: @Sendable (CacheEntry) -> Void = { _ in }
+        /// An entry of unknown size was settled at the size its stream found, or grown past a capacity its body
+        /// outgrew (CacheStore+SettledSize.swift): the old entry is stale, the new one holds its blocks. Runs on a
+        /// worker thread.
+        var reshaped: @Sendable (_ old: CacheEntry, _ new: CacheEntry) -> Void = { _, _ in }
     }
 
     /// Opens (creating if needed) the cache at `root` and takes its lock.
@@ -112,6 +116,9 @@ public final class CacheStore: Sendable {
         ledger.commitTrigger.run { [weak self] in self?.commitAll() }
         // Eviction opens released entries again through this, as long as the store lives (StoreLedger+Dormant).
         ledger.reopenHook.withLock { $0 = ReopenHook { [weak self] url in self?.reopenParked(url) ?? false } }
+        ledger.settleHook.withLock {
+            $0 = SettleHook { [weak self] entry, size, last in self?.reshapeAfterStream(entry, size: size, lastBlock: last) }
+        }
     }
 
     /// Entries may outlive their store (a handle's, a test's): their ledger learns that no commit will come, so

@@ -71,7 +71,10 @@ struct EntryFiles: Sendable {
                 return .none
             }
             let meta = try MetaBlock.decode(bytes)
-            guard !Self.isSmall(size: meta.header.size) else { return .damaged("a .meta file for a small file") }
+            // A file whose size is not yet known is a large entry whatever its capacity (CacheStore+EntryFiles).
+            guard !meta.header.sizeKnown || !Self.isSmall(size: meta.header.size) else {
+                return .damaged("a .meta file for a small file")
+            }
             return .entry(Loaded(meta: meta, small: false, metaOffset: 0, metaPath: metaPath, dataPath: dataPath))
         } catch {
             return .damaged("\(error)")
@@ -111,7 +114,7 @@ struct EntryFiles: Sendable {
         } catch {
             return .damaged("its meta block: \(error)")
         }
-        guard Self.isSmall(size: meta.header.size), Self.metaOffset(size: meta.header.size) == footer.metaOffset else {
+        guard meta.header.sizeKnown, Self.isSmall(size: meta.header.size), Self.metaOffset(size: meta.header.size) == footer.metaOffset else {
             return .damaged("a meta block at \(footer.metaOffset) for \(meta.header.size) bytes")
         }
         return .entry(Loaded(meta: meta, small: true, metaOffset: footer.metaOffset, metaPath: base, dataPath: base))

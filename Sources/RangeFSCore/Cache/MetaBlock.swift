@@ -1,7 +1,8 @@
 // Cache format v2: the records of an entry's meta block (the layout of files is in CacheFormat.swift).
 //
 //   meta block  magic "RFSMETA2" | u32 version=1 | u32 headerLength | header record (CacheHeader, its version 1
-//               encoding: without answeredAt, which lives in the slots) | CRC table (u32 per block)
+//               encoding: without answeredAt, which lives in the slots; version 3, answeredAt 0, for a file whose
+//               size is not yet known) | CRC table (u32 per block)
 //               | slot A | slot B
 //   slot        magic "RFSSLOT2" | u32 version=1 | u64 sequence | u64 generation | u64 answeredAt (0 unknown)
 //               | u32 flags (bit 0: the ETag is retired) | ceil(blockCount/8) bytes of bits | u32 crc32c

@@ -48,6 +48,9 @@ final class StoreLedger: Sendable {
     /// Opens the released entry of a URL again, for eviction to take its blocks (`reopenDormant`): set by the store's
     /// `init` (weakly holding it); nil before, and does nothing after the store is gone.
     let reopenHook = Mutex<ReopenHook?>(nil)
+    /// Settles an entry of unknown size whose body ended, or grows one it outgrew (`StreamStep.ended`,
+    /// `.outgrew`): set by the store's `init`, as `reopenHook` is.
+    let settleHook = Mutex<SettleHook?>(nil)
     /// Set when the store is gone (`detach`).
     let detached = Atomic(false)
     let logger: Logger
@@ -164,4 +167,14 @@ struct ReopenHook: Sendable {
     let reopen: @Sendable (String) -> Bool
 
     init(_ reopen: @escaping @Sendable (String) -> Bool) { self.reopen = reopen }
+}
+
+/// The store's way to settle an entry of unknown size at the size its stream found, or to grow it
+/// (`StoreLedger.settleHook`; a struct for the reason `ReopenHook` is one).
+struct SettleHook: Sendable {
+    /// The entry, its size (nil: its body outgrew its capacity), and the bytes of its last block past the last
+    /// whole one.
+    let settle: @Sendable (CacheEntry, UInt64?, [UInt8]) -> Void
+
+    init(_ settle: @escaping @Sendable (CacheEntry, UInt64?, [UInt8]) -> Void) { self.settle = settle }
 }

@@ -108,8 +108,11 @@ extension BlockSink {
             failure = refusal
             return false
         }
-        let now = RemoteMetadata(url: url, size: head["content-length"].flatMap(UInt64.init) ?? entry.size,
-                                 etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "")
+        let length = head["content-length"].flatMap(UInt64.init)
+        let etag = head["etag"] ?? "", lastModified = head["last-modified"] ?? ""
+        // A file of unknown size is judged by its validators alone: its entry's size is a capacity.
+        let now = sizeUnknown ? RemoteMetadata.unsized(url: url, etag: etag, lastModified: lastModified)
+            : RemoteMetadata(url: url, size: length ?? entry.size, etag: etag, lastModified: lastModified)
         if let choice, !choice.isPrimary, !wholeFile {
             // The mirror changed since its validator was learned (set aside, relearned later), or it ignores
             // Range or holds another length (dropped).
@@ -123,7 +126,7 @@ extension BlockSink {
         }
         guard isCachedVersion(now, askAgainIfRotating: !wholeFile) else { return false }
         if wholeFile {
-            expectedBody = entry.size
+            expectedBody = sizeUnknown ? length : entry.size
             return true
         }
         failure = .rangeIgnored

@@ -48,6 +48,11 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     private let blocks: Range<Int>
     /// Streams the whole file without a Range header, skipping blocks already present.
     let wholeFile: Bool
+    /// The file's size is not yet known (its server sends no length): the entry's size is a capacity, and the
+    /// body's end, or its outgrowing the capacity, reshapes the entry (`StreamStep.ended`, `.outgrew`).
+    let sizeUnknown: Bool
+    /// The body of a file of unknown size went past the entry's capacity.
+    private var outgrew = false
     /// Fill can be promoted to demand while it runs (a reader needs its blocks); read from the fetcher's thread.
     private let currentPriority: Mutex<FetchPriority>
     private let maxBytesPerSecond: Int?
@@ -104,6 +109,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         self.mirrors = wholeFile ? nil : mirrors
         self.blocks = blocks
         self.wholeFile = wholeFile
+        sizeUnknown = !entry.version.remoteMetadata.sizeKnown
         self.currentPriority = Mutex(priority)
         self.maxBytesPerSecond = maxBytesPerSecond
         self.policy = policy
@@ -215,6 +221,11 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         var remaining = body
         while !remaining.isEmpty {
             guard nextBlock < blocks.upperBound else {
+                if sizeUnknown && wholeFile {
+                    outgrew = true  // not a failure: the entry gets more room (`endOfUnknownSize`)
+                    failure = .cancelled
+                    return false
+                }
                 failure = .badContentRange("body longer than the requested range")
                 return false
             }
@@ -290,6 +301,7 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     func complete(error: FetchError?) {
         var outcome = settleHeldBlocks(objectStoreFailure(failure) ?? error)
         tally.count(source: choice?.url ?? url, isPrimary: choice?.isPrimary ?? true, outcome: outcome)
+        if sizeUnknown && wholeFile && (outgrew || outcome == nil) { return endOfUnknownSize() }
         if let mirrors, let choice {
             mirrors.finished(choice, bytes: resumeOffset - attemptStart,
                              seconds: MonotonicClock.seconds() - attemptBegan, error: outcome)
@@ -365,6 +377,19 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         entry.abandon(blocks: nextBlock..<blocks.upperBound, error: BlockFailure(outcome))
         if outcome == .remoteChanged { owner.remoteChanged(entry) }
         finish(.done)
+    }
+
+    /// The stream of a file of unknown size ended, so its length is the size, or outgrew the entry: the store
+    /// settles or grows the entry (`StreamStep`), and the old entry's readers get `.replaced` then.
+    /// The stream is not ended on the entry, and the claims past the end stay: no other stream (a fill's) starts
+    /// on an entry about to go stale; the store ends it if it cannot reshape it.
+    private func endOfUnknownSize() {
+        if outgrew {
+            entry.stream(.outgrew)
+        } else {
+            entry.stream(.ended(size: resumeOffset, lastBlock: Array(partial.bytes)))
+        }
+        owner.finished(self, outcome: .done)
     }
 
     private func finish(_ outcome: TransferOutcome) {

@@ -57,6 +57,8 @@ package final class FileSystemEvents: Sendable {
         }
         // A file whose whole data just became durable is checked against its digest.
         events.completed = { [self] entry in fileSystem?.checkDigest(of: entry, again: true) }
+        // An entry of unknown size was settled at its size, or given more room (RangeFS+UnknownSize.swift).
+        events.reshaped = { [self] old, new in fileSystem?.entryReshaped(old, into: new) }
         return events
     }
 

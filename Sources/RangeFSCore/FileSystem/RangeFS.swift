@@ -431,12 +431,7 @@ public final class RangeFS: Sendable {
     /// A stream reached the end of its file: the catalog takes the size, and the file is an ordinary one from now on
     /// (handles open on the stream keep reading it).
     private func streamCompleted(_ metadata: RemoteMetadata) {
-        for item in catalog.items(url: metadata.url) {
-            var known = metadata
-            known.suggestedName = item.metadata.suggestedName
-            catalog.update(inode: item.inode, metadata: known)
-        }
-        revalidator.markValidated(metadata.url)
+        learnSize(metadata)
         _ = unsized.withLock { $0.removeValue(forKey: metadata.url) }
     }
 
