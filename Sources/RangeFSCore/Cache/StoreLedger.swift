@@ -94,7 +94,12 @@ final class StoreLedger: Sendable {
     /// file at least `commitBytes` long, whose passthrough is worth a commit. A small file joins the next tick,
     /// where many are committed together; reading it through the daemon meanwhile costs little.
     func commitsOnCompletion(_ entry: CacheEntry) -> Bool {
-        entry.header.size >= UInt64(commitBytes)
+        commitsOnCompletion(size: entry.header.size)
+    }
+
+    /// Whether a file of `size` bytes would be (see above): asked before its entry is looked up.
+    func commitsOnCompletion(size: UInt64) -> Bool {
+        size >= UInt64(commitBytes)
     }
 
     /// Starts a group commit on the commit queue now, unless one is queued and has not begun (it is folded into

@@ -160,7 +160,9 @@ public final class RangeFS: Sendable {
     /// does: passthrough on, no handle of it open the normal way, and a file big enough to be committed on its
     /// own (a small file that the open's probe just brought whole is not worth a commit of its own).
     private func awaitingCommit(_ item: CatalogItem) -> CacheEntry? {
-        guard settings.passthrough, passthroughMode.withLock({ $0 == .on }), !handles.isOpen(item.inode),
+        // The size first: a small file's open (nearly every open of a tree of small files) asks nothing more.
+        guard settings.passthrough, store.ledger.commitsOnCompletion(size: item.metadata.size),
+              passthroughMode.withLock({ $0 == .on }), !handles.isOpen(item.inode),
               !revalidator.isDue(item.metadata.url), let entry = store.openEntry(for: item.metadata.url), entry.matches(item.metadata),
               store.ledger.commitsOnCompletion(entry), entry.awaitsCommitToPassThrough
         else { return nil }
