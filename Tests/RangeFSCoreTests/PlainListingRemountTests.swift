@@ -96,4 +96,35 @@ final class PlainListingRemountTests: XCTestCase {
         XCTAssertEqual(offline.bytes, Array(repeating: 7, count: 30), "read from the cache")
         XCTAssertEqual(origin.requests.count, requests, "nothing asked of a server that is down")
     }
+
+    // A kept listing cut short (a disk that filled, a crash mid-copy) with the store down: the directory fails to
+    // list with one line naming why, not an empty directory as if the store had emptied it (main showed it empty,
+    // "showing the listing kept from an earlier visit"). Once the store answers, it lists again.
+    func testACutKeptListingIsRefusedWithWhyAndTheDirectoryListsOnceTheStoreAnswers() throws {
+        serve([("a.bin", 10, "0123456789abcdef0123456789abcdef"), ("b.bin", 20, "abc-2")])
+        XCTAssertEqual(try remount().shown, ["a.bin": 10, "b.bin": 20])
+        let path = directory.path + "/listings/" + String(SHA256.hexDigest(bucket().1).prefix(32))
+        let kept = try Data(contentsOf: URL(fileURLWithPath: path))
+        try kept.prefix(kept.count - 3).write(to: URL(fileURLWithPath: path))
+
+        origin.isDown = true
+        XCTAssertThrowsError(try remount()) { error in
+            guard case FileSystemError.io(let why) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(why.contains("the listing kept from an earlier visit is not shown"), why)
+            XCTAssertTrue(why.contains("cut or damaged"), why)
+            XCTAssertFalse(why.contains("\n"), "one line: \(why)")
+        }
+        origin.isDown = false
+        // The failed mount's retries let go of the cache's lock once they end.
+        let deadline = Date().addingTimeInterval(60)
+        var shown: [String: UInt64]?
+        while shown == nil {
+            do {
+                shown = try remount().shown
+            } catch CacheError.locked where Date() < deadline {
+                usleep(100_000)
+            }
+        }
+        XCTAssertEqual(shown, ["a.bin": 10, "b.bin": 20])
+    }
 }

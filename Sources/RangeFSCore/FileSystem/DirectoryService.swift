@@ -329,11 +329,19 @@ final class DirectoryService: Sendable {
         switch result {
         case .failure(let error):
             if error.isOriginUnreachable, !directory.listed, let kept = store.savedListing(for: url) {
+                if !addWhole(kept, to: inode, listedFrom: url) {
+                    let listing = DirectoryListing.parse(kept, base: url)
+                    // A kept listing that is cut or damaged says nothing of what the directory held: shown empty (as
+                    // it was), it looked like a server that had emptied the directory.
+                    if let why = DirectoryListing.problem(with: kept, parsed: listing) {
+                        let message = error.userMessage + "; the listing kept from an earlier visit is not shown: " + why
+                        logger.log(level: failureLevel, "cannot list \(shown): \(message)")
+                        return .failed(message, gone: false)
+                    }
+                    apply(listing, to: inode, listedFrom: url)
+                }
                 logger.log(level: reported ? .debug : .warning,
                            "cannot list \(shown) (\(error.userMessage)); showing the listing kept from an earlier visit")
-                if !addWhole(kept, to: inode, listedFrom: url) {
-                    apply(DirectoryListing.parse(kept, base: url), to: inode, listedFrom: url)
-                }
                 // Shown now, but read when the mount that kept it read it (if its file says when).
                 catalog.markListed(inode, at: now, readAt: store.savedListingAge(for: url).map { now - $0 })
                 return .kept(error.userMessage)
