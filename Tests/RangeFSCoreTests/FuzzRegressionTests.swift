@@ -252,8 +252,9 @@ final class FuzzRegressionTests: XCTestCase {
     }
 
     func testListingRecordsInputs() throws {
-        // The seeds: a whole records file, the same records framed by the harness, a cut file, and records a
-        // listing refuses (a slash, "..", a name twice). The harness's framing seals the rest with a trailer.
+        // The seeds: a whole records file, the same records framed by the harness, a cut file, records a listing
+        // refuses (a slash, "..", a name twice), and files a listing adds whole. The harness's framing seals the
+        // rest with a trailer.
         try replay("ListingRecords", regressions: false) { input, bytes in
             XCTAssertNil(listingRecordsPropertyBroken(bytes), input)
             checkListing(listingRecordsFramed(bytes), input)
@@ -270,6 +271,11 @@ final class FuzzRegressionTests: XCTestCase {
         let refused = DirectoryListing.parse(listingRecordsFramed(try XCTUnwrap(seeds["framed-refused-names"])),
                                              base: "http://example.org/pub/data/")
         XCTAssertEqual(refused.entries.map(\.name), ["dup"], "a slash, '..' and a second 'dup' are left out")
+        // Files only, plainly named, in name order: a listing added whole (PlainListing), as the rules read it.
+        let plain = listingRecordsFramed(try XCTUnwrap(seeds["framed-plain-files"]))
+        XCTAssertEqual(PlainListing(records: plain)?.count, 4)
+        XCTAssertEqual(DirectoryListing.parse(plain, base: "http://example.org/pub/data/").entries.map(\.name),
+                       ["a.jpg", "b c.jpg", "photo-0000001.jpg", "x-é.txt"])
     }
 
     func testCacheRecordsInputs() throws {

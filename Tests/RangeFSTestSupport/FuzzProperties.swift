@@ -180,7 +180,8 @@ public func listingRecordsFramed(_ bytes: [UInt8]) -> [UInt8] {
 /// The first property of the ListingRecords target (a kept or object store listing as records, read back from
 /// disk) that `bytes`, framed by `listingRecordsFramed`, break, or nil: a file that reads is read whole (as many
 /// records as its trailer states) and nothing of one that does not is handed on; the records read encode to a
-/// file that reads back as the same records; and a damaged file is told as such.
+/// file that reads back as the same records; a damaged file is told as such; and a file taken as a listing to add
+/// whole (PlainListing) holds exactly the files the rules keep of it, as they keep them.
 public func listingRecordsPropertyBroken(_ bytes: [UInt8]) -> String? {
     let file = listingRecordsFramed(bytes)
     var records: [ListingRecords.Record] = []
@@ -193,10 +194,32 @@ public func listingRecordsPropertyBroken(_ bytes: [UInt8]) -> String? {
     if DirectoryListing.isDamagedRecords(file) != (ListingRecords.isRecords(file) && !read) {
         return "isDamagedRecords says \(DirectoryListing.isDamagedRecords(file)) of a file that reads: \(read)"
     }
+    if let broken = plainListingPropertyBroken(file) { return broken }
     guard read else { return nil }
     var again: [ListingRecords.Record] = []
     guard ListingRecords.forEach(ListingRecords.encode(records), { again.append($0) }) else {
         return "the records read, written again, do not read"
     }
     return again == records ? nil : "records written again read back as others: \(records) against \(again)"
+}
+
+/// Whether records `file`, if taken as a listing to add whole (PlainListing.swift), break its promise: the files it
+/// hands on are the entries `DirectoryListing`'s rules make of the same records, with nothing skipped or left out.
+private func plainListingPropertyBroken(_ file: [UInt8]) -> String? {
+    guard let plain = PlainListing(records: file) else { return nil }
+    let parsed = DirectoryListing.parse(file, base: "http://h/d/")
+    var files: [PlainListing.File] = []
+    plain.forEach { files.append($0) }
+    guard files.count == plain.count, parsed.skipped.isEmpty, parsed.controlNames.isEmpty, !parsed.truncated,
+          files.count == parsed.entries.count else {
+        return "a listing added whole holds \(files.count) files where the rules keep \(parsed.entries.count)"
+    }
+    for (file, entry) in zip(files, parsed.entries) {
+        let same = file.name.utf8.elementsEqual(entry.name.utf8) && !entry.isDirectory && file.size == entry.size
+            && file.modificationTime == entry.modificationTime && file.precision == entry.datePrecision
+            && file.etag == StoredETag(entry.etag ?? "")
+            && EntryNaming.sanitize(entry.name).utf8.elementsEqual(entry.name.utf8)
+        if !same { return "the file \(file) added whole is \(entry) by the rules" }
+    }
+    return nil
 }

@@ -79,6 +79,7 @@ public final class Catalog: Sendable {
             let baseIndex = base.flatMap { listed == $0 ? state.files.baseIndex(of: $0) : nil }
             // The directory's names, out of the table of every directory's for the loop: each of a million
             // insertions reached them through it, and the base URL's index was looked up by its text per file.
+            state.indexNames(of: parent)
             var names = state.names.removeValue(forKey: parent) ?? [:]
             names.reserveCapacity(names.count + entries.count)
             for entry in entries {
@@ -90,7 +91,7 @@ public final class Catalog: Sendable {
                 let stated = entry.size != nil && entry.modificationTime != nil
                 if let baseIndex, FileName.same(name, entry.name) {
                     state.files.storeListed(inode: inode, name: name, parent: parent, baseIndex: baseIndex,
-                                            size: entry.size ?? 0, etag: entry.etag ?? "",
+                                            size: entry.size ?? 0, etag: StoredETag(entry.etag ?? ""),
                                             listedTime: entry.modificationTime, precision: entry.datePrecision,
                                             attributesExact: stated)
                     state.totalBytes = state.totalBytes &+ (entry.size ?? 0)
@@ -108,6 +109,12 @@ public final class Catalog: Sendable {
             state.names[parent] = names
             state.sortedChildren[parent] = nil
         }
+    }
+
+    /// Adds the files of `listing` to directory `parent`, listed from `listingURL`, as `addListed` adds a first
+    /// listing's, when the directory holds nothing yet (CatalogState+PlainListing.swift); false if it holds some.
+    func addPlainListing(_ listing: PlainListing, parent: UInt64, listingURL: String) -> Bool {
+        state.withLock { $0.addPlain(listing, parent: parent, listingURL: listingURL) }
     }
 
     /// Adds a directory for the listing at `url`, named `explicitName` or after the URL's last segment.
@@ -138,8 +145,8 @@ public final class Catalog: Sendable {
         state.withLock { state in
             var parent = Self.rootInode
             for component in path {
-                if let existing = state.names[parent]?[FileName(component)], state.directories[existing]?.url == nil,
-                   state.directories[existing] != nil {
+                if let existing = state.child(named: FileName(component), in: parent),
+                   state.directories[existing]?.url == nil, state.directories[existing] != nil {
                     parent = existing
                     continue
                 }
@@ -197,6 +204,7 @@ public final class Catalog: Sendable {
                     state.unlist(inode, named: item.name, in: item.parent)
                     state.removeFile(inode)
                 } else if let directory = state.directories[inode] {
+                    state.indexNames(of: inode)
                     for child in (state.names[inode] ?? [:]).values { remove(child) }
                     state.names[inode] = nil
                     state.sortedChildren[inode] = nil
@@ -242,7 +250,7 @@ public final class Catalog: Sendable {
     private static func resolve(_ path: String, in state: CatalogState) -> UInt64? {
         var current = rootInode
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-            guard let next = state.names[current]?[FileName(String(component))] else { return nil }
+            guard let next = state.child(named: FileName(String(component)), in: current) else { return nil }
             current = next
         }
         return current == rootInode ? nil : current
@@ -273,7 +281,7 @@ public final class Catalog: Sendable {
 
     /// What `name` is in directory `parent`, if anything.
     func node(named name: String, in parent: UInt64) -> CatalogNode? {
-        state.withLock { state in state.names[parent]?[FileName(name)].flatMap(state.node) }
+        state.withLock { state in state.child(named: FileName(name), in: parent).flatMap(state.node) }
     }
 
     /// The contents of directory `inode`, sorted by name.
@@ -363,7 +371,7 @@ public final class Catalog: Sendable {
 
     /// How many names directory `inode` holds.
     func childCount(of inode: UInt64) -> Int {
-        state.withLock { $0.names[inode]?.count ?? 0 }
+        state.withLock { $0.childCount(of: inode) }
     }
 
     /// The path of a file or directory from the mount's root (`movies/a.mp4`).

@@ -14,6 +14,11 @@ struct CatalogState {
     /// Each directory's inodes sorted by name, kept until a name is added or removed: `readdir` of a large
     /// directory comes in many calls, and a lookup finds its place among its siblings by binary search.
     var sortedChildren: [UInt64: [UInt64]] = [:]
+    /// Directories whose names are in `sortedChildren` only, with no table in `names`: a first listing added whole
+    /// in name order (CatalogState+PlainListing.swift), whose million names hashed into a table cost a third of an
+    /// offline remount. A name is found among them by binary search; the first change builds the table
+    /// (`indexNames`), so that every change below works on `names` as before.
+    var unindexedNames: Set<UInt64> = []
     /// The file of each URL, for revalidation, `rangefs add` and the saved set: O(1), not a walk of 100,000
     /// files. A URL that two files share (a list file naming it twice, a listing linking it from two folders)
     /// keeps its other files in `sharedURLs`.
@@ -79,7 +84,9 @@ struct CatalogState {
             if !segment.isEmpty, let name = StoredFile.decodedName(segment),
                let holders = directoriesOfURL[String(url[...slash])] {
                 for directory in holders {
-                    if let inode = names[directory]?[FileName(name)], files.derivesURL(inode) { inodes.append(inode) }
+                    if let inode = child(named: FileName(name), in: directory), files.derivesURL(inode) {
+                        inodes.append(inode)
+                    }
                 }
             }
         }
@@ -116,12 +123,9 @@ struct CatalogState {
     /// by one, and sorting it again after each would make `ls` quadratic.
     mutating func unlist(_ inode: UInt64, named text: String, in parent: UInt64) {
         let name = FileName(text)
+        indexNames(of: parent)
         if let sorted = sortedChildren[parent] {
-            var low = 0, high = sorted.count
-            while low < high {
-                let middle = (low + high) / 2
-                if self.name(of: sorted[middle]) < name { low = middle + 1 } else { high = middle }
-            }
+            let low = position(of: name, in: sorted)
             if low < sorted.count, sorted[low] == inode {
                 sortedChildren[parent]!.remove(at: low)
             } else {
@@ -145,7 +149,45 @@ struct CatalogState {
         return sorted
     }
 
+    /// `preferred`, or a numbered name if `parent` holds it: for a name about to be added (its table of names is
+    /// built first).
     mutating func uniqueName(_ preferred: String, in parent: UInt64) -> String {
-        EntryNaming.unique(preferred) { names[parent]?[FileName($0)] != nil }
+        indexNames(of: parent)
+        return EntryNaming.unique(preferred) { names[parent]?[FileName($0)] != nil }
+    }
+
+    /// What is named `name` in directory `parent`, if anything: from its table of names, or by binary search in its
+    /// sorted children while it has none (`unindexedNames`).
+    func child(named name: FileName, in parent: UInt64) -> UInt64? {
+        guard unindexedNames.contains(parent) else { return names[parent]?[name] }
+        let sorted = sortedChildren[parent] ?? []
+        let found = position(of: name, in: sorted)
+        return found < sorted.count && self.name(of: sorted[found]) == name ? sorted[found] : nil
+    }
+
+    /// How many names directory `parent` holds.
+    func childCount(of parent: UInt64) -> Int {
+        unindexedNames.contains(parent) ? sortedChildren[parent]?.count ?? 0 : names[parent]?.count ?? 0
+    }
+
+    /// The first place in `sorted` (inodes in name order) whose name is not below `name`: O(log n).
+    func position(of name: FileName, in sorted: [UInt64]) -> Int {
+        var low = 0, high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if self.name(of: sorted[middle]) < name { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// Builds directory `parent`'s table of names from its sorted children if it has none (`unindexedNames`):
+    /// before anything changes among its children.
+    mutating func indexNames(of parent: UInt64) {
+        guard unindexedNames.remove(parent) != nil else { return }
+        let sorted = sortedChildren[parent] ?? []
+        var table: [FileName: UInt64] = [:]
+        table.reserveCapacity(sorted.count)
+        for inode in sorted { table[name(of: inode)] = inode }
+        names[parent] = table
     }
 }

@@ -59,11 +59,7 @@ public enum EntryNaming {
     /// `name` without `/` or control characters, trimmed, not empty, not `.` or `..`; any length.
     private static func makeSafe(_ name: String) -> String {
         // Most names (every one of a 100,000-file listing) need nothing: checked byte by byte, without copies.
-        let bytes = name.utf8
-        if let first = bytes.first, let last = bytes.last, first > 0x20, last > 0x20, first < 0x7F, last < 0x7F,
-           !bytes.contains(where: { $0 == UInt8(ascii: "/") || $0 < 0x20 || $0 == 0x7F }), name != ".", name != ".." {
-            return name
-        }
+        if isSafeAsIs(name.utf8) { return name }
         var safe = ""
         for scalar in name.unicodeScalars {
             let unsafe = scalar == "/" || scalar.value < 0x20 || scalar.value == 0x7F
@@ -73,6 +69,22 @@ public enum EntryNaming {
         if safe.isEmpty { safe = "download" }
         if safe == "." || safe == ".." { safe = safe.replacing(".", with: "_") }
         return safe
+    }
+
+    /// Whether `bytes` are a name `makeSafe` leaves as it is at a glance: printable ASCII at both ends, no `/` or
+    /// control character, not `.` or `..`.
+    private static func isSafeAsIs<Bytes: BidirectionalCollection<UInt8>>(_ bytes: Bytes) -> Bool {
+        guard let first = bytes.first, let last = bytes.last, first > 0x20, last > 0x20, first < 0x7F, last < 0x7F,
+              bytes.count > 2 || bytes.contains(where: { $0 != UInt8(ascii: ".") }) else { return false }
+        return !bytes.contains { $0 == UInt8(ascii: "/") || $0 < 0x20 || $0 == 0x7F }
+    }
+
+    /// Whether `bytes` name a file in the mount as they are: UTF-8 that `sanitize` keeps whole (at most 255 bytes,
+    /// `makeSafe` leaves it) and that `DirectoryListing` neither skips nor leaves out as a control name. What a
+    /// listing added whole (PlainListing.swift) asks of each name, without making it a string.
+    static func isPlain(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count <= maximumLength, isSafeAsIs(bytes) else { return false }
+        return !bytes.contains { $0 >= 0x80 } || String(validating: bytes, as: UTF8.self) != nil
     }
 
     /// `name` cut to at most `bytes` bytes of UTF-8, at a character boundary (never inside a multi-byte

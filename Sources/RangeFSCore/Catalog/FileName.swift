@@ -64,8 +64,8 @@ struct FileName: Hashable, Comparable, Sendable, CustomStringConvertible, Expres
         return left.withUTF8 { a in right.withUTF8 { b in compare(a, b) } }
     }
 
-    /// memcmp(3) of two byte buffers, the shorter first where one starts the other.
-    private static func compare(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Int {
+    /// memcmp(3) of two byte buffers, the shorter first where one starts the other: names' order as bytes.
+    static func compare(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Int {
         let common = min(a.count, b.count)
         let compared = common == 0 ? 0 : Int(memcmp(a.baseAddress!, b.baseAddress!, common))
         return compared != 0 ? compared : a.count - b.count

@@ -31,13 +31,21 @@ struct InodeTable<Value> {
     mutating func updateValue(_ value: Value, forKey inode: UInt64) -> Value? {
         precondition(inode >= first, "inode \(inode) is below the table's first number \(first)")
         let wanted = Int(inode - first)
-        if wanted >= slots.count {
+        if wanted == slots.count {
+            slots.append(nil)  // the usual case, inodes in order: a generic append of one cost 8% of adding a listing
+        } else if wanted > slots.count {
             slots.append(contentsOf: repeatElement(nil, count: wanted + 1 - slots.count))
         }
         let previous = slots[wanted]
         slots[wanted] = value
         if previous == nil { count += 1 }
         return previous
+    }
+
+    /// Makes room for slots up to inode `last`, so that a million added in order grow the table once.
+    mutating func reserve(through last: UInt64) {
+        guard last >= first else { return }
+        slots.reserveCapacity(Int(last - first) + 1)
     }
 
     /// Empties the slot of `inode`; returns what was there.

@@ -144,21 +144,57 @@ enum ListingRecords {
     /// Hands each record of `bytes` to `visit`, in order, after checking the whole: nil when `bytes` are not a
     /// listing of records, are of another version, or are cut or damaged (then `visit` saw nothing).
     static func forEach(_ bytes: [UInt8], _ visit: (Record) -> Void) -> Bool {
+        forEachFields(bytes) { fields in
+            visit(fields.record(in: bytes))
+            return true
+        }
+    }
+
+    /// One record's fields where they lie in the listing's bytes, no text made: what a first listing added whole
+    /// reads (PlainListing.swift), a million names checked before any of them is made a string.
+    struct Fields {
+        var isDirectory: Bool
+        var secondPrecision: Bool
+        /// Where its name's UTF-8 bytes are.
+        var name: Range<Int>
+        var size: UInt64?
+        var modificationTime: Int64?
+        /// Where its ETag's bytes are, if it has one.
+        var etag: Range<Int>?
+
+        /// The record these fields are in `bytes`.
+        func record(in bytes: [UInt8]) -> Record {
+            // Bytes the CRC vouches for, from strings the writer had: UTF-8 (a wrong byte would show as U+FFFD).
+            var record = Record(name: String(decoding: bytes[name], as: UTF8.self), isDirectory: isDirectory)
+            record.datePrecision = secondPrecision ? .second : .minute
+            record.size = size
+            record.modificationTime = modificationTime
+            record.etag = etag.map { String(decoding: bytes[$0], as: UTF8.self) }
+            return record
+        }
+    }
+
+    /// `forEach` as fields (`Fields`) until `visit` returns false: the same checks of the whole first, unless
+    /// `checked` says a call before made them on the same bytes (and returned true).
+    static func forEachFields(_ bytes: [UInt8], checked: Bool = false, _ visit: (Fields) -> Bool) -> Bool {
         guard bytes.count >= magic.count + trailerLength, isRecords(bytes) else { return false }
         let end = bytes.count - trailerLength
-        let count = uint32(bytes, at: end)
-        guard checksum(bytes, upTo: end + 4) == uint32(bytes, at: end + 4) else { return false }
-        // Checked whole before anything is handed on: a listing is never applied in part. The first pass builds no
-        // strings: the CRC vouches for the bytes, and the writer wrote Swift strings, so only the layout is checked.
         var reader = Reader(bytes: bytes, index: magic.count, end: end)
-        var seen = 0
-        while reader.index < end {
-            guard reader.skipRecord() else { return false }
-            seen += 1
+        if !checked {
+            let count = uint32(bytes, at: end)
+            guard checksum(bytes, upTo: end + 4) == uint32(bytes, at: end + 4) else { return false }
+            // Checked whole before anything is handed on: a listing is never applied in part. The first pass builds
+            // no strings: the CRC vouches for the bytes, and the writer wrote Swift strings, so only the layout is
+            // checked.
+            var seen = 0
+            while reader.index < end {
+                guard reader.fields() != nil else { return false }
+                seen += 1
+            }
+            guard seen == Int(count) else { return false }
         }
-        guard seen == Int(count) else { return false }
         reader.index = magic.count
-        while reader.index < end, let record = reader.record() { visit(record) }
+        while reader.index < end, let fields = reader.fields(), visit(fields) {}
         return true
     }
 
@@ -167,47 +203,27 @@ enum ListingRecords {
         var index: Int
         let end: Int
 
-        mutating func record() -> Record? {
+        /// The next record's fields, its layout checked; nil if it is not one.
+        mutating func fields() -> Fields? {
             guard index < end else { return nil }
             let flags = bytes[index]
             index += 1
             guard flags & ~Flag.known == 0, let name = text() else { return nil }
-            var record = Record(name: name, isDirectory: flags & Flag.directory != 0)
-            record.datePrecision = flags & Flag.secondPrecision != 0 ? .second : .minute
+            var fields = Fields(isDirectory: flags & Flag.directory != 0,
+                                secondPrecision: flags & Flag.secondPrecision != 0, name: name)
             if flags & Flag.size != 0 {
                 guard let size = number(), size < 1 << 63 else { return nil }
-                record.size = size
+                fields.size = size
             }
             if flags & Flag.date != 0 {
                 guard let zigzag = number() else { return nil }
-                record.modificationTime = Int64(bitPattern: zigzag >> 1) ^ -Int64(bitPattern: zigzag & 1)
+                fields.modificationTime = Int64(bitPattern: zigzag >> 1) ^ -Int64(bitPattern: zigzag & 1)
             }
             if flags & Flag.etag != 0 {
                 guard let etag = text() else { return nil }
-                record.etag = etag
+                fields.etag = etag
             }
-            return record
-        }
-
-        /// Moves past one record, checking its layout as `record()` reads it; false if it is not one.
-        mutating func skipRecord() -> Bool {
-            guard index < end else { return false }
-            let flags = bytes[index]
-            index += 1
-            guard flags & ~Flag.known == 0, skipText() else { return false }
-            if flags & Flag.size != 0 {
-                guard let size = number(), size < 1 << 63 else { return false }
-            }
-            if flags & Flag.date != 0 {
-                guard number() != nil else { return false }
-            }
-            return flags & Flag.etag == 0 || skipText()
-        }
-
-        mutating func skipText() -> Bool {
-            guard let length = number(), length <= UInt64(end - index) else { return false }
-            index += Int(length)
-            return true
+            return fields
         }
 
         mutating func number() -> UInt64? {
@@ -223,12 +239,12 @@ enum ListingRecords {
             return nil
         }
 
-        mutating func text() -> String? {
+        /// Where the next text's bytes are.
+        mutating func text() -> Range<Int>? {
             guard let length = number(), length <= UInt64(end - index) else { return nil }
             let start = index
             index += Int(length)
-            // Bytes the CRC vouches for, from strings the writer had: UTF-8 (a wrong byte would show as U+FFFD).
-            return String(decoding: bytes[start..<index], as: UTF8.self)
+            return start..<index
         }
     }
 }

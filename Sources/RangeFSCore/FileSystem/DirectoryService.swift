@@ -308,9 +308,11 @@ final class DirectoryService: Sendable {
             guard let directory = catalog.directory(inode: inode) else { return false }
             if directory.listed { return true }
             guard let age = store.savedListingAge(for: url), let kept = store.savedListing(for: url) else { return false }
-            let listing = DirectoryListing.parse(kept, base: url)
-            guard DirectoryListing.problem(with: kept, parsed: listing) == nil else { return false }
-            apply(listing, to: inode, listedFrom: url)
+            if !addWhole(kept, to: inode, listedFrom: url) {
+                let listing = DirectoryListing.parse(kept, base: url)
+                guard DirectoryListing.problem(with: kept, parsed: listing) == nil else { return false }
+                apply(listing, to: inode, listedFrom: url)
+            }
             let readAt = MonotonicClock.seconds() - age
             catalog.markListed(inode, at: readAt, readAt: readAt)
             return true
@@ -327,9 +329,19 @@ final class DirectoryService: Sendable {
         switch result {
         case .failure(let error):
             if error.isOriginUnreachable, !directory.listed, let kept = store.savedListing(for: url) {
+                if !addWhole(kept, to: inode, listedFrom: url) {
+                    let listing = DirectoryListing.parse(kept, base: url)
+                    // A kept listing that is cut or damaged says nothing of what the directory held: shown empty (as
+                    // it was), it looked like a server that had emptied the directory.
+                    if let why = DirectoryListing.problem(with: kept, parsed: listing) {
+                        let message = error.userMessage + "; the listing kept from an earlier visit is not shown: " + why
+                        logger.log(level: failureLevel, "cannot list \(shown): \(message)")
+                        return .failed(message, gone: false)
+                    }
+                    apply(listing, to: inode, listedFrom: url)
+                }
                 logger.log(level: reported ? .debug : .warning,
                            "cannot list \(shown) (\(error.userMessage)); showing the listing kept from an earlier visit")
-                apply(DirectoryListing.parse(kept, base: url), to: inode, listedFrom: url)
                 // Shown now, but read when the mount that kept it read it (if its file says when).
                 catalog.markListed(inode, at: now, readAt: store.savedListingAge(for: url).map { now - $0 })
                 return .kept(error.userMessage)
@@ -340,28 +352,38 @@ final class DirectoryService: Sendable {
             return .failed(error.userMessage, gone: error.isGone)
         case .success(let body):
             // The parsed listing lives in this scope only: the memory is given back once it is freed.
-            let entries: Int
-            do {
+            var entries = addWhole(body, to: inode, listedFrom: url) ? catalog.childCount(of: inode) : nil
+            if entries == nil {
                 let listing = DirectoryListing.parse(body, base: url)
                 if let why = DirectoryListing.problem(with: body, parsed: listing) {
                     logger.log(level: failureLevel, "cannot list \(shown): \(why)")
                     return .failed(why, gone: false)
                 }
-                do {
-                    try store.saveListing(body, for: url)
-                } catch {
-                    logger.warning("cannot keep the listing of \(shown) for offline use: \(error)")
-                }
                 apply(listing, to: inode, listedFrom: url)
                 entries = listing.entries.count
+            }
+            do {
+                try store.saveListing(body, for: url)
+            } catch {
+                logger.warning("cannot keep the listing of \(shown) for offline use: \(error)")
             }
             catalog.markListed(inode, at: now, readAt: askedAt)
             // Parsing a large listing takes many times its size for a moment; give that memory back to the
             // system rather than keep it as the daemon's high-water mark. After the parsed listing is freed, not
             // before (as it was): its 300 bytes per entry then stayed as holes in the heap (issue 46).
-            if entries > 10_000 { FileSystemCalls.releaseFreeMemory() }
+            if entries ?? 0 > 10_000 { FileSystemCalls.releaseFreeMemory() }
             return .listed
         }
+    }
+
+    /// Adds `body` whole when it is a first listing of plainly named files in name order (PlainListing.swift: an
+    /// object store's flat prefix, kept or just read), with no parse into entries; false when it is not one, or
+    /// the directory holds children already: then the caller reads it by the rules (`apply`).
+    private func addWhole(_ body: [UInt8], to inode: UInt64, listedFrom url: String) -> Bool {
+        guard catalog.childCount(of: inode) == 0, let listing = PlainListing(records: body),
+              catalog.addPlainListing(listing, parent: inode, listingURL: url) else { return false }
+        state.withLock { _ = $0.truncated.remove(inode) }
+        return true
     }
 
     /// Makes the children of directory `inode` what `listing` says: new entries are added, entries whose stated
