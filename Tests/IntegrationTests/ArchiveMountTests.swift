@@ -1,0 +1,190 @@
+import Foundation
+import Glibc
+import RangeFSTestSupport
+import XCTest
+
+/// Archives shown as folders (`--archives`, issue 49): a zip, a tar.gz and an ISO of one generated tree, served by
+/// nginx on 127.0.0.1 and mounted for real; the requests counted from nginx's access log.
+final class ArchiveMountTests: MountTestCase {
+    /// Makes the tree (2,000 files in 20 folders, compressible and random, a 40,000-byte `big/m40k.bin`, a symlink
+    /// for tar and ISO), and `tree.zip` (members stored and deflated in turn), `tree.tar.gz` and `tree.iso` (Rock
+    /// Ridge + Joliet) of it in the origin's root. Dates are even seconds: a zip keeps them to 2 s.
+    static let makeArchives = #"""
+    import os, sys, random, zipfile, tarfile, subprocess
+    src, out = sys.argv[1], sys.argv[2]
+    random.seed(49)
+    when = 1_700_000_000
+    for i in range(2000):
+        folder = os.path.join(src, "dir%02d" % (i % 20))
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, "f%04d.%s" % (i, "txt" if i % 2 else "bin"))
+        size = random.randint(0, 20000)
+        data = (("line %d of file %d\n" % (i, i)) * (size // 20 + 1)).encode()[:size] if i % 2 else random.randbytes(size)
+        open(path, "wb").write(data)
+        os.utime(path, (when + 2 * i, when + 2 * i))
+    os.makedirs(os.path.join(src, "big"), exist_ok=True)
+    open(os.path.join(src, "big", "m40k.bin"), "wb").write(random.randbytes(40000))
+    os.utime(os.path.join(src, "big", "m40k.bin"), (when, when))
+    with zipfile.ZipFile(os.path.join(out, "tree.zip"), "w") as z:
+        for n, (root, dirs, files) in enumerate(sorted(os.walk(src))):
+            for k, name in enumerate(sorted(files)):
+                path = os.path.join(root, name)
+                z.write(path, os.path.relpath(path, src),
+                        compress_type=zipfile.ZIP_DEFLATED if (n + k) % 2 else zipfile.ZIP_STORED)
+    os.makedirs(os.path.join(src, "links"), exist_ok=True)
+    os.symlink("../dir00/f0000.bin", os.path.join(src, "links", "to-f0000"))
+    with tarfile.open(os.path.join(out, "tree.tar.gz"), "w:gz") as t:
+        for entry in sorted(os.listdir(src)):
+            t.add(os.path.join(src, entry), entry)
+    subprocess.run(["xorriso", "-as", "mkisofs", "-R", "-J", "-quiet", "-o", os.path.join(out, "tree.iso"), src],
+                   check=True, capture_output=True)
+    """#
+
+    /// Compares folder argv[2] of the mount with the tree argv[1]: the same names, and per file its size, date
+    /// (to 2 s) and sha256, per symlink its target (argv[3] "nolinks": the tree's symlinks are not expected).
+    static let compareTree = #"""
+    import os, sys, hashlib
+    src, mnt, links = sys.argv[1], sys.argv[2], sys.argv[3] != "nolinks"
+    bad, count = [], 0
+    def digest(p): return hashlib.sha256(open(p, "rb").read()).hexdigest()
+    for root, dirs, files in os.walk(src):
+        rel = os.path.relpath(root, src)
+        want = sorted(n for n in dirs + files if links or not os.path.islink(os.path.join(root, n)))
+        if not links and rel == "links": continue
+        got = sorted(os.listdir(os.path.join(mnt, rel)))
+        if [n for n in want if not (not links and n == "links")] != got: bad.append("names of %s: %s" % (rel, got[:5]))
+        for name in files:
+            a, b = os.path.join(root, name), os.path.join(mnt, rel, name)
+            if os.path.islink(a):
+                if links and os.readlink(a) != os.readlink(b): bad.append("link " + b)
+                continue
+            sa, sb = os.stat(a), os.stat(b)
+            if sa.st_size != sb.st_size or abs(sa.st_mtime - sb.st_mtime) > 2 or digest(a) != digest(b):
+                bad.append("%s: %d %d %d %d" % (b, sa.st_size, sb.st_size, sa.st_mtime, sb.st_mtime))
+            count += 1
+    print("checked", count, "bad", len(bad), bad[:5])
+    sys.exit(1 if bad else 0)
+    """#
+
+    private var tree: String { scratch.path + "/tree" }
+
+    private func makeArchives() throws {
+        let script = scratch.path + "/make.py"
+        try Self.makeArchives.write(toFile: script, atomically: true, encoding: .utf8)
+        let made = try Shell.run("/usr/bin/env", ["python3", script, tree, origin.root], timeout: 300)
+        XCTAssertEqual(made.status, 0, made.stderr)
+    }
+
+    /// Checks the folder `name` of the mount against the tree; returns how many files were compared.
+    private func compare(_ name: String, links: Bool) throws {
+        let script = scratch.path + "/compare.py"
+        try Self.compareTree.write(toFile: script, atomically: true, encoding: .utf8)
+        let result = try Shell.run("/usr/bin/env", ["python3", script, tree, mountpoint + "/" + name,
+                                                    links ? "links" : "nolinks"], timeout: 600)
+        print("\(name): \(result.stdout)")
+        XCTAssertEqual(result.status, 0, "\(name): \(result.stdout) \(result.stderr)")
+    }
+
+    func testZipTarGzAndISOShowTheirTreeReadByRangeAndListOfflineAfterAKill() throws {
+        try makeArchives()
+        let names = ["tree.zip", "tree.tar.gz", "tree.iso"]
+        origin.clearAccessLog()
+        let daemon = try startForeground(names.map(origin.url), extra: ["--archives"])
+
+        // The zip: its index and one 40 KB member cost at most 1 MiB from the origin.
+        let member = try Data(contentsOf: URL(fileURLWithPath: tree + "/big/m40k.bin"))
+        XCTAssertEqual(try fileBytes(mountpoint + "/tree.zip/big/m40k.bin", offset: 0, count: 1 << 20), [UInt8](member))
+        let zipSent = bytesFetched("/tree.zip")
+        print("zip: index and one 40 KB member: \(zipSent) bytes sent of \(try statFile(origin.path("tree.zip")).st_size)")
+        XCTAssertLessThanOrEqual(zipSent, 1 << 20)
+
+        // The tar.gz is read whole once to index it; then a member costs at most one seek window's distance.
+        XCTAssertTrue(try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/tree.tar.gz").contains("big"))
+        origin.clearAccessLog()
+        XCTAssertEqual(try fileBytes(mountpoint + "/tree.tar.gz/big/m40k.bin", offset: 0, count: 1 << 20), [UInt8](member))
+        print("tar.gz: one 40 KB member after indexing: \(bytesFetched("/tree.tar.gz")) bytes sent")
+        XCTAssertLessThanOrEqual(bytesFetched("/tree.tar.gz"), 5 << 20)
+
+        // The ISO: a member is its own blocks.
+        XCTAssertTrue(try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/tree.iso").contains("big"))
+        origin.clearAccessLog()
+        XCTAssertEqual(try fileBytes(mountpoint + "/tree.iso/big/m40k.bin", offset: 0, count: 1 << 20), [UInt8](member))
+        print("iso: one 40 KB member after indexing: \(bytesFetched("/tree.iso")) bytes sent")
+        XCTAssertLessThanOrEqual(bytesFetched("/tree.iso"), 256 << 10)
+
+        try compare("tree.zip", links: false)
+        try compare("tree.tar.gz", links: true)
+        try compare("tree.iso", links: true)
+        XCTAssertEqual(try statFile(mountpoint + "/tree.zip").st_mode & S_IFMT, S_IFDIR)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(), names.sorted())
+
+        // kill -9, then a remount with the origin stopped: the folders list from the kept indexes, members read
+        // from the cache: what was read is committed within a second (the group commit), so the kill waits 3 s.
+        sleep(3)
+        daemon.stop(signal: SIGKILL)
+        XCTAssertEqual(try Shell.run("/bin/fusermount3", ["-uz", mountpoint]).status, 0)
+        origin.halt()
+        defer { try? origin.resume() }
+        try mount(names.map(origin.url), extra: ["--archives"])
+        try compare("tree.zip", links: false)
+        try compare("tree.tar.gz", links: true)
+        try compare("tree.iso", links: true)
+    }
+
+    func testWithoutTheOptionAZipIsAPlainFile() throws {
+        let digest = try origin.serveRandomFile("plain.zip", size: 300_000)
+        try mount([origin.url("plain.zip")])
+        XCTAssertEqual(try statFile(mountpoint + "/plain.zip").st_mode & S_IFMT, S_IFREG)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/plain.zip"), digest)
+    }
+
+    /// Hostile zips: names leaving the folder are left out (nothing appears outside it), a member whose bytes do
+    /// not match its CRC-32 and a truncated zip give EIO and one log line naming the archive and the fault, and
+    /// the daemon stays up.
+    func testHostileZipsGiveEIOAndALogLineAndNothingEscapes() throws {
+        let script = #"""
+        import sys, zipfile, os
+        out = sys.argv[1]
+        with zipfile.ZipFile(os.path.join(out, "escape.zip"), "w") as z:
+            z.writestr("../x", b"outside")
+            z.writestr("/abs", b"absolute")
+            z.writestr("good.txt", b"good")
+        with zipfile.ZipFile(os.path.join(out, "badcrc.zip"), "w") as z:
+            z.writestr("m.txt", b"A" * 5000)
+        data = bytearray(open(os.path.join(out, "badcrc.zip"), "rb").read())
+        data[40] ^= 0xFF
+        open(os.path.join(out, "badcrc.zip"), "wb").write(data)
+        with zipfile.ZipFile(os.path.join(out, "cut.zip"), "w") as z:
+            z.writestr("m.txt", os.urandom(100000))
+        data = open(os.path.join(out, "cut.zip"), "rb").read()
+        open(os.path.join(out, "cut.zip"), "wb").write(data[:60000])
+        """#
+        try script.write(toFile: scratch.path + "/hostile.py", atomically: true, encoding: .utf8)
+        XCTAssertEqual(try Shell.run("/usr/bin/env", ["python3", scratch.path + "/hostile.py", origin.root]).status, 0)
+        let names = ["escape.zip", "badcrc.zip", "cut.zip"]
+        let daemon = try startForeground(names.map(origin.url), extra: ["--archives"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/escape.zip"), ["good.txt"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(), names.sorted())
+        XCTAssertEqual(try Shell.run("/bin/cat", [mountpoint + "/escape.zip/good.txt"]).stdout, "good")
+        XCTAssertEqual(readError(mountpoint + "/badcrc.zip/m.txt", offset: 0, count: 65536), EIO)
+        let listing = try Shell.run("/bin/ls", [mountpoint + "/cut.zip"])
+        XCTAssertNotEqual(listing.status, 0)
+        XCTAssertTrue(listing.stderr.contains("Input/output error"), listing.stderr)
+        var info = stat()
+        XCTAssertEqual(stat(mountpoint + "/cut.zip/m.txt", &info), -1)
+        XCTAssertEqual(errno, EIO)
+        XCTAssertTrue(daemon.isRunning, "the daemon stays up")
+        XCTAssertEqual(try Shell.run("/bin/cat", [mountpoint + "/escape.zip/good.txt"]).stdout, "good")
+        let deadline = Date().addingTimeInterval(20)
+        var log = ""
+        repeat {
+            log = (try? String(contentsOfFile: scratch.path + "/daemon.log", encoding: .utf8)) ?? ""
+            if log.contains("archive badcrc.zip") && log.contains("archive cut.zip") { break }
+            usleep(100_000)
+        } while Date() < deadline
+        print(log.split(separator: "\n").filter { $0.contains("archive ") }.joined(separator: "\n"))
+        XCTAssertTrue(log.contains("archive escape.zip"), "the names left out are logged")
+        XCTAssertTrue(log.contains("archive badcrc.zip") && log.contains("CRC-32"), log)
+        XCTAssertTrue(log.contains("archive cut.zip"), log)
+    }
+}
