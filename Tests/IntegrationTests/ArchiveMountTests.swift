@@ -21,6 +21,7 @@ final class ArchiveMountTests: MountTestCase {
         size = random.randint(0, 20000)
         data = (("line %d of file %d\n" % (i, i)) * (size // 20 + 1)).encode()[:size] if i % 2 else random.randbytes(size)
         open(path, "wb").write(data)
+        os.chmod(path, 0o600 if i % 3 == 0 else 0o644)
         os.utime(path, (when + 2 * i, when + 2 * i))
     os.makedirs(os.path.join(src, "big"), exist_ok=True)
     open(os.path.join(src, "big", "m40k.bin"), "wb").write(random.randbytes(40000))
@@ -59,8 +60,10 @@ final class ArchiveMountTests: MountTestCase {
                 if links and os.readlink(a) != os.readlink(b): bad.append("link " + b)
                 continue
             sa, sb = os.stat(a), os.stat(b)
-            if sa.st_size != sb.st_size or abs(sa.st_mtime - sb.st_mtime) > 2 or digest(a) != digest(b):
-                bad.append("%s: %d %d %d %d" % (b, sa.st_size, sb.st_size, sa.st_mtime, sb.st_mtime))
+            if sa.st_size != sb.st_size or abs(sa.st_mtime - sb.st_mtime) > 2 or digest(a) != digest(b) \
+                    or sa.st_mode != sb.st_mode:
+                bad.append("%s: %d %d %d %d %o %o" % (b, sa.st_size, sb.st_size, sa.st_mtime, sb.st_mtime,
+                                                      sa.st_mode, sb.st_mode))
             count += 1
     print("checked", count, "bad", len(bad), bad[:5])
     sys.exit(1 if bad else 0)
@@ -117,6 +120,11 @@ final class ArchiveMountTests: MountTestCase {
         try compare("tree.iso", links: true)
         XCTAssertEqual(try statFile(mountpoint + "/tree.zip").st_mode & S_IFMT, S_IFDIR)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(), names.sorted())
+        let report = try Shell.run("/usr/bin/getfattr", ["--only-values", "-n", "user.rangefs.archive",
+                                                         mountpoint + "/tree.tar.gz"])
+        XCTAssertTrue(report.stdout.hasPrefix("indexed: 2024 members"), report.stdout + report.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: cache + "/archives").count, 3,
+                       "each index kept in the cache")
 
         // kill -9, then a remount with the origin stopped: the folders list from the kept indexes, members read
         // from the cache: what was read is committed within a second (the group commit), so the kill waits 3 s.
@@ -129,6 +137,29 @@ final class ArchiveMountTests: MountTestCase {
         try compare("tree.zip", links: false)
         try compare("tree.tar.gz", links: true)
         try compare("tree.iso", links: true)
+    }
+
+    /// An archive that changed on its server (another ETag) is indexed again at the next mount: its kept index
+    /// is for the old version.
+    func testAChangedArchiveIsIndexedAgain() throws {
+        let script = #"""
+        import sys, zipfile
+        with zipfile.ZipFile(sys.argv[1], "w") as z:
+            z.writestr(sys.argv[2], b"version " + sys.argv[2].encode())
+        """#
+        try script.write(toFile: scratch.path + "/one.py", atomically: true, encoding: .utf8)
+        XCTAssertEqual(try Shell.run("/usr/bin/env", ["python3", scratch.path + "/one.py", origin.path("v.zip"),
+                                                      "one.txt"]).status, 0)
+        try mount([origin.url("v.zip")], extra: ["--archives"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/v.zip"), ["one.txt"])
+        try driver.unmount(mountpoint, cache: cache)
+        XCTAssertEqual(try Shell.run("/usr/bin/env", ["python3", scratch.path + "/one.py", origin.path("v.zip"),
+                                                      "two.txt"]).status, 0)
+        // Another date too (nginx's ETag is the date and the length), as a real change has.
+        XCTAssertEqual(try Shell.run("/usr/bin/touch", ["-d", "2030-01-01", origin.path("v.zip")]).status, 0)
+        try mount([origin.url("v.zip")], extra: ["--archives"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/v.zip"), ["two.txt"])
+        XCTAssertEqual(try Shell.run("/bin/cat", [mountpoint + "/v.zip/two.txt"]).stdout, "version two.txt")
     }
 
     func testWithoutTheOptionAZipIsAPlainFile() throws {

@@ -266,6 +266,11 @@ extension RangeFS {
 
     // MARK: Extended attributes
 
+    /// How the index of `item`, an archive shown as a folder, stands (`rangefs status`); nil for any other file.
+    func archiveReport(of item: CatalogItem) -> String? {
+        archiveFormat(of: item) == nil ? nil : archives.report(item: item.inode)
+    }
+
     /// `user.rangefs.archive` of an archive's folder (how its index stands); members have none. Nil for any other
     /// inode.
     func archiveExtendedAttribute(_ name: String, of inode: UInt64) -> Result<String, FileSystemError>? {
