@@ -115,6 +115,16 @@ final class ArchiveMountTests: MountTestCase {
         print("iso: one 40 KB member after indexing: \(bytesFetched("/tree.iso")) bytes sent")
         XCTAssertLessThanOrEqual(bytesFetched("/tree.iso"), 256 << 10)
 
+        // A member near the end of the tar.gz with the archive's blocks evicted (the index stays): inflated from the
+        // nearest seek point (every 4 MiB of tar), not from the start.
+        XCTAssertEqual(try driver.run(["evict", "tree.tar.gz", "--mount", mountpoint]).status, 0)
+        origin.clearAccessLog()
+        let last = try Data(contentsOf: URL(fileURLWithPath: tree + "/dir19/f1999.txt"))
+        XCTAssertEqual(try fileBytes(mountpoint + "/tree.tar.gz/dir19/f1999.txt", offset: 0, count: 1 << 20), [UInt8](last))
+        let tarGzipSize = try statFile(origin.path("tree.tar.gz")).st_size
+        print("tar.gz: a member at its end, blocks evicted: \(bytesFetched("/tree.tar.gz")) bytes sent of \(tarGzipSize)")
+        XCTAssertLessThanOrEqual(bytesFetched("/tree.tar.gz"), 5 << 20)
+
         try compare("tree.zip", links: false)
         try compare("tree.tar.gz", links: true)
         try compare("tree.iso", links: true)
