@@ -172,11 +172,25 @@ final class ArchiveMountTests: MountTestCase {
         XCTAssertEqual(try Shell.run("/bin/cat", [mountpoint + "/v.zip/two.txt"]).stdout, "version two.txt")
     }
 
-    func testWithoutTheOptionAZipIsAPlainFile() throws {
+    /// Without `--archives` a zip is a plain file; a list-file line ending in `archives` makes that one file a
+    /// folder of its members.
+    func testWithoutTheOptionAZipIsAPlainFileAndAListLineCanAskForOne() throws {
         let digest = try origin.serveRandomFile("plain.zip", size: 300_000)
         try mount([origin.url("plain.zip")])
         XCTAssertEqual(try statFile(mountpoint + "/plain.zip").st_mode & S_IFMT, S_IFREG)
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/plain.zip"), digest)
+        try driver.unmount(mountpoint, cache: cache)
+
+        let script = "import sys, zipfile\nzipfile.ZipFile(sys.argv[1], 'w').writestr('inside.txt', b'inside')\n"
+        try script.write(toFile: scratch.path + "/zip.py", atomically: true, encoding: .utf8)
+        XCTAssertEqual(try Shell.run("/usr/bin/env", ["python3", scratch.path + "/zip.py", origin.path("folder.zip")]).status, 0)
+        let list = scratch.path + "/files.list"
+        try "\(origin.url("folder.zip")) archives\n\(origin.url("plain.zip"))\n".write(toFile: list, atomically: true,
+                                                                                     encoding: .utf8)
+        try mount([], extra: ["--list", list])
+        XCTAssertEqual(try statFile(mountpoint + "/plain.zip").st_mode & S_IFMT, S_IFREG)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/folder.zip"), ["inside.txt"])
+        XCTAssertEqual(try Shell.run("/bin/cat", [mountpoint + "/folder.zip/inside.txt"]).stdout, "inside")
     }
 
     /// Hostile zips: names leaving the folder are left out (nothing appears outside it), a member whose bytes do

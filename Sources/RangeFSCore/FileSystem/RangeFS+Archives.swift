@@ -20,15 +20,17 @@ extension RangeFS {
 
     /// The archive format of catalog file `item` when the mount shows archives as folders.
     func archiveFormat(of item: CatalogItem) -> ArchiveIndex.Format? {
-        guard settings.archives, item.metadata.sizeKnown else { return nil }
-        return ArchiveFolders.format(ofName: item.name)
+        guard item.metadata.sizeKnown, let format = ArchiveFolders.format(ofName: item.name) else { return nil }
+        guard settings.archives || settings.archiveURLs.contains(where: { marked in
+            item.metadata.url == marked || (marked.hasSuffix("/") && item.metadata.url.hasPrefix(marked))
+        }) else { return nil }
+        return format
     }
 
     /// The catalog file `inode` if it is shown as an archive's folder.
     func archiveItem(_ inode: UInt64) -> CatalogItem? {
-        guard settings.archives, let item = catalog.item(inode: inode), archiveFormat(of: item) != nil else {
-            return nil
-        }
+        guard settings.archives || !settings.archiveURLs.isEmpty, let item = catalog.item(inode: inode),
+              archiveFormat(of: item) != nil else { return nil }
         return item
     }
 
