@@ -149,6 +149,23 @@ final class ArchiveMountTests: MountTestCase {
         try compare("tree.iso", links: true)
     }
 
+    /// A large member of a plain tar is a view onto the archive's blocks: read in order, it is fetched with the
+    /// readahead of any file (a few large requests), not one request per READ of the kernel.
+    func testALargeTarMemberIsReadWithReadahead() throws {
+        let script = "import sys, os, tarfile\nopen(sys.argv[2], 'wb').write(os.urandom(32 << 20))\n"
+            + "tarfile.open(sys.argv[1], 'w').add(sys.argv[2], 'big.bin')\n"
+        try script.write(toFile: scratch.path + "/tar.py", atomically: true, encoding: .utf8)
+        let member = scratch.path + "/big.bin"
+        XCTAssertEqual(try Shell.run("/usr/bin/env", ["python3", scratch.path + "/tar.py", origin.path("big.tar"),
+                                                      member]).status, 0)
+        try mount([origin.url("big.tar")], extra: ["--archives"])
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/big.tar/big.bin"), try Shell.sha256(of: member))
+        let requests = origin.accessLog().filter { $0.path == "/big.tar" && $0.status == 206 }.count
+        print("tar: a 32 MiB member read in order took \(requests) requests, \(bytesFetched("/big.tar")) bytes")
+        XCTAssertLessThanOrEqual(requests, 64, "256 READs of 128 KiB each would be 256 requests")
+        XCTAssertLessThanOrEqual(bytesFetched("/big.tar"), (32 << 20) + (4 << 20))
+    }
+
     /// An archive that changed on its server (another ETag) is indexed again at the next mount: its kept index
     /// is for the old version.
     func testAChangedArchiveIsIndexedAgain() throws {

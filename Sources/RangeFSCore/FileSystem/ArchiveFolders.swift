@@ -41,10 +41,14 @@ final class ArchiveFolders: Sendable {
         /// it too. The kernel retries a failed readahead with a read of its own, which the reader, no longer
         /// reading in order from the start, could not check again.
         var fault: ArchiveError?
+        /// A member stored as one range of the archive (tar, ISO): the archive's handle it is read through, and
+        /// where its bytes start and end in the archive.
+        let view: (handle: UInt64, start: UInt64, end: UInt64)?
 
-        init(reader: ArchiveMemberReader, entry: CacheEntry) {
+        init(reader: ArchiveMemberReader, entry: CacheEntry, view: (handle: UInt64, start: UInt64, end: UInt64)?) {
             self.reader = reader
             self.entry = entry
+            self.view = view
         }
     }
 

@@ -161,7 +161,16 @@ extension RangeFS {
             let source = CacheEntrySource(fileSystem: self, entry: entry, inode: item.inode)
             let reader = ArchiveMemberReader(source: source, archive: item.name, member: member,
                                              seekPoints: tree.index.seekPoints)
-            let handle = archives.open(ArchiveFolders.OpenMember(reader: reader, entry: entry))
+            // A member stored as one range is a view onto the archive's own handle, read as any file is (blocks,
+            // readahead, replies from the cache's mapping); the others go through their reader.
+            var view: (handle: UInt64, start: UInt64, end: UInt64)?
+            if case .stored(let start, let length) = member.data, length == member.size, start >= 0,
+               UInt64(start + length) <= entry.size {
+                let maximum = ReadaheadWindow.maximum(configured: settings.readaheadMaximum, cacheCap: store.maxBytes)
+                let opened = handles.open(inode: item.inode, entry: entry, readaheadMaximum: maximum) { _, _ in false }
+                view = (opened.handle, UInt64(start), UInt64(start + length))
+            }
+            let handle = archives.open(ArchiveFolders.OpenMember(reader: reader, entry: entry, view: view))
             // A member's bytes never change for its inode: another version of the archive gets other inodes.
             reply(.success(OpenedFile(handle: handle, keepCache: true)))
         } catch {
@@ -176,6 +185,10 @@ extension RangeFS {
         guard handle & ArchiveFolders.handleBit != 0 else { return false }
         guard let member = archives.member(handle: handle) else {
             reply(.failure(.badHandle))
+            return true
+        }
+        if let view = member.view {
+            readView(view, offset: offset, count: count, reply: reply)
             return true
         }
         member.queue.async {
@@ -194,10 +207,34 @@ extension RangeFS {
         return true
     }
 
+    /// Reads bytes `offset..<offset+count` of a member stored at `view.start..<view.end` of its archive through
+    /// the archive's handle `view.handle`, as RangeFS.read reads a file, but with no background fill: a member's
+    /// read never makes its whole archive download.
+    private func readView(_ view: (handle: UInt64, start: UInt64, end: UInt64), offset: UInt64, count: Int,
+                          reply: @escaping Reply) {
+        let start = min(view.start + offset, view.end)
+        let length = Int(min(UInt64(count), view.end - start))
+        guard case .blocks(let file, let plan, _) = handles.plan(view.handle, offset: start, count: length,
+                                                              fillAfter: nil) else { return reply(.failure(.badHandle)) }
+        let entry = file.entry
+        if let diskAhead = plan.diskAhead { entry.prefetchFromDisk(diskAhead) }
+        if plan.range.isEmpty {
+            reply(.success(.bytes([])))
+        } else {
+            serve(plan.range, of: entry, inode: file.inode, counted: true, reply: reply)
+        }
+        if let networkAhead = plan.networkAhead, !networkAhead.isEmpty {
+            scheduler.prefetch(entry, url: entry.header.url, blocks: entry.blocks(covering: networkAhead),
+                               priority: .readahead)
+        }
+    }
+
     /// Closes an open member; false for any other handle.
     func releaseArchiveMember(_ handle: UInt64) -> Bool {
         guard handle & ArchiveFolders.handleBit != 0 else { return false }
-        archives.close(handle: handle)?.entry.endUse()
+        guard let member = archives.close(handle: handle) else { return true }
+        if let view = member.view { _ = handles.close(view.handle) }
+        member.entry.endUse()
         return true
     }
 
