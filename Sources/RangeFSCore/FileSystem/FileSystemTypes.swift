@@ -12,9 +12,9 @@ public struct FileAttributes: Sendable, Equatable {
     /// How long the kernel may keep these attributes and the name that led to them (0: ask every time).
     public var kernelCacheSeconds: Double = 0
     /// Permission bits of an archive's member (nil: read-only 0444 files, 0555 folders).
-    public var mode: UInt32?
+    package var mode: UInt32?
     /// An archive's member that is a symlink (`RangeFS.readLink`).
-    public var isSymlink = false
+    package var isSymlink = false
 }
 
 /// Which files rangefs completes in the background.
@@ -78,10 +78,10 @@ public struct FileSystemSettings: Sendable, Equatable {
 
     /// Whether files named .zip, .tar, .tar.gz/.tgz or .iso show as folders of their members (`--archives`,
     /// RangeFS+Archives.swift).
-    public var archives = false
+    package var archives = false
     /// The URLs whose list-file line ends in `archives`: these files, and the files listed under these directory
     /// URLs, show archives as folders without `--archives`.
-    public var archiveURLs: Set<String> = []
+    package var archiveURLs: Set<String> = []
 
     /// The defaults, for a fetcher that opens up to `connectionsPerHost` connections to one server.
     public init(connectionsPerHost: Int = 16) {

@@ -128,7 +128,7 @@ extension RangeFS {
     }
 
     /// The target of symlink `inode`, a member of an archive.
-    public func readLink(_ inode: UInt64) -> Result<String, FileSystemError> {
+    package func readLink(_ inode: UInt64) -> Result<String, FileSystemError> {
         guard let (slot, position) = ArchiveTree.member(of: inode) else { return .failure(.invalidArgument) }
         guard let (tree, _) = archives.tree(slot: slot), tree.index.members.indices.contains(position) else {
             return .failure(.stale)
