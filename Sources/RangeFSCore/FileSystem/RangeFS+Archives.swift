@@ -20,7 +20,9 @@ extension RangeFS {
 
     /// The archive format of catalog file `item` when the mount shows archives as folders.
     func archiveFormat(of item: CatalogItem) -> ArchiveIndex.Format? {
-        guard item.metadata.sizeKnown, let format = ArchiveFolders.format(ofName: item.name) else { return nil }
+        // The settings first: every getattr and readdirplus of a mount without archives passes here.
+        guard settings.archives || !settings.archiveURLs.isEmpty, item.metadata.sizeKnown,
+              let format = ArchiveFolders.format(ofName: item.name) else { return nil }
         guard settings.archives || settings.archiveURLs.contains(where: { marked in
             item.metadata.url == marked || (marked.hasSuffix("/") && item.metadata.url.hasPrefix(marked))
         }) else { return nil }
@@ -105,6 +107,13 @@ extension RangeFS {
                 }
             })
         }
+    }
+
+    /// Whether the catalog's child `inode`, named `name`, shows as an archive's folder: the name is looked at first,
+    /// so a directory read of a mount with archives looks up only the children named as archives.
+    func isArchiveFolder(named name: String, inode: UInt64) -> Bool {
+        (settings.archives || !settings.archiveURLs.isEmpty) && ArchiveFolders.format(ofName: name) != nil
+            && archiveItem(inode) != nil
     }
 
     /// Whether `inode` is an archive's folder or a folder inside one.

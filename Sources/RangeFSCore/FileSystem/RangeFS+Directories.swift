@@ -167,7 +167,8 @@ extension RangeFS {
                     }
                 }
                 return DirectoryEntry(position: start + offset, name: child.name, inode: child.inode,
-                                      isDirectory: child.isDirectory || archiveItem(child.inode) != nil,
+                                      isDirectory: child.isDirectory || isArchiveFolder(named: child.name,
+                                                                                         inode: child.inode),
                                       attributes: known)
             }
             // Every name of this stretch left the directory (dead links that lookups found): an empty answer would
