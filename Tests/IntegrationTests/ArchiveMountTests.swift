@@ -230,10 +230,18 @@ final class ArchiveMountTests: MountTestCase {
             z.writestr("m.txt", os.urandom(100000))
         data = open(os.path.join(out, "cut.zip"), "rb").read()
         open(os.path.join(out, "cut.zip"), "wb").write(data[:60000])
+        # A bomb: 10,000 zeros deflated to a few bytes, whose headers claim 2 GB.
+        with zipfile.ZipFile(os.path.join(out, "bomb.zip"), "w") as z:
+            z.writestr("zeros", b"\0" * 10000, compress_type=zipfile.ZIP_DEFLATED)
+        data = bytearray(open(os.path.join(out, "bomb.zip"), "rb").read())
+        central = data.find(b"PK\x01\x02")
+        data[central + 24:central + 28] = (2 << 30).to_bytes(4, "little")
+        data[22:26] = (2 << 30).to_bytes(4, "little")
+        open(os.path.join(out, "bomb.zip"), "wb").write(data)
         """#
         try script.write(toFile: scratch.path + "/hostile.py", atomically: true, encoding: .utf8)
         XCTAssertEqual(try Shell.run("/usr/bin/env", ["python3", scratch.path + "/hostile.py", origin.root]).status, 0)
-        let names = ["escape.zip", "badcrc.zip", "cut.zip"]
+        let names = ["escape.zip", "badcrc.zip", "cut.zip", "bomb.zip"]
         let daemon = try startForeground(names.map(origin.url), extra: ["--archives"])
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint + "/escape.zip"), ["good.txt"])
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).sorted(), names.sorted())
@@ -245,18 +253,24 @@ final class ArchiveMountTests: MountTestCase {
         var info = stat()
         XCTAssertEqual(stat(mountpoint + "/cut.zip/m.txt", &info), -1)
         XCTAssertEqual(errno, EIO)
+        // The bomb is refused when it is indexed: its member is never inflated.
+        let bomb = try Shell.run("/bin/ls", [mountpoint + "/bomb.zip"])
+        XCTAssertTrue(bomb.stdout.isEmpty, "no member of the bomb shows: \(bomb.stdout)")
         XCTAssertTrue(daemon.isRunning, "the daemon stays up")
         XCTAssertEqual(try Shell.run("/bin/cat", [mountpoint + "/escape.zip/good.txt"]).stdout, "good")
         let deadline = Date().addingTimeInterval(20)
         var log = ""
         repeat {
             log = (try? String(contentsOfFile: scratch.path + "/daemon.log", encoding: .utf8)) ?? ""
-            if log.contains("archive badcrc.zip") && log.contains("archive cut.zip") { break }
+            if log.contains("archive badcrc.zip") && log.contains("archive cut.zip") && log.contains("archive bomb.zip") {
+                break
+            }
             usleep(100_000)
         } while Date() < deadline
         print(log.split(separator: "\n").filter { $0.contains("archive ") }.joined(separator: "\n"))
         XCTAssertTrue(log.contains("archive escape.zip"), "the names left out are logged")
         XCTAssertTrue(log.contains("archive badcrc.zip") && log.contains("CRC-32"), log)
         XCTAssertTrue(log.contains("archive cut.zip"), log)
+        XCTAssertTrue(log.contains("archive bomb.zip"), log)
     }
 }
