@@ -47,10 +47,12 @@ final class ArchiveTree: Sendable {
     }
 
     /// `index` without the symlinks whose target leaves the archive's folder (absolute, or `..` past its top): the
-    /// kernel would follow them out of the archive, onto the reader's own files.
+    /// kernel would follow them out of the archive, onto the reader's own files. Members without a path go too.
     static func withoutEscapingLinks(_ index: ArchiveIndex) -> ArchiveIndex {
         var kept = index
         kept.members.removeAll { member in
+            // A member without a name cannot be shown (a reader never makes one; a kept index is checked by CRC).
+            if member.path.isEmpty { return true }
             guard member.kind == .symlink, let target = member.linkTarget else { return false }
             if target.hasPrefix("/") { return true }
             var depth = member.path.count - 1
