@@ -708,6 +708,11 @@ class Bench:
         import scenario_cap
         scenario_cap.run(self)
 
+    def archives(self):
+        """Archives as folders (issue 49): rangefs --archives, ratarmount 1.3 and rclone's :archive: over HTTP."""
+        import scenario_archives
+        scenario_archives.run(self)
+
     def s3(self):
         """Object stores (issue 38): a 100,000-object listing, a cold cp, kill -9 and an offline remount, with peers."""
         import scenario_s3
@@ -1151,7 +1156,7 @@ class Bench:
 
 
 SCENARIOS = ["fast", "kill", "capped", "mirrors", "random", "memory", "scan", "tls", "library", "small", "wan", "s3",
-             "cap"]
+             "cap", "archives"]
 
 
 def main():
@@ -1228,7 +1233,8 @@ def main():
                               ("mirrors", bench.mirrors),
                               ("random", bench.random_reads), ("memory", bench.memory), ("scan", bench.scan),
                               ("tls", bench.tls), ("library", bench.library), ("small", bench.small),
-                              ("wan", bench.wan), ("s3", bench.s3), ("cap", bench.cap)]:
+                              ("wan", bench.wan), ("s3", bench.s3), ("cap", bench.cap),
+                              ("archives", bench.archives)]:
             if key in only:
                 log(f"running: {scenario.__doc__.splitlines()[0]}")
                 scenario()

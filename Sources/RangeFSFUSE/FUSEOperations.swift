@@ -59,6 +59,7 @@ func makeOperations() -> fuse_lowlevel_ops {
     ops.`init` = rangefsInit
     ops.lookup = rangefsLookup
     ops.getattr = rangefsGetattr
+    ops.readlink = rangefsReadlink
     ops.open = rangefsOpen
     ops.read = rangefsRead
     ops.release = rangefsRelease
@@ -115,6 +116,15 @@ private func rangefsGetattr(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ fi: Unsaf
         // and st_blocks must show progress as it happens.
         request.replyAttributes(attributes, owner: context.owner,
                                 timeout: max(context.attributeTimeout, attributes.kernelCacheSeconds))
+    case .failure(let error): request.fail(error)
+    }
+}
+
+/// A symlink inside an archive shown as a folder (`--archives`): its target as stored.
+private func rangefsReadlink(_ req: fuse_req_t?, _ inode: fuse_ino_t) {
+    let context = context(req), request = FUSERequest(raw: req!)
+    switch context.fileSystem.readLink(UInt64(inode)) {
+    case .success(let target): fuse_reply_readlink(req, target)
     case .failure(let error): request.fail(error)
     }
 }

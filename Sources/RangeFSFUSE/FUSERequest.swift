@@ -89,6 +89,9 @@ extension FileAttributes {
         var info = Glibc.stat()
         info.st_ino = ino_t(inode)
         info.st_mode = isDirectory ? (S_IFDIR | (0o555 & ~owner.umask)) : (S_IFREG | (0o444 & ~owner.umask))
+        // An archive's member keeps its own permission bits (less the umask); a symlink's are 0777, as everywhere.
+        if let mode { info.st_mode = (info.st_mode & S_IFMT) | (mode_t(mode & 0o7777) & ~owner.umask) }
+        if isSymlink { info.st_mode = S_IFLNK | 0o777 }
         info.st_nlink = isDirectory ? 2 : 1
         info.st_uid = owner.uid
         info.st_gid = owner.gid

@@ -91,6 +91,12 @@ final class MountOptionsTests: XCTestCase {
         XCTAssertEqual(try MountOptionList.expand(["a", "-ocache=/c,verbose", "b"]), ["a", "--cache=/c", "--verbose", "b"])
     }
 
+    func testArchivesIsOffByDefaultAndOnWithTheFlagOrDashO() throws {
+        XCTAssertFalse(try configuration(["http://h/a.zip", "/mnt"]).fileSystem.archives)
+        XCTAssertTrue(try configuration(["http://h/a.zip", "/mnt", "--archives"]).fileSystem.archives)
+        XCTAssertTrue(try configuration(["http://h/a.zip", "/mnt", "-o", "archives"]).fileSystem.archives)
+    }
+
     func testBadOptionsAreNamedWithTheirFix() {
         XCTAssertTrue(parseError(["http://h/f", "/mnt", "-o", "cache=/c,bogus=1"])
             .contains("unknown mount option 'bogus=1'"))

@@ -65,4 +65,11 @@ final class MountSourceTests: XCTestCase {
         XCTAssertEqual(ByteSize.parse("4096"), 4096)
         XCTAssertNil(ByteSize.parse("lots"))
     }
+
+    func testAListLineEndingInArchivesAsksForItsArchiveAsAFolder() throws {
+        let list = try MountSource.parseList("data=http://a/x.zip http://b/x.zip archives\nhttp://a/y.zip\n")
+        XCTAssertEqual(list.map(\.archives), [true, false])
+        XCTAssertEqual(list.first?.mirrors, ["http://b/x.zip"])
+        XCTAssertEqual(list.first?.name, "data")
+    }
 }

@@ -48,6 +48,7 @@ extension ControlService {
             status.url = Redaction.redact(item.metadata.url)
             (status.passthroughHandles, status.daemonReads) = fileSystem.handleUsage(of: item.inode)
             status.mirrors = fileSystem.mirrorStatus(of: item.metadata.url)
+            if let archive = fileSystem.archiveReport(of: item) { status.note = status.note ?? "archive " + archive }
             // The map of a file whose entry is not open comes from its bitmap on disk, read only when shown.
             if entry == nil, item.metadata.sizeKnown,
                let present = store.storedPresentBlocks(of: item.metadata, matchingSizeOnly: !item.validated) {

@@ -11,6 +11,10 @@ public struct FileAttributes: Sendable, Equatable {
     public var modificationTime: Int64
     /// How long the kernel may keep these attributes and the name that led to them (0: ask every time).
     public var kernelCacheSeconds: Double = 0
+    /// Permission bits of an archive's member (nil: read-only 0444 files, 0555 folders).
+    package var mode: UInt32?
+    /// An archive's member that is a symlink (`RangeFS.readLink`).
+    package var isSymlink = false
 }
 
 /// Which files rangefs completes in the background.
@@ -71,6 +75,13 @@ public struct FileSystemSettings: Sendable, Equatable {
     /// (`--dir-prefetch on|off`, DirectoryPrefetch.swift). It sizes its depth for `FetchPolicy.maxTransfers`
     /// connections (`--connections`, as many as `--connections-per-host` by default), and leaves two to readers.
     public var directoryPrefetch = true
+
+    /// Whether files named .zip, .tar, .tar.gz/.tgz or .iso show as folders of their members (`--archives`,
+    /// RangeFS+Archives.swift).
+    package var archives = false
+    /// The URLs whose list-file line ends in `archives`: these files, and the files listed under these directory
+    /// URLs, show archives as folders without `--archives`.
+    package var archiveURLs: Set<String> = []
 
     /// The defaults, for a fetcher that opens up to `connectionsPerHost` connections to one server.
     public init(connectionsPerHost: Int = 16) {

@@ -15,6 +15,7 @@ extension RangeFS {
     // MARK: Attributes
 
     public func attributes(of inode: UInt64) -> Result<FileAttributes, FileSystemError> {
+        if let archived = archiveAttributes(of: inode) { return archived }
         if let directory = catalog.directory(inode: inode) {
             // A web directory's attributes never change; the kernel checks them on every path walk through it
             // (each `stat` of `ls -l` in a 100,000-file directory). Other folders and the root keep theirs 1 s:
@@ -39,6 +40,7 @@ extension RangeFS {
     /// The attributes of the file `item`, as the catalog holds it now: `readdirplus` has it at hand already, and
     /// rebuilding it from the catalog cost a URL, a date and an ETag as text per entry of `ls -l`.
     func attributes(ofFile item: CatalogItem) -> FileAttributes {
+        if let folder = archiveFolderAttributes(item) { return folder }
         let cached = cachedBytes(of: item)
         // Without a length, the size is what the stream has brought so far; reads go past it (direct I/O).
         return FileAttributes(inode: item.inode, isDirectory: false,
@@ -81,9 +83,9 @@ extension RangeFS {
     ]
 
     public func extendedAttributeNames(of inode: UInt64) -> Result<[String], FileSystemError> {
-        if catalog.directory(inode: inode) != nil { return .success([]) }
+        if catalog.directory(inode: inode) != nil || ArchiveTree.member(of: inode) != nil { return .success([]) }
         guard catalog.item(inode: inode) != nil else { return .failure(.notFound) }
-        return .success(Self.attributeNames)
+        return .success(Self.attributeNames + (archiveItem(inode) != nil ? ["user.rangefs.archive"] : []))
     }
 
     public func extendedAttribute(_ name: String, of inode: UInt64) -> Result<String, FileSystemError> {
@@ -91,6 +93,7 @@ extension RangeFS {
         // other file of the mount (coreutils remembers a device without security labels): 100,000 round trips
         // fewer for an `ls -l` of 100,000 files. Only `user.rangefs.*` attributes exist here.
         guard name.hasPrefix("user.") else { return .failure(.attributeNotSupported) }
+        if let archived = archiveExtendedAttribute(name, of: inode) { return archived }
         guard let item = catalog.item(inode: inode) else {
             return .failure(catalog.directory(inode: inode) != nil ? .noSuchAttribute : .notFound)
         }

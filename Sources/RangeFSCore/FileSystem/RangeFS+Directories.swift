@@ -17,6 +17,7 @@ extension RangeFS {
     // The reply's type is written out, not a public typealias: RangeFSCore's public declarations are capped.
     public func lookup(parent: UInt64, name: String,
                        reply: @escaping @Sendable (Result<FileAttributes, FileSystemError>) -> Void) {
+        if lookupInArchive(parent: parent, name: name, reply: reply) { return }
         guard catalog.directory(inode: parent) != nil else { return reply(.failure(.notADirectory)) }
         directories.whenListed(parent) { [self] in
             if let failure = directories.listingFailure(of: parent) { return reply(.failure(.io(failure))) }
@@ -97,6 +98,8 @@ extension RangeFS {
     /// Opens directory `inode` for reading: its names are taken once, at the first read, so that offsets stay
     /// stable while lookups remove dead links or a refresh changes the directory.
     public func openDirectory(_ inode: UInt64) -> Result<UInt64, FileSystemError> {
+        // An archive's folders never change for their inodes: their reads need no snapshot.
+        if isArchiveFolder(inode) { return .success(ArchiveFolders.handleBit) }
         guard catalog.directory(inode: inode) != nil else {
             return .failure(catalog.item(inode: inode) == nil ? .notFound : .notADirectory)
         }
@@ -123,6 +126,7 @@ extension RangeFS {
     /// ever sends a request.
     public func readDirectory(_ inode: UInt64, handle: UInt64, from start: Int, count: Int, attributes: Bool,
                               reply: @escaping @Sendable (Result<[DirectoryEntry], FileSystemError>) -> Void) {
+        if readArchiveDirectory(inode, from: start, count: count, reply: reply) { return }
         guard catalog.directory(inode: inode) != nil else { return reply(.failure(.notADirectory)) }
         directories.whenListed(inode) { [self] in
             if let failure = directories.listingFailure(of: inode) { return reply(.failure(.io(failure))) }
@@ -163,7 +167,9 @@ extension RangeFS {
                     }
                 }
                 return DirectoryEntry(position: start + offset, name: child.name, inode: child.inode,
-                                      isDirectory: child.isDirectory, attributes: known)
+                                      isDirectory: child.isDirectory || isArchiveFolder(named: child.name,
+                                                                                         inode: child.inode),
+                                      attributes: known)
             }
             // Every name of this stretch left the directory (dead links that lookups found): an empty answer would
             // end the directory. The next stretch is twice as long (up to 4,096 names).
@@ -199,7 +205,7 @@ extension RangeFS {
 
     /// The parent directory of directory `inode` (the root's is itself).
     public func parent(of inode: UInt64) -> UInt64 {
-        catalog.directory(inode: inode)?.parent ?? Catalog.rootInode
+        archiveParent(of: inode) ?? catalog.directory(inode: inode)?.parent ?? Catalog.rootInode
     }
 
     /// How long the kernel may keep the attributes and name of `item`: a listed file's as long as its listing is

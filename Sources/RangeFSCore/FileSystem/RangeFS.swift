@@ -52,6 +52,8 @@ public final class RangeFS: Sendable {
     let directoryPrefetch: DirectoryPrefetch?
     /// Notices remote changes and keeps the files served while their server is unreachable (Revalidator.swift).
     public let revalidator: Revalidator
+    /// The archives shown as folders, with `--archives` (RangeFS+Archives.swift).
+    let archives = ArchiveFolders()
     /// Directories open for reading, with the names each read takes its offsets from.
     let directoryHandles = Mutex(DirectoryHandles())
     /// The `io` errors answered to programs: each message logged once, every one counted (IOErrorReport.swift).
@@ -119,6 +121,7 @@ public final class RangeFS: Sendable {
     /// Opens a file for reading and replies with its handle: at once, or after the probe a listed file needs
     /// first (for its validators).
     public func open(_ inode: UInt64, reply: @escaping OpenReply) {
+        if openInArchive(inode, reply: reply) { return }
         if catalog.directory(inode: inode) != nil { return reply(.failure(.isADirectory)) }
         guard let found = catalog.item(inode: inode) else { return reply(.failure(.notFound)) }
         directoryPrefetch?.opened(found)
@@ -237,11 +240,6 @@ public final class RangeFS: Sendable {
         }
     }
 
-    /// How many handles of `inode` the kernel reads itself (passthrough), and how many READs the daemon answered.
-    func handleUsage(of inode: UInt64) -> (passthrough: Int, reads: Int) {
-        handles.usage(of: inode)
-    }
-
     /// Opens a file whose server sends no length: it is read from its stream, with direct I/O. Nil if the stream
     /// completed the file meanwhile.
     private func openStream(_ item: CatalogItem) -> Result<OpenedFile, FileSystemError>? {
@@ -259,17 +257,8 @@ public final class RangeFS: Sendable {
         return .success(OpenedFile(handle: handle, keepCache: false, directIO: true))
     }
 
-    /// The readahead window of `handle` in bytes (0 for a reader not seen to be sequential); nil if not open.
-    func readaheadWindow(of handle: UInt64) -> UInt64? {
-        handles.readaheadWindow(of: handle)
-    }
-
-    /// Whether any handle is open on `inode`.
-    func isOpen(_ inode: UInt64) -> Bool {
-        handles.isOpen(inode)
-    }
-
     public func release(_ handle: UInt64) {
+        if releaseArchiveMember(handle) { return }
         let (file, stream) = handles.close(handle)
         if let file, file.passthrough { file.entry.endPassthrough() }
         file?.entry.endUse()
@@ -279,6 +268,7 @@ public final class RangeFS: Sendable {
     /// Reads `count` bytes at `offset` for process `pid` (0: unknown); `reply` runs exactly once, now or when the
     /// blocks arrive. While it waits, the READ counts as its process's use of the file (CacheEntry+Readers).
     public func read(handle: UInt64, offset: UInt64, count: Int, pid: Int32 = 0, reply: @escaping Reply) {
+        if readArchiveMember(handle: handle, offset: offset, count: count, reply: reply) { return }
         let fillAfter = settings.prefetch == .use ? settings.fillAfterBytes : nil
         switch handles.plan(handle, offset: offset, count: count, fillAfter: fillAfter) {
         case nil:

@@ -88,6 +88,7 @@ struct MountConfiguration: Equatable {
         fileSystem.prefetch = options.prefetch
         fileSystem.passthrough = options.passthrough == .auto
         fileSystem.directoryPrefetch = options.dirPrefetch == .on
+        fileSystem.archives = options.archives
         fileSystem.revalidateAfter = .milliseconds(Int((options.revalidate * 1000).rounded()))
         fileSystem.directoryCacheTime = .milliseconds(Int((options.dirCacheTime * 1000).rounded()))
         fileSystem.listingTimeout = .milliseconds(Int((options.listingTimeout * 1000).rounded()))

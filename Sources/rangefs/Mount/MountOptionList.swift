@@ -8,7 +8,7 @@ import ArgumentParser
 enum MountOptionList {
     /// Options that take no value.
     static let flags: Set<String> = ["foreground", "allow_other", "verbose", "insecure", "netrc", "http2",
-                                     "mirrors_from_links", "s3_path_style", "s3_no_sign", "nonempty"]
+                                     "mirrors_from_links", "s3_path_style", "s3_no_sign", "nonempty", "archives"]
     /// Options that take a value: every other long option of `MountOptions`.
     static let valued: Set<String> = [
         "cache", "list", "block_size", "uid", "gid", "umask", "log_file", "commit_interval", "commit_bytes",

@@ -113,6 +113,9 @@ struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "Fetch the next files of a directory ahead of a reader that opens its files in listing order (cp -r, tar, rsync): on or off.")
     var dirPrefetch = Defaults.fileSystem.directoryPrefetch ? DirectoryPrefetchChoice.on : .off
 
+    @Flag(name: .long, help: "Show files named .zip, .tar, .tar.gz, .tgz or .iso as folders of their members, read by range through the cache.")
+    var archives = Defaults.fileSystem.archives
+
     @Option(name: .long, help: "Cap background completion at this rate in bytes/s, e.g. 10M; readers are never capped.")
     var bwlimit: ByteCount?
 

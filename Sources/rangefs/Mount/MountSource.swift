@@ -14,6 +14,9 @@ struct MountSource: Equatable, Sendable {
     var mirrors: [String] = []
     /// The file's digest as the user gave it (`sha256=HEX`), checked when the file is complete.
     var checksum: String?
+    /// A list-file line ending in `archives`: this file (or the archives of this directory URL) shows as a folder
+    /// of its members, as `--archives` shows every archive.
+    var archives = false
 
     init(url: String, name: String? = nil, mirrors: [String] = [], checksum: String? = nil) {
         self.url = url
@@ -88,15 +91,22 @@ struct MountSource: Equatable, Sendable {
     }
 
     /// Parses a list file: one `URL` or `NAME=URL` per line, each optionally followed by mirrors of the same file
-    /// (`NAME=URL MIRROR...`) and its digest (`sha256=HEX`); blank lines and lines starting with `#` are skipped.
+    /// (`NAME=URL MIRROR...`), its digest (`sha256=HEX`) and `archives`; blank lines and lines starting with `#`
+    /// are skipped.
     /// An error names the line.
     static func parseList(_ text: String, path: String = "list") throws(MountSourceError) -> [MountSource] {
         var sources: [MountSource] = []
         for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let trimmed = line.trimmed()
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            // `archives` last, after the URLs and the digest: a word, never a URL or a digest.
+            let parts = trimmed.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            let archives = parts.count > 1 && parts.last == "archives"
             do {
-                sources.append(try MountSource(parsing: trimmed, inFolders: true))
+                var source = try MountSource(parsing: archives ? parts.dropLast().joined(separator: " ") : trimmed,
+                                             inFolders: true)
+                source.archives = archives
+                sources.append(source)
             } catch {
                 throw MountSourceError("\(path) line \(number + 1): \(error.message)")
             }

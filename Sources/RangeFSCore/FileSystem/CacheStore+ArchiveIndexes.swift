@@ -1,0 +1,50 @@
+// Archive indexes kept in the cache, so that a remount lists an archive's folder at once and offline. One file per
+// archive URL in `archives/` (named by the URL's hash, as `listings/` are), replaced atomically (temporary file,
+// fsync, rename, folder fsync) like every cache record:
+//
+//   magic "RFSARCH1" | URL (u32 length + UTF-8) | version (u32 length + UTF-8) | the index's saved form, which
+//   carries its own CRC32C (ArchiveIndex+Coding.swift)
+//
+// The version is the archive's ETag, or its length and date without one: an index kept for another version (the
+// archive changed) or one that fails any check is not used, and the archive is indexed again.
+
+extension CacheStore {
+    private static let archiveIndexMagic = Array("RFSARCH1".utf8)
+
+    private func archiveIndexPath(for url: String) -> String {
+        root + "/archives/" + String(SHA256.hexDigest(url).prefix(32))
+    }
+
+    /// The version an archive's index is kept for: its ETag, else its length and date.
+    static func archiveVersion(of metadata: RemoteMetadata) -> String {
+        metadata.etag.isEmpty ? "size \(metadata.size) date \(metadata.lastModified)" : "etag \(metadata.etag)"
+    }
+
+    /// Keeps `index`, made from version `version` of the archive at `url`.
+    func saveArchiveIndex(_ index: ArchiveIndex, url: String, version: String) throws(SystemError) {
+        var writer = ByteWriter()
+        writer.write(raw: Self.archiveIndexMagic)
+        writer.write(string: url)
+        writer.write(string: version)
+        writer.write(raw: index.encoded())
+        try FileSystemCalls.makeDirectories(root + "/archives")
+        try FileSystemCalls.replaceAtomically(archiveIndexPath(for: url), with: writer.bytes)
+    }
+
+    /// The index kept for version `version` of the archive at `url`, if one is kept and checks out.
+    func savedArchiveIndex(url: String, version: String) -> ArchiveIndex? {
+        // An unreadable or damaged kept index is as if none was kept: the archive is indexed again.
+        guard let bytes = (try? FileSystemCalls.readSmallFile(archiveIndexPath(for: url), limit: 1 << 30)) ?? nil,
+              bytes.starts(with: Self.archiveIndexMagic) else { return nil }
+        var reader = ByteReader(bytes)
+        do {
+            _ = try reader.readBytes(Self.archiveIndexMagic.count)
+            guard try reader.readString(limit: 1 << 16) == url, try reader.readString(limit: 1 << 16) == version else {
+                return nil
+            }
+            return try ArchiveIndex(decoding: Array(try reader.readBytes(reader.remaining)))
+        } catch {
+            return nil
+        }
+    }
+}
