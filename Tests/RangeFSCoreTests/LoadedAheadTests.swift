@@ -75,17 +75,18 @@ final class LoadedAheadTests: XCTestCase {
         XCTAssertEqual(reopened.presentBlocks.clearRuns(in: 0..<4), [2..<3])
     }
 
-    func read(_ store: CacheStore) throws -> LoadedAhead.Read {
+    /// A read of an entry of one block, as a summary makes it.
+    func aRead() throws -> LoadedAhead.Read {
+        let store = try makeStore()
+        put([0], in: try store.entry(for: metadata, blockSize: 65536))
+        store.commitAll()
         let stored = try XCTUnwrap(store.storedEntry(for: metadata.url))
         return LoadedAhead.Read(loaded: try XCTUnwrap(stored.loaded), digest: nil)
     }
 
     /// A read that a change of its entry overtook is not kept; one that only other entries' changes overtook is.
     func testAReadOvertakenByAChangeOfItsEntryIsNotKept() throws {
-        let store = try makeStore()
-        put([0], in: try store.entry(for: metadata, blockSize: 65536))
-        store.commitAll()
-        let found = try read(store)
+        let found = try aRead()
         var ahead = LoadedAhead()
         var since = ahead.current
         ahead.forget("http://origin/other")
@@ -109,10 +110,7 @@ final class LoadedAheadTests: XCTestCase {
 
     /// At most `capacity` reads are kept, the oldest going first; keeping and taking stays bounded.
     func testKeptReadsAreBounded() throws {
-        let store = try makeStore()
-        put([0], in: try store.entry(for: metadata, blockSize: 65536))
-        store.commitAll()
-        let found = try read(store)
+        let found = try aRead()
         var ahead = LoadedAhead()
         for index in 0..<(LoadedAhead.capacity + 10) {
             ahead.keep(found, of: "http://origin/\(index)", since: ahead.current)
