@@ -95,13 +95,14 @@ extension CacheStore {
         forgetSummary(of: url)  // a lookup before the move remembered it as holding nothing
     }
 
-    /// Deletes the cached data of `url` (its entry's files, in either layout, and a download's stream). Handles
-    /// still open keep reading the old files.
+    /// Deletes the cached data of `url` (its entry's files, in either layout, a download's stream, and the index
+    /// kept if it is an archive). Handles still open keep reading the old files.
     func removeEntry(for url: String) throws {
         let files = entryFiles(for: url)
         close(url, committing: false)
         try files.removeFiles()
         for file in ["stream", "stream-state"] { try FileSystemCalls.removeFile(files.legacyFolder + "/" + file) }
         try removeLegacyFiles(files.legacyFolder)
+        try removeArchiveIndex(for: url)
     }
 }

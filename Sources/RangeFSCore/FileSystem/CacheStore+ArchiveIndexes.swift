@@ -31,6 +31,13 @@ extension CacheStore {
         try FileSystemCalls.replaceAtomically(archiveIndexPath(for: url), with: writer.bytes)
     }
 
+    /// Deletes the index kept for the archive at `url`, if any: with its entry (`rangefs rm`, `evict`), so that a
+    /// removed archive leaves nothing in the cache. A mount that holds the index in memory keeps using it; the next
+    /// mount indexes the archive again.
+    func removeArchiveIndex(for url: String) throws(SystemError) {
+        try FileSystemCalls.removeFile(archiveIndexPath(for: url))
+    }
+
     /// The index kept for version `version` of the archive at `url`, if one is kept and checks out.
     func savedArchiveIndex(url: String, version: String) -> ArchiveIndex? {
         // An unreadable or damaged kept index is as if none was kept: the archive is indexed again.
