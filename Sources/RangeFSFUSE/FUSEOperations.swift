@@ -274,13 +274,15 @@ private func readDirectory(_ req: fuse_req_t?, _ inode: fuse_ino_t, handle: UInt
                         entry = FUSERequest.entryParameter(known, context: context)
                     } else {
                         entry.attr.st_ino = ino_t(row.inode)  // node ID 0: no attributes, the kernel looks it up
-                        entry.attr.st_mode = row.isDirectory ? S_IFDIR : S_IFREG
+                        entry.attr.st_mode = DirectoryPage.fileType(isDirectory: row.isDirectory, isSymlink: false)
                     }
                     return fuse_add_direntry_plus(request.raw, place, size - used, row.name, &entry, off_t(row.offset))
                 }
                 var info = Glibc.stat()
                 info.st_ino = ino_t(row.inode)
-                info.st_mode = row.isDirectory ? S_IFDIR : S_IFREG
+                // The type is all a plain READDIR tells (d_type): an archive's symlink member says it is one.
+                let isSymlink = row.child.flatMap { children[$0].attributes?.isSymlink } ?? false
+                info.st_mode = DirectoryPage.fileType(isDirectory: row.isDirectory, isSymlink: isSymlink)
                 return fuse_add_direntry(request.raw, place, size - used, row.name, &info, off_t(row.offset))
             }
             if used + needed > size { break }

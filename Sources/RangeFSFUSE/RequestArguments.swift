@@ -1,6 +1,7 @@
 // The adapter's argument handling, apart from libfuse so that it is tested without a mount: READDIR's offsets and
 // paging, the xattr size protocol, and who answers a READ that the kernel interrupts.
 
+import Glibc
 import Synchronization
 
 /// One page of READDIR(PLUS): entry n of [".", "..", children...] carries offset n + 1, the offset the kernel
@@ -13,6 +14,11 @@ struct DirectoryPage: Equatable {
         var isDirectory: Bool
         /// Which of the given children this row is; nil for "." and "..".
         var child: Int?
+    }
+
+    /// The file type bits of an entry (its `d_type`): a folder, a symlink (an archive's member) or a file.
+    static func fileType(isDirectory: Bool, isSymlink: Bool) -> mode_t {
+        isSymlink ? S_IFLNK : isDirectory ? S_IFDIR : S_IFREG
     }
 
     /// The smallest entry a buffer holds: a plain one takes at least 24 bytes, one with attributes about 152.
