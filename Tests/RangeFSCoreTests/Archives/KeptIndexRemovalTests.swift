@@ -5,17 +5,8 @@ import XCTest
 
 /// The index kept for an archive (cache `archives/`) is deleted with the archive's entry: `rangefs rm` and
 /// `rangefs evict` leave nothing of it in the cache (issue 49). `rm --keep-data` keeps it, as it keeps the data.
-final class KeptIndexRemovalTests: XCTestCase {
-    var directory: TemporaryDirectory!
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory(prefix: "kept-index")
-    }
-
-    override func tearDown() {
-        directory = nil
-        super.tearDown()
-    }
+final class KeptIndexRemovalTests: FolderTestCase {
+    override class var folderPrefix: String { "kept-index" }
 
     private let index = ArchiveIndex(format: .tar, members: [
         ArchiveMember(path: ["a.txt"], kind: .file, size: 3, modificationTime: 1_700_000_000, mode: 0o644,
