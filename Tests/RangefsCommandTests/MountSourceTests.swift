@@ -72,4 +72,14 @@ final class MountSourceTests: XCTestCase {
         XCTAssertEqual(list.first?.mirrors, ["http://b/x.zip"])
         XCTAssertEqual(list.first?.name, "data")
     }
+
+    /// `rangefs add URL [MIRROR...] [sha256=HEX] archives` reads its arguments as a list file's line.
+    func testAnAddEndingInArchivesAsksForItsArchiveAsAFolder() throws {
+        let digest = "sha256=" + String(repeating: "ab", count: 32)
+        let source = try MountSource(parsingLine: "http://a/x.zip \(digest) archives")
+        XCTAssertTrue(source.archives)
+        XCTAssertEqual(source.url, "http://a/x.zip")
+        XCTAssertNotNil(source.checksum)
+        XCTAssertFalse(try MountSource(parsingLine: "http://a/archives").archives, "a URL is never the word")
+    }
 }

@@ -15,13 +15,18 @@ public struct SavedFile: Codable, Sendable, Equatable {
     public var mirrors: [String]?
     /// The file's digest as the user gave it (`sha256=HEX`); absent when none.
     public var checksum: String?
+    /// Given with `archives` (a list-file line or `rangefs add`): shown as its archive's folder, or for a directory
+    /// URL its archives, without `--archives`; absent when not (and in lists an older rangefs saved).
+    public var archives: Bool?
 
-    public init(name: String, url: String, pinned: Bool? = nil, mirrors: [String]? = nil, checksum: String? = nil) {
+    public init(name: String, url: String, pinned: Bool? = nil, mirrors: [String]? = nil, checksum: String? = nil,
+                archives: Bool? = nil) {
         self.name = name
         self.url = url
         self.pinned = pinned
         self.mirrors = mirrors
         self.checksum = checksum
+        self.archives = archives
     }
 }
 

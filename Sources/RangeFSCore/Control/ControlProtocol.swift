@@ -24,9 +24,11 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     var checksum: String?
     var all: Bool?
     var keepData: Bool?
+    /// For add: shown as its archive's folder (for a directory URL, its archives) without `--archives`.
+    var archives: Bool?
 
     public init(command: Command, name: String? = nil, url: String? = nil, mirrors: [String]? = nil,
-                checksum: String? = nil, all: Bool? = nil, keepData: Bool? = nil) {
+                checksum: String? = nil, all: Bool? = nil, keepData: Bool? = nil, archives: Bool? = nil) {
         self.command = command
         self.name = name
         self.url = url
@@ -34,6 +36,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         self.checksum = checksum
         self.all = all
         self.keepData = keepData
+        self.archives = archives
     }
 }
 

@@ -50,7 +50,7 @@ public final class ControlService: Sendable {
         switch request.command {
         case .status: return status(all: request.all ?? false)
         case .add: return add(url: request.url, mirrors: request.mirrors ?? [], checksum: request.checksum,
-                              name: request.name)
+                              name: request.name, archives: request.archives ?? false)
         case .rm: return remove(name: request.name, keepData: request.keepData ?? false)
         case .pause, .resume: return setPaused(request.command == .pause, name: request.name, all: request.all ?? false)
         case .verify: return verify(name: request.name)
@@ -64,7 +64,7 @@ public final class ControlService: Sendable {
     // MARK: Changing the set of files
 
     private func add(url given: String?, mirrors givenMirrors: [String], checksum: String?,
-                     name: String?) -> ControlResponse {
+                     name: String?, archives: Bool) -> ControlResponse {
         guard let given, !given.isEmpty else { return .failure("add needs a URL") }
         if let name, let problem = EntryNaming.problem(withExplicitName: name) {
             return .failure("the name '\(name)' cannot name a file (\(problem)); give a plain file name")
@@ -82,8 +82,12 @@ public final class ControlService: Sendable {
         let before = fileSystem.credentials.snapshot
         let newCredentials = fileSystem.credentials.adopt(given).changed
         let adoptedMirrors = givenMirrors.map { fileSystem.credentials.adopt($0) }
+        // Marked before the file is added, so its first getattr already shows a folder; unmarked if it is not.
+        let marking = archives && !fileSystem.showsArchives(of: url) && catalog.item(url: url) == nil
+        if marking { fileSystem.showArchives(of: url) }
         let (response, added) = add(identity: url, newCredentials: newCredentials,
                                     mirrors: adoptedMirrors.map(\.url), checksum: checksum, name: name)
+        if marking && !added { fileSystem.stopShowingArchives(of: url) }
         if newCredentials || adoptedMirrors.contains(where: \.changed) {
             if added {
                 saveCredentials()
@@ -177,6 +181,7 @@ public final class ControlService: Sendable {
                guard let index = files.firstIndex(where: { FileName.same($0.name, name) }) else { return nil }
                return files.remove(at: index)
            }) {
+            fileSystem.stopShowingArchives(of: saved.url)
             saveCatalog()
             forgetQuery(of: saved.url)
             if !keepData {
@@ -192,6 +197,7 @@ public final class ControlService: Sendable {
             return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
         }
         fileSystem.revalidator.forget(item.metadata.url)
+        fileSystem.stopShowingArchives(of: item.metadata.url)
         // Through the one queue, and sent before the answer: a name looked up after `rangefs rm` returns is gone.
         fileSystem.kernel.forgetName(item.name, in: item.parent)
         fileSystem.kernel.flush()
@@ -371,9 +377,14 @@ public final class ControlService: Sendable {
                     return SavedFile(name: catalog.path(of: item.inode), url: item.metadata.url,
                                      pinned: pinned.contains(item.inode) ? true : nil,
                                      mirrors: mirrors.isEmpty ? nil : mirrors,
-                                     checksum: fileSystem.givenDigest(of: item.metadata.url)?.description)
+                                     checksum: fileSystem.givenDigest(of: item.metadata.url)?.description,
+                                     archives: fileSystem.showsArchives(of: item.metadata.url) ? true : nil)
                 }
-                files += catalog.directorySources.map { SavedFile(name: $0.name, url: $0.url ?? "") }
+                files += catalog.directorySources.map { directory in
+                    let url = directory.url ?? ""
+                    return SavedFile(name: directory.name, url: url,
+                                     archives: fileSystem.showsArchives(of: url) ? true : nil)
+                }
                 let mounted = Set(files.map(\.url))
                 files += unmountedFiles.filter { !mounted.contains($0.url) }
                 return files

@@ -62,6 +62,13 @@ final class ArchiveFolders: Sendable {
 
     private let state = Mutex(State())
 
+    /// The URLs shown as archives' folders without `--archives`: a list-file line or a `rangefs add` ending in
+    /// `archives`, kept in the saved set so a remount shows them the same way. A directory URL marks the archives
+    /// listed under it. Apart from `state`: every getattr of a mount with marks reads them.
+    private let marked = Mutex<Set<String>>([])
+    /// Whether `marked` holds any URL: a mount without marks answers its getattrs without taking the lock.
+    private let hasMarks = Atomic<Bool>(false)
+
     /// The archive format a file's name says, if it is one.
     static func format(ofName name: String) -> ArchiveIndex.Format? {
         let lower = name.lowercased()
@@ -71,6 +78,45 @@ final class ArchiveFolders: Sendable {
         if lower.hasSuffix(".iso") { return .iso9660 }
         return nil
     }
+
+    // MARK: Marked URLs
+
+    /// Shows the archive at `url` (or, for a directory URL, the archives listed under it) as a folder.
+    func mark(_ url: String) {
+        marked.withLock { marked in
+            marked.insert(url)
+            hasMarks.store(true, ordering: .releasing)
+        }
+    }
+
+    /// Stops showing `url` as marked (`rangefs rm`, or an add that failed).
+    func unmark(_ url: String) {
+        marked.withLock { marked in
+            marked.remove(url)
+            hasMarks.store(!marked.isEmpty, ordering: .releasing)
+        }
+    }
+
+    /// Whether `url` itself was marked, with or without the `/` a directory URL ends in (the user may give it
+    /// without; its server's redirect adds it): what the saved set keeps.
+    func isMarked(_ url: String) -> Bool {
+        guard hasMarks.load(ordering: .acquiring) else { return false }
+        let bare = url.hasSuffix("/") ? String(url.dropLast()) : url
+        return marked.withLock { $0.contains(url) || $0.contains(bare) || $0.contains(bare + "/") }
+    }
+
+    /// Whether the file at `url` shows as a folder through a mark: its own, or that of a directory URL above it.
+    func coversMarked(_ url: String) -> Bool {
+        guard hasMarks.load(ordering: .acquiring) else { return false }
+        return marked.withLock { marked in
+            marked.contains(url) || marked.contains { url.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") }
+        }
+    }
+
+    /// Whether any URL is marked, without a lock.
+    var anyMarked: Bool { hasMarks.load(ordering: .acquiring) }
+
+    // MARK: Indexes
 
     /// Calls `reply` with the tree of the archive that is catalog file `item` at version `version`, now if it is
     /// built, else once it is; `build` runs (outside the lock) when nobody is building it yet, with the new slot.

@@ -78,10 +78,8 @@ public struct FileSystemSettings: Sendable, Equatable {
 
     /// Whether files named .zip, .tar, .tar.gz/.tgz or .iso show as folders of their members (`--archives`,
     /// RangeFS+Archives.swift).
+    /// (A list-file line ending in `archives` marks one URL instead: RangeFS.showArchives(of:).)
     package var archives = false
-    /// The URLs whose list-file line ends in `archives`: these files, and the files listed under these directory
-    /// URLs, show archives as folders without `--archives`.
-    package var archiveURLs: Set<String> = []
 
     /// The defaults, for a fetcher that opens up to `connectionsPerHost` connections to one server.
     public init(connectionsPerHost: Int = 16) {

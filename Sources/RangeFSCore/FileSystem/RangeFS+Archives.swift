@@ -21,17 +21,31 @@ extension RangeFS {
     /// The archive format of catalog file `item` when the mount shows archives as folders.
     func archiveFormat(of item: CatalogItem) -> ArchiveIndex.Format? {
         // The settings first: every getattr and readdirplus of a mount without archives passes here.
-        guard settings.archives || !settings.archiveURLs.isEmpty, item.metadata.sizeKnown,
+        guard settings.archives || archives.anyMarked, item.metadata.sizeKnown,
               let format = ArchiveFolders.format(ofName: item.name) else { return nil }
-        guard settings.archives || settings.archiveURLs.contains(where: { marked in
-            item.metadata.url == marked || (marked.hasSuffix("/") && item.metadata.url.hasPrefix(marked))
-        }) else { return nil }
+        guard settings.archives || archives.coversMarked(item.metadata.url) else { return nil }
         return format
+    }
+
+    /// Shows the archive at `url` as a folder without `--archives` (a list-file line or a `rangefs add` ending in
+    /// `archives`); for a directory URL, the archives listed under it.
+    package func showArchives(of url: String) {
+        archives.mark(url)
+    }
+
+    /// Whether `url` was given with `archives` (what the saved set keeps for it).
+    package func showsArchives(of url: String) -> Bool {
+        archives.isMarked(url)
+    }
+
+    /// Forgets that `url` was given with `archives` (it is removed from the mount).
+    func stopShowingArchives(of url: String) {
+        archives.unmark(url)
     }
 
     /// The catalog file `inode` if it is shown as an archive's folder.
     func archiveItem(_ inode: UInt64) -> CatalogItem? {
-        guard settings.archives || !settings.archiveURLs.isEmpty, let item = catalog.item(inode: inode),
+        guard settings.archives || archives.anyMarked, let item = catalog.item(inode: inode),
               archiveFormat(of: item) != nil else { return nil }
         return item
     }
@@ -112,7 +126,7 @@ extension RangeFS {
     /// Whether the catalog's child `inode`, named `name`, shows as an archive's folder: the name is looked at first,
     /// so a directory read of a mount with archives looks up only the children named as archives.
     func isArchiveFolder(named name: String, inode: UInt64) -> Bool {
-        (settings.archives || !settings.archiveURLs.isEmpty) && ArchiveFolders.format(ofName: name) != nil
+        (settings.archives || archives.anyMarked) && ArchiveFolders.format(ofName: name) != nil
             && archiveItem(inode) != nil
     }
 

@@ -111,7 +111,7 @@ struct StatusDocument: Encodable {
 struct AddCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "add", abstract: "Add a URL to a running mount.")
 
-    @Argument(help: "An http(s)://, s3:// or gs:// URL, then any mirrors of the same file (other URLs that serve the same bytes), then optionally its digest as sha256=HEX.")
+    @Argument(help: "An http(s)://, s3:// or gs:// URL, then any mirrors of the same file (other URLs that serve the same bytes), then optionally its digest as sha256=HEX, then optionally the word archives (an archive shown as a folder of its members, as a list file's line says it).")
     var urls: [String]
     @Option(help: "The file name to use.") var name: String?
     @OptionGroup var selection: MountSelection
@@ -124,7 +124,7 @@ struct AddCommand: ParsableCommand {
         // One argument may hold the URL, its mirrors and its digest, as a list file's line does; or each its own.
         let source: MountSource
         do {
-            source = try MountSource(parsing: urls.joined(separator: " "))
+            source = try MountSource(parsingLine: urls.joined(separator: " "))
         } catch {
             printError("rangefs: \(error.message)")
             throw ExitCode(2)
@@ -132,7 +132,8 @@ struct AddCommand: ParsableCommand {
         try runControl {
             let response = try selection.perform(ControlRequest(command: .add, name: name, url: source.url,
                                                                 mirrors: source.mirrors.isEmpty ? nil : source.mirrors,
-                                                                checksum: source.checksum))
+                                                                checksum: source.checksum,
+                                                                archives: source.archives ? true : nil))
             print("added \(response.message ?? Redaction.redact(source.url))")
         }
     }

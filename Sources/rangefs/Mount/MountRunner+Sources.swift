@@ -100,8 +100,10 @@ extension MountRunner {
             }
             for file in saved where !sources.contains(where: { $0.url == file.url }) {
                 // A directory mounted as the root is saved without a name.
-                sources.append(MountSource(url: file.url, name: file.name.isEmpty ? nil : file.name,
-                                           mirrors: file.mirrors ?? [], checksum: file.checksum))
+                var source = MountSource(url: file.url, name: file.name.isEmpty ? nil : file.name,
+                                         mirrors: file.mirrors ?? [], checksum: file.checksum)
+                source.archives = file.archives ?? false
+                sources.append(source)
             }
             return saved
         } catch {
@@ -177,7 +179,7 @@ extension MountRunner {
             case .failed(let error, keepSaved: true):
                 let name = source.name ?? EntryNaming.preferredName(
                     explicit: nil, metadata: RemoteMetadata(url: source.url, size: 0, etag: "", lastModified: ""))
-                probed.unmounted.append(SavedFile(name: name, url: source.url))
+                probed.unmounted.append(SavedFile(name: name, url: source.url, archives: source.archives ? true : nil))
                 probed.unmountable.append(Unmountable(shown: shown, reason: error.userMessage, name: name,
                                                       keepSaved: true, wasSaved: saved.contains(source.url)))
             }
@@ -205,7 +207,10 @@ extension MountRunner {
             case .failed(let reason, let gone):
                 let name = directory.inode == Catalog.rootInode ? "" : directory.name
                 let keepSaved = saved.contains(url) ? !gone : false
-                if keepSaved { probed.unmounted.append(SavedFile(name: name, url: url)) }
+                if keepSaved {
+                    let archives = fileSystem.showsArchives(of: url) ? true : nil
+                    probed.unmounted.append(SavedFile(name: name, url: url, archives: archives))
+                }
                 probed.unmountable.append(Unmountable(shown: shown, reason: reason, name: name.isEmpty ? shown : name,
                                                       keepSaved: keepSaved, wasSaved: saved.contains(url)))
                 if directory.inode == Catalog.rootInode {

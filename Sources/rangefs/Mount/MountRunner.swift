@@ -124,11 +124,10 @@ struct MountRunner {
                                        events: events.scheduler, metrics: metrics, logger: logger)
         var proxyReport: (@Sendable () -> String)?
         if let chain = session.proxyChain { proxyReport = { chain.report } }
-        var settings = configuration.fileSystem
-        settings.archiveURLs = Set(sources.filter(\.archives).map(\.url))
         let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
-                                 passthrough: passthrough, settings: settings, credentials: credentials,
+                                 passthrough: passthrough, settings: configuration.fileSystem, credentials: credentials,
                                  proxyReport: proxyReport, logger: logger)
+        for source in sources where source.archives { fileSystem.showArchives(of: source.url) }
         for item in catalog.items where probed.offline[item.metadata.url] == nil {
             fileSystem.revalidator.markValidated(item.metadata.url)
         }

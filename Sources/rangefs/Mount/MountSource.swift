@@ -90,6 +90,17 @@ struct MountSource: Equatable, Sendable {
         self.init(url: url, mirrors: mirrors, checksum: checksum)
     }
 
+    /// Parses one line as a list file holds it (and `rangefs add` takes it): what `init(parsing:inFolders:)` reads,
+    /// optionally followed by the word `archives`.
+    init(parsingLine text: String, inFolders: Bool = false) throws(MountSourceError) {
+        let trimmed = text.trimmed()
+        // `archives` last, after the URLs and the digest: a word, never a URL or a digest.
+        let parts = trimmed.split(whereSeparator: { $0 == " " || $0 == "\t" })
+        let archives = parts.count > 1 && parts.last == "archives"
+        try self.init(parsing: archives ? parts.dropLast().joined(separator: " ") : trimmed, inFolders: inFolders)
+        self.archives = archives
+    }
+
     /// Parses a list file: one `URL` or `NAME=URL` per line, each optionally followed by mirrors of the same file
     /// (`NAME=URL MIRROR...`), its digest (`sha256=HEX`) and `archives`; blank lines and lines starting with `#`
     /// are skipped.
@@ -99,14 +110,8 @@ struct MountSource: Equatable, Sendable {
         for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let trimmed = line.trimmed()
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
-            // `archives` last, after the URLs and the digest: a word, never a URL or a digest.
-            let parts = trimmed.split(whereSeparator: { $0 == " " || $0 == "\t" })
-            let archives = parts.count > 1 && parts.last == "archives"
             do {
-                var source = try MountSource(parsing: archives ? parts.dropLast().joined(separator: " ") : trimmed,
-                                             inFolders: true)
-                source.archives = archives
-                sources.append(source)
+                sources.append(try MountSource(parsingLine: trimmed, inFolders: true))
             } catch {
                 throw MountSourceError("\(path) line \(number + 1): \(error.message)")
             }
