@@ -7,23 +7,14 @@ import XCTest
 
 /// Issue 46: after a remount, the walk-ahead reads each small file's entry for its summary, and the open that
 /// follows took what that read found instead of reading the file again; never a read older than the files.
-final class LoadedAheadTests: XCTestCase {
-    var directory: TemporaryDirectory!
+final class LoadedAheadTests: FolderTestCase {
+    override class var folderPrefix: String { "ahead" }
     let bytes = pseudoRandomBytes(count: 200_000)
-
-    override func setUpWithError() throws {
-        directory = try TemporaryDirectory(prefix: "ahead")
-    }
-
-    override func tearDown() {
-        directory = nil
-        super.tearDown()
-    }
 
     func makeStore() throws -> CacheStore {
         var settings = StoreSettings()
         settings.idleEntryTime = .zero
-        return try CacheStore(root: directory.path, settings: settings, logger: Logger(label: "test"))
+        return try CacheStore(root: directory.path, settings: settings, logger: logger)
     }
 
     let metadata = RemoteMetadata(url: "http://origin/f.bin", size: 200_000, etag: "\"1\"", lastModified: "")
