@@ -151,11 +151,15 @@ final class LibraryScaleTests: MountTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountpoint).count, 14)
     }
 
-    // 4. While one directory's listing stalls for 20 s, another directory lists, a file elsewhere stats and a
-    //    cached file reads, each within a second.
+    // 4. While one directory's listing stalls, another directory lists, a file elsewhere stats and a cached file
+    //    reads. No clock decides it: the stalled listing is held until the test ends (the server answers it only
+    //    then), so each of the three finishing while the `ls` of the stalled directory still waits shows that none
+    //    of them waited for it. Had one waited, it could only have ended with that `ls`, at the listing's deadline.
     func testAStalledListingDelaysNothingElse() throws {
+        let asked = origin.root + "/stalled-listing-asked"
         let server = """
-        import http.server, sys, time
+        import http.server, os, sys, threading
+        release = threading.Event()  # never set: the stalled listing is answered only when the server stops
         class Slow(http.server.BaseHTTPRequestHandler):
             protocol_version = 'HTTP/1.1'
             def do_GET(self):
@@ -163,8 +167,9 @@ final class LibraryScaleTests: MountTestCase {
                 if self.path == '/stalled/':
                     body = b'<a href="inner/">inner/</a>\\n'
                 else:
-                    time.sleep(20)
-                    body = b'<a href="late.bin">late.bin</a>\\n'
+                    open(sys.argv[2], 'w').close()  # the stalled listing is under way
+                    release.wait()
+                    body = b''
                 self.send_response(200)
                 self.send_header('Content-Type', 'text/html')
                 self.send_header('Content-Length', str(len(body)))
@@ -175,7 +180,7 @@ final class LibraryScaleTests: MountTestCase {
         http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), Slow).serve_forever()
         """
         let (slow, port) = try BackgroundProcess.listening { port in
-            try BackgroundProcess("/usr/bin/python3", ["-c", server, String(port)])
+            try BackgroundProcess("/usr/bin/python3", ["-c", server, String(port), asked])
         }
         defer { slow.stop() }
         let tree = origin.root + "/fast"
@@ -187,24 +192,27 @@ final class LibraryScaleTests: MountTestCase {
 
         let stalled = try BackgroundProcess("/bin/ls", ["-l", mountpoint + "/stalled/inner"])
         defer { _ = stalled.stop(signal: SIGKILL) }
-        usleep(500_000)  // the stalled listing is under way
-        func timed(_ what: String, _ body: () throws -> Void) rethrows {
-            let started = Date()
-            try body()
-            XCTAssertLessThan(Date().timeIntervalSince(started), 1, "\(what) waited for the stalled directory")
+        // Until the server holds the stalled listing's request (not a timer: the file it makes when asked).
+        let reached = Date().addingTimeInterval(60)
+        while !FileManager.default.fileExists(atPath: asked) && stalled.isRunning && Date() < reached {
+            usleep(10_000)
         }
-        try timed("ls -l of another directory") {
-            let listed = try Shell.run("/bin/ls", ["-l", mountpoint + "/fast/sub"], timeout: 30)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: asked), "the stalled directory was never asked for")
+        func unheld(_ what: String, _ body: () throws -> Void) rethrows {
+            try body()
+            XCTAssertTrue(stalled.isRunning, "\(what) ended after the stalled listing: it waited for it")
+        }
+        try unheld("ls -l of another directory") {
+            let listed = try Shell.run("/bin/ls", ["-l", mountpoint + "/fast/sub"], timeout: 300)
             XCTAssertEqual(listed.status, 0, listed.stderr)
             XCTAssertEqual(listed.stdout.split(separator: "\n").count, 51)
         }
-        try timed("stat of a file elsewhere") {
+        try unheld("stat of a file elsewhere") {
             XCTAssertEqual(try statFile(mountpoint + "/fast/sub/f7.bin").st_size, 1007)
         }
-        try timed("cat of a cached file") {
+        try unheld("cat of a cached file") {
             XCTAssertEqual(try Shell.sha256(of: mountpoint + "/cached.bin"), cached)
         }
-        XCTAssertTrue(stalled.isRunning, "the stalled listing was still under way")
     }
 
     // 5. A directory of 100,000 files, as nginx's JSON and as its HTML: `ls -l` shows all of them with the origin's

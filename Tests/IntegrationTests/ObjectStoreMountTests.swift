@@ -26,7 +26,38 @@ final class ObjectStoreMountTests: MountTestCase {
         try skip(ObjectStoreInstall.motoMissing)
         let server = try MotoS3Server(scratch: scratch.path, checkSignatures: checkSignatures, maxKeys: maxKeys)
         servers.append { server.stop() }
+        if checkSignatures {
+            // moto answers an unsigned request for an object it lacks with 500, not a refusal: asked of one it has
+            // (made in its process, as seeding is: no request).
+            try server.createBucket("unsigned-probe")
+            try server.put(bucket: "unsigned-probe", key: "k", bytes: [1])
+            checkRefusesUnsignedAndCounts(server.client, requests: server.requests, clear: server.clearRequestLog)
+        }
         return server
+    }
+
+    /// What these tests count on from a server that checks signatures, checked on each one they start: an
+    /// unsigned request is refused (so a file read shows that rangefs signed), and the server's log holds exactly
+    /// what was sent, that one refusal (so a count from it is rangefs's traffic, no more, no less); the log is then
+    /// started afresh for the test's own counts.
+    private func checkRefusesUnsignedAndCounts(_ client: S3TestClient, requests: () -> [S3LoggedRequest],
+                                               clear: () -> Void, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(requests(), [], "the server logged requests before any was sent", file: file, line: line)
+        do {
+            let unsigned = try client.send("GET", bucket: "unsigned-probe", key: "k", signed: false)
+            XCTAssertTrue([400, 403].contains(unsigned.status), "an unsigned GET got \(unsigned.status): \(unsigned.text)",
+                          file: file, line: line)
+        } catch {
+            XCTFail("an unsigned GET could not be sent: \(error)", file: file, line: line)
+        }
+        // A server may write its log line after its answer: until the line is there (an event; the minute only
+        // bounds a server that never logs).
+        let logged = Date().addingTimeInterval(60)
+        while requests().isEmpty && Date() < logged { usleep(10_000) }
+        XCTAssertEqual(requests().count, 1, "the log counts what was sent", file: file, line: line)
+        XCTAssertEqual(requests().count(.refused), 1, "and calls it refused", file: file, line: line)
+        clear()
+        XCTAssertEqual(requests(), [], file: file, line: line)
     }
 
     /// `rangefs mount` with `environment` set (as a user's shell would; never on rangefs's own command line).
@@ -393,6 +424,7 @@ final class ObjectStoreMountTests: MountTestCase {
         let key = (accessKeyID: "RANGEFSTESTKEY", secretAccessKey: "rclone/secret+\(getpid())")
         let rclone = try RcloneS3Server(scratch: scratch.path, folder: served, authKey: key)
         servers.append { rclone.stop() }
+        checkRefusesUnsignedAndCounts(rclone.client, requests: rclone.requests, clear: rclone.clearRequestLog)
         let environment = ["AWS_ACCESS_KEY_ID": key.accessKeyID, "AWS_SECRET_ACCESS_KEY": key.secretAccessKey]
         let mounted = try mountS3(["s3://bkt/data/"], environment: environment, extra: ["--s3-endpoint", rclone.endpoint])
         XCTAssertEqual(mounted.status, 0, mounted.stderr)

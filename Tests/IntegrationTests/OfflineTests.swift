@@ -157,7 +157,7 @@ final class OfflineTests: MountTestCase {
 
     // 4b. Issue 39: an origin that accepts connections and never answers (SIGSTOP) holds only its own files'
     //     checks. A read of a file on another, healthy origin that finds its file changed gets its ESTALE answer
-    //     within 1 s while the hung origin's check (`--revalidate 0`: every open checks) is still pending, and the
+    //     while the hung origin's check (`--revalidate 0`: every open checks) is still pending, and the
     //     change is handled by then: a new open sees the new version.
     func testAHungOriginHoldsNoCheckOfAFileOnAnotherOrigin() throws {
         let hung = try NginxOrigin()
@@ -184,7 +184,10 @@ final class OfflineTests: MountTestCase {
         XCTAssertEqual(Glibc.pread(reader, &buffer, 4096, 5 << 20), -1)
         XCTAssertEqual(errno, ESTALE)
         let took = Date().timeIntervalSince(started)
-        XCTAssertLessThan(took, 1, "ESTALE after \(took) s: it waited for the hung origin's check")
+        // Had it waited for the hung origin's check, it could only have answered once that check gave up: no byte
+        // for `lowSpeedTime` (20 s) at the least. Half of that leaves a loaded machine room, and is no deadline
+        // for the work itself (one READ answered from memory).
+        XCTAssertLessThan(took, 10, "ESTALE after \(took) s: it waited for the hung origin's check")
         XCTAssertEqual(try statFile(path).st_size, off_t(9 << 20), "the change was handled before the answer")
         XCTAssertEqual(try Shell.sha256(of: path), newDigest)
     }

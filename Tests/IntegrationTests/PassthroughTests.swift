@@ -47,6 +47,24 @@ final class PassthroughTests: MountTestCase {
         return false
     }
 
+    /// Waits until the cache on disk records every block of the file at `origin.url(name)` as present: its
+    /// commit, an event read from the entry's own files, not a timer. False if that never happened within a
+    /// minute (the group commit runs every 0.5 s).
+    func committedWhole(_ name: String) -> Bool {
+        let url = origin.url(name)
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            for files in EntryFiles.all(root: cache) {
+                guard case .entry(let loaded) = files.load(), loaded.meta.header.url == url else { continue }
+                if let present = loaded.meta.slot?.present, present.setCount == loaded.meta.header.blockCount {
+                    return true
+                }
+            }
+            usleep(20_000)
+        }
+        return false
+    }
+
     // 1. A complete file, page cache dropped, read through the mount: right sha256, and no READ reached the daemon.
     //    status and the xattrs show the passthrough handle while it is open.
     func testAWarmReadOfACompleteFileBypassesTheDaemon() throws {
@@ -112,7 +130,7 @@ final class PassthroughTests: MountTestCase {
         try mount([origin.url("held.bin")])
         let first = try XCTUnwrap(FileHandle(forReadingAtPath: mountpoint + "/held.bin"))
         XCTAssertEqual(Shell.sha256(of: try first.readToEnd() ?? Data()), digest)  // complete, through a normal handle
-        usleep(1_500_000)  // committed
+        XCTAssertTrue(committedWhole("held.bin"), "the complete file was never committed")
         dropCaches()
         let before = try daemonReads("held.bin")
         XCTAssertEqual(try pread(mountpoint + "/held.bin", offset: 0, count: 4096).count, 4096)
