@@ -67,7 +67,7 @@ struct CheckState {
     var running: [String: Int] = [:]
     /// Per origin, the URLs whose first check waits for a slot.
     var waiting: [String: OriginLine] = [:]
-    /// What waits until no check is left (`settle`).
+    /// What waits until no check is left (the tests' `settle`), called once the last check's waiters were.
     var idle: [@Sendable () -> Void] = []
 }
 
@@ -128,17 +128,6 @@ extension Revalidator {
             admitted.append(url)
         }
         return admitted
-    }
-
-    /// Waits until no check is left (for tests; a check of a server that never answers waits for its timeout).
-    func settle() {
-        let done = DispatchSemaphore(value: 0)
-        let idle = checks.withLock { state -> Bool in
-            if state.lines.isEmpty { return true }
-            state.idle.append { done.signal() }
-            return false
-        }
-        if !idle { done.wait() }
     }
 
     /// Runs the first check of `url`, which holds a slot of its origin: probes it, unless it reports a change

@@ -307,13 +307,6 @@ public final class Revalidator: Sendable {
             check(entry, knownChanged: false, urgent: false) { group?.leave() }
         }
     }
-
-    /// Probes the offline files now and returns when every one of those checks is done (for tests).
-    func checkOfflineFilesNow() {
-        let group = DispatchGroup()
-        checkOfflineFiles(group: group)
-        group.wait()
-    }
 }
 
 /// A dispatch timer, to keep in a lock.
