@@ -125,7 +125,10 @@ final class FetchSchedulerTests: XCTestCase {
     /// requests that hold its other blocks promoted in the same round trip (it was two: fetch, then promote). The
     /// origin holds every request unanswered while the locks are counted, so no transfer ends meanwhile.
     func testADemandReadTakesTheSchedulersLockOnce() throws {
-        let fileSystem = try makeFileSystem(prefetch: .none)
+        let taken = Mutex(0)
+        let fileSystem = try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path,
+                                                schedulerLockTaken: { taken.withLock { $0 += 1 } })
+        let lockCount = { taken.withLock { $0 } }
         let inode = try XCTUnwrap(fileSystem.catalog.item(named: "fill.bin")).inode
         let handle = try fileSystem.open(inode).get().handle
         defer { fileSystem.release(handle) }
@@ -137,12 +140,12 @@ final class FetchSchedulerTests: XCTestCase {
         var waiting = 0
         for (blocks, what) in [(0..<2, "nothing fetched yet"), (1..<4, "block 1 in flight, 2 and 3 not"),
                                (0..<4, "every block in flight")] {
-            let before = scheduler.lockCount
+            let before = lockCount()
             let availability = scheduler.ensure(entry, url: url, blocks: blocks) { result in
                 if case .failure(let failure) = result { failures.withLock { $0.append("\(what): \(failure)") } }
                 answered.signal()
             }
-            XCTAssertEqual(scheduler.lockCount - before, 1, what)
+            XCTAssertEqual(lockCount() - before, 1, what)
             guard case .waiting = availability else { return XCTFail("\(what): \(availability)") }
             waiting += 1
         }

@@ -7,7 +7,8 @@ import Logging
 
 /// A RangeFS that serves `urls` from `origin`, with its cache in `directory`, logging to `logger`; with `root`,
 /// its root is that directory URL (listed on its first visit, through `credentials` if an object store's).
-/// `adjust` changes the settings last (the tests' defaults: 64 KiB blocks, no background check).
+/// `adjust` changes the settings last (the tests' defaults: 64 KiB blocks, no background check);
+/// `schedulerLockTaken` observes each taking of the scheduler's lock.
 public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: String, root: String? = nil,
                                credentials: CredentialTable = CredentialTable(),
                                policy: FetchPolicy = FetchPolicy(), prefetch: PrefetchPolicy = .none,
@@ -16,6 +17,7 @@ public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: 
                                passthrough: LockedBox<PassthroughMode> = LockedBox(PassthroughMode.pending),
                                metrics: Metrics = Metrics(),
                                logger: Logger = Logger(label: "test"),
+                               schedulerLockTaken: (@Sendable () -> Void)? = nil,
                                adjust: (inout FileSystemSettings) -> Void = { _ in }) throws -> RangeFS {
     // The store and the scheduler report to the file system through `events`, as a mount wires them.
     let events = FileSystemEvents()
@@ -24,7 +26,9 @@ public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: 
     let catalog = Catalog()
     catalog.setRootURL(root)
     for result in origin.probeAll(urls) { catalog.add(try result.get()) }
-    let scheduler = FetchScheduler(fetcher: origin, policy: policy, events: events.scheduler, metrics: metrics,
+    var schedulerEvents = events.scheduler
+    schedulerEvents.lockTaken = schedulerLockTaken
+    let scheduler = FetchScheduler(fetcher: origin, policy: policy, events: schedulerEvents, metrics: metrics,
                                    logger: logger)
     var settings = FileSystemSettings()
     settings.blockSize = 65536

@@ -43,8 +43,6 @@ public final class FetchScheduler: Sendable {
     private let state = Mutex(State())
     /// The engines handed to each transfer at its birth.
     private var engines: TransferEngines { TransferEngines(demand: demandFetcher, background: fetcher) }
-    /// How often `state`'s lock was taken, for the test that a demand read takes it once (`locked`).
-    private let lockAcquisitions = Atomic<Int>(0)
     /// What the scheduler reports, fixed at its birth.
     let events: Events
     /// The mount's counters: each transfer's bytes and failures are added here once its attempt ends.
@@ -56,6 +54,9 @@ public final class FetchScheduler: Sendable {
         /// A fetch found that the remote file of the entry changed (readers were failed already); the file system
         /// probes it again.
         var remoteChanged: @Sendable (any BlockStore) -> Void = { _ in }
+        /// The scheduler's lock was taken (`locked`): an observer for the test that a demand read takes it once.
+        /// A mount sets none.
+        package var lockTaken: (@Sendable () -> Void)?
     }
 
     private struct Pending {
@@ -107,14 +108,11 @@ public final class FetchScheduler: Sendable {
         self.logger = logger
     }
 
-    /// Runs `body` with the state locked, counting the acquisition.
+    /// Runs `body` with the state locked, telling the observer, if any (`Events.lockTaken`).
     private func locked<Result>(_ body: (inout sending State) -> sending Result) -> sending Result {
-        lockAcquisitions.add(1, ordering: .relaxed)
+        events.lockTaken?()
         return state.withLock(body)
     }
-
-    /// How often the scheduler's lock has been taken so far.
-    var lockCount: Int { lockAcquisitions.load(ordering: .relaxed) }
 
     /// Changes the state under the lock, then starts the work `change` returns. Background transfers are paused
     /// when demand starts, and resumed when the last demand transfer ends.
