@@ -1,7 +1,7 @@
 // How a read's bytes reach the kernel. Present blocks are copied by the kernel straight out of a read-only
 // mapping of the data file (one copy, no buffer per reply); blocks still in memory (just received, or unwritable)
-// are sent from their buffers; where the file cannot be mapped, replies come from its descriptor (spliced) or as
-// bytes gathered from both.
+// are sent from their buffers; where the file is not mapped (a small entry, or a file that cannot be mapped),
+// replies come from its descriptor (spliced) or as bytes gathered from both.
 
 extension CacheEntry {
     /// How to answer a read of `range` whose blocks are readable: straight from the data file when all are on
@@ -89,6 +89,10 @@ extension CacheEntry {
     /// that advice cost the daemon 0.36 CPU seconds per 512 MiB read, and pread 0.26.
     func prefetchFromDisk(_ range: Range<UInt64>) {
         guard !range.isEmpty else { return }
+        // A small entry has no mapping to tell which pages are in the page cache, and needs no reading ahead: its
+        // blocks from an earlier run are read by their check (`verifyAhead`, or the one-pass check of a complete
+        // file), and those written in this run are in the page cache already.
+        if isSmall { return verifyAhead(range) }
         let (runs, direct) = state.withLock { state in
             let checked = blocks(covering: range).filter {
                 state.blocks.present.contains($0) && state.blocks.verified.contains($0)
