@@ -62,7 +62,7 @@ final class CacheEntry: Sendable {
     /// (`noteAnswered`); 0 for none.
     let confirmedAt = Atomic<Int64>(0)
     /// The data file mapped read-only, so replies are copied by the kernel straight from the page cache. Nil for a
-    /// small entry (see `init`), whose replies come from its descriptor.
+    /// small entry (see `init`), whose replies are read with pread.
     let mapping: FileMapping?
     let pipeline: BlockPipeline
     let state: Mutex<State>
@@ -146,7 +146,7 @@ final class CacheEntry: Sendable {
         // file, not per byte: an mmap at every open (and an munmap at release), page faults as its one reply was
         // copied, and an madvise per reply dropping the pages again, which took the address space's lock for
         // writing and sent the other CPU a TLB shootdown (issue 46: 4-7% of the daemon's CPU over 3,000 small
-        // files, cold or after a remount). Its replies are spliced from the descriptor instead.
+        // files, cold or after a remount). Its replies are read with pread instead (CacheEntry+Reply).
         mapping = location.isSmall ? nil : FileMapping(file: dataFile, count: Int(header.size))
         directFile = dataFile.pool.file(path: dataFile.path, flags: O_WRONLY | FileSystemCalls.directFlag)
         directWrites = Atomic(true)
