@@ -61,7 +61,8 @@ final class CacheEntry: Sendable {
     /// A later moment the server answered with this version than its header's, once an answer confirmed it
     /// (`noteAnswered`); 0 for none.
     let confirmedAt = Atomic<Int64>(0)
-    /// The data file mapped read-only, so replies are copied by the kernel straight from the page cache.
+    /// The data file mapped read-only, so replies are copied by the kernel straight from the page cache. Nil for a
+    /// small entry (see `init`), whose replies are read with pread.
     let mapping: FileMapping?
     let pipeline: BlockPipeline
     let state: Mutex<State>
@@ -141,7 +142,12 @@ final class CacheEntry: Sendable {
         geometry = BlockGeometry(blockSize: header.blockSize, size: header.size)
         self.dataFile = dataFile
         self.metaFile = metaFile
-        mapping = FileMapping(file: dataFile, count: Int(header.size))
+        // A small entry is not mapped. Its file is read in one or a few READs, so a mapping's costs were per
+        // file, not per byte: an mmap at every open (and an munmap at release), page faults as its one reply was
+        // copied, and an madvise per reply dropping the pages again, which took the address space's lock for
+        // writing and sent the other CPU a TLB shootdown (issue 46: 4-7% of the daemon's CPU over 3,000 small
+        // files, cold or after a remount). Its replies are read with pread instead (CacheEntry+Reply).
+        mapping = location.isSmall ? nil : FileMapping(file: dataFile, count: Int(header.size))
         directFile = dataFile.pool.file(path: dataFile.path, flags: O_WRONLY | FileSystemCalls.directFlag)
         directWrites = Atomic(true)
         failedDigest = Atomic(digest?.verdict == .mismatch)

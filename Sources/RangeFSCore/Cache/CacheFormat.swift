@@ -21,9 +21,10 @@
 // handle still reading the old version reads the old inode.
 //
 // Why small entries are one file and are never passed through: the kernel bounds a passthrough read by the
-// backing file's own size, which here goes on past the data into the meta block; a small file is read from the
-// mapping instead (it is small: passthrough gains little). Why the meta block trails the data rather than leads
-// it: the data keeps the remote file's offsets, so mapping, pread and direct writes of aligned blocks stay 1:1.
+// backing file's own size, which here goes on past the data into the meta block; a small file's replies are
+// read with pread instead (it is small: passthrough gains little, and so would a mapping). Why the meta block
+// trails the data rather than leads it: the data keeps the remote file's offsets, so mapping, pread and direct
+// writes of aligned blocks stay 1:1.
 //
 // Format v1, read only (migrated when its entry is opened: CacheStore+Migration.swift). An entry was one folder
 // `entries/<32 hex>/` holding four files (five inodes):

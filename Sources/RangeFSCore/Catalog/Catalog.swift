@@ -284,6 +284,18 @@ public final class Catalog: Sendable {
         state.withLock { state in state.child(named: FileName(name), in: parent).flatMap(state.node) }
     }
 
+    /// The URLs of the files among `names` in directory `parent`, in the order of `names`, under one lock: an
+    /// open's digest check looks for four sums files beside each file it opens (issue 46).
+    func fileURLs(named names: [String], in parent: UInt64) -> [String] {
+        state.withLock { state in
+            names.compactMap { name in
+                guard case .file(let item) = state.child(named: FileName(name), in: parent).flatMap(state.node)
+                else { return nil }
+                return item.metadata.url
+            }
+        }
+    }
+
     /// The contents of directory `inode`, sorted by name.
     func children(of inode: UInt64) -> [CatalogNode] {
         state.withLock { state in state.sorted(inode).compactMap(state.node) }

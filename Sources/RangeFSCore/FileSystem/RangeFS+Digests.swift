@@ -112,10 +112,7 @@ extension RangeFS {
             return completion(ExpectedDigest(digest: announced, origin: "the server's Repr-Digest"))
         }
         guard item.listed else { return completion(nil) }
-        let candidates = DigestChecks.sumsNames(for: item.name).compactMap { name -> String? in
-            guard case .file(let sums) = catalog.node(named: name, in: item.parent) else { return nil }
-            return sums.metadata.url
-        }
+        let candidates = catalog.fileURLs(named: DigestChecks.sumsNames(for: item.name), in: item.parent)
         lookUp(item.name, in: candidates[...], completion: completion)
     }
 
