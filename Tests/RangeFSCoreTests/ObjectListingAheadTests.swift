@@ -64,8 +64,8 @@ final class ObjectListingAheadTests: XCTestCase {
     /// The scan finds a token split across the parts a page arrives in, and only once the element is whole; a
     /// token holding an entity or markup is no guess.
     func testTheScanFindsATokenSplitAcrossPartsAndRefusesEntities() {
-        let page = Array("<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>ab+/=c"
-                         + "</NextContinuationToken><Contents>".utf8)
+        let page = Array(("<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>ab+/=c"
+                          + "</NextContinuationToken><Contents>").utf8)
         for cut in 1..<page.count {
             var scan = ContinuationScan()
             let early = scan.token(in: Array(page[..<cut]))
@@ -100,7 +100,7 @@ final class ObjectListingAheadTests: XCTestCase {
         return pages
     }
 
-    private func list(_ store: SplitStore) throws -> DirectoryListing {
+    private func list(_ store: SplitStore) throws -> ParsedListing {
         let done = DispatchSemaphore(value: 0)
         let result = Mutex<Result<[UInt8], FetchError>?>(nil)
         store.fetchObjectListing("http://h:9000/bkt/d/", access: access, limit: 64 << 20, timeout: 600) { answer in
