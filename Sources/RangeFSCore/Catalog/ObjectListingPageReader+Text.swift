@@ -70,6 +70,28 @@ enum PageText {
         return ["utf-8", "utf8", "us-ascii", "ascii"].contains(encoding)
     }
 
+    /// Appends `text` form-decoded to `out` (`+` a space, then `%XX` a byte), as S3 url-encodes keys; false for a
+    /// `%` that escapes nothing. Both readers of a page decode keys here.
+    static func formDecode(_ text: ArraySlice<UInt8>, into out: inout [UInt8]) -> Bool {
+        var position = text.startIndex
+        while position < text.endIndex {
+            switch text[position] {
+            case UInt8(ascii: "+"):
+                out.append(UInt8(ascii: " "))
+                position += 1
+            case UInt8(ascii: "%"):
+                guard position + 2 < text.endIndex, let high = ShallowXML.hexValue(text[position + 1]),
+                      let low = ShallowXML.hexValue(text[position + 2]) else { return false }
+                out.append(UInt8(high * 16 + low))
+                position += 3
+            default:
+                out.append(text[position])
+                position += 1
+            }
+        }
+        return true
+    }
+
     /// Where `pattern` first occurs in `slice`.
 
     static func find(_ pattern: [UInt8], in slice: ArraySlice<UInt8>) -> Int? {

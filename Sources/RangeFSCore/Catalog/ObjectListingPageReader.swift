@@ -377,22 +377,7 @@ extension ObjectListingPageReader {
         scratch.removeAll(keepingCapacity: true)
         PageText.decode(bytes[text.range], hasReference: text.hasReference, into: &scratch)
         let start = decoded.count
-        var position = 0
-        while position < scratch.count {
-            switch scratch[position] {
-            case UInt8(ascii: "+"):
-                decoded.append(UInt8(ascii: " "))
-                position += 1
-            case UInt8(ascii: "%"):
-                guard position + 2 < scratch.count, let high = ShallowXML.hexValue(scratch[position + 1]),
-                      let low = ShallowXML.hexValue(scratch[position + 2]) else { return nil }
-                decoded.append(UInt8(high * 16 + low))
-                position += 3
-            default:
-                decoded.append(scratch[position])
-                position += 1
-            }
-        }
+        guard PageText.formDecode(scratch[...], into: &decoded) else { return nil }
         guard PageText.isUTF8(decoded[start...]) else { return nil }
         return start..<decoded.count
     }
