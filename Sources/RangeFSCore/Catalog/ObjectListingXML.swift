@@ -216,24 +216,8 @@ enum ObjectListingXML {
         guard !element.hasChildElements else { throw fault("<\(element.name)> holds elements, not text") }
         var decoded: [UInt8] = []
         decoded.reserveCapacity(element.text.count)
-        var position = 0
-        let text = element.text
-        while position < text.count {
-            switch text[position] {
-            case UInt8(ascii: "+"):
-                decoded.append(UInt8(ascii: " "))
-                position += 1
-            case UInt8(ascii: "%"):
-                guard position + 2 < text.count, let high = ShallowXML.hexValue(text[position + 1]),
-                      let low = ShallowXML.hexValue(text[position + 2]) else {
-                    throw fault("<\(element.name)> holds a % that escapes nothing")
-                }
-                decoded.append(UInt8(high * 16 + low))
-                position += 3
-            default:
-                decoded.append(text[position])
-                position += 1
-            }
+        guard PageText.formDecode(element.text[...], into: &decoded) else {
+            throw fault("<\(element.name)> holds a % that escapes nothing")
         }
         guard let key = String(validating: decoded, as: UTF8.self) else {
             throw fault("<\(element.name)> is not UTF-8 once url-decoded")

@@ -150,6 +150,10 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
     private var failure: FetchError?
     /// Called once a long answer's first bytes read as a listing's start; nil once called.
     private var firstPage: (@Sendable () -> Void)?
+    /// Called with an object store page's NextContinuationToken as soon as its bytes hold it, before the rest of
+    /// the page has come (ObjectListing.swift asks the next page then); nil once called or given up.
+    private var ahead: (@Sendable (String) -> Void)?
+    private var continuationScan = ContinuationScan()
 
     /// How much of a web listing must have come before it counts as known to be one (`firstPage`): some hundreds
     /// of entries. A shorter listing is read whole about as soon, and is then judged whole (a mount that cannot
@@ -157,12 +161,13 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
     static let firstPageBytes = 64 << 10
 
     init(limit: Int, deadline: ListingDeadline, keepingErrorBodies: Bool = false,
-         firstPage: (@Sendable () -> Void)? = nil,
+         firstPage: (@Sendable () -> Void)? = nil, ahead: (@Sendable (String) -> Void)? = nil,
          completion: @escaping @Sendable (Result<(status: Int, body: [UInt8], cut: Bool), FetchError>) -> Void) {
         self.limit = limit
         self.deadline = deadline
         self.keepingErrorBodies = keepingErrorBodies
         self.firstPage = firstPage
+        self.ahead = ahead
         self.completion = completion
     }
 
@@ -207,6 +212,11 @@ final class ListingSink: RangeResponseSink, @unchecked Sendable {
         if let firstPage, !isError, body.count >= Self.firstPageBytes {
             self.firstPage = nil
             if DirectoryListing.startsLikeListing(body) { firstPage() }
+        }
+        if let ahead, !isError {
+            let token = continuationScan.token(in: body)
+            if continuationScan.isDone { self.ahead = nil }
+            if let token { ahead(token) }
         }
         return true
     }

@@ -34,28 +34,43 @@ enum RFC3339 {
     private static func parseCanonical(_ text: String) -> Int64? {
         var text = text
         // SAFETY: the buffer is the string's own contiguous UTF-8, read only inside the closure.
-        return text.withUTF8 { bytes -> Int64? in
-            guard bytes.count >= 20, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
-                  bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
-                  bytes[bytes.count - 1] == UInt8(ascii: "Z") else { return nil }
-            if bytes.count > 20 {
-                guard bytes[19] == UInt8(ascii: "."), bytes.count > 21,
-                      bytes[20..<(bytes.count - 1)].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-            }
-            func number(_ start: Int, _ count: Int) -> Int? {
-                var value = 0
-                for byte in bytes[start..<(start + count)] {
-                    guard byte >= 0x30, byte <= 0x39 else { return nil }
-                    value = value * 10 + Int(byte - 0x30)
-                }
-                return value
-            }
-            guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
-                  let minute = number(14, 2), let second = number(17, 2),
-                  (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60
-            else { return nil }
-            return HTTPDate.daysSinceEpoch(year: year, month: month, day: day) * 86_400
-                + Int64(hour * 3600 + minute * 60 + second)
+        return text.withUTF8 { canonical($0) }
+    }
+
+    /// A date as `parse` reads it, from its UTF-8 bytes (a listing's pages read straight to records): the canonical
+    /// form with no string made, any other through `parse`.
+    static func parse(_ bytes: ArraySlice<UInt8>) -> Int64? {
+        if let seconds = canonical(bytes) { return seconds }
+        return String(validating: bytes, as: UTF8.self).flatMap { parse($0) }
+    }
+
+    /// The canonical form read from `text`'s bytes, whatever index they start at.
+    private static func canonical<Bytes: RandomAccessCollection>(_ text: Bytes) -> Int64?
+        where Bytes.Element == UInt8, Bytes.Index == Int {
+        let base = text.startIndex
+        let count = text.count
+        func byte(_ offset: Int) -> UInt8 { text[base + offset] }
+        guard count >= 20, byte(4) == UInt8(ascii: "-"), byte(7) == UInt8(ascii: "-"), byte(10) == UInt8(ascii: "T"),
+              byte(13) == UInt8(ascii: ":"), byte(16) == UInt8(ascii: ":"), byte(count - 1) == UInt8(ascii: "Z")
+        else { return nil }
+        if count > 20 {
+            guard byte(19) == UInt8(ascii: "."), count > 21,
+                  (20..<(count - 1)).allSatisfy({ byte($0) >= 0x30 && byte($0) <= 0x39 }) else { return nil }
         }
+        func number(_ start: Int, _ length: Int) -> Int? {
+            var value = 0
+            for offset in start..<(start + length) {
+                let digit = byte(offset)
+                guard digit >= 0x30, digit <= 0x39 else { return nil }
+                value = value * 10 + Int(digit - 0x30)
+            }
+            return value
+        }
+        guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
+              let minute = number(14, 2), let second = number(17, 2),
+              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60
+        else { return nil }
+        return HTTPDate.daysSinceEpoch(year: year, month: month, day: day) * 86_400
+            + Int64(hour * 3600 + minute * 60 + second)
     }
 }
