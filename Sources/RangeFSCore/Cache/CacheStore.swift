@@ -117,7 +117,10 @@ public final class CacheStore: Sendable {
         // Eviction opens released entries again through this, as long as the store lives (StoreLedger+Dormant).
         ledger.reopenHook.withLock { $0 = ReopenHook { [weak self] url in self?.reopenParked(url) ?? false } }
         ledger.settleHook.withLock {
-            $0 = SettleHook { [weak self] entry, size, last in self?.reshapeAfterStream(entry, size: size, lastBlock: last) }
+            $0 = SettleHook { [weak self] entry, size, last, next in
+                guard let self else { return next?(nil) ?? () }
+                reshapeAfterStream(entry, size: size, lastBlock: last, next: next)
+            }
         }
     }
 
@@ -238,7 +241,7 @@ public final class CacheStore: Sendable {
     }
 
     /// Opens the entry of `metadata` from its files, or starts it (under `opening`).
-    private func openEntryFiles(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
+    func openEntryFiles(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
         if let open = openMatching(metadata) { return open }
         // Taken out of the table first: an idle release that has not parked it yet then never does, so that its
         // bytes leave the count once.

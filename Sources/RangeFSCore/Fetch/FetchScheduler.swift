@@ -441,7 +441,7 @@ public final class FetchScheduler: Sendable {
         let entry = sink.blockStore
         schedule { state in
             state.runningFillSinks[ObjectIdentifier(sink)] = nil
-            Self.count(sink.priority, of: entry, in: &state, by: -1)
+            Self.count(sink.priority, of: sink.countedStore, in: &state, by: -1)
             return takeStartable(&state)
         }
         if outcome == .rangeIgnored || outcome == .streamAgain { startStream(entry, url: sink.url) }
