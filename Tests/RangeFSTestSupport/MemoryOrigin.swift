@@ -107,6 +107,8 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     /// The next `dropsLeft` responses end with a transport error after this many body bytes.
     public var dropAfterBytes = 0
     public var dropsLeft = 0
+    /// The server is down (`isDown`) from the moment it drops a response: nothing a retry asks reaches it.
+    public var downAfterDrop = false
     private var delivered: UInt64 = 0
     private var bodiesHeld = false
 
@@ -231,7 +233,12 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
                 while sink.isPaused || (sink.isBackground && self.isBackgroundPaused) || self.isHoldingBodies {
                     usleep(1000)
                 }
-                if let dropAfter, sent >= dropAfter { return finish(.transport("connection reset")) }
+                if let dropAfter, sent >= dropAfter {
+                    self.lock.lock()
+                    if self.downAfterDrop { self.isDown = true }
+                    self.lock.unlock()
+                    return finish(.transport("connection reset"))
+                }
                 if chunkDelay > 0 { usleep(useconds_t(chunkDelay * 1e6)) }
                 let piece = Array(body.prefix(min(chunkSize, (dropAfter ?? Int.max) - sent)))
                 body = body.dropFirst(piece.count)

@@ -1,4 +1,4 @@
-// A file whose server sends no length is streamed into an entry of a capacity (CacheStore+SettledSize.swift). When
+// A file whose server sends no length is streamed into an entry of a capacity (the store's, through BlockStore). When
 // its body outgrows that capacity, the transfer is not ended and asked again from byte 0 (a 64 MiB file then cost
 // 84.5 MiB): the bytes past the capacity that came with the last body call are kept here, the transfer pauses
 // (`isPaused`: libcurl holds what comes next and the server waits on the socket), the store grows the entry off
@@ -68,6 +68,7 @@ extension BlockSink {
         partial = grown.makeBuffer(capacity: grown.length(ofBlock: nextBlock))
         let kept = overflow
         overflow = []
+        // SAFETY: the buffer lives for the call; `store` copies what it keeps into block buffers.
         return kept.withUnsafeBytes { store($0) }
     }
 }

@@ -1,5 +1,5 @@
 // Folder Fetch/: turning wanted blocks into HTTP requests (scheduling, retries, sinks, probes' parsing, streams of
-// unknown length). It may use Cache/ through BlockStore and StreamFile, and System/; never FileSystem/.
+// unknown length). It may use Cache/ through BlockStore, and System/; never FileSystem/.
 //
 // Turns claimed runs of blocks into Range requests and decides when each starts.
 //
