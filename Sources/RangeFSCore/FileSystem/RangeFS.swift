@@ -191,6 +191,8 @@ public final class RangeFS: Sendable {
         // CacheEntry+OnePassCheck.swift); blocks that fail become absent and the file is no longer complete.
         cacheEntry.checkCompleteFileAtOpen(synchronousLimit: settings.openCheckBytes)
         if !cacheEntry.header.sizeKnown { return openUnknownSize(item, entry: cacheEntry) }
+        // Of unknown size in the catalog, settled in the cache (its stream ended, here or in an earlier mount).
+        if !item.metadata.sizeKnown { learnSize(cacheEntry.remoteMetadata) }
         if cacheEntry.isComplete {
             checkDigest(of: cacheEntry, item: item)
         } else if cacheEntry.digestRecord?.verdict == .refetching {
