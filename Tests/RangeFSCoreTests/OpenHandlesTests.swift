@@ -36,49 +36,46 @@ final class OpenHandlesTests: XCTestCase {
         return handle
     }
 
-    /// A download of a file of unknown size, for stream handles; nothing is fetched unless it is read.
-    func makeDownload() throws -> UnsizedDownload {
+    /// The entry of a file of unknown size (an entry of a capacity); nothing is fetched unless it is read.
+    func makeUnsizedEntry() throws -> CacheEntry {
         let metadata = RemoteMetadata.unsized(url: "http://origin/stream.bin", etag: "\"s1\"", lastModified: "")
-        return UnsizedDownload(metadata: metadata, file: try StreamFile(for: metadata, in: store),
-                               fetcher: MemoryOrigin(), policy: FetchPolicy(), blockSize: 65536,
-                               logger: logger) { _ in }
+        return try store.entry(for: metadata, blockSize: 65536)
     }
 
-    /// `startFill` of a planned read, whichever kind.
+    /// A handle on `entry` as file `inode`, not in passthrough.
+    func openNormal(_ handles: OpenHandles, inode: UInt64, on entry: CacheEntry) -> UInt64 {
+        handles.open(inode: inode, entry: entry, readaheadMaximum: 1 << 20) { _, _ in false }.handle
+    }
+
+    /// `startFill` of a planned read.
     func startsFill(_ read: OpenHandles.Read?) -> Bool? {
         switch read {
-        case .blocks(_, _, let startFill), .stream(_, _, let startFill): startFill
+        case .blocks(_, _, let startFill): startFill
         case nil: nil
         }
     }
 
     func testHandlesAreDistinctAndEachIsForgottenOnce() throws {
         let handles = OpenHandles()
-        let download = try makeDownload()
         let first = openNormal(handles)
-        let stream = handles.openStream(inode: 20, download: download)
+        let stream = openNormal(handles, inode: 20, on: try makeUnsizedEntry())
         let second = openNormal(handles)
-        XCTAssertEqual(Set([first, stream, second]).count, 3, "file and stream handles share one numbering")
+        XCTAssertEqual(Set([first, stream, second]).count, 3, "handles of every file share one numbering")
 
         let closed = handles.close(first)
-        XCTAssertEqual(closed.file?.inode, 10)
-        XCTAssertTrue(closed.file?.entry === entry)
-        XCTAssertNil(closed.stream)
-        let again = handles.close(first)
-        XCTAssertNil(again.file, "a handle is forgotten once: a second release finds nothing to end")
-        XCTAssertNil(again.stream)
+        XCTAssertEqual(closed?.inode, 10)
+        XCTAssertTrue(closed?.entry === entry)
+        XCTAssertNil(handles.close(first), "a handle is forgotten once: a second release finds nothing to end")
         XCTAssertNil(handles.plan(first, offset: 0, count: 4096, fillAfter: nil), "a closed handle reads nothing")
         XCTAssertNil(handles.readaheadWindow(of: first))
 
         XCTAssertTrue(handles.isOpen(10), "another handle still has inode 10 open")
         XCTAssertTrue(handles.entry(openOn: 10) === entry)
         XCTAssertTrue(handles.isOpen(20))
-        let closedStream = handles.close(stream)
-        XCTAssertNil(closedStream.file)
-        XCTAssertEqual(closedStream.stream?.inode, 20)
-        XCTAssertTrue(closedStream.stream?.download === download)
+        XCTAssertEqual(handles.entry(openOn: 20)?.header.sizeKnown, false, "a file of unknown size has an entry")
+        XCTAssertEqual(handles.close(stream)?.inode, 20)
         XCTAssertFalse(handles.isOpen(20))
-        XCTAssertNil(handles.entry(openOn: 20), "a stream handle has no cache entry")
+        XCTAssertNil(handles.entry(openOn: 20))
 
         _ = handles.close(second)
         XCTAssertFalse(handles.isOpen(10))
@@ -116,8 +113,8 @@ final class OpenHandlesTests: XCTestCase {
         XCTAssertEqual(seen.last?.passthrough, 1)
 
         // Release ends passthrough only for a handle still in it (RangeFS.release reads `passthrough`).
-        XCTAssertEqual(handles.close(passing.handle).file?.passthrough, false)
-        XCTAssertEqual(handles.close(third.handle).file?.passthrough, true)
+        XCTAssertEqual(handles.close(passing.handle)?.passthrough, false)
+        XCTAssertEqual(handles.close(third.handle)?.passthrough, true)
         XCTAssertEqual(handles.usage(of: 10).passthrough, 0)
     }
 
@@ -160,22 +157,22 @@ final class OpenHandlesTests: XCTestCase {
         XCTAssertEqual(plan.range, (size - 100)..<size)
     }
 
-    /// A stream handle reads its download as of the version it opened, and asks for completion once.
-    func testAStreamHandleReadsItsDownloadAndAsksForCompletionOnce() throws {
+    /// Issue 46, one pipeline: the handles of a file of unknown size move to the entry its stream grew or settled
+    /// into, keeping their planner and whether they asked for completion; others stay.
+    func testHandlesOfAReshapedEntryMoveToTheNewOne() throws {
         let handles = OpenHandles()
-        let download = try makeDownload()
-        let handle = handles.openStream(inode: 20, download: download)
-        var asked: [Bool] = []
-        for index in 0..<4 {
-            guard case .stream(let read, let generation, let startFill)? =
-                handles.plan(handle, offset: UInt64(index) * 8192, count: 8192, fillAfter: 20_000)
-            else { return XCTFail("a stream handle plans a stream read") }
-            XCTAssertTrue(read === download)
-            XCTAssertEqual(generation, download.generation)
-            asked.append(startFill)
-        }
-        XCTAssertEqual(asked, [false, false, true, false])
-        XCTAssertEqual(handles.usage(of: 20).reads, 0, "READs counted are those of cached files")
+        let unsized = try makeUnsizedEntry()
+        let reading = openNormal(handles, inode: 20, on: unsized)
+        let other = openNormal(handles)
+        XCTAssertEqual(startsFill(handles.plan(reading, offset: 0, count: 30_000, fillAfter: 20_000)), true)
+        XCTAssertEqual(handles.replaceEntry(unsized, with: entry), 1, "one handle read the reshaped entry")
+        guard case .blocks(let file, _, let startFill)? = handles.plan(reading, offset: 30_000, count: 4096,
+                                                                       fillAfter: 20_000)
+        else { return XCTFail("the handle is still open") }
+        XCTAssertTrue(file.entry === entry, "it reads the new entry")
+        XCTAssertFalse(startFill, "it asked for completion already")
+        XCTAssertEqual(handles.replaceEntry(unsized, with: entry), 0, "none reads the old one any more")
+        XCTAssertTrue(handles.close(other)?.entry === entry)
     }
 
     /// Each handle keeps its own readahead window: one reader's sequential stream does not widen another's.

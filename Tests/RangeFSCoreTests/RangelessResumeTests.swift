@@ -147,12 +147,6 @@ final class RangelessResumeTests: FolderTestCase {
 
     /// The file read through `handle` 128 KiB at a time until an empty read.
     func readToEnd(_ fileSystem: RangeFS, handle: UInt64) throws -> [UInt8] {
-        var copy: [UInt8] = []
-        while true {
-            let piece = try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: UInt64(copy.count),
-                                                                   count: 128 << 10, timeout: 60)).get()
-            if piece.isEmpty { return copy }
-            copy += piece
-        }
+        try XCTUnwrap(fileSystem.readToEnd(handle: handle)).get()
     }
 }

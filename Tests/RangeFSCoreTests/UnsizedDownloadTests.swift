@@ -4,8 +4,9 @@ import Logging
 import RangeFSTestSupport
 import XCTest
 
-/// Files whose server sends no length, without FUSE: streamed from byte 0, served as the stream passes, made an
-/// ordinary entry at the end, and kept across restarts.
+/// Files whose server sends no length, without FUSE: streamed from byte 0 by the block pipeline into an entry of
+/// unknown size, served as the stream passes, settled at the size found at the end, and kept across restarts
+/// (issue 46, one pipeline: what the old UnsizedDownload did, now the block pipeline's).
 final class UnsizedDownloadTests: XCTestCase {
     let url = "http://origin/stream.bin"
     let bytes = pseudoRandomBytes(count: 3_000_000)
@@ -37,13 +38,7 @@ final class UnsizedDownloadTests: XCTestCase {
 
     /// Reads the whole file as `cp` does through direct I/O: 128 KiB at a time until an empty read.
     func readToEnd(_ fileSystem: RangeFS, handle: UInt64) throws -> [UInt8] {
-        var copy: [UInt8] = []
-        while true {
-            let piece = try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: UInt64(copy.count),
-                                                                   count: 128 << 10)).get()
-            if piece.isEmpty { return copy }
-            copy += piece
-        }
+        try XCTUnwrap(fileSystem.readToEnd(handle: handle)).get()
     }
 
     func testAStreamIsReadToItsEndAndThenIsAnOrdinaryFileOfKnownSize() throws {
@@ -65,8 +60,8 @@ final class UnsizedDownloadTests: XCTestCase {
         XCTAssertTrue(known.metadata.sizeKnown)
         XCTAssertEqual(try fileSystem.attributes(of: item.inode).get().size, UInt64(bytes.count))
         XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.state", of: item.inode).get(), "complete")
-        // Completed straight into the v2 layout, before any open: no v1 folder is left to migrate.
-        XCTAssertNotEqual(access(fileSystem.store.directory(for: url), F_OK), 0, "the v1 folder is gone")
+        // Settled in the v2 layout: no v1 folder is made.
+        XCTAssertNotEqual(access(fileSystem.store.directory(for: url), F_OK), 0, "no v1 folder")
         guard case .entry(let installed) = EntryFiles(root: fileSystem.store.root, url: url).load() else {
             return XCTFail("a complete stream is a v2 entry")
         }
@@ -81,11 +76,13 @@ final class UnsizedDownloadTests: XCTestCase {
         XCTAssertEqual(fileSystem.store.storedEntry(for: url)?.present.isFull, true)
     }
 
-    /// Streams the file in a RangeFS of its own, whose connection drops at 1,000,000 bytes; returns when that
-    /// RangeFS is gone, as a restart finds the cache.
+    /// Streams the file in a RangeFS of its own, whose connection drops at 1,000,000 bytes, and unmounts it (its
+    /// store commits what it holds: 15 whole blocks of 64 KiB, `keptBytes`); returns when that RangeFS is gone, as a
+    /// restart finds the cache.
     func streamUntilTheConnectionDrops() throws {
         origin.dropAfterBytes = 1_000_000
         origin.dropsLeft = 1
+        origin.downAfterDrop = true  // the sink would take the stream up again at once: a restart finds it gone
         weak var store: CacheStore?
         try {
             let fileSystem = try makeFileSystem(attempts: 1)
@@ -94,14 +91,13 @@ final class UnsizedDownloadTests: XCTestCase {
             let handle = try fileSystem.open(item.inode).get().handle
             XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 65536)?.get(),
                            Array(bytes[..<65536]))
-            // A read issued after the stream broke starts another: on a loaded machine the read below came after
-            // the drop, its stream brought the whole file, and the read succeeded. The server is down for it, as a
-            // restart would find it gone.
-            origin.isDown = true
+            // A read issued after the stream broke starts another, and so does the sink's own retry: the server is
+            // down from the drop on (`downAfterDrop`), as a restart would find it gone.
             guard case .failure = try XCTUnwrap(fileSystem.readSynchronously(handle: handle, offset: 2_000_000,
                                                                               count: 4096))
             else { return XCTFail("the stream broke at 1,000,000 bytes") }
             fileSystem.release(handle)
+            fileSystem.store.close()  // as an unmount does
         }()
         // The broken stream's thread lets go of the store (and its lock) just after the reader got its error; the
         // restart below needs the lock, as a new process would.
@@ -125,13 +121,19 @@ final class UnsizedDownloadTests: XCTestCase {
         XCTAssertEqual(try readToEnd(fileSystem, handle: handle), bytes, "an answer without the lie is read")
     }
 
+    /// The whole blocks a stream cut at 1,000,000 bytes keeps (64 KiB blocks).
+    let keptBytes: UInt64 = 15 * 65536
+
     func testAStoppedStreamKeepsWhatItStoredAndTheNextStreamChecksIt() throws {
         try streamUntilTheConnectionDrops()
         // A restart: the stored bytes are there before any request.
         let before = origin.requests.count
         let fileSystem = try makeFileSystem()
         let item = try XCTUnwrap(fileSystem.catalog.items.first)
-        XCTAssertEqual(try fileSystem.attributes(of: item.inode).get().size, 1_000_000)
+        XCTAssertEqual(try fileSystem.attributes(of: item.inode).get().size, keptBytes, "the bytes so far")
+        XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.progress", of: item.inode).get(), "size unknown")
+        XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.cached_bytes", of: item.inode).get(),
+                       String(keptBytes))
         let handle = try fileSystem.open(item.inode).get().handle
         XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 500_000, count: 4096)?.get(),
                        Array(bytes[500_000..<504_096]))
@@ -167,7 +169,8 @@ final class UnsizedDownloadTests: XCTestCase {
     }
 
     /// Issue 46: `rangefs verify --cache` after a stream stopped (a kill, a dropped connection) named the folder
-    /// "started, never committed; it holds nothing" while a remount serves its 1,000,000 kept bytes.
+    /// "started, never committed; it holds nothing" while a remount serves its kept bytes. They are blocks of an
+    /// entry of unknown size now, with their CRCs, verified like any others.
     func testVerifyNamesTheBytesAnUnfinishedStreamKeeps() throws {
         try streamUntilTheConnectionDrops()
         let store = try CacheStore(root: directory.path, logger: Logger(label: "test"))
@@ -175,8 +178,9 @@ final class UnsizedDownloadTests: XCTestCase {
         XCTAssertEqual(reports.count, 1)
         let report = try XCTUnwrap(reports.first)
         XCTAssertTrue(report.isHealthy, report.line)
-        XCTAssertEqual(report.line, "STREAM  \(url): 1000000 bytes of an unfinished stream (no length yet), "
-                       + "kept without CRCs until it ends")
+        XCTAssertEqual(report.line, "STREAM  \(url): 15 blocks verified of a file whose size is not yet known (its "
+                       + "server sends no length; the entry holds up to \(CacheHeader.unsizedCapacity) bytes until the "
+                       + "stream ends)")
     }
 
     func testOtherBytesThanThoseCachedReplaceThemFromTheFirstDifference() throws {
@@ -206,13 +210,16 @@ final class UnsizedDownloadTests: XCTestCase {
     }
 
     func testWithoutFillAStreamNobodyReadsStops() throws {
-        origin.chunkDelay = 0.001  // about 16 MB/s: the 3 MB take 190 ms
+        // 16 KiB every 50 ms: the 3 MB take 9 s; a stream asks every second whether anybody still wants it.
+        origin.chunkDelay = 0.05
         let fileSystem = try makeFileSystem()
         let item = try XCTUnwrap(fileSystem.catalog.items.first)
         let handle = try fileSystem.open(item.inode).get().handle
         XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 4096)?.get(), Array(bytes[..<4096]))
         fileSystem.release(handle)
-        usleep(300_000)
+        let deadline = Date().addingTimeInterval(60)  // a deadline for a hang only: the stream ends when it asks
+        while fileSystem.isStreaming(url) && Date() < deadline { usleep(10_000) }
+        XCTAssertFalse(fileSystem.isStreaming(url))
         XCTAssertLessThan(origin.bodyBytesDelivered, UInt64(bytes.count / 2), "the stream stopped once the file was closed")
         XCTAssertFalse(try XCTUnwrap(fileSystem.catalog.items.first).metadata.sizeKnown)
     }

@@ -53,6 +53,21 @@ extension RangeFS {
         guard done.wait(timeout: .now() + timeout) == .success else { return nil }
         return box.withLock { $0 }
     }
+
+    /// Reads `handle` to its end as `cp` does through direct I/O, `count` bytes at a time until an empty read: the
+    /// bytes, the first failure, or nil if a read was not answered within `timeout` seconds.
+    public func readToEnd(handle: UInt64, count: Int = 128 << 10,
+                          timeout: Double = 60) -> Result<[UInt8], FileSystemError>? {
+        var copy: [UInt8] = []
+        while true {
+            switch readSynchronously(handle: handle, offset: UInt64(copy.count), count: count, timeout: timeout) {
+            case nil: return nil
+            case .failure(let error): return .failure(error)
+            case .success(let piece) where piece.isEmpty: return .success(copy)
+            case .success(let piece): copy += piece
+            }
+        }
+    }
 }
 
 extension RangeFS {

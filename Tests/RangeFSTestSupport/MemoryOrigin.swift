@@ -107,7 +107,30 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
     /// The next `dropsLeft` responses end with a transport error after this many body bytes.
     public var dropAfterBytes = 0
     public var dropsLeft = 0
+    /// The server is down (`isDown`) from the moment it drops a response: nothing a retry asks reaches it.
+    public var downAfterDrop = false
     private var delivered: UInt64 = 0
+    private var bodiesHeld = false
+
+    /// Holds every body after its head, from its next piece on, until `releaseBodies`: a server that has not
+    /// produced the rest yet (a test's gate).
+    public func holdBodies() {
+        lock.lock()
+        bodiesHeld = true
+        lock.unlock()
+    }
+
+    public func releaseBodies() {
+        lock.lock()
+        bodiesHeld = false
+        lock.unlock()
+    }
+
+    private var isHoldingBodies: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return bodiesHeld
+    }
     private var backgroundPaused = false
     /// How often background transfers were paused.
     public private(set) var backgroundPauses = 0
@@ -207,8 +230,15 @@ public final class MemoryOrigin: RangeFetching, @unchecked Sendable {
             }
             var sent = 0
             while !body.isEmpty {
-                while sink.isPaused || (sink.isBackground && self.isBackgroundPaused) { usleep(1000) }
-                if let dropAfter, sent >= dropAfter { return finish(.transport("connection reset")) }
+                while sink.isPaused || (sink.isBackground && self.isBackgroundPaused) || self.isHoldingBodies {
+                    usleep(1000)
+                }
+                if let dropAfter, sent >= dropAfter {
+                    self.lock.lock()
+                    if self.downAfterDrop { self.isDown = true }
+                    self.lock.unlock()
+                    return finish(.transport("connection reset"))
+                }
                 if chunkDelay > 0 { usleep(useconds_t(chunkDelay * 1e6)) }
                 let piece = Array(body.prefix(min(chunkSize, (dropAfter ?? Int.max) - sent)))
                 body = body.dropFirst(piece.count)

@@ -45,8 +45,9 @@ enum StreamStep {
     /// block. The entry is settled at that size (CacheStore+SettledSize.swift), after which it is stale.
     case ended(size: UInt64, lastBlock: [UInt8])
     /// The body of a file of unknown size is longer than the entry's capacity: the entry is rewritten with room
-    /// for more, after which it is stale, and the file is streamed again from byte 0.
-    case outgrew
+    /// for more, after which it is stale. `next` gets the entry with more room (nil if it could not be made), into
+    /// which the same stream goes on: its transfer waits meanwhile, paused, and nothing is asked for twice.
+    case outgrew(next: @Sendable ((any BlockStore)?) -> Void)
 }
 
 /// Which version of the remote file is cached, and how an answer is judged against it (RotatingETags.swift).
@@ -186,8 +187,13 @@ extension CacheEntry: BlockStore, CachedVersion {
         case .markRangeless: setRangeless()
         case .begin: return beginWholeStream()
         case .end: return endWholeStream()
-        case .ended(let size, let lastBlock): ledger.settleHook.withLock { $0 }?.settle(self, size, lastBlock)
-        case .outgrew: ledger.settleHook.withLock { $0 }?.settle(self, nil, [])
+        case .ended(let size, let lastBlock): ledger.settleHook.withLock { $0 }?.settle(self, size, lastBlock, nil)
+        case .outgrew(let next):
+            guard let hook = ledger.settleHook.withLock({ $0 }) else {
+                next(nil)
+                return false
+            }
+            hook.settle(self, nil, [], next)
         }
         return true
     }

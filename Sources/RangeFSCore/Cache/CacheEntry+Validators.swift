@@ -50,8 +50,9 @@ extension CacheEntry {
     /// Whether this entry was made for the content `metadata` describes: the same ETag (or, without one on either
     /// side, the same Last-Modified) and length; or only another ETag from a server known to rotate them.
     func matches(_ metadata: RemoteMetadata) -> Bool {
-        // An entry of unknown size covers a capacity: it is never the entry of a size (nor a sized one of none).
-        guard header.sizeKnown == metadata.sizeKnown else { return false }
+        // An entry of unknown size covers a capacity: it is never the entry of a size. An entry of a size is the
+        // one of a file without a length whose stream ended (CacheStore+SettledSize.swift), if its validators say so.
+        guard header.sizeKnown == metadata.sizeKnown || header.sizeKnown else { return false }
         let mine = remoteMetadata
         if mine.describesSameContent(as: metadata) { return true }
         guard mine.etagRotated(to: metadata), ledger.rotatingETags.contains(header.url) else { return false }

@@ -116,6 +116,11 @@ final class CacheEntry: Sendable {
         /// this version's own validator came after it (CacheEntry+Validators).
         var otherETag: String?
         var ownAnswerSinceOther = false
+        /// Readers of a file of unknown size waiting past the entry's capacity: answered with success when the
+        /// entry is reshaped (grown or settled: it goes stale), or with the failure of its stream.
+        var reshapeWaiters: [BlockWaiter] = []
+        /// Stale because the store reshaped it (its stream ended or outgrew it), not because the file changed.
+        var reshaped = false
     }
 
     /// Where an entry's files are and what its meta block says, for `CacheEntry.init`.
@@ -303,7 +308,10 @@ final class CacheEntry: Sendable {
                 state.recentFailures.removeAll { now - $0.at > Self.failureMemory }
                 state.recentFailures.append((blocks, now, error))
             }
-            return state.blocks.abandon(blocks)
+            // A failed stream of a file of unknown size fails the readers waiting past its capacity too.
+            let pastCapacity = header.sizeKnown ? [] : state.reshapeWaiters
+            if !header.sizeKnown { state.reshapeWaiters.removeAll() }
+            return state.blocks.abandon(blocks) + pastCapacity
         }
         for resume in failed { resume(.failure(error)) }
     }
@@ -319,14 +327,37 @@ final class CacheEntry: Sendable {
     /// does every later request. Returns false if it already was stale.
     @discardableResult
     func markStale() -> Bool {
-        let (failed, changed) = state.withLock { state -> ([BlockWaiter], Bool) in
-            guard !state.stale else { return ([], false) }
+        let (failed, reshaped, changed) = state.withLock { state -> ([BlockWaiter], [BlockWaiter], Bool) in
+            guard !state.stale else { return ([], [], false) }
             state.stale = true
             for index in state.memory.removeAll() { state.blocks.droppedFromMemory(index) }
-            return (state.blocks.removeAllWaiters(), true)
+            defer { state.reshapeWaiters.removeAll() }
+            return (state.blocks.removeAllWaiters(), state.reshapeWaiters, true)
         }
         for resume in failed { resume(.failure(.replaced)) }
+        for resume in reshaped { resume(.success(())) }
         return changed
+    }
+
+    /// Makes the entry stale because the store reshaped it into another (CacheStore+SettledSize.swift): its readers
+    /// read the new one (`wasReshaped`), where a stale entry's would get ESTALE.
+    func markReshaped() {
+        state.withLock { $0.reshaped = true }
+        markStale()
+    }
+
+    /// Whether the entry went stale for a reshape, not for a change of the remote file.
+    var wasReshaped: Bool { state.withLock { $0.reshaped } }
+
+    /// A reader of a file of unknown size past this entry's capacity waits for the entry to be reshaped (it goes
+    /// stale, answered with success) or for its stream to fail; false, with `waiter` not kept, when it is stale
+    /// already.
+    func whenReshaped(_ waiter: @escaping BlockWaiter) -> Bool {
+        state.withLock { state in
+            guard !state.stale else { return false }
+            state.reshapeWaiters.append(waiter)
+            return true
+        }
     }
 
     var isStale: Bool { state.withLock { $0.stale } }
@@ -348,7 +379,9 @@ final class CacheEntry: Sendable {
         state.withLock { state in
             // A complete entry needs no stream: a Range request answered with the whole file after another
             // stream completed it must not start the file over.
-            guard !state.streaming, !state.stale, !state.blocks.present.isFull else { return false }
+            // An entry of unknown size is never complete: full, its stream must bring the bytes past its capacity
+            // (a stream that died there would otherwise leave its readers waiting for ever).
+            guard !state.streaming, !state.stale, !state.blocks.present.isFull || !header.sizeKnown else { return false }
             state.streaming = true
             state.blocks.claimAllAbsent()
             return true

@@ -3,8 +3,6 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
     case system(SystemError)
     /// Another process holds the cache directory's lock.
     case locked(path: String, holder: String)
-    /// The file's server sends no length: it has no block entry until a stream has read it to its end.
-    case sizeUnknown(url: String)
     /// The stream of a file without a length ended, and its entry could not be kept at the size found.
     case unsettledSize(url: String, size: UInt64, reason: String)
 
@@ -13,8 +11,6 @@ public enum CacheError: Error, Sendable, CustomStringConvertible {
         case .system(let error): error.description
         case .locked(let path, let holder):
             "cache directory \(path) is in use by another rangefs (\(holder)); unmount it first or pass another --cache DIR"
-        case .sizeUnknown(let url):
-            "\(Redaction.redact(url)) has no known size yet (its server sends no length); read it to its end once"
         case .unsettledSize(let url, let size, let reason):
             "\(Redaction.redact(url)): cannot keep it at its size of \(size) bytes: \(reason); it is streamed again from byte 0"
         }

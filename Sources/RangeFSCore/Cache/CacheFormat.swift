@@ -46,7 +46,9 @@
 //
 // header and bitmap were only ever replaced whole (temp file, fsync, rename, fsync of the folder).
 //
-// A file whose server sends no length is still first streamed into two files of a v1 folder (StreamFile):
+// Before issue 46's one pipeline, a file whose server sends no length was first streamed into two files of a v1
+// folder (now an entry of unknown size, version 3 below, holds it; an old folder's are dropped at migration, and
+// `verify` still names them):
 //
 //   stream        the bytes received so far, from byte 0, in order
 //   stream-state  magic "RFSSTRM1" | u32 version=1 | u64 length | str url | str etag | str lastModified | u32 crc32c
@@ -196,7 +198,8 @@ struct BitmapRecord: Equatable, Sendable {
     }
 }
 
-/// How much of a stream-only file (one without a known size) is durable in its `stream` file.
+/// How much of a file without a known size an older rangefs made durable in a v1 folder's `stream` file (read by
+/// `verify` only; the folder is dropped at migration).
 struct StreamRecord: Equatable, Sendable {
     static let magic = Array("RFSSTRM1".utf8)
     static let version: UInt32 = 1

@@ -66,9 +66,10 @@ extension CacheStore {
         let header = loaded.meta.header
         // Another ETag alone, from a server known to rotate them, is the same version (RotatingETags.swift).
         let rotated = header.remoteMetadata.etagRotated(to: metadata) && ledger.rotatingETags.contains(metadata.url)
-        // An entry whose size was not yet known when the file now has one (or the reverse) is of another shape:
-        // its geometry covers a capacity, not the size. It starts again; a whole-file stream checks its blocks.
-        guard header.url == metadata.url, header.sizeKnown == metadata.sizeKnown,
+        // An entry whose size was not yet known when the file now has one is of another shape: its geometry covers
+        // a capacity, not the size. It starts again; a whole-file stream checks its blocks. An entry of a size is
+        // the one of a file without a length whose stream ended (the catalog may not have heard of it yet).
+        guard header.url == metadata.url, header.sizeKnown == metadata.sizeKnown || header.sizeKnown,
               header.remoteMetadata.describesSameContent(as: metadata) || rotated else {
             logger.info("\(Redaction.redact(metadata.url)) changed on the server; dropping its cached data")
             return nil

@@ -9,15 +9,17 @@
 //   large  `.meta` is written durably (temp file, rename), `data` is renamed to `.data` (the blocks are not
 //          copied), the shard is flushed, then the folder is removed.
 //
-// A download of a file without a length (StreamFile) streams into a v1-shaped folder and completes there as a
-// v1 entry, which it then migrates at once, like any other. Its `stream` files are never touched here.
+// Before the one pipeline (issue 46), a file without a length streamed into a v1-shaped folder's `stream` file. A
+// completed one became a v1 entry there and migrates like any other; an unfinished one (`stream`, `stream-state`)
+// is dropped here: such a file now streams into an entry of unknown size, from byte 0, as it would have anyway
+// after another version of the file.
 
 import Glibc
 import Synchronization
 
 extension CacheStore {
-    /// The v1 files of an entry; `stream` and `stream-state` are StreamFile's, and stay.
-    private static let legacyFiles = ["data", "header", "bitmap", "crc32c", "digest"]
+    /// The v1 files of an entry, and an unfinished stream's of an older rangefs (dropped).
+    private static let legacyFiles = ["data", "header", "bitmap", "crc32c", "digest", "stream", "stream-state"]
 
     /// Migrates the v1 folder of `files`' URL to v2 if it holds an entry, and removes a v1 folder's leftovers.
     func migrateLegacyEntry(_ files: EntryFiles) throws(SystemError) {
@@ -25,10 +27,7 @@ extension CacheStore {
         guard mayHoldLegacyFolders.load(ordering: .relaxed), access(folder, F_OK) == 0 else { return }
         guard access(folder + "/data", F_OK) == 0, let headerBytes = try FileSystemCalls.readSmallFile(folder + "/header")
         else {
-            // A download in progress (StreamFile) owns a folder with a stream, even while it links its `data` and
-            // before it writes its header: not leftovers.
-            let streaming = access(folder + "/stream", F_OK) == 0 || access(folder + "/stream-state", F_OK) == 0
-            if !streaming { try removeLegacyFiles(folder) }
+            try removeLegacyFiles(folder)
             return
         }
         let header: CacheHeader
@@ -76,13 +75,13 @@ extension CacheStore {
         logger.debug("migrated the cache entry \(folder) to \(files.base)")
     }
 
-    /// Removes a v1 folder's entry files, and the folder once empty (a running StreamFile keeps its own).
+    /// Removes a v1 folder's entry files, and the folder once empty.
     func removeLegacyFiles(_ folder: String) throws(SystemError) {
         // `data` before `header`: a folder with a header and no data is leftovers, never an entry.
         for name in Self.legacyFiles { try FileSystemCalls.removeFile(folder + "/" + name) }
         // A kill between a v1 commit's temp bitmap and its rename left the temp: it goes with the folder.
         FileSystemCalls.removeTemporaryFiles(in: folder)
-        // Not empty: a StreamFile download in it goes on; it is no entry.
+        // Not empty: files of someone else's; it is no entry.
         _ = rmdir(folder)
     }
 }

@@ -26,7 +26,9 @@ extension CacheStore {
     /// The caller gives the catalog the size before another open of the file's unknown size comes: such an open
     /// would find the entry of a size, another shape, and start it over (CacheStore+EntryFiles, `reuseEntry`).
     /// Nothing else writes the entry meanwhile: its one writer is the stream that ended.
-    func settleSize(of entry: CacheEntry, size: UInt64, lastBlock: [UInt8]) throws(CacheError) -> CacheEntry {
+    /// `announce` hears of the new entry before `entry`'s readers do (they ask again at once).
+    func settleSize(of entry: CacheEntry, size: UInt64, lastBlock: [UInt8],
+                    announce: (CacheEntry) -> Void = { _ in }) throws(CacheError) -> CacheEntry {
         let old = entry.header
         guard !old.sizeKnown, size <= old.size, lastBlock.count == Int(size % UInt64(old.blockSize)) else {
             throw .unsettledSize(url: old.url, size: size, reason: "its entry is not one of unknown size that holds it")
@@ -34,27 +36,31 @@ extension CacheStore {
         var header = old
         header.size = size
         header.sizeKnown = true
-        return try reshape(entry, as: header, lastBlock: lastBlock)
+        return try reshape(entry, as: header, lastBlock: lastBlock, announce: announce)
     }
 
     /// `entry`, of a file whose size is not yet known, received more bytes than its capacity: rewrites it at
     /// `capacityGrowth` times that capacity, still of unknown size, with the blocks it holds; closes `entry` and
-    /// returns the new one. The stream starts again from byte 0 (without Range nothing else is possible), and
-    /// checks the kept blocks against their CRCs as it passes them (`presentChecksum`).
-    func growCapacity(of entry: CacheEntry) throws(CacheError) -> CacheEntry {
+    /// returns the new one. The stream that outgrew it goes on into the new one (StreamStep.outgrew); a stream
+    /// that starts later starts from byte 0 (without Range nothing else is possible) and checks the kept blocks
+    /// against their CRCs as it passes them (`presentChecksum`).
+    /// `streamGoesOn`: the stream that outgrew `entry` goes on into the new one, whose stream it is from before any
+    /// reader of `entry` hears of the change (a reader would start another).
+    func growCapacity(of entry: CacheEntry, streamGoesOn: Bool = false,
+                      announce: (CacheEntry) -> Void = { _ in }) throws(CacheError) -> CacheEntry {
         var header = entry.header
         let (grown, overflow) = header.size.multipliedReportingOverflow(by: Self.capacityGrowth)
         guard !header.sizeKnown, !overflow, grown <= RemoteMetadata.largestSize else {
             throw .unsettledSize(url: header.url, size: header.size, reason: "its entry cannot grow past its capacity")
         }
         header.size = grown
-        return try reshape(entry, as: header, lastBlock: [])
+        return try reshape(entry, as: header, lastBlock: [], streamGoesOn: streamGoesOn, announce: announce)
     }
 
     /// Rewrites `entry`'s files as an entry of `target`'s size (known or a capacity), keeping its present whole
     /// blocks that fit and adding `lastBlock` after them; returns the new entry, opened.
-    private func reshape(_ entry: CacheEntry, as target: CacheHeader,
-                         lastBlock: [UInt8]) throws(CacheError) -> CacheEntry {
+    private func reshape(_ entry: CacheEntry, as target: CacheHeader, lastBlock: [UInt8], streamGoesOn: Bool = false,
+                         announce: (CacheEntry) -> Void) throws(CacheError) -> CacheEntry {
         let old = entry.header
         let whole = min(old.blockCount, Int(target.size / UInt64(old.blockSize)))
         waitForWrites()
@@ -78,7 +84,7 @@ extension CacheStore {
         // Under the lock opens of this URL take (none reads the files while they change) and the entry's commit
         // lock (no commit writes a slot of the old geometry into the new `.meta`). Out of the table first, and with
         // nothing left to commit; stale (its waiters answered) only once both locks are let go.
-        try ledger.opening(old.url).withLock { () throws(CacheError) in
+        let next = try ledger.opening(old.url).withLock { () throws(CacheError) -> CacheEntry in
             try entry.commitLock.withLock { () throws(CacheError) in
                 forgetSummary(of: old.url)
                 ledger.forgetParked(old.url)
@@ -95,9 +101,14 @@ extension CacheStore {
                 // Again once the files changed: a summary read meanwhile (without this lock) read the old ones.
                 forgetSummary(of: old.url)
             }
+            // Opened under the same lock, before the old entry's readers hear that it is stale: an open of the URL
+            // in between would find no entry in the table and the new files under the old shape.
+            return try openEntryFiles(for: header.remoteMetadata, blockSize: old.blockSize)
         }
-        entry.markStale()
-        return try self.entry(for: header.remoteMetadata, blockSize: old.blockSize)
+        if streamGoesOn { _ = next.beginWholeStream() }
+        announce(next)
+        entry.markReshaped()
+        return next
     }
 
     /// Writes the files of `entry`'s URL as `header`'s (see the top of this file for the order).
@@ -139,24 +150,26 @@ extension CacheStore {
     }
 
     /// A whole-file stream of `entry`, of unknown size, ended after `size` bytes (`StreamStep.ended`), or outgrew
-    /// its capacity (nil): settled, or grown, off the network's thread, since it waits for the writer and
-    /// flushes; the owner hears of the new entry.
-    func reshapeAfterStream(_ entry: CacheEntry, size: UInt64?, lastBlock: [UInt8]) {
+    /// its capacity (nil; `next` then gets the grown entry, whose blocks the going stream claims): settled, or
+    /// grown, off the network's thread, since it waits for the writer and flushes; the owner hears of the new
+    /// entry before the old one's readers and the stream go on into it.
+    func reshapeAfterStream(_ entry: CacheEntry, size: UInt64?, lastBlock: [UInt8], next: SettleHook.Next? = nil) {
         DispatchQueue.global().async { [self] in
             do {
-                let next: CacheEntry
+                let reshaped: CacheEntry
                 if let size {
-                    next = try settleSize(of: entry, size: size, lastBlock: lastBlock)
+                    reshaped = try settleSize(of: entry, size: size, lastBlock: lastBlock) { events.reshaped(entry, $0) }
                     logger.info("\(Redaction.redact(entry.header.url)) is complete: \(size) bytes; its size is known from now on")
                 } else {
-                    next = try growCapacity(of: entry)
-                    logger.info("\(Redaction.redact(entry.header.url)) sends more than \(entry.header.size) bytes; streaming it again into room for \(next.header.size)")
+                    reshaped = try growCapacity(of: entry, streamGoesOn: true) { events.reshaped(entry, $0) }
+                    logger.info("\(Redaction.redact(entry.header.url)) sends more than \(entry.header.size) bytes; its stream goes on into room for \(reshaped.header.size)")
                 }
-                events.reshaped(entry, next)
+                next?(reshaped)
             } catch {
                 // The entry stays as it was, its stream ended: the next one starts from byte 0 and finds the end again.
                 logger.error("\(error)")
                 entry.stream(.end)
+                next?(nil)
             }
         }
     }

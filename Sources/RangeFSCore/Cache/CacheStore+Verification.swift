@@ -16,8 +16,8 @@ public struct VerificationReport: Sendable, Equatable {
     /// The entry was started and never committed (v2: no valid slot; v1: no header yet, or an empty one, and no
     /// bitmap): it claims no block, so it is no damage (issue 36: a new entry's files wait for its first commit).
     var neverCommitted = false
-    /// The folder holds an unfinished stream of a file without a length (StreamFile): this many durable bytes
-    /// (0 when its record is unreadable, which the next stream replaces from byte 0). No CRC covers them yet.
+    /// The folder holds an unfinished stream an older rangefs left of a file without a length: this many bytes
+    /// (0 when its record is unreadable), dropped at the file's next open (CacheStore+Migration.swift).
     var streamedBytes: UInt64?
     /// The entry is of a file whose size is not yet known (its server sends no length): its blocks cover this
     /// capacity, not a size. Its present blocks have CRCs and are checked like any other.
@@ -30,7 +30,7 @@ public struct VerificationReport: Sendable, Equatable {
     public var line: String {
         let name = url ?? folder
         if let streamedBytes {
-            return "STREAM  \(name): \(streamedBytes) bytes of an unfinished stream (no length yet), kept without CRCs until it ends"
+            return "STREAM  \(name): \(streamedBytes) bytes of an unfinished stream of an older rangefs, dropped when the file is next opened (it streams again)"
         }
         if neverCommitted { return "EMPTY   \(name): started, never committed; it holds nothing" }
         if let damage { return "DAMAGED \(name): \(damage); the entry starts empty on its next mount" }
@@ -136,7 +136,7 @@ extension CacheStore {
                 // A stream of a file without a length that has not ended keeps its bytes in `stream` and has no
                 // header yet: saying it "holds nothing" hid bytes a remount serves (issue 46).
                 if let record = try FileSystemCalls.readSmallFile(folder + "/stream-state") {
-                    let stream = try? StreamRecord.decode(record)  // unreadable: StreamFile starts over at byte 0
+                    let stream = try? StreamRecord.decode(record)  // unreadable: nothing to name; dropped all the same
                     report.url = stream.map { Redaction.redact($0.url) }
                     report.streamedBytes = stream?.length ?? 0
                 } else if access(folder + "/bitmap", F_OK) == 0 {

@@ -35,8 +35,8 @@ public final class CacheStore: Sendable {
     /// The descriptors of every entry's files: bounded, whatever the number of entries.
     let descriptors: DescriptorPool
     /// Whether `entries/` may hold v1 folders (CacheStore+Migration.swift): found at the store's birth (a cache
-    /// made by v2 has none), and set when a download without a length makes one (StreamFile). Without them, an
-    /// entry's lookups skip v1's paths: two failing system calls per file of a cold read.
+    /// made by v2 has none). Without them, an entry's lookups skip v1's paths: two failing system calls per file of
+    /// a cold read.
     let mayHoldLegacyFolders: Atomic<Bool>
     let entries = Mutex<[String: CacheEntry]>([:])
     /// What is cached of entries that are not open (CacheStore+Summaries.swift).
@@ -117,7 +117,10 @@ public final class CacheStore: Sendable {
         // Eviction opens released entries again through this, as long as the store lives (StoreLedger+Dormant).
         ledger.reopenHook.withLock { $0 = ReopenHook { [weak self] url in self?.reopenParked(url) ?? false } }
         ledger.settleHook.withLock {
-            $0 = SettleHook { [weak self] entry, size, last in self?.reshapeAfterStream(entry, size: size, lastBlock: last) }
+            $0 = SettleHook { [weak self] entry, size, last, next in
+                guard let self else { return next?(nil) ?? () }
+                reshapeAfterStream(entry, size: size, lastBlock: last, next: next)
+            }
         }
     }
 
@@ -161,8 +164,8 @@ public final class CacheStore: Sendable {
     /// Memory for fetched blocks, recycled within this store.
     var bufferPool: BufferPool { pipeline.buffers }
 
-    /// The v1 folder for `url` (CacheFormat.swift): the first 32 hex digits of its SHA-256. Only a download of a
-    /// file without a length is still made in it (StreamFile), and migrated to v2 when it completes.
+    /// The v1 folder for `url` (CacheFormat.swift): the first 32 hex digits of its SHA-256. Nothing is made in it
+    /// any more; an older cache's is migrated (CacheStore+Migration.swift).
     public func directory(for url: String) -> String {
         root + "/entries/" + String(SHA256.hexDigest(url).prefix(32))
     }
@@ -238,7 +241,7 @@ public final class CacheStore: Sendable {
     }
 
     /// Opens the entry of `metadata` from its files, or starts it (under `opening`).
-    private func openEntryFiles(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
+    func openEntryFiles(for metadata: RemoteMetadata, blockSize: Int) throws(CacheError) -> CacheEntry {
         if let open = openMatching(metadata) { return open }
         // Taken out of the table first: an idle release that has not parked it yet then never does, so that its
         // bytes leave the count once.

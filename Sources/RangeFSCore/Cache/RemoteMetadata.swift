@@ -6,7 +6,8 @@ public struct RemoteMetadata: Sendable, Equatable {
     /// The size in bytes; 0 while `sizeKnown` is false.
     public var size: UInt64
     /// Whether the server said how big the file is. A response without Content-Length (chunked, or ended by
-    /// closing the connection) gives a stream-only file, read from start to end (see `StreamFile`).
+    /// closing the connection) gives a file of unknown size, streamed from start to end into an entry of unknown
+    /// size until its body ends (CacheStore+SettledSize.swift).
     public var sizeKnown = true
     /// The strong or weak ETag as sent, quotes included; empty if none.
     public var etag: String

@@ -177,9 +177,10 @@ struct ReopenHook: Sendable {
 /// The store's way to settle an entry of unknown size at the size its stream found, or to grow it
 /// (`StoreLedger.settleHook`; a struct for the reason `ReopenHook` is one).
 struct SettleHook: Sendable {
-    /// The entry, its size (nil: its body outgrew its capacity), and the bytes of its last block past the last
-    /// whole one.
-    let settle: @Sendable (CacheEntry, UInt64?, [UInt8]) -> Void
+    /// The entry, its size (nil: its body outgrew its capacity), the bytes of its last block past the last whole
+    /// one, and for a growth who gets the grown entry (StreamStep.outgrew).
+    typealias Next = @Sendable ((any BlockStore)?) -> Void
+    let settle: @Sendable (CacheEntry, UInt64?, [UInt8], Next?) -> Void
 
-    init(_ settle: @escaping @Sendable (CacheEntry, UInt64?, [UInt8]) -> Void) { self.settle = settle }
+    init(_ settle: @escaping @Sendable (CacheEntry, UInt64?, [UInt8], Next?) -> Void) { self.settle = settle }
 }

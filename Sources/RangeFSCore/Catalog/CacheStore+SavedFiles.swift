@@ -40,7 +40,7 @@ extension CacheStore {
     }
 
     /// `metadata` as a probe found it, with the size of the complete entry of the same content when the server
-    /// sent no length: a stream-only file that was read to its end once is an ordinary file from then on.
+    /// sent no length: a file of unknown size that was streamed to its end once is an ordinary file from then on.
     public func settled(_ metadata: RemoteMetadata) -> RemoteMetadata {
         guard !metadata.sizeKnown, let stored = storedMetadata(for: metadata.url),
               stored.describesSameContent(as: metadata) else { return metadata }

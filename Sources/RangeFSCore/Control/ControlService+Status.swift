@@ -139,22 +139,16 @@ extension ControlService {
         return status
     }
 
-    /// A file whose server sends no length: its size is what the stream has brought so far.
+    /// A file whose server sends no length: its size is what its stream has brought so far (whole blocks of its
+    /// entry of unknown size), its state "streaming" while its stream runs, else "unsized".
     private func streamStatus(_ item: CatalogItem) -> FileStatus {
-        let download: UnsizedDownload?
-        var problem: String?
-        do {
-            download = try fileSystem.download(for: item)
-        } catch {
-            download = nil
-            problem = "cannot open its cache: \(error)"
-        }
-        let cached = download?.cachedBytes ?? 0
-        let state = download.map { $0.isStreaming ? "streaming" : "unsized" } ?? (problem == nil ? "complete" : "error")
+        let open = store.openEntry(for: item.metadata.url).flatMap { $0.isStale ? nil : $0 }
+        let cached = open?.cachedBytes ?? store.cachedBytes(of: item.metadata)
+        let state = fileSystem.isStreaming(item.metadata.url) ? "streaming" : "unsized"
         return FileStatus(name: catalog.path(of: item.inode), url: Redaction.redact(item.metadata.url), size: cached,
-                          cachedBytes: cached, state: state, bytesPerSecond: 0, etaSeconds: nil,
+                          cachedBytes: cached, state: state, bytesPerSecond: open?.recentRate ?? 0, etaSeconds: nil,
                           map: String(repeating: cached > 0 ? ":" : " ", count: Self.mapWidth),
-                          lastError: download?.lastError ?? problem)
+                          lastError: open?.lastError)
     }
 
     private func stateName(_ entry: CacheEntry, cached: UInt64, size: UInt64, refusal: FillRefusal?) -> String {

@@ -142,11 +142,7 @@ public final class ControlService: Sendable {
         saveCatalog()
         if fileSystem.prefetch == .all && note.isEmpty {
             do {
-                if metadata.sizeKnown {
-                    scheduler.fill(try fileSystem.entry(for: item), url: url)
-                } else {
-                    try fileSystem.download(for: item)?.fill()
-                }
+                scheduler.fill(try fileSystem.entry(for: item), url: url)
             } catch {
                 return (.failure("added \(item.name), but its download cannot start: \(error); see rangefs status"), true)
             }
@@ -202,7 +198,6 @@ public final class ControlService: Sendable {
         fileSystem.kernel.forgetName(item.name, in: item.parent)
         fileSystem.kernel.flush()
         if let open = store.openEntry(for: item.metadata.url) { scheduler.stopFilling(open) }
-        fileSystem.forgetDownload(of: item.metadata.url)
         saveCatalog()
         forgetQuery(of: item.metadata.url)
         do {
@@ -289,7 +284,6 @@ public final class ControlService: Sendable {
         if fileSystem.isStreaming(item.metadata.url) {
             return .failure("\(name) is being streamed; wait for its end before evicting its data")
         }
-        fileSystem.forgetDownload(of: item.metadata.url)
         do {
             try store.removeEntry(for: item.metadata.url)
         } catch {

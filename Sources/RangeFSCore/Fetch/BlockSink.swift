@@ -29,7 +29,13 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     // @unchecked Sendable: the fetcher calls one sink from one thread at a time (head, body..., complete), and
     // a retry starts only after `complete` returned, so the mutable fields are never touched concurrently.
 
-    let entry: any BlockStore
+    /// The entry the blocks go to; a stream of a file of unknown size moves on to the entry that replaced the one
+    /// it outgrew (`adoptGrownEntry`). Read on the fetcher's thread; other threads read `shared`.
+    private(set) var entry: any BlockStore
+    /// The entry the transfer started on: the scheduler counts it as that entry's until it ends.
+    let countedStore: any BlockStore
+    /// `entry` and `blocks`, for the scheduler's threads (`blockStore`, `coveredBlocks`).
+    private let shared: Mutex<(store: any BlockStore, blocks: Range<Int>)>
     /// The file's own URL (the primary, with mirrors).
     let url: String
     /// The file's mirrors, if it has any; nil asks `url` every time.
@@ -43,16 +49,18 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// Body bytes received in the current attempt, and the proxy they came through.
     var tally = AttemptTally()
     /// The engines its attempts are sent through, and the counters its attempts end in; handed over at its birth.
-    private let engines: TransferEngines
+    let engines: TransferEngines
     private let metrics: Metrics
-    private let blocks: Range<Int>
+    private var blocks: Range<Int>
     /// Streams the whole file without a Range header, skipping blocks already present.
     let wholeFile: Bool
     /// The file's size is not yet known (its server sends no length): the entry's size is a capacity, and the
     /// body's end, or its outgrowing the capacity, reshapes the entry (`StreamStep.ended`, `.outgrew`).
     let sizeUnknown: Bool
-    /// The body of a file of unknown size went past the entry's capacity.
-    private var outgrew = false
+    /// A stream of a file of unknown size that outgrew its entry, while the store grows it (BlockSink+Growth).
+    let growth = Mutex(Growth())
+    /// The bytes past the capacity that came with the last body call before the growth, handed to the grown entry.
+    var overflow: [UInt8] = []
     /// Fill can be promoted to demand while it runs (a reader needs its blocks); read from the fetcher's thread.
     private let currentPriority: Mutex<FetchPriority>
     private let maxBytesPerSecond: Int?
@@ -62,9 +70,9 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     // only until `finished`, so the cycle ends with the transfer.
     let owner: TransferOwner
     /// The first block not yet stored; blocks before it in `blocks` are present.
-    private var nextBlock: Int
+    var nextBlock: Int
     /// Bytes of `nextBlock` received so far; handed to the entry when the block is whole.
-    private var partial: BlockBuffer
+    var partial: BlockBuffer
     /// Attempts since the last one that made progress.
     private var attempt = 0
     /// Where the current attempt started, to tell whether it made progress.
@@ -105,6 +113,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         self.engines = engines
         self.metrics = metrics
         self.entry = entry
+        countedStore = entry
+        shared = Mutex((entry, blocks))
         self.url = url
         self.mirrors = wholeFile ? nil : mirrors
         self.blocks = blocks
@@ -190,19 +200,29 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     var priority: FetchPriority { currentPriority.withLock { $0 } }
     var isBackground: Bool { priority == .fill }
     /// Readahead and fill of a file the user paused wait; a reader's own request never does.
-    var isPaused: Bool { priority != .demand && entry.isPaused }
+    var isPaused: Bool { growth.withLock { $0.waiting } || (priority != .demand && entry.isPaused) }
 
     /// The blocks this transfer still has to bring.
     var remainingBlocks: Range<Int> { nextBlock..<blocks.upperBound }
     /// The blocks this transfer covers, for overlap checks from other threads (immutable).
-    var coveredBlocks: Range<Int> { blocks }
-    var blockStore: any BlockStore { entry }
+    var coveredBlocks: Range<Int> { shared.withLock { $0.blocks } }
+    var blockStore: any BlockStore { shared.withLock { $0.store } }
+
+    /// Moves this transfer to `store`, now covering `blocks` (a grown entry of unknown size); fetcher's thread.
+    func move(to store: any BlockStore, blocks: Range<Int>) {
+        entry = store
+        self.blocks = blocks
+        shared.withLock { $0 = (store, blocks) }
+    }
 
     /// Makes a running fill transfer demand work: a reader waits for its blocks.
     func promoteToDemand() { currentPriority.withLock { $0 = .demand } }
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
         if errorBody != nil { return receive(errorBytes: body) }
+        if !overflow.isEmpty || growth.withLock({ $0.grown != nil || $0.failed }) {
+            guard adoptGrownEntry() else { return false }
+        }
         tally.received += body.count
         bodyReceived += UInt64(body.count)
         let now = DispatchTime.now().uptimeNanoseconds
@@ -218,13 +238,19 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
             failure = .untrustedBody("its body is longer than the \(expectedBody) bytes its head states")
             return false
         }
+        return store(body)
+    }
+
+    /// Cuts `body` into the blocks it completes, and keeps the rest in `partial`; false (with `failure`) to end
+    /// the transfer.
+    func store(_ body: UnsafeRawBufferPointer) -> Bool {
         var remaining = body
         while !remaining.isEmpty {
             guard nextBlock < blocks.upperBound else {
                 if sizeUnknown && wholeFile {
-                    outgrew = true  // not a failure: the entry gets more room (`endOfUnknownSize`)
-                    failure = .cancelled
-                    return false
+                    // Not a failure: the entry gets more room, and this stream goes on into it (BlockSink+Growth).
+                    outgrowEntry(keeping: remaining)
+                    return true
                 }
                 failure = .badContentRange("body longer than the requested range")
                 return false
@@ -299,9 +325,15 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     }
 
     func complete(error: FetchError?) {
+        // A body that ended while the store grew its entry ends once the grown entry took the bytes past the old one.
+        if deferWhileGrowing(error) { return }
+        var error = error
+        if !overflow.isEmpty || growth.withLock({ $0.grown != nil || $0.failed }), !adoptGrownEntry() {
+            error = error ?? failure
+        }
         var outcome = settleHeldBlocks(objectStoreFailure(failure) ?? error)
         tally.count(source: choice?.url ?? url, isPrimary: choice?.isPrimary ?? true, outcome: outcome)
-        if sizeUnknown && wholeFile && (outgrew || outcome == nil) { return endOfUnknownSize() }
+        if sizeUnknown && wholeFile && outcome == nil { return endOfUnknownSize() }
         if let mirrors, let choice {
             mirrors.finished(choice, bytes: resumeOffset - attemptStart,
                              seconds: MonotonicClock.seconds() - attemptBegan, error: outcome)
@@ -379,16 +411,12 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         finish(.done)
     }
 
-    /// The stream of a file of unknown size ended, so its length is the size, or outgrew the entry: the store
-    /// settles or grows the entry (`StreamStep`), and the old entry's readers get `.replaced` then.
+    /// The stream of a file of unknown size ended, so its length is the size: the store settles the entry
+    /// (`StreamStep.ended`), and the old entry's readers get `.replaced` then.
     /// The stream is not ended on the entry, and the claims past the end stay: no other stream (a fill's) starts
     /// on an entry about to go stale; the store ends it if it cannot reshape it.
     private func endOfUnknownSize() {
-        if outgrew {
-            entry.stream(.outgrew)
-        } else {
-            entry.stream(.ended(size: resumeOffset, lastBlock: Array(partial.bytes)))
-        }
+        entry.stream(.ended(size: resumeOffset, lastBlock: Array(partial.bytes)))
         owner.finished(self, outcome: .done)
     }
 

@@ -21,6 +21,12 @@ extension FetchScheduler: TransferOwner {
         logger.warning("\(origin) sends another ETag on each answer for the same file (length and Last-Modified unchanged): its ETags are not used as validators; changes are told by length and Last-Modified")
     }
 
+    /// The stream still counts as the old entry's transfer until it ends (`countedStore`); a fill of the old
+    /// entry is one of the new.
+    func moved(_ sink: BlockSink, from old: any BlockStore, to new: any BlockStore) {
+        if isFilling(old) { fill(new, url: sink.url) }
+    }
+
     func finished(_ sink: BlockSink, outcome: TransferOutcome) {
         transferEnded(sink, outcome: outcome)
     }

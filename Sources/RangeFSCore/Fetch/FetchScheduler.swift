@@ -1,5 +1,5 @@
 // Folder Fetch/: turning wanted blocks into HTTP requests (scheduling, retries, sinks, probes' parsing, streams of
-// unknown length). It may use Cache/ through BlockStore and StreamFile, and System/; never FileSystem/.
+// unknown length). It may use Cache/ through BlockStore, and System/; never FileSystem/.
 //
 // Turns claimed runs of blocks into Range requests and decides when each starts.
 //
@@ -439,7 +439,7 @@ public final class FetchScheduler: Sendable {
         let entry = sink.blockStore
         schedule { state in
             state.runningFillSinks[ObjectIdentifier(sink)] = nil
-            Self.count(sink.priority, of: entry, in: &state, by: -1)
+            Self.count(sink.priority, of: sink.countedStore, in: &state, by: -1)
             return takeStartable(&state)
         }
         if outcome == .rangeIgnored || outcome == .streamAgain { startStream(entry, url: sink.url) }

@@ -1,7 +1,7 @@
 // Which bytes of the file an answer carries, judged in one place from its status and Content-Range against the
 // range asked for. Every reader of a GET's answer asks here: the probe (RemoteMetadata+Probe.swift), the probe
 // that brings the first bytes (FirstBytes.swift, and through ProbeBody the BlockSink it hands over to), block
-// fetches and whole-file streams (BlockSink.swift), and streams of files without a length (UnsizedDownload.swift).
+// fetches and whole-file streams (BlockSink.swift), those of files without a length included.
 //
 // A 206 carries the part its Content-Range names; its reader still checks that the part fits what it asked for
 // (a 206 may bring less than asked). A 200 is the whole file (a server that ignores Range, or a changed file under

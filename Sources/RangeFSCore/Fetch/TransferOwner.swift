@@ -30,6 +30,8 @@ protocol TransferOwner: AnyObject, Sendable {
     /// Whether anybody still wants the blocks of a reader's or readahead's transfer: a live process using its file
     /// (see BlockStore.hasLiveUse), or the file being completed in the background.
     func isWanted(_ sink: BlockSink) -> Bool
+    /// A stream of a file of unknown size moved from the entry it outgrew to the grown one (BlockSink+Growth).
+    func moved(_ sink: BlockSink, from old: any BlockStore, to new: any BlockStore)
     /// The transfer is over; the sink makes no more calls.
     func finished(_ sink: BlockSink, outcome: TransferOutcome)
 }

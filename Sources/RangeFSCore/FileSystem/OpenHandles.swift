@@ -1,5 +1,5 @@
-// The files open through the kernel: what each handle reads (a cache entry with its read planner, or the stream
-// of a file without a known length), and whether its reads asked for the file to be completed yet. RangeFS asks
+// The files open through the kernel: what each handle reads (a cache entry with its read planner; for a file
+// without a known length, the entry its stream is in), and whether its reads asked for the file to be completed yet. RangeFS asks
 // it once per read, under one lock, for the read's plan.
 //
 // Lock: `state` is RangeFS's handle lock in the core's lock order (CacheStore.swift): nothing is taken under it
@@ -20,28 +20,15 @@ final class OpenHandles: Sendable {
         var passthrough = false
     }
 
-    /// A handle on a file of unknown size, read from its stream.
-    struct StreamFile {
-        let inode: UInt64
-        let download: UnsizedDownload
-        /// The version it was opened on (see `UnsizedDownload.generation`).
-        let generation: Int
-        var bytesRead: UInt64 = 0
-        var askedForFill = false
-    }
-
     /// What a read of a handle is to do.
     enum Read {
         /// Serve `plan` from `file`'s entry; `startFill`: this read made the handle a use of the file.
         case blocks(OpenFile, ReadPlanner.Plan, startFill: Bool)
-        /// Read the stream of `download`, as of the version the handle opened.
-        case stream(UnsizedDownload, generation: Int, startFill: Bool)
     }
 
     private struct State {
         var next: UInt64 = 1
         var files: [UInt64: OpenFile] = [:]
-        var streams: [UInt64: StreamFile] = [:]
         /// READs the daemon answered, per inode, since the mount: a passthrough handle adds none.
         var reads: [UInt64: Int] = [:]
     }
@@ -81,20 +68,21 @@ final class OpenHandles: Sendable {
         }
     }
 
-    /// A new handle reading the stream of `download` (the file `inode`) as of its current version.
-    func openStream(inode: UInt64, download: UnsizedDownload) -> UInt64 {
-        state.withLock { state in
-            let handle = state.next
-            state.next += 1
-            state.streams[handle] = StreamFile(inode: inode, download: download, generation: download.generation)
-            return handle
-        }
+    /// Forgets `handle`; returns what it read.
+    func close(_ handle: UInt64) -> OpenFile? {
+        state.withLock { $0.files.removeValue(forKey: handle) }
     }
 
-    /// Forgets `handle`; returns what it read.
-    func close(_ handle: UInt64) -> (file: OpenFile?, stream: StreamFile?) {
+    /// Makes every handle reading `old` read `new` (an entry of unknown size reshaped); returns how many.
+    func replaceEntry(_ old: CacheEntry, with new: CacheEntry) -> Int {
         state.withLock { state in
-            (state.files.removeValue(forKey: handle), state.streams.removeValue(forKey: handle))
+            var moved = 0
+            for (handle, file) in state.files where file.entry === old {
+                state.files[handle] = OpenFile(inode: file.inode, entry: new, planner: file.planner,
+                                               askedForFill: file.askedForFill, passthrough: file.passthrough)
+                moved += 1
+            }
+            return moved
         }
     }
 
@@ -114,12 +102,7 @@ final class OpenHandles: Sendable {
                 }
                 return .blocks(file, plan, startFill: startFill)
             }
-            guard var stream = state.streams[handle] else { return nil }
-            stream.bytesRead += UInt64(count)
-            let startFill = fillAfter.map { !stream.askedForFill && stream.bytesRead >= $0 } ?? false
-            if startFill { stream.askedForFill = true }
-            state.streams[handle] = stream
-            return .stream(stream.download, generation: stream.generation, startFill: startFill)
+            return nil
         }
     }
 
@@ -131,7 +114,7 @@ final class OpenHandles: Sendable {
     /// Whether any handle is open on `inode`.
     func isOpen(_ inode: UInt64) -> Bool {
         state.withLock { state in
-            state.files.values.contains { $0.inode == inode } || state.streams.values.contains { $0.inode == inode }
+            state.files.values.contains { $0.inode == inode }
         }
     }
 

@@ -60,17 +60,10 @@ extension RangeFS {
     /// How much of `item` is cached. No entry is opened for this: `ls -l` of a library would make one for every
     /// file. A listed file that no probe has seen counts a cached copy of the size its listing states.
     func cachedBytes(of item: CatalogItem) -> UInt64 {
-        if !item.metadata.sizeKnown {
-            do {
-                if let stream = try download(for: item) { return stream.cachedBytes }
-            } catch {
-                // Shown as nothing cached, which is what can be read of it: say why.
-                logger.error("cannot open the cache for \(item.name): \(error)")
-                return 0
-            }
-            // Completed since `item` was read from the catalog.
-            guard let known = catalog.item(inode: item.inode), known.metadata.sizeKnown else { return 0 }
-            return cachedBytes(of: known)
+        // Of unknown size: its entry's whole blocks streamed so far (its own shape: a capacity, or the size once the
+        // stream ended and before the catalog heard of it).
+        if !item.metadata.sizeKnown, let open = store.openEntry(for: item.metadata.url), !open.isStale {
+            return open.cachedBytes
         }
         return store.cachedBytes(of: item.metadata, matchingSizeOnly: !item.validated)
     }

@@ -71,9 +71,6 @@ public final class RangeFS: Sendable {
         var open: [UInt64: DirectorySnapshot] = [:]
     }
 
-    /// The downloads of files whose server sends no length, by URL, until they complete.
-    let unsized = Mutex<[String: UnsizedDownload]>([:])
-
     public typealias Reply = @Sendable (Result<ReadReply, FileSystemError>) -> Void
 
     /// The credentials per origin that the fetcher sends; `rangefs add` puts a URL's userinfo here.
@@ -175,7 +172,6 @@ public final class RangeFS: Sendable {
     /// Opens `item`, which a probe has seen.
     private func open(_ item: CatalogItem) -> Result<OpenedFile, FileSystemError> {
         let inode = item.inode
-        if !item.metadata.sizeKnown, let opened = openStream(item) { return opened }
         // The kernel may hold this listed file's attributes from before it was opened: `entry(for:)` tells it to
         // drop them if the entry opens now (see `entryOpened`).
         let cacheEntry: CacheEntry
@@ -194,6 +190,9 @@ public final class RangeFS: Sendable {
         // A complete file from an earlier run is checked in one pass, so that it can pass through (see
         // CacheEntry+OnePassCheck.swift); blocks that fail become absent and the file is no longer complete.
         cacheEntry.checkCompleteFileAtOpen(synchronousLimit: settings.openCheckBytes)
+        if !cacheEntry.header.sizeKnown { return openUnknownSize(item, entry: cacheEntry) }
+        // Of unknown size in the catalog, settled in the cache (its stream ended, here or in an earlier mount).
+        if !item.metadata.sizeKnown { learnSize(cacheEntry.remoteMetadata) }
         if cacheEntry.isComplete {
             checkDigest(of: cacheEntry, item: item)
         } else if cacheEntry.digestRecord?.verdict == .refetching {
@@ -240,29 +239,11 @@ public final class RangeFS: Sendable {
         }
     }
 
-    /// Opens a file whose server sends no length: it is read from its stream, with direct I/O. Nil if the stream
-    /// completed the file meanwhile.
-    private func openStream(_ item: CatalogItem) -> Result<OpenedFile, FileSystemError>? {
-        let download: UnsizedDownload
-        do {
-            guard let found = try self.download(for: item) else { return nil }
-            download = found
-        } catch {
-            logger.error("cannot open the cache for \(item.name): \(error)")
-            return .failure(.cacheUnusable(error))
-        }
-        download.opened()
-        let handle = handles.openStream(inode: item.inode, download: download)
-        if settings.prefetch == .open || settings.prefetch == .all { download.fill() }
-        return .success(OpenedFile(handle: handle, keepCache: false, directIO: true))
-    }
-
     public func release(_ handle: UInt64) {
         if releaseArchiveMember(handle) { return }
-        let (file, stream) = handles.close(handle)
+        let file = handles.close(handle)
         if let file, file.passthrough { file.entry.endPassthrough() }
         file?.entry.endUse()
-        stream?.download.closed()
     }
 
     /// Reads `count` bytes at `offset` for process `pid` (0: unknown); `reply` runs exactly once, now or when the
@@ -273,12 +254,13 @@ public final class RangeFS: Sendable {
         switch handles.plan(handle, offset: offset, count: count, fillAfter: fillAfter) {
         case nil:
             reply(.failure(.badHandle))
-        case .stream(let download, let generation, let startFill):
-            if readCompleted(download, generation, offset: offset, count: count, pid: pid, reply: reply) { return }
-            if startFill { download.fill() }
-            download.read(offset: offset, count: count, generation: generation) { result in
-                reply(result.mapError(Self.fileSystemError(for:)))
-            }
+        case .blocks(let file, _, let startFill) where !file.entry.header.sizeKnown:
+            // Its size is not known yet: read through whichever entry the stream is in now (RangeFS+UnknownSize),
+            // unless the version the handle opened was replaced on the server.
+            if file.entry.isStale && !file.entry.wasReshaped { return reply(.failure(.stale)) }
+            if startFill { scheduler.fill(file.entry, url: file.entry.header.url) }
+            readUnknownSize(file.entry.header.url, inode: file.inode, offset: offset, count: count, pid: pid,
+                            reply: reply)
         case .blocks(let file, let plan, let startFill):
             let entry = file.entry
             if startFill && !entry.isComplete { scheduler.fill(entry, url: entry.header.url) }
@@ -300,8 +282,10 @@ public final class RangeFS: Sendable {
     /// blocks again without planning the read again.
     /// `counted`: the read is new (not a retry), and counts as a hit or a miss in the metrics.
     /// `pid`: the process the READ is for; while the READ waits, it counts as that process's use of the file.
+    /// `whenReplaced`: what a read of a file of unknown size does when its entry is reshaped (it asks again)
+    /// instead of answering ESTALE.
     func serve(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, counted: Bool = false,
-                       pid: Int32 = 0, reply: @escaping Reply) {
+               pid: Int32 = 0, reply: @escaping Reply, whenReplaced: (@Sendable () -> Void)? = nil) {
         if entry.isKnownWrong { return reply(.failure(.io("digest mismatch"))) }
         let blocks = entry.blocks(covering: range)
         // The kernel's retry of a READ that just failed (see `CacheEntry.recentFailure`).
@@ -317,7 +301,8 @@ public final class RangeFS: Sendable {
             entry.endRead(pid: pid)
             guard let self else { return reply(.failure(.io("the file system is shutting down"))) }
             switch result {
-            case .success: answer(range, of: entry, inode: inode, reply: reply)
+            case .success: answer(range, of: entry, inode: inode, reply: reply, whenReplaced: whenReplaced)
+            case .failure(.replaced) where whenReplaced != nil && entry.wasReshaped: whenReplaced?()
             case .failure(.replaced):
                 revalidator.answerStale(range, of: entry, inode: inode) { reply(.failure(.stale)) }
             case .failure(let failure): reply(.failure(Self.fileSystemError(for: failure.fetchError)))
@@ -330,8 +315,11 @@ public final class RangeFS: Sendable {
         switch availability {
         case .ready:
             entry.endRead(pid: pid)
-            answer(range, of: entry, inode: inode, reply: reply)
+            answer(range, of: entry, inode: inode, reply: reply, whenReplaced: whenReplaced)
         case .waiting: break
+        case .failed(.replaced) where whenReplaced != nil && entry.wasReshaped:
+            entry.endRead(pid: pid)
+            whenReplaced?()
         case .failed(let failure):
             entry.endRead(pid: pid)
             reply(.failure(Self.fileSystemError(for: failure.fetchError)))
@@ -340,7 +328,8 @@ public final class RangeFS: Sendable {
 
     /// Sends the bytes of a read whose blocks are readable; if a memory-held block was dropped meanwhile, serves
     /// the read again (the block is fetched again).
-    private func answer(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, reply: @escaping Reply) {
+    private func answer(_ range: Range<UInt64>, of entry: CacheEntry, inode: UInt64, reply: @escaping Reply,
+                        whenReplaced: (@Sendable () -> Void)?) {
         let blocks = entry.blocks(covering: range)
         store.ledger.recordUse(entry, blocks: blocks)
         // The reply reads the data file after this returns to the adapter; until it is sent, eviction keeps out.
@@ -349,7 +338,7 @@ public final class RangeFS: Sendable {
         if let bytes = entry.reply(for: range) {
             reply(.success(bytes))
         } else {
-            serve(range, of: entry, inode: inode, reply: reply)
+            serve(range, of: entry, inode: inode, reply: reply, whenReplaced: whenReplaced)
         }
     }
 
@@ -357,10 +346,6 @@ public final class RangeFS: Sendable {
     public func fillAll() {
         for item in catalog.items {
             do {
-                if !item.metadata.sizeKnown {
-                    try download(for: item)?.fill()
-                    continue
-                }
                 let cacheEntry = try entry(for: item)
                 if !cacheEntry.isComplete { scheduler.fill(cacheEntry, url: item.metadata.url) }
             } catch {
@@ -377,7 +362,11 @@ public final class RangeFS: Sendable {
     /// Every entry opens here, whoever needs it (an open, the first bytes of an open's probe, a fill, a prefetch of
     /// the next files of a directory), so the kernel hears of each entry that starts changing (`entryOpened`).
     func entry(for item: CatalogItem, inUse: Bool = false) throws(CacheError) -> CacheEntry {
-        guard item.metadata.sizeKnown else { throw .sizeUnknown(url: item.metadata.url) }
+        // A file of unknown size whose stream ended: its entry of the size, before the catalog heard of it.
+        if let settled = settledEntry(of: item) {
+            if inUse { settled.beginUse() }
+            return settled
+        }
         let metadata = directories.versionToOpen(item)
         let wasOpen = store.openEntry(for: metadata.url) != nil
         let entry = inUse ? try store.entryInUse(for: metadata, blockSize: settings.blockSize)
@@ -385,46 +374,6 @@ public final class RangeFS: Sendable {
         // An entry that opens complete, from which nothing takes blocks, changes no attribute the kernel holds.
         if !wasOpen && !cachedBytesSettled(entry) { entryOpened(url: metadata.url) }
         return entry
-    }
-
-    /// The download of `item`, a file whose server sends no length, made on first use from what an earlier stream
-    /// left in the cache; nil once the file's stream completed it (it is an ordinary file now).
-    func download(for item: CatalogItem) throws(CacheError) -> UnsizedDownload? {
-        let url = item.metadata.url
-        do {
-            // Made under the lock: a second download of the same files would cut the first one's stream short.
-            return try unsized.withLock { downloads throws(SystemError) -> UnsizedDownload? in
-                if let existing = downloads[url] { return existing }
-                // Completed meanwhile (the catalog learns the size before the download leaves this table).
-                if catalog.item(inode: item.inode)?.metadata.sizeKnown ?? false { return nil }
-                let made = UnsizedDownload(
-                    metadata: item.metadata, file: try StreamFile(for: item.metadata, in: store),
-                    fetcher: scheduler.demandFetcher, policy: scheduler.policy, blockSize: settings.blockSize,
-                    logger: logger
-                ) { [weak self] metadata in self?.streamCompleted(metadata) }
-                downloads[url] = made
-                return made
-            }
-        } catch {
-            throw .system(error)
-        }
-    }
-
-    /// Drops the download of a file whose server sends no length (it left the mount, or its data was evicted).
-    func forgetDownload(of url: String) {
-        _ = unsized.withLock { $0.removeValue(forKey: url) }
-    }
-
-    /// Whether the file at `url` is being streamed now (its server sends no length).
-    func isStreaming(_ url: String) -> Bool {
-        unsized.withLock { $0[url]?.isStreaming ?? false }
-    }
-
-    /// A stream reached the end of its file: the catalog takes the size, and the file is an ordinary one from now on
-    /// (handles open on the stream keep reading it).
-    private func streamCompleted(_ metadata: RemoteMetadata) {
-        learnSize(metadata)
-        _ = unsized.withLock { $0.removeValue(forKey: metadata.url) }
     }
 
     static func fileSystemError(for error: FetchError) -> FileSystemError {
