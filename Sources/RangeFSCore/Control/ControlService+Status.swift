@@ -13,7 +13,7 @@ extension ControlService {
     static let mapWidth = 50
 
     /// The states a default status leaves out: nothing to see there.
-    static let quietStates: Set<String> = ["complete", "empty"]
+    public static let quietStates: Set<String> = ["complete", "empty"]
 
     func status(all: Bool) -> ControlResponse {
         // Every file, listed ones included: the totals count what is cached of each, opened or not, read from

@@ -58,6 +58,7 @@ public final class ControlService: Sendable {
         case .evict: return evict(name: request.name)
         case .identify: return ControlResponse(ok: true, pid: getpid())
         case .metrics: return ControlResponse(ok: true, message: fileSystem.metrics.prometheusText)
+        case .blockmap: return blockMap(name: request.name, width: request.width ?? Self.mapWidth)
         }
     }
 
