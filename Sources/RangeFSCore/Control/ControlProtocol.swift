@@ -31,10 +31,13 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     var archives: Bool?
     /// For blockmap: how many cells (1 to `ControlService.blockMapMaxWidth`).
     var width: Int?
+    /// For status: only the files whose cache entry is open (those that can change without a new look), and no
+    /// totals: what `rangefs ui` asks each second, at a cost that does not grow with the mount's files.
+    var active: Bool?
 
     public init(command: Command, name: String? = nil, url: String? = nil, mirrors: [String]? = nil,
                 checksum: String? = nil, all: Bool? = nil, keepData: Bool? = nil, archives: Bool? = nil,
-                width: Int? = nil) {
+                width: Int? = nil, active: Bool? = nil) {
         self.command = command
         self.name = name
         self.url = url
@@ -44,6 +47,7 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         self.keepData = keepData
         self.archives = archives
         self.width = width
+        self.active = active
     }
 }
 

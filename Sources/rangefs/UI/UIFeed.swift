@@ -1,9 +1,10 @@
 // What the web page shows, kept up to date by asking the mounts over their control sockets: the same `status` the
 // CLI sends, so the page can show nothing `rangefs status` would not (its URLs and errors come redacted by the
 // daemon). The feed asks only while a page is watching: once a second per mount it asks for the files worth a look
-// (not complete, not untouched: a few, however many the mount holds), and for every file only every
-// `fullInterval` ticks, at the start, after an action, and when a file left that short list (it completed, or was
-// evicted); so a mount of 10,000 files serializes 10,000 files once every few seconds, not every second.
+// (those whose cache entry is open: the daemon finds them without looking at the others), and for every file only
+// every `fullInterval` ticks, at the start, after an action, and when a transferring file left that short list;
+// so a mount of 10,000 files describes 10,000 files once every ten seconds, not every second. Between full
+// answers the mount's sums are the page's own files' (a file whose entry is closed does not change).
 //
 // Each change bumps a generation; each file remembers the generation that last changed it, so an event stream
 // sends a page only the files that changed since its last event, and every file only when the set of files
@@ -86,6 +87,8 @@ final class UIFeed: @unchecked Sendable {
     private var setGeneration = 0
     private var files: [String: (file: UIFile, changed: Int)] = [:]
     private var mountTotals: [UIMount]
+    /// Each mount's sums in its last full answer, and the sums of the files that answer showed.
+    private var fullSums: [(size: UInt64, cached: UInt64, shownSize: UInt64, shownCached: UInt64)]
     /// When a page last asked; polling stops a few seconds after the last page went away.
     private var lastDemand = ContinuousClock.now - .seconds(3600)
     private var refreshRequested = true
@@ -99,6 +102,7 @@ final class UIFeed: @unchecked Sendable {
         self.mounts = mounts
         self.timeout = timeout
         mountTotals = mounts.enumerated().map { UIMount(index: $0.offset, mountpoint: $0.element.mountpoint) }
+        fullSums = Array(repeating: (0, 0, 0, 0), count: mounts.count)
     }
 
     /// A client for mount `index` with a fresh deadline.
@@ -129,7 +133,10 @@ final class UIFeed: @unchecked Sendable {
                 condition.withLock {
                     generation += 1
                     condition.broadcast()
-                    if !refreshRequested { _ = condition.wait(until: Condition.deadline(after: 1)) }
+                    // A second, whatever wakes the condition meanwhile (each event stream does), unless an action
+                    // asks for a refresh.
+                    let next = Condition.deadline(after: 1)
+                    while !refreshRequested && condition.wait(until: next) {}
                 }
             }
         }
@@ -140,7 +147,8 @@ final class UIFeed: @unchecked Sendable {
         let response: ControlResponse
         do {
             guard let client = client(index) else { return false }
-            response = try client.perform(ControlRequest(command: .status, all: full))
+            response = try client.perform(full ? ControlRequest(command: .status, all: true)
+                                                 : ControlRequest(command: .status, active: true))
         } catch {
             condition.withLock { mountTotals[index].problem = "\(error)" }
             return true
@@ -148,13 +156,13 @@ final class UIFeed: @unchecked Sendable {
         let fresh = (response.files ?? []).filter { !$0.name.hasSuffix("/") }.map { UIFile(mount: index, $0) }
         return condition.withLock { () -> Bool in
             let next = generation + 1
-            var totals = UIMount(index: index, mountpoint: mounts[index].mountpoint)
-            totals.files = response.totals?.files ?? fresh.count
-            totals.size = response.totals?.size ?? 0
-            totals.cached = response.totals?.cachedBytes ?? 0
-            totals.speed = response.totals?.bytesPerSecond ?? 0
-            totals.warnings = response.warnings ?? []
-            totals.recent = (response.recentErrors ?? []).suffix(5).map { "\($0.time) \($0.level): \($0.message)" }
+            var totals = mountTotals[index]
+            totals.problem = nil
+            if full {
+                totals.files = response.totals?.files ?? fresh.count
+                totals.warnings = response.warnings ?? []
+                totals.recent = (response.recentErrors ?? []).suffix(5).map { "\($0.time) \($0.level): \($0.message)" }
+            }
             var seen = Set<String>()
             for file in fresh {
                 let key = Self.key(index, file.name)
@@ -168,11 +176,23 @@ final class UIFeed: @unchecked Sendable {
                 if full {
                     files[key] = nil
                     setGeneration = next
-                } else if !ControlService.quietStates.contains(old.file.state) {
-                    shrank = true  // it left the short list: completed, emptied or removed; the next tick tells
+                } else if old.file.speed > 0 || ["downloading", "queued"].contains(old.file.state) {
+                    shrank = true  // its entry closed (or it was removed) mid-transfer: the next tick tells
                 }
             }
-            totals.errors = files.values.filter { $0.file.mount == index && $0.file.state == "error" }.count
+            // Between full answers the sums move with the files shown: every file that can change is in the short
+            // list. The full answer's sums also count what it leaves out (a listing's untouched files).
+            let mine = files.values.lazy.filter { $0.file.mount == index }.map(\.file)
+            let (size, cached, speed, errors) = mine.reduce((UInt64(0), UInt64(0), 0.0, 0)) {
+                ($0.0 + $1.size, $0.1 + $1.cached, $0.2 + $1.speed, $0.3 + ($1.state == "error" ? 1 : 0))
+            }
+            if full {
+                fullSums[index] = (response.totals?.size ?? size, response.totals?.cachedBytes ?? cached, size, cached)
+            }
+            let base = fullSums[index]
+            totals.size = base.size &+ size &- base.shownSize
+            totals.cached = base.cached &+ cached &- base.shownCached
+            (totals.speed, totals.errors) = (speed, errors)
             mountTotals[index] = totals
             return shrank
         }

@@ -1,8 +1,25 @@
 @testable import RangeFSCore
 import XCTest
 
-/// Issue 50: `blockmap NAME WIDTH`, the fine block map `rangefs ui` draws for the file it shows in detail.
+/// Issue 50: what `rangefs ui` asks of a mount besides status: `blockmap NAME WIDTH`, the fine block map of the
+/// file it shows in detail, and the status of the files whose entry is open, each second.
 extension ControlHandlerTests {
+    func testActiveStatusListsTheFilesWhoseEntryIsOpenAndNoOther() throws {
+        let active = ControlRequest(command: .status, active: true)
+        XCTAssertEqual(control.handle(active).files?.map(\.name), [], "nothing open")
+        try readAll("first.bin")
+        let response = control.handle(active)
+        let files = try XCTUnwrap(response.files)
+        XCTAssertEqual(files.map(\.name), ["first.bin"], "second.bin is untouched")
+        // The same description a full status gives of it.
+        let full = try XCTUnwrap(handle(.status, all: true).files?.first { $0.name == "first.bin" })
+        XCTAssertEqual(files[0].state, "complete")
+        XCTAssertEqual(files[0].cachedBytes, full.cachedBytes)
+        XCTAssertEqual(files[0].map, full.map)
+        XCTAssertEqual(files[0].url, full.url)
+        XCTAssertNil(response.totals, "no sums: they would need every file")
+    }
+
     func testBlockmapDrawsEachCellsShareOfLocalBlocks() {
         var present = BlockBitmap(blockCount: 8)
         for block in [0, 1, 2, 5] { _ = present.insert(block) }
