@@ -107,8 +107,8 @@ extension ControlService {
         var files: [FileStatus] = []
         for entry in open where !entry.isStale {
             for item in catalog.items(url: entry.header.url) where item.metadata.sizeKnown {
-                var status = fileStatus(item, entry: entry, speed: entry.recentRate, offline: offline[item.metadata.url],
-                                        probeFailure: nil)
+                var status = fileStatus(item, entry: entry, speed: entry.recentRate,
+                                        offline: offline[item.metadata.url], probeFailure: nil)
                 status.name = catalog.path(of: item.inode)
                 status.url = Redaction.redact(item.metadata.url)
                 status.mirrors = fileSystem.mirrorStatus(of: item.metadata.url)

@@ -63,10 +63,15 @@ struct UICommand: ParsableCommand {
             let tokenPath = FileSystemCalls.parentDirectory(of: mounts[0].socketPath) + "/ui-\(server.port).token"
             try token.save(to: tokenPath)
             feed.start()
+            // The URL is printed once the first state is in hand, so the page it opens draws at once (asking a
+            // mount of 10,000 files for every file takes about a second; the page waited for it).
+            _ = feed.event(since: 0, seconds: Int(timeout.rounded(.up)))
             if address != "127.0.0.1" {
-                printError("rangefs: warning: the page listens on \(address): plain HTTP, so the token crosses the network unencrypted")
+                printError("rangefs: warning: the page listens on \(address): plain HTTP, so the token crosses the "
+                           + "network unencrypted")
             }
-            printError("rangefs: serving \(mounts.map(\.mountpoint).joined(separator: ", ")) until interrupted; the token is in \(tokenPath)")
+            let served = mounts.map(\.mountpoint).joined(separator: ", ")
+            printError("rangefs: serving \(served) until interrupted; the token is in \(tokenPath)")
             print(server.url)
             fflush(nil)
             Self.waitForStop { unlink(tokenPath) }

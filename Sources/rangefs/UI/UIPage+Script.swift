@@ -35,7 +35,8 @@ extension UIPage {
           view = [];
           for (const [key, f] of files) {
             if (text && !f.name.toLowerCase().includes(text)) continue;
-            if (state === "active" ? (f.state === "complete" || f.state === "empty") : state && f.state !== state) continue;
+            const quiet = f.state === "complete" || f.state === "empty";
+            if (state === "active" ? quiet : state && f.state !== state) continue;
             view.push(key);
           }
           const by = {
@@ -177,9 +178,12 @@ extension UIPage {
           panel.hidden = false;
           panel.dataset.key = selectedKey;
           $("detailName").textContent = f.name;
-          const facts = [["URL", f.url], ["size", bytes(f.size)], ["local", `${bytes(f.cached)} (${(share(f) * 100).toFixed(1)}%)`],
-            ["state", f.state + (f.pinned ? ", pinned" : "")], ["speed", f.speed > 0 ? `${bytes(Math.round(f.speed))}/s` : "–"],
-            ["ETA", f.eta != null ? duration(f.eta) : "–"], ["digest", f.digest], ["note", f.note], ["last error", f.error],
+          const facts = [["URL", f.url], ["size", bytes(f.size)],
+            ["local", `${bytes(f.cached)} (${(share(f) * 100).toFixed(1)}%)`],
+            ["state", f.state + (f.pinned ? ", pinned" : "")],
+            ["speed", f.speed > 0 ? `${bytes(Math.round(f.speed))}/s` : "–"],
+            ["ETA", f.eta != null ? duration(f.eta) : "–"], ["digest", f.digest], ["note", f.note],
+            ["last error", f.error],
             ...f.mirrors.map((m, i) => [i === 0 ? "mirrors" : "", m])];
           const list = $("detailFacts");
           list.innerHTML = "";
@@ -198,7 +202,8 @@ extension UIPage {
           fineWidth = Math.min(4096, Math.max(16, Math.round(canvas.clientWidth * devicePixelRatio)));
           const query = `mount=${f.mount}&name=${encodeURIComponent(f.name)}&width=${fineWidth}`;
           try {
-            const answer = await (await fetch(`/api/blockmap?${query}`, { headers: { "X-Rangefs-Token": token } })).json();
+            const response = await fetch(`/api/blockmap?${query}`, { headers: { "X-Rangefs-Token": token } });
+            const answer = await response.json();
             if (!answer.ok || `${f.mount}/${f.name}` !== selectedKey) return;
             drawMap(canvas, [...answer.message].map(Number), 9);
             canvas.dataset.key = selectedKey;
@@ -246,7 +251,8 @@ extension UIPage {
         }
 
         $("actions").addEventListener("click", (event) => {
-          const command = event.target.dataset && event.target.dataset.command, f = selectedKey && files.get(selectedKey);
+          const command = event.target.dataset && event.target.dataset.command;
+          const f = selectedKey && files.get(selectedKey);
           if (!command || !f) return;
           if (command === "rm" && !confirm(`Remove ${f.name} from the mount and delete its cached data?`)) return;
           act(command, { mount: f.mount, name: f.name });
@@ -256,7 +262,9 @@ extension UIPage {
           act("add", { mount: Number($("addMount").value || 0), url: $("addUrl").value.trim() });
           $("addUrl").value = "";
         });
-        for (const id of ["filter", "stateFilter", "sort"]) $(id).addEventListener("input", () => { list.scrollTop = 0; schedule(); });
+        for (const id of ["filter", "stateFilter", "sort"]) {
+          $(id).addEventListener("input", () => { list.scrollTop = 0; schedule(); });
+        }
         list.addEventListener("scroll", () => { if (!drawPending) { drawPending = true; requestAnimationFrame(() => { drawPending = false; drawRows(); }); } });
         window.addEventListener("resize", schedule);
         list.addEventListener("keydown", (event) => {
