@@ -131,7 +131,7 @@ extension UIPage {
             const card = box.children[index];
             card.children[0].textContent = m.mountpoint;
             card.children[1].innerHTML = "";
-            const totals = `${m.files} files, ${bytes(m.cached)} of ${bytes(m.size)} local` +
+            const totals = `${m.files} file${m.files === 1 ? "" : "s"}, ${bytes(m.cached)} of ${bytes(m.size)} local` +
               (m.speed > 0 ? `, ${bytes(Math.round(m.speed))}/s` : "");
             card.children[1].append(totals);
             if (m.errors > 0 || m.problem) {
