@@ -8,7 +8,8 @@ too, and a far origin through capproxy.py's latency emulator) live in scenario_s
 with rclone and httpdirfs beside; `--only s3` (issue 38: a 100,000-object listing, a cold copy, kill -9 and an
 offline remount on S3 servers, with s3fs-fuse and rclone mount beside) lives in scenario_s3.py, and `--only cap`
 (issue 46: 100,000 small files read once under --cache-max-size 200M, the daemon's RSS and mappings) in
-scenario_cap.py. `--smoke` runs
+scenario_cap.py; `--only ui` (issue 50: the web page with 10,000 files, its time to interactive and the daemon's
+CPU serving it) in scenario_ui.py. `--smoke` runs
 tiny sizes once and only checks that every copy is byte-for-byte right (for CI).
 
 Needs root for `echo 3 > /proc/sys/vm/drop_caches` (cold runs) and for the kernel readahead; without root the
@@ -718,6 +719,11 @@ class Bench:
         import scenario_s3
         scenario_s3.run(self)
 
+    def ui(self):
+        """rangefs ui with 10,000 files mounted: time to an interactive page, the daemon's CPU serving it."""
+        import scenario_ui
+        scenario_ui.run(self)
+
     def kill_resume(self):
         """Resuming where it broke, default options: kill -9 at about 40% of a fast cold cp, remount, copy again;
         the origin's log counts what the second pass fetched against what the first had not copied."""
@@ -1156,7 +1162,7 @@ class Bench:
 
 
 SCENARIOS = ["fast", "kill", "capped", "mirrors", "random", "memory", "scan", "tls", "library", "small", "wan", "s3",
-             "cap", "archives"]
+             "cap", "archives", "ui"]
 
 
 def main():
@@ -1234,7 +1240,7 @@ def main():
                               ("random", bench.random_reads), ("memory", bench.memory), ("scan", bench.scan),
                               ("tls", bench.tls), ("library", bench.library), ("small", bench.small),
                               ("wan", bench.wan), ("s3", bench.s3), ("cap", bench.cap),
-                              ("archives", bench.archives)]:
+                              ("archives", bench.archives), ("ui", bench.ui)]:
             if key in only:
                 log(f"running: {scenario.__doc__.splitlines()[0]}")
                 scenario()

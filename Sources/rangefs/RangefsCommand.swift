@@ -15,7 +15,7 @@ struct RangefsCommand: ParsableCommand {
         version: rangefsVersion,
         subcommands: [MountCommand.self, UnmountCommand.self, StatusCommand.self, AddCommand.self, RemoveCommand.self,
                       PauseCommand.self, ResumeCommand.self, PinCommand.self, EvictCommand.self, VerifyCommand.self,
-                      FstabMountCommand.self],
+                      UICommand.self, FstabMountCommand.self],
         defaultSubcommand: FstabMountCommand.self
     )
 

@@ -87,6 +87,10 @@ final class LoadedAheadTests: FolderTestCase {
         since = ahead.current
         ahead.forget(metadata.url)
         ahead.forget("http://origin/other")
+        // What a summary's read asks before it is remembered (issue 50: an evict deleting the files meanwhile).
+        XCTAssertTrue(ahead.overtaken(metadata.url, since: since))
+        XCTAssertFalse(ahead.overtaken("http://origin/third", since: since))
+        XCTAssertFalse(ahead.overtaken(metadata.url, since: ahead.current))
         XCTAssertFalse(ahead.keep(found, of: metadata.url, since: since))
         XCTAssertNil(ahead.take(metadata.url))
         // Kept, then its entry changes: dropped.

@@ -122,6 +122,9 @@ extension CacheStore {
         // behind it, and one that is closed without a release (a stale one) is not forgotten here.
         let isOpen = entries.withLock { $0[url] != nil }
         summaries.withLock { summaries in
+            // A read overtaken by a change of the files (`rangefs evict` deleting them meanwhile) is not kept: it
+            // would show them as they were until the next change.
+            guard !summaries.loadedAhead.overtaken(url, since: since) else { return }
             summaries.known[url] = summary
             if !isOpen, let loaded = stored.loaded {
                 let read = LoadedAhead.Read(loaded: loaded, digest: present.isFull ? .some(digest) : nil)

@@ -54,10 +54,7 @@ struct LoadedAhead {
     /// longer reaches back to it). Returns whether it was kept.
     @discardableResult
     mutating func keep(_ read: Read, of url: String, since: Int) -> Bool {
-        if since != stamp {
-            guard since + 1 >= firstForgotten else { return false }
-            for index in (since + 1 - firstForgotten)..<forgotten.count where forgotten[index] == url { return false }
-        }
+        if overtaken(url, since: since) { return false }
         kept[url] = (read, firstNumber + order.count)
         order.append(url)
         while kept.count > Self.capacity, head < order.count {
@@ -83,6 +80,14 @@ struct LoadedAhead {
             }
         }
         return true
+    }
+
+    /// Whether a forget of `url` came since stamp `since`, or may have (the log no longer reaches back to it): a
+    /// read of its files begun then may be older than they are.
+    func overtaken(_ url: String, since: Int) -> Bool {
+        guard since != stamp else { return false }
+        guard since + 1 >= firstForgotten else { return true }
+        return forgotten[(since + 1 - firstForgotten)...].contains(url)
     }
 
     /// Takes the kept read of `url`, if there is one: once.

@@ -109,5 +109,8 @@ extension CacheStore {
         for file in ["stream", "stream-state"] { try FileSystemCalls.removeFile(files.legacyFolder + "/" + file) }
         try removeLegacyFiles(files.legacyFolder)
         try removeArchiveIndex(for: url)
+        // Again once the files are gone: a status that read their summary meanwhile (after `close` forgot it)
+        // would otherwise keep showing the data as cached (issue 50: an evict from the page, which polls status).
+        forgetSummary(of: url)
     }
 }

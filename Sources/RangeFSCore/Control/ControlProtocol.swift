@@ -11,6 +11,9 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         case identify
         /// The mount's counters as Prometheus text, in `message` (what `--metrics` serves).
         case metrics
+        /// One file's block map in `width` cells, in `message` (what `rangefs ui` draws): each cell a digit, 0 none
+        /// to 9 all of its blocks local.
+        case blockmap
     }
 
     public var command: Command
@@ -26,9 +29,15 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     var keepData: Bool?
     /// For add: shown as its archive's folder (for a directory URL, its archives) without `--archives`.
     var archives: Bool?
+    /// For blockmap: how many cells (1 to `ControlService.blockMapMaxWidth`).
+    var width: Int?
+    /// For status: only the files whose cache entry is open (those that can change without a new look), and no
+    /// totals: what `rangefs ui` asks each second, at a cost that does not grow with the mount's files.
+    var active: Bool?
 
     public init(command: Command, name: String? = nil, url: String? = nil, mirrors: [String]? = nil,
-                checksum: String? = nil, all: Bool? = nil, keepData: Bool? = nil, archives: Bool? = nil) {
+                checksum: String? = nil, all: Bool? = nil, keepData: Bool? = nil, archives: Bool? = nil,
+                width: Int? = nil, active: Bool? = nil) {
         self.command = command
         self.name = name
         self.url = url
@@ -37,6 +46,8 @@ public struct ControlRequest: Codable, Sendable, Equatable {
         self.all = all
         self.keepData = keepData
         self.archives = archives
+        self.width = width
+        self.active = active
     }
 }
 

@@ -48,7 +48,7 @@ public final class ControlService: Sendable {
     /// a `status`.
     public func handle(_ request: ControlRequest) -> ControlResponse {
         switch request.command {
-        case .status: return status(all: request.all ?? false)
+        case .status: return request.active == true ? activeStatus() : status(all: request.all ?? false)
         case .add: return add(url: request.url, mirrors: request.mirrors ?? [], checksum: request.checksum,
                               name: request.name, archives: request.archives ?? false)
         case .rm: return remove(name: request.name, keepData: request.keepData ?? false)
@@ -58,6 +58,7 @@ public final class ControlService: Sendable {
         case .evict: return evict(name: request.name)
         case .identify: return ControlResponse(ok: true, pid: getpid())
         case .metrics: return ControlResponse(ok: true, message: fileSystem.metrics.prometheusText)
+        case .blockmap: return blockMap(name: request.name, width: request.width ?? Self.mapWidth)
         }
     }
 

@@ -26,17 +26,49 @@ struct ControlClient {
     static func locate(_ mountpoint: String?, timeout: Double = defaultTimeout,
                        command: String = "status") throws -> ControlClient {
         let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        let directory = try socketDirectory()
+        if let mountpoint {
+            let target = MountPoint.absolute(mountpoint)
+            return ControlClient(socketPath: ControlSocket.path(forMountpoint: target, in: directory),
+                                 mountpoint: target, deadline: deadline)
+        }
+        let (live, silent, refused) = try probeSockets(in: directory, deadline: deadline)
+        if live.count == 1 { return live[0] }
+        if live.isEmpty, let first = silent.first { throw first }
+        if live.isEmpty, let (point, health) = MountPoint.unhealthyRangefsMount(refused: refused, directory: directory) {
+            throw CLIError(health == .dead ? MountPoint.deadMountMessage(point) : MountPoint.notAnsweringMessage(point))
+        }
+        guard !live.isEmpty else { throw CLIError("no running rangefs mount found (no control socket in \(directory))") }
+        let mounts = live.map(\.mountpoint).sorted()
+        throw CLIError("\(mounts.count) rangefs mounts are running (\(mounts.joined(separator: ", "))); name one, "
+                       + "e.g. rangefs \(command) --mount \(mounts[0])")
+    }
+
+    /// Every mount of this user that answers (for `rangefs ui --all`), in mount point order; throws when none does.
+    static func locateAll(timeout: Double = defaultTimeout) throws -> [ControlClient] {
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        let directory = try socketDirectory()
+        let (live, silent, _) = try probeSockets(in: directory, deadline: deadline)
+        if live.isEmpty, let first = silent.first { throw first }
+        guard !live.isEmpty else { throw CLIError("no running rangefs mount found (no control socket in \(directory))") }
+        return live.sorted { $0.mountpoint < $1.mountpoint }
+    }
+
+    /// This user's folder of control sockets, checked to be a private folder of this user.
+    private static func socketDirectory() throws -> String {
         let directory = ControlSocket.directory(environment: ProcessInfo.processInfo.environment, uid: getuid())
         do {
             _ = try ControlSocketFolder.check(directory, uid: geteuid())
         } catch {
             throw CLIError(error.description)
         }
-        if let mountpoint {
-            let target = MountPoint.absolute(mountpoint)
-            return ControlClient(socketPath: ControlSocket.path(forMountpoint: target, in: directory),
-                                 mountpoint: target, deadline: deadline)
-        }
+        return directory
+    }
+
+    /// Asks each socket in `directory` who serves it: the mounts that answer, the errors of those that are
+    /// silent, and the sockets nobody listens on (left by a daemon that is gone). Throws at a foreign socket.
+    private static func probeSockets(in directory: String, deadline: ContinuousClock.Instant) throws
+        -> (live: [ControlClient], silent: [CLIError], refused: Set<String>) {
         // No socket directory: no daemon runs, and the caller says so with the mount it looked for.
         let sockets = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [])
             .filter { $0.hasSuffix(".sock") }.map { directory + "/" + $0 }
@@ -60,15 +92,7 @@ struct ControlClient {
                 refused.insert(path)  // a socket left by a daemon that is gone
             }
         }
-        if live.count == 1 { return live[0] }
-        if live.isEmpty, let first = silent.first { throw first }
-        if live.isEmpty, let (point, health) = MountPoint.unhealthyRangefsMount(refused: refused, directory: directory) {
-            throw CLIError(health == .dead ? MountPoint.deadMountMessage(point) : MountPoint.notAnsweringMessage(point))
-        }
-        guard !live.isEmpty else { throw CLIError("no running rangefs mount found (no control socket in \(directory))") }
-        let mounts = live.map(\.mountpoint).sorted()
-        throw CLIError("\(mounts.count) rangefs mounts are running (\(mounts.joined(separator: ", "))); name one, "
-                       + "e.g. rangefs \(command) --mount \(mounts[0])")
+        return (live, silent, refused)
     }
 
     /// A mount that accepted the request but did not answer before the deadline.

@@ -81,7 +81,7 @@ public final class ControlServer: @unchecked Sendable {
             data = Data(#"{"ok":false,"error":"the mount could not encode its answer; see its log"}"#.utf8)
         }
         data.append(UInt8(ascii: "\n"))
-        data.withUnsafeBytes { SocketServing.send($0, to: connection) }
+        _ = data.withUnsafeBytes { SocketServing.send($0, to: connection) }
     }
 
     /// Answers a client of another user (only root can reach a socket in a 0700 folder, or a process that was

@@ -38,24 +38,12 @@ final class MetricsServer: @unchecked Sendable {
     /// Listens on `address:port`; throws the one-line reason when it cannot.
     init(address: String, port: UInt16, text: @escaping @Sendable () -> String) throws {
         self.text = text
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var yes: Int32 = 1
-        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var socketAddress = sockaddr_in()
-        socketAddress.sin_family = sa_family_t(AF_INET)
-        socketAddress.sin_port = port.bigEndian
-        inet_pton(AF_INET, address, &socketAddress.sin_addr)
-        let bound = withUnsafePointer(to: &socketAddress) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
+        switch SocketServing.listenTCP(address: address, port: port) {
+        case .success(let listening):
+            loop = AcceptLoop(listener: listening.listener, name: "rangefs-metrics", concurrency: 4)
+        case .failure(let failure):
+            throw MountRunner.Failure("cannot serve --metrics on \(address):\(port) (\(failure.reason)); choose another port")
         }
-        guard bound == 0, listen(listener, 16) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(listener)
-            throw MountRunner.Failure("cannot serve --metrics on \(address):\(port) (\(reason)); choose another port")
-        }
-        loop = AcceptLoop(listener: listener, name: "rangefs-metrics", concurrency: 4)
         loop.start { [self] connection in answer(connection) }
     }
 
@@ -86,6 +74,6 @@ final class MetricsServer: @unchecked Sendable {
             response = "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: \(body.utf8.count)\r\n"
                 + "Connection: close\r\n\r\n" + body
         }
-        Array(response.utf8).withUnsafeBytes { SocketServing.send($0, to: connection) }
+        _ = Array(response.utf8).withUnsafeBytes { SocketServing.send($0, to: connection) }
     }
 }
