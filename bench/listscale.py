@@ -14,6 +14,9 @@ it measures, with the build given (default options, a fresh cache each):
 - the daemon's RSS after that `ls -l` (VmRSS) and at its peak (VmHWM), less the same of a mount of a directory of
   the same server holding next to nothing, per listed entry;
 - the server stopped, `rangefs mount MNT` of the saved set and `ls -l` (the tree shown offline), and its RSS;
+  then a second such remount and a plain `ls` (the names alone);
+- the floor: `ls -l` of as many local files on a tmpfs (/dev/shm, made once and kept), what `ls -l` of so many
+  names costs this machine with no mount behind it;
 - beside each wall time, the CPU seconds of the daemon (/proc/PID/stat, all threads) and of `ls` (its rusage):
   wall times move by seconds on a shared machine, CPU seconds much less.
 
@@ -137,6 +140,29 @@ def list_long(point, timeout=1800):
     return seconds, sum(1 for line in done.stdout.splitlines() if line.startswith(b"-")), cpu
 
 
+def list_names(point, timeout=1800):
+    """`ls POINT` (names only, sorted, no stat per name): (seconds, names, CPU seconds of `ls`)."""
+    before = os.times()
+    start = time.perf_counter()
+    done = subprocess.run(["ls", point], capture_output=True, timeout=timeout)
+    seconds = time.perf_counter() - start
+    after = os.times()
+    cpu = after.children_user + after.children_system - before.children_user - before.children_system
+    return seconds, len(done.stdout.splitlines()), cpu
+
+
+def local_floor(count):
+    """`ls -l` of `count` 1-byte files on a tmpfs (/dev/shm), made once and kept: what `ls -l` of so many names
+    costs this machine with no mount behind it (the kernel's inode and dentry per name, `ls`'s sort and
+    print), the floor under any file system's `ls -l`. (seconds, CPU seconds of `ls`)."""
+    folder = f"/dev/shm/rangefs-listscale/{count}"
+    make_files(folder, count)
+    seconds, shown, cpu = list_long(folder)
+    if shown != count:
+        raise RuntimeError(f"ls -l {folder} showed {shown} files of {count}")
+    return seconds, cpu
+
+
 def measure(binary, work, case, url, small_url, environment, stop_server, bare, options=()):
     """One case: the numbers as a dict."""
     count = COUNTS[case]
@@ -186,7 +212,16 @@ def measure(binary, work, case, url, small_url, environment, stop_server, bare, 
         f"RSS {result['offline_rss']:.0f} bytes per entry; CPU: daemon {result['offline_remount_cpu']:.2f} s to "
         f"remount, {result['offline_daemon_cpu']:.2f} s with ls -l; ls {result['offline_ls_cpu']:.2f} s")
     unmount(binary, point, pid)
+    # Offline again, the names alone: what `ls` (no -l) waits for, with no attributes asked of the kernel.
+    seconds, pid = mount(binary, point, [], cache, environment)
+    names, result["offline_names_shown"], result["offline_names_ls_cpu"] = list_names(point)
+    result["offline_names"] = seconds + names
+    log(f"{case}: server stopped, remount {seconds:.2f} s + ls (names): {result['offline_names']:.2f} s, "
+        f"{result['offline_names_shown']} names; ls CPU {result['offline_names_ls_cpu']:.2f} s")
+    unmount(binary, point, pid)
     shutil.rmtree(cache)
+    result["floor"], result["floor_cpu"] = local_floor(count)
+    log(f"{case}: ls -l of {count} local files on a tmpfs: {result['floor']:.2f} s, ls CPU {result['floor_cpu']:.2f} s")
     return result
 
 
@@ -237,6 +272,10 @@ ROWS = [
     ("  `ls` CPU, offline `ls -l`, s", "{offline_ls_cpu:.2f}"),
     ("  files shown offline", "{offline_shown:,}"),
     ("  daemon RSS per entry offline, bytes", "{offline_rss:.0f}"),
+    ("server stopped: remount + `ls` (names only), s", "{offline_names:.2f}"),
+    ("  `ls` CPU, names only, s", "{offline_names_ls_cpu:.2f}"),
+    ("`ls -l` of as many local files on a tmpfs (the floor), s", "{floor:.2f}"),
+    ("  `ls` CPU, on the tmpfs, s", "{floor_cpu:.2f}"),
 ]
 NAMES = {"nginx": "nginx JSON, {:,} files", "rclone": "rclone serve s3, {:,} objects",
          "purpose": "listserver.py, {:,} objects"}
@@ -249,7 +288,7 @@ def median_result(runs):
         return failed[0]
     fields = {key for r in runs for key, value in r.items() if isinstance(value, (int, float))}
     middle = {key: statistics.median(r[key] for r in runs) for key in fields}
-    for count in ("entries", "shown", "offline_shown"):
+    for count in ("entries", "shown", "offline_shown", "offline_names_shown"):
         middle[count] = int(middle[count])
     middle["ratio"] = statistics.median((r["mount"] + r["ls"]) / r["bare"] for r in runs)
     return middle
