@@ -15,7 +15,7 @@ it measures, with the build given (default options, a fresh cache each):
   the same server holding next to nothing, per listed entry;
 - the server stopped, `rangefs mount MNT` of the saved set and `ls -l` (the tree shown offline), and its RSS;
   then a second such remount and a plain `ls` (the names alone);
-- the floor: `ls -l` of as many local files on a tmpfs (/dev/shm, made once and kept), what `ls -l` of so many
+- the floor: `ls -l` of as many empty local files on a tmpfs (/dev/shm, made once and kept), what `ls -l` of so many
   names costs this machine with no mount behind it;
 - beside each wall time, the CPU seconds of the daemon (/proc/PID/stat, all threads) and of `ls` (its rusage):
   wall times move by seconds on a shared machine, CPU seconds much less.
@@ -152,11 +152,18 @@ def list_names(point, timeout=1800):
 
 
 def local_floor(count):
-    """`ls -l` of `count` 1-byte files on a tmpfs (/dev/shm), made once and kept: what `ls -l` of so many names
+    """`ls -l` of `count` empty files on a tmpfs (/dev/shm), made once and kept: what `ls -l` of so many names
     costs this machine with no mount behind it (the kernel's inode and dentry per name, `ls`'s sort and
     print), the floor under any file system's `ls -l`. (seconds, CPU seconds of `ls`)."""
     folder = f"/dev/shm/rangefs-listscale/{count}"
-    make_files(folder, count)
+    marker = folder + ".made"
+    if not os.path.exists(marker):
+        # Empty, so that they hold no memory: `ls -l` costs the same for any size.
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+        for index in range(count):
+            os.close(os.open(os.path.join(folder, f"photo-{index:06d}.jpg"), os.O_CREAT | os.O_WRONLY, 0o644))
+        open(marker, "w").close()
     seconds, shown, cpu = list_long(folder)
     if shown != count:
         raise RuntimeError(f"ls -l {folder} showed {shown} files of {count}")
