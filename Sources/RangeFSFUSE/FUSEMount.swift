@@ -1,7 +1,8 @@
 // A mounted session: create, mount, loop, unmount, destroy, in that order and torn down in reverse
 // (libfuse's hello_ll.c). Unmounting follows DESIGN.md §6: fuse_session_exit alone does not return the loop, so
 // an unmount request also detaches the mount with fusermount3, then waits for the loop thread, and only then
-// unmounts and destroys the session. The daemon never stats its own mount point after exit.
+// unmounts and destroys the session. The daemon never stats its own mount point: not after exit, and not while
+// mounted either (`deviceNumbers`), since a kill that comes while it waits for its own answer would hang the mount.
 
 import CFUSE
 import CLinux
@@ -141,11 +142,9 @@ public final class FUSEMount: @unchecked Sendable {
 
     /// Raises the mount's readahead through sysfs; without permission (not root) the default stays.
     private func setKernelReadahead(_ kibibytes: Int) {
-        var info = stat()
-        guard stat(mountpoint, &info) == 0 else { return }
-        let device = UInt64(info.st_dev)
-        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
-        let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
+        guard let (major, minor) = Self.deviceNumbers(of: mountpoint) else {
+            return logger.debug("kernel readahead left at its default (\(mountpoint) is not in /proc/self/mountinfo)")
+        }
         let path = "/sys/class/bdi/\(major):\(minor)/read_ahead_kb"
         do {
             let file = try SystemFile(path: path, flags: O_WRONLY)
@@ -154,6 +153,23 @@ public final class FUSEMount: @unchecked Sendable {
         } catch {
             logger.debug("kernel readahead left at its default (\(error))")
         }
+    }
+
+    /// The device numbers of the mount at `path` (the last one mounted there, on top), from /proc/self/mountinfo.
+    /// Never from a stat of the mount point: that is a GETATTR sent to this very daemon, and a daemon killed while
+    /// it waits for its own answer can never exit (once a worker took the request, the kernel waits for the answer
+    /// without regard to signals, and the workers are gone), so its mount would hang every program that touches it.
+    static func deviceNumbers(of path: String) -> (major: UInt64, minor: UInt64)? {
+        guard let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
+        var found: (major: UInt64, minor: UInt64)?
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count > 4, String(fields[4]).replacing("\\040", with: " ") == path else { continue }
+            let numbers = fields[2].split(separator: ":")
+            guard numbers.count == 2, let major = UInt64(numbers[0]), let minor = UInt64(numbers[1]) else { continue }
+            found = (major, minor)
+        }
+        return found
     }
 
     /// Blocks until the mount goes away (fusermount3 -u, umount, or `requestUnmount`).

@@ -103,6 +103,41 @@ final class CommandLineTests: MountTestCase {
         XCTAssertEqual(try Shell.sha256(of: mountpoint + "/small.bin"), digest)
     }
 
+    /// The daemon never stats its own mount point once mounted: that is a request to itself, and a kill while it
+    /// waited for its own answer left a daemon that could not exit and a mount that hung whoever touched it (the
+    /// readahead's device number came from such a stat, and a kill -9 test hung on it once). strace of the
+    /// daemon's own threads (no child: it is killed, not unmounted) shows no stat-like call naming the mount point
+    /// after the mount(2).
+    func testTheDaemonNeverStatsItsOwnMountPoint() throws {
+        let strace = "/usr/bin/strace"
+        guard FileManager.default.isExecutableFile(atPath: strace) else {
+            if ProcessInfo.processInfo.environment["CI"] != nil { return XCTFail("CI needs \(strace) (apt: strace)") }
+            throw XCTSkip("SKIPPING: \(strace) is missing (apt: strace)")
+        }
+        let digest = try serveSmallFile()
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        let trace = scratch.path + "/stats.trace"
+        let daemon = try BackgroundProcess(strace, [
+            "-f", "-qq", "-o", trace, "-e", "trace=mount,stat,lstat,newfstatat,statx,statfs,fstatfs,access,faccessat2",
+            driver.binary, "mount", "-f", mountpoint, origin.url("small.bin"), "--cache", cache])
+        try waitUntilMounted()
+        driver.record(mountpoint)
+        XCTAssertEqual(try Shell.sha256(of: mountpoint + "/small.bin"), digest)
+        XCTAssertEqual(try driver.run(["status", "--mount", mountpoint]).status, 0)
+        // The daemon itself (the cache's lock names it), not strace, which would let it go on untraced.
+        let lock = try String(contentsOfFile: cache + "/lock", encoding: .utf8).split(separator: " ")
+        let pid = try XCTUnwrap(lock.count > 1 ? pid_t(lock[1].trimmingCharacters(in: .whitespacesAndNewlines)) : nil,
+                                "no pid in \(cache)/lock: \(lock)")
+        XCTAssertEqual(kill(pid, SIGKILL), 0)
+        XCTAssertNotNil(daemon.waitForExit(timeout: 60), "strace did not end with its daemon")
+        _ = try Shell.run("/bin/fusermount3", ["-uz", mountpoint])
+        let lines = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
+        let mounted = try XCTUnwrap(lines.firstIndex { $0.contains("mount(") && $0.contains("\"\(mountpoint)\"") },
+                                    "no mount(2) of \(mountpoint) in the trace: \(lines.suffix(20))")
+        let named = lines[(mounted + 1)...].filter { $0.contains("\"\(mountpoint)\"") || $0.contains("\"\(mountpoint)/") }
+        XCTAssertEqual(named, [], "the daemon stat'ed its own mount point")
+    }
+
     func testAMountedDirectoryIsNotMountedTwice() throws {
         _ = try serveSmallFile()
         try mount([origin.url("small.bin")])
