@@ -54,16 +54,8 @@ final class ListingJSONRecordsTests: XCTestCase {
         listings += variants.map { ($0.0, Array($0.1.utf8)) }
         let bytes = Array(nginx.utf8)
         for cut in stride(from: 0, to: bytes.count, by: 5) { listings.append(("cut at \(cut)", Array(bytes[..<cut]))) }
-        // The same changes at every run: positions and bytes from a fixed sequence.
-        let replacements = Array("[]{}:,\"\\/ .-0e\u{0}\u{7F}\u{0A}".utf8)
-        var state: UInt64 = 46
-        for _ in 0..<600 {
-            state = state &* 6364136223846793005 &+ 1442695040888963407
-            let at = Int((state >> 33) % UInt64(bytes.count))
-            var changed = bytes
-            changed[at] = replacements[Int((state >> 20) % UInt64(replacements.count))]
-            listings.append(("byte \(at) changed", changed))
-        }
+        listings += FuzzInputs.oneByteChanges(of: bytes, count: 600,
+                                              replacements: Array("[]{}:,\"\\/ .-0e\u{0}\u{7F}\u{0A}".utf8))
         return listings
     }
 
