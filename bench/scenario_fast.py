@@ -12,7 +12,6 @@ import harness, mounts
 from harness import MiB
 
 
-
 def cold_fast(bench):
     """Cold cp on a fast link against curl; warm reads (the same mount, after dropping the page cache, after a
     remount) against a local cp, cat of the cache's data file, and httpdirfs.

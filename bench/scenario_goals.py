@@ -9,7 +9,6 @@ import harness, mounts
 from harness import MiB
 
 
-
 def kill_resume(bench):
     """Resuming where it broke, default options: kill -9 at about 40% of a fast cold cp, remount, copy again;
     the origin's log counts what the second pass fetched against what the first had not copied."""

@@ -8,7 +8,6 @@ import os, shutil, statistics, subprocess, time
 import harness, mounts
 
 
-
 def make_library(bench):
     """Folders of small files for the library scenario: each is listed by nginx as HTML (its autoindex) and as
     JSON (under /json/); `nosize` holds a plain page of links without sizes or dates, as many servers write."""

@@ -8,7 +8,6 @@ import harness, mounts
 from harness import MiB
 
 
-
 def make_movies(bench):
     """`args.movies` MP4 movies in www/movies/, each 10 s of encoded video looped `args.loops` + 1 times (about
     14 MiB per loop; 8 loops give 112 MiB), with the index (moov) at the end, as a camera or ffmpeg writes it."""
