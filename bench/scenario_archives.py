@@ -11,7 +11,7 @@ is rated poor by its docs, and it has no gzip). A tool that is not installed or 
 """
 import os, random, shutil, subprocess, tempfile, time, zipfile, tarfile
 
-import bench as b
+import harness
 
 MEMBER = "big/m40k.bin"
 
@@ -120,7 +120,7 @@ def measure(bench, tool, name, member, work):
         result["member ms"] = (time.time() - began) * 1000
         result["member bytes"] = bench.nginx.direct_bytes("archives/" + name)
         result["right"] = data == member
-        result["RSS MB"] = b.memory(process.pid) / 1e6
+        result["RSS MB"] = harness.memory(process.pid) / 1e6
     finally:
         subprocess.run(["fusermount3", "-u", point], stderr=subprocess.DEVNULL)
         process.wait(timeout=60)
@@ -138,11 +138,12 @@ def measure(bench, tool, name, member, work):
 
 
 def run(bench):
+    """Archives as folders (issue 49): rangefs --archives, ratarmount 1.3 and rclone's :archive: over HTTP."""
     folder = os.path.join(bench.www, "archives")
     os.makedirs(folder, exist_ok=True)
     member = make_archives(folder)
     sizes = {name: os.path.getsize(os.path.join(folder, name)) for name in ("tree.zip", "tree.tar.gz")}
-    b.log(f"  archives: tree.zip {sizes['tree.zip']} bytes, tree.tar.gz {sizes['tree.tar.gz']} bytes")
+    harness.log(f"  archives: tree.zip {sizes['tree.zip']} bytes, tree.tar.gz {sizes['tree.tar.gz']} bytes")
     rows = []
     for tool in tools(bench, bench.work):
         for name in ("tree.zip", "tree.tar.gz"):
@@ -150,7 +151,7 @@ def run(bench):
                 result = measure(bench, tool, name, member, bench.work)
             except (OSError, subprocess.SubprocessError) as error:
                 result = f"failed: {error}"
-            b.log(f"  archives: {tool.label}, {name}: {result}")
+            harness.log(f"  archives: {tool.label}, {name}: {result}")
             rows.append((tool.label, name, result))
             if isinstance(result, dict) and tool.label.startswith("rangefs"):
                 bench.checks.append((f"archives: {name} member read right through rangefs", result["right"]))
@@ -165,4 +166,4 @@ def run(bench):
                      f"{result['member ms']:.0f} ms{'' if result['right'] else ' (WRONG BYTES)'} | "
                      f"{result['member bytes']:,} | {result['RSS MB']:.0f} MB | "
                      f"{'%.2f s' % remount if remount is not None else 'none'} ({result['remount bytes']:,} bytes) |")
-    b.log("\n".join(lines))
+    harness.log("\n".join(lines))

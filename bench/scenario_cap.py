@@ -17,7 +17,7 @@ half-way (the cap passed twice over) to the end neither the RSS nor the mapping 
 """
 import hashlib, os, random, shutil, subprocess, threading, time
 
-import bench as b
+import harness, mounts
 import smallcache
 from tables import Goals, Table
 
@@ -66,7 +66,7 @@ class Sampler(threading.Thread):
             with open(f"/proc/{self.pid}/maps", "rb") as f:
                 maps = f.read().count(b"\n")
             fds = len(os.listdir(f"/proc/{self.pid}/fd"))
-            rss = b.memory(self.pid)
+            rss = harness.memory(self.pid)
         except OSError:
             return 0, 0, 0
         self.peak_maps, self.peak_fds = max(self.peak_maps, maps), max(self.peak_fds, fds)
@@ -98,11 +98,12 @@ def cached_data(point, paths):
 
 
 def run(bench):
+    """Under a cap (issue 46): 100,000 small files read once under --cache-max-size 200M, RSS and mappings."""
     args = bench.args
     count = args.cap_files
     cap, cap_bytes = args.cap_size
 
-    b.log(f"  cap: making {count} files of 4-12 KB")
+    harness.log(f"  cap: making {count} files of 4-12 KB")
     paths, expected, total = make_files(bench, count)
     half = count // 2
     names_files = []
@@ -111,7 +112,7 @@ def run(bench):
         with open(names_files[-1], "w") as f:
             f.write("".join(path + "\n" for path in chosen))
     cache = bench.fresh_cache()
-    mount = b.Mount(bench.binary, bench.work, [bench.nginx.url("cap/")], cache, ["--cache-max-size", cap])
+    mount = mounts.Mount(bench.binary, bench.work, [bench.nginx.url("cap/")], cache, ["--cache-max-size", cap])
     sampler = Sampler(mount.process.pid)
     sampler.start()
     measured = {}
@@ -119,16 +120,16 @@ def run(bench):
         listed = sum(len(os.listdir(os.path.join(mount.point, f"d{i:03d}")))
                      for i in range((count + PER_FOLDER - 1) // PER_FOLDER))
         measured["rss_listed"] = sampler.now()[0]
-        b.drop_caches()
+        harness.drop_caches()
         digests, seconds = [], 0.0
         for index, names_file in enumerate(names_files):
             took, digest = read_half(mount.point, names_file)
             seconds += took
             digests.append(digest)
             measured["rss", index], measured["maps", index], measured["fds", index] = sampler.now()
-            b.log(f"  cap: {'first' if index == 0 else 'second'} half read in {took:.1f} s; RSS "
-                  f"{measured['rss', index] / 1e6:.1f} MB, {measured['maps', index]} mappings, "
-                  f"{measured['fds', index]} descriptors")
+            harness.log(f"  cap: {'first' if index == 0 else 'second'} half read in {took:.1f} s; RSS "
+                        f"{measured['rss', index] / 1e6:.1f} MB, {measured['maps', index]} mappings, "
+                        f"{measured['fds', index]} descriptors")
         measured["peak_rss"] = mount.peak_rss()
         measured["cached"] = cached_data(mount.point, paths)
         measured["inodes"], measured["disk"] = smallcache.footprint(cache)
@@ -148,8 +149,9 @@ def run(bench):
 def report(bench, count, cap, cap_bytes, total, seconds, measured, sampler):
     """The cap table and its goals (markdown), and the goals as rows of the text report."""
     half = count // 2
+    caches = harness.describe_filesystem(bench.args.cache_root or bench.work)
     table = Table(f"cap: {count} files of 4-12 KB ({total / 1e6:.0f} MB) read once under --cache-max-size {cap}, "
-                  f"loopback nginx, cache on {b.describe_filesystem(bench.args.cache_root or bench.work)} (one run; "
+                  f"loopback nginx, cache on {caches} (one run; "
                   f"load average {os.getloadavg()[0]:.1f} at the end on {os.cpu_count()} CPUs)", ["rangefs"])
     rows = [
         ("read, seconds (xargs cat, listing order)", seconds, "{:.1f}"),

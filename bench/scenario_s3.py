@@ -21,7 +21,7 @@ object to `ls -l` it), and --runs of row 2.
 """
 import os, shutil, subprocess, tempfile, time
 
-import bench as b
+import harness, mounts
 import s3servers as s3
 from tables import Table
 
@@ -69,11 +69,11 @@ def make_objects(bench, folder):
     objects = {"data/big.bin": os.path.join(root, "data", "big.bin"),
                "data/probe.bin": os.path.join(root, "data", "probe.bin")}
     os.link(os.path.join(bench.www, "big.bin"), objects["data/big.bin"])
-    b.make_file(objects["data/probe.bin"], 2 * MiB + 12345, 38)
+    harness.make_file(objects["data/probe.bin"], 2 * MiB + 12345, 38)
     for index, (directory, name) in enumerate(TREE):
         path = os.path.join(root, "tree", directory, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        b.make_file(path, 1000, 3800 + index)
+        harness.make_file(path, 1000, 3800 + index)
         objects[f"tree/{directory}/{name}"] = path
     return objects
 
@@ -135,7 +135,7 @@ def mount_or_note(bench, table, column, kind, row, what, cache, mount):
     try:
         return mount()
     except RuntimeError as error:
-        b.log(f"  s3: {column}: {error}")
+        harness.log(f"  s3: {column}: {error}")
         if kind == "rangefs":
             bench.checks.append((f"s3: {column} {what}", False))
         table.add(row, column, None)
@@ -169,7 +169,7 @@ def list_prefix(bench, table, column, kind, binary, store, timeout):
             counts = requests(table, step, column, store, since)
             if row == first and fresh is not None and seconds is not None:
                 table.add("  RSS growth per entry, bytes", column, (mount.rss() - fresh) / count, "{:.0f}")
-            b.log(f"  s3 {column} {step} ls -l: {table.text(row, column)} s, {shown} files, {counts}")
+            harness.log(f"  s3 {column} {step} ls -l: {table.text(row, column)} s, {shown} files, {counts}")
             if kind == "rangefs":
                 bench.checks.append((f"s3: {column} {step} ls -l shows {count} objects", shown == count))
             if seconds is None:
@@ -188,7 +188,7 @@ def list_prefix(bench, table, column, kind, binary, store, timeout):
         table.add(again, column, None if seconds is None else time.perf_counter() - start)
         table.add("  remount: daemon CPU s", column, None if seconds is None else mount.cpu())
         counts = requests(table, "remount", column, store, since)
-        b.log(f"  s3 {column} remount ls -lR: {table.text(again, column)} s, {shown} files, {counts}")
+        harness.log(f"  s3 {column} remount ls -lR: {table.text(again, column)} s, {shown} files, {counts}")
         if kind == "rangefs":
             bench.checks.append((f"s3: {column} ls -lR after a remount shows {count} objects", shown == count))
     finally:
@@ -208,7 +208,7 @@ def list_alone(bench, table, store):
     pages, keys, seconds = s3.list_alone(store, "flat/")
     table.add(f"mount + 1st `ls -l` of {count:,} objects, s", ALONE, seconds)
     counts = requests(table, "1st", ALONE, store, since)
-    b.log(f"  s3 {ALONE}: {pages} pages, {keys} keys in {seconds:.2f} s, {counts}")
+    harness.log(f"  s3 {ALONE}: {pages} pages, {keys} keys in {seconds:.2f} s, {counts}")
     bench.checks.append((f"s3: ListObjectsV2 alone finds {count} keys", keys == count))
 
 
@@ -220,21 +220,21 @@ def cold_copy(bench, table, column, kind, binary, store, dest):
     try:
         mount = s3.S3Mount(kind, binary, bench.work, store, "data/", cache)
     except RuntimeError as error:
-        b.log(f"  s3: {column}: {error}")
+        harness.log(f"  s3: {column}: {error}")
         table.add(row, column, None)
         return
     try:
-        b.drop_caches()
+        harness.drop_caches()
         since, cpu = store.mark(), mount.cpu()
-        seconds, used, busy = b.timed_cpu(["cp", mount.path("big.bin"), dest], {"server": [store.process.pid]})
+        seconds, used, busy = harness.timed_cpu(["cp", mount.path("big.bin"), dest], {"server": [store.process.pid]})
         table.add(row, column, size / seconds / MiB, "{:.0f}")
         table.add("  cp: daemon CPU s", column, mount.cpu() - cpu)
         table.add("  cp: server CPU s", column, used["server"])
         counts = store.requests(since)
         table.add("  cp: GET requests", column, counts["GET"], "{:.0f}")
         right = bench.check_copy(dest, "big.bin")
-        b.log(f"  s3 {column} cold cp: {size / seconds / MiB:.0f} MiB/s, {counts['GET']} GETs, "
-              f"{b.describe_cpu(used, busy)}, {'right' if right else 'WRONG BYTES'}")
+        harness.log(f"  s3 {column} cold cp: {size / seconds / MiB:.0f} MiB/s, {counts['GET']} GETs, "
+                    f"{harness.describe_cpu(used, busy)}, {'right' if right else 'WRONG BYTES'}")
     except subprocess.CalledProcessError:
         table.add(row, column, None)
     finally:
@@ -250,9 +250,10 @@ def curl_copy(bench, table, store, dest):
     with open(os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         f.write(f'user = "{s3.ACCESS}:{s3.SECRET}"\n')
     size = bench.sizes["big.bin"]
-    b.drop_caches()
-    seconds, used, _ = b.timed_cpu(["curl", "-sf", "-K", config, "--aws-sigv4", "aws:amz:us-east-1:s3", "-o", dest,
-                                    f"{store.endpoint()}/{s3.BUCKET}/data/big.bin"], {"server": [store.process.pid]})
+    harness.drop_caches()
+    seconds, used, _ = harness.timed_cpu(["curl", "-sf", "-K", config, "--aws-sigv4", "aws:amz:us-east-1:s3", "-o",
+                                          dest, f"{store.endpoint()}/{s3.BUCKET}/data/big.bin"],
+                                         {"server": [store.process.pid]})
     table.add(f"cold `cp` of {size // MiB} MiB, MiB/s", "curl", size / seconds / MiB, "{:.0f}")
     table.add("  cp: server CPU s", "curl", used["server"])
     bench.check_copy(dest, "big.bin")
@@ -267,16 +268,16 @@ def kill_resume(bench, table, column, binary, store, dest):
     try:
         mount = s3.S3Mount("rangefs", binary, bench.work, store, "data/", cache)
     except RuntimeError as error:
-        b.log(f"  s3: {column}: {error}")
+        harness.log(f"  s3: {column}: {error}")
         bench.checks.append((f"s3: {column} mounts for kill -9", False))
         shutil.rmtree(cache, ignore_errors=True)
         return float("inf")
-    b.drop_caches()
-    copied = b.kill_during_copy(mount, mount.path("big.bin"), dest, size * 2 // 5)
+    harness.drop_caches()
+    copied = mounts.kill_during_copy(mount, mount.path("big.bin"), dest, size * 2 // 5)
     mount = s3.S3Mount("rangefs", binary, bench.work, store, "data/", cache)
     try:
         before = store.sent()
-        b.run(["cp", mount.path("big.bin"), dest])
+        harness.run(["cp", mount.path("big.bin"), dest])
         second = store.sent() - before
         bench.check_copy(dest, "big.bin")
     finally:
@@ -286,8 +287,8 @@ def kill_resume(bench, table, column, binary, store, dest):
     missing = size - copied
     table.add("kill -9 at 40%, remount, cp: MiB the server sent", column, second / MiB, "{:.1f}")
     table.add("  bound: MiB missing + 32", column, missing / MiB + 32, "{:.1f}")
-    b.log(f"  s3 {column}: killed at {copied / MiB:.0f} MiB; the second pass cost {second / MiB:.1f} MiB sent "
-          f"for {missing / MiB:.0f} MiB missing")
+    harness.log(f"  s3 {column}: killed at {copied / MiB:.0f} MiB; the second pass cost {second / MiB:.1f} MiB sent "
+                f"for {missing / MiB:.0f} MiB missing")
     return max(0, second - missing) / MiB
 
 
@@ -303,7 +304,7 @@ def offline(bench, table, found, store, objects):
         try:
             mount = s3.S3Mount(kind, binary, bench.work, store, "tree/", cache)
         except RuntimeError as error:
-            b.log(f"  s3: {column}: {error}")
+            harness.log(f"  s3: {column}: {error}")
             if kind == "rangefs":
                 bench.checks.append((f"s3: {column} mounts s3://{s3.BUCKET}/tree/", False))
             shutil.rmtree(cache, ignore_errors=True)
@@ -337,7 +338,7 @@ def offline(bench, table, found, store, objects):
         read = results[1][0] is not None and results[1][1] == expected
         table.add(shown_row, column, 1 if shown == len(TREE) else 0, yes)
         table.add(read_row, column, 1 if read else 0, yes)
-        b.log(f"  s3 {column} offline: {shown} of {len(TREE)} files shown, cat {'right' if read else 'failed'}")
+        harness.log(f"  s3 {column} offline: {shown} of {len(TREE)} files shown, cat {'right' if read else 'failed'}")
         if kind == "rangefs":
             bench.checks.append((f"s3: {column} with the server stopped shows the tree and reads the cached object",
                                  shown == len(TREE) and read))
@@ -345,12 +346,13 @@ def offline(bench, table, found, store, objects):
 
 
 def run(bench):
+    """Object stores (issue 38): a 100,000-object listing, a cold cp, kill -9 and an offline remount, with peers."""
     args = bench.args
     found = tools(bench)
     builds = [column for column, kind, _ in found if kind == "rangefs"]
     folder = os.path.join(bench.work, "s3")
     objects = make_objects(bench, folder)
-    caches = b.describe_filesystem(args.cache_root or bench.work)
+    caches = harness.describe_filesystem(args.cache_root or bench.work)
     baseline = args.baseline_label if args.baseline else None
     lister = s3.RcloneStore(bench.work, folder)
     reader = None
@@ -358,7 +360,7 @@ def run(bench):
         if all(reads_rclone(bench, binary, lister, objects) for _, kind, binary in found if kind == "rangefs"):
             reader = lister
         else:
-            b.log("  s3: this build reads rclone serve s3's 200 + Content-Range answers wrong: rows 2-4 on moto")
+            harness.log("  s3: this build reads rclone serve s3's 200 + Content-Range answers wrong: rows 2-4 on moto")
             reader = s3.MotoStore(bench.work, objects)
         columns = [column for column, _, _ in found]
         listed = Table(f"s3, listing: {args.s3_objects:,} objects of 100 B under one prefix, {lister.name} "

@@ -17,9 +17,9 @@ failed (lookups of files that are not there).
 
 The builds, bindfs and curl get `--runs` runs (medians); the other peers one run each, with a deadline.
 """
-import hashlib, os, random, signal, subprocess, time
+import hashlib, os, random, shutil, signal, subprocess, time
 
-import bench as b
+import harness
 import smallcache
 import tools
 from tables import Goals, Table, attempt
@@ -116,11 +116,11 @@ class Pass:
         """Lists `mount` (not timed), drops the page cache and times `count` readers; the time and the daemon's
         CPU seconds go in the table. Returns (seconds or None, the names listed)."""
         listed = sorted(os.listdir(mount.point))
-        b.drop_caches()
-        before = b.process_cpu([mount.process.pid])
+        harness.drop_caches()
+        before = harness.process_cpu([mount.process.pid])
         seconds = timed_read(mount.point, self.names_file, count, 600 if spec[0] == "rangefs" else PEER_TIMEOUT)
         self.table.add(row, column, seconds)
-        self.table.add(cpu_row, column, b.process_cpu([mount.process.pid]) - before)
+        self.table.add(cpu_row, column, harness.process_cpu([mount.process.pid]) - before)
         return seconds, listed
 
     def check(self, column, spec, mount, listed, what):
@@ -131,7 +131,7 @@ class Pass:
             self.bench.checks.append((f"small, caches on {self.described}: {column}, {what}: every file listed "
                                       "and right", right))
         elif not right:
-            b.log(f"  small: {column} showed wrong or missing files ({what})")
+            harness.log(f"  small: {column} showed wrong or missing files ({what})")
 
     def mounted_read(self, column, spec, cache, count, rows, what, keep_cache=False, counted=None):
         """Mounts `spec` on `cache`, reads (`count` readers; `rows`: the time's and the CPU's), calls `counted` (if
@@ -176,9 +176,9 @@ class Pass:
         args = self.bench.args
         load = os.getloadavg()[0]
         for index in range(args.runs):
-            b.drop_caches()
+            harness.drop_caches()
             self.table.add(ONE, self.curl_columns[0], attempt(["curl", "-s", "--config", config], PEER_TIMEOUT))
-            b.drop_caches()
+            harness.drop_caches()
             self.table.add(EIGHT, self.curl_columns[1],
                            attempt(["curl", "-s", "-Z", "--parallel-max", "8", "--config", config], PEER_TIMEOUT))
             for column, spec in self.filesystems:
@@ -186,7 +186,7 @@ class Pass:
                     continue
                 self.one_reader(column, spec)
                 self.eight_readers(column, spec)
-            b.log(f"  small run {index + 1}, caches on {self.described}: " + ", ".join(
+            harness.log(f"  small run {index + 1}, caches on {self.described}: " + ", ".join(
                 f"{column} {self.table.text(ONE, column)} / {self.table.text(EIGHT, column)} / "
                 f"{self.table.text(AGAIN, column)}" for column, _ in self.filesystems))
         self.table.title += (f"; load average {load:.1f} before, {os.getloadavg()[0]:.1f} after, on "
@@ -279,6 +279,8 @@ def strace_counts(bench, binary, names):
 
 
 def run(bench):
+    """Many small files on loopback: cold, 8 readers and after a remount, against bindfs, curl and the peers, caches
+    on an ext4 image and on /; strace of the daemon."""
     args = bench.args
     names, expected, total = make_files(bench, args.small_files)
     names_file = os.path.join(bench.work, "small-names.txt")
@@ -295,9 +297,9 @@ def run(bench):
                 small.measure(config)
                 small.goals()
         except smallcache.NoImage as error:
-            b.log(f"  small: {error}")
+            harness.log(f"  small: {error}")
             bench.checks.append((f"small: {error}", False))
-    if args.smoke or not b.shutil.which("strace"):
+    if args.smoke or not shutil.which("strace"):
         return
     builds = [column for column, spec in filesystems if spec[0] == "rangefs"]
     traced = Table(f"small: the daemon's system calls over {min(1000, len(names))} cold small files "
@@ -313,8 +315,8 @@ def run(bench):
             traced.add(f"  {name} per file", column, counts.get(name, (0, 0))[0] / len(sample))
         for name in ("mkdir", "unlink", "openat", "access"):
             traced.add(f"failing {name} calls", column, counts.get(name, (0, 0))[1], "{:.0f}")
-        b.log(f"  strace {column}: {flushes} flushes for {len(sample)} files; failing mkdir "
-              f"{counts.get('mkdir', (0, 0))[1]}, unlink {counts.get('unlink', (0, 0))[1]}")
+        harness.log(f"  strace {column}: {flushes} flushes for {len(sample)} files; failing mkdir "
+                    f"{counts.get('mkdir', (0, 0))[1]}, unlink {counts.get('unlink', (0, 0))[1]}")
         if column == builds[0]:
             bench.results["small: flushes per cold file (strace)"] = (flushes / len(sample), "", 0, "<=0.2")
             bench.results["small: failing mkdir + unlink (strace)"] = (

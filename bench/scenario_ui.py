@@ -16,7 +16,7 @@ Standalone (no cache drop, no other scenario): `python3 bench/scenario_ui.py --b
 """
 import os, shutil, statistics, subprocess, sys, tempfile, time
 
-import bench as b
+import harness, mounts, origin
 from tables import Goals, Table
 
 FILES, SIZE, READ = 10_000, 8192, 1_000
@@ -65,18 +65,19 @@ def start_ui(binary, point):
 
 
 def cpu_over(pids, seconds):
-    before = b.process_cpu(pids)
+    before = harness.process_cpu(pids)
     time.sleep(seconds)
-    return b.process_cpu(pids) - before
+    return harness.process_cpu(pids) - before
 
 
 def run(bench):
+    """rangefs ui with 10,000 files mounted: time to an interactive page, the daemon's CPU serving it."""
     args = bench.args
     count = getattr(args, "ui_files", None) or (1_000 if args.smoke else FILES)
     window = getattr(args, "ui_window", None) or (5 if args.smoke else 20)
     list_file = make_files(bench, count)
     cache = bench.fresh_cache()
-    mount = b.Mount(bench.binary, bench.work, ["--list", list_file], cache)
+    mount = mounts.Mount(bench.binary, bench.work, ["--list", list_file], cache)
     measured = {"idle": [], "open": [], "ui": [], "ready": [], "page_ready": [], "rows": [], "started": []}
     try:
         subprocess.run(["cat"] + [mount.path(f"f{i:05d}.bin") for i in range(0, count, count // min(READ, count))],
@@ -99,9 +100,9 @@ def run(bench):
                         "return document.documentElement.dataset.ready")))
                     measured["rows"].append(driver.execute_script(
                         "return document.getElementById('spacer').offsetHeight / 52"))
-                    ui_before = b.process_cpu([ui.pid])
+                    ui_before = harness.process_cpu([ui.pid])
                     measured["open"].append(cpu_over(daemon, window))
-                    measured["ui"].append(b.process_cpu([ui.pid]) - ui_before)
+                    measured["ui"].append(harness.process_cpu([ui.pid]) - ui_before)
                     driver.get("about:blank")
                 finally:
                     ui.terminate()
@@ -149,7 +150,7 @@ class Standalone:
         self.work = tempfile.mkdtemp(prefix="rangefs-uibench-")
         self.www = os.path.join(self.work, "www")
         os.makedirs(self.www)
-        self.nginx = b.Nginx(self.work, self.www)
+        self.nginx = origin.Nginx(self.work, self.www)
         self.tables, self.results, self.checks = [], {}, []
 
     def fresh_cache(self):
@@ -158,7 +159,6 @@ class Standalone:
 
 def main():
     import argparse
-    sys.modules.setdefault("bench", b)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", required=True)
     parser.add_argument("--files", dest="ui_files", type=int)

@@ -12,9 +12,9 @@ The emulator itself is checked first (bench/linkcheck.py). Every run has a deadl
 finish" past it. The origin's log gives what each measure cost in requests, connections and bytes (nginx's
 $connection and $bytes_sent). Builds and aria2c get `--runs` runs (medians); the other peers one run each.
 """
-import json, os, random, shutil, subprocess, sys, time
+import json, os, random, shutil, socket, subprocess, sys, time
 
-import bench as b
+import harness
 import linkcheck, tools
 from tables import Table, attempt
 
@@ -34,7 +34,7 @@ def make_files(bench):
     small/ (500 files of 4-64 KiB) and, unless smoke, movie/ (an MP4 with its index at the end)."""
     a, root = bench.args, os.path.join(bench.www, "wan")
     os.makedirs(os.path.join(root, "big"), exist_ok=True)
-    b.make_file(os.path.join(root, "big", "big.bin"), a.wan_big, 3601)
+    harness.make_file(os.path.join(root, "big", "big.bin"), a.wan_big, 3601)
     for index, name in enumerate(("a.bin", "b.bin")):
         write_random(os.path.join(root, "first", name), a.wan_first, 3602 + index)
     generator = random.Random(3604)
@@ -50,11 +50,11 @@ def make_files(bench):
     # The scan scenario's movie, shorter: 10 s of encoded video looped 4 times (about 56 MiB), moov at the end.
     short = os.path.join(bench.work, "wan-short.mp4")
     os.makedirs(os.path.join(root, "movie"), exist_ok=True)
-    b.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25", "-f", "lavfi",
-           "-i", "sine=frequency=440:sample_rate=44100", "-t", "10", "-c:v", "mpeg4", "-q:v", "2", "-c:a", "aac",
-           short])
-    b.run(["ffmpeg", "-v", "error", "-y", "-stream_loop", "3", "-i", short, "-c", "copy",
-           os.path.join(root, "movie", "movie.mp4")])
+    harness.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=25", "-f", "lavfi",
+                 "-i", "sine=frequency=440:sample_rate=44100", "-t", "10", "-c:v", "mpeg4", "-q:v", "2", "-c:a", "aac",
+                 short])
+    harness.run(["ffmpeg", "-v", "error", "-y", "-stream_loop", "3", "-i", short, "-c", "copy",
+                 os.path.join(root, "movie", "movie.mp4")])
 
 
 def traffic(bench, prefix):
@@ -68,7 +68,7 @@ def traffic(bench, prefix):
                 requests += 1
                 connections.add(fields[5])
                 sent += int(fields[7])
-    return requests, len(connections), sent / b.MiB
+    return requests, len(connections), sent / harness.MiB
 
 
 def same_tree(copy, original):
@@ -76,7 +76,7 @@ def same_tree(copy, original):
         for name in files:
             path = os.path.join(folder, name)
             other = os.path.join(copy, os.path.relpath(path, original))
-            if not os.path.exists(other) or b.sha256(other) != b.sha256(path):
+            if not os.path.exists(other) or harness.sha256(other) != harness.sha256(path):
                 return False
     return True
 
@@ -86,17 +86,17 @@ class Profile:
 
     def __init__(self, bench, rtt_ms, rate, total):
         self.bench, self.rtt, self.rate, self.total = bench, rtt_ms / 1000, rate, total
-        self.port = b.free_port()
+        self.port = harness.free_port()
         self.proxy = subprocess.Popen([sys.executable, os.path.join(HERE, "capproxy.py"), str(self.port),
                                        str(bench.nginx.direct), str(rate), "--rtt", str(rtt_ms), "--total",
                                        str(total)])
         for _ in range(100):
             try:
-                b.socket.create_connection(("127.0.0.1", self.port), 0.1).close()
+                socket.create_connection(("127.0.0.1", self.port), 0.1).close()
                 break
             except OSError:
                 time.sleep(0.05)
-        name = f"{rtt_ms} ms, {rate // b.MiB} MiB/s per connection, {total // b.MiB} MiB/s in all"
+        name = f"{rtt_ms} ms, {rate // harness.MiB} MiB/s per connection, {total // harness.MiB} MiB/s in all"
         self.name = name
         baseline = bench.args.baseline_label if bench.args.baseline else None
         self.filesystems = tools.filesystems(bench, long_link=True)
@@ -106,7 +106,7 @@ class Profile:
         self.traffic = Table(f"wan, {name}: what each measure cost the origin (requests / connections / MiB, from "
                              "nginx's log; last run)", columns, baseline, TIMEOUT)
         a = bench.args
-        self.rows = {"big": f"cold cp {a.wan_big // b.MiB} MiB, ratio to the total cap",
+        self.rows = {"big": f"cold cp {a.wan_big // harness.MiB} MiB, ratio to the total cap",
                      "first": "stat + 1st byte of a listed file",
                      "second": "  then of a second file, same directory",
                      "tree": f"ls -lR, {a.wan_tree[0] * a.wan_tree[1]} files in {a.wan_tree[0]} directories",
@@ -152,11 +152,11 @@ def measure_mount(bench, profile, column, spec, runs):
         if mount is None:
             return None, True
         bench.nginx.clear_log()
-        b.drop_caches()
-        before = b.process_cpu([mount.process.pid])
+        harness.drop_caches()
+        before = harness.process_cpu([mount.process.pid])
         value, stuck = measure(mount)
         bench.cpu.setdefault((profile.name, column), 0)
-        bench.cpu[(profile.name, column)] += b.process_cpu([mount.process.pid]) - before
+        bench.cpu[(profile.name, column)] += harness.process_cpu([mount.process.pid]) - before
         tools.close(mount, stuck=stuck)
         return value, stuck
 
@@ -168,12 +168,12 @@ def measure_mount(bench, profile, column, spec, runs):
             seconds = attempt(["cp", os.path.join(mount.point, "big.bin"), dest], TIMEOUT)
             if seconds is not None and is_build:
                 bench.checks.append((f"wan {profile.name}: {column} cp of big.bin right",
-                                     b.sha256(dest) == b.sha256(os.path.join(www, "big", "big.bin"))))
+                                     harness.sha256(dest) == harness.sha256(os.path.join(www, "big", "big.bin"))))
             return seconds, seconds is None
         seconds, _ = mounted("big/", big)
         ratio = None if seconds is None else a.wan_big / seconds / profile.total
         profile.record(profile.rows["big"], column, ratio,
-                       lambda r: f"{r:.2f}× ({r * profile.total / b.MiB:.1f} MiB/s)")
+                       lambda r: f"{r:.2f}× ({r * profile.total / harness.MiB:.1f} MiB/s)")
         if os.path.exists(dest):
             os.remove(dest)
 
@@ -263,7 +263,7 @@ def measure_references(bench, profile, runs):
     a, www = bench.args, os.path.join(bench.www, "wan")
     dest = os.path.join(bench.work, "wan-ref.out")
     ratio = lambda seconds: None if seconds is None else a.wan_big / seconds / profile.total
-    fmt = lambda r: f"{r:.2f}× ({r * profile.total / b.MiB:.1f} MiB/s)"
+    fmt = lambda r: f"{r:.2f}× ({r * profile.total / harness.MiB:.1f} MiB/s)"
     row = profile.rows["big"]
     for _ in range(runs):
         bench.nginx.clear_log()
@@ -298,6 +298,7 @@ def measure_references(bench, profile, runs):
 
 
 def run(bench):
+    """Far away (40 ms and 150 ms round trips through capproxy): big and small files, listings, first bytes."""
     make_files(bench)
     bench.cpu = {}
     for rtt_ms, rate, total in bench.args.wan_profiles:
@@ -309,7 +310,7 @@ def run(bench):
             measure_references(bench, profile, bench.args.runs)
             for column, spec in profile.filesystems:
                 measure_mount(bench, profile, column, spec, bench.args.runs if spec[0] == "rangefs" else 1)
-                b.log(f"  wan {profile.name}: {column} done")
+                harness.log(f"  wan {profile.name}: {column} done")
         finally:
             profile.stop()
         bench.tables += [profile.times, profile.traffic]

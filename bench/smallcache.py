@@ -7,7 +7,7 @@ of the origin from nginx's access log, never from rangefs's own counters.
 """
 import contextlib, os, shutil, subprocess, tempfile, time
 
-import bench as b
+import harness
 
 # The image holds one tool's cache at a time (3,000 files of at most 60 KB, ~90 MB, up to 5 inodes a file on
 # today's main) with room to spare; it is a sparse file, so its size costs nothing until written.
@@ -53,10 +53,10 @@ def cache_location(bench, where):
     the work folder). Yields (folder, its description for the table's title)."""
     if where == "image":
         with ext4_image(bench.work) as point:
-            yield point, b.describe_filesystem(point) + ", a fresh image"
+            yield point, harness.describe_filesystem(point) + ", a fresh image"
     else:
         folder = bench.args.cache_root or bench.work
-        yield folder, b.describe_filesystem(folder)
+        yield folder, harness.describe_filesystem(folder)
 
 
 def footprint(folder):

@@ -7,7 +7,7 @@ at its deadline (a lazy unmount, then the daemon is stopped).
 """
 import os, shutil, subprocess
 
-import bench as b
+import harness, mounts
 
 # rclone's docs (VFS, "chunked reading"): for high latency links start at 16 streams of 4M, the same as for S3.
 CHUNK_STREAMS = ["--vfs-read-chunk-streams", "16", "--vfs-read-chunk-size", "4M"]
@@ -56,12 +56,12 @@ def open_mount(bench, spec, url, timeout, cache=None):
     cache = cache or bench.fresh_cache()
     try:
         if kind == "rangefs":
-            mount = b.Mount(binary, bench.work, [url], cache)
+            mount = mounts.Mount(binary, bench.work, [url], cache)
         else:
-            mount = b.ListingPeer(kind, bench.work, url, cache, timeout=timeout, rclone=binary or "rclone",
-                                  options=options)
+            mount = mounts.ListingPeer(kind, bench.work, url, cache, timeout=timeout, rclone=binary or "rclone",
+                                       options=options)
     except (RuntimeError, TimeoutError) as error:
-        b.log(f"  {kind}: {error}")
+        harness.log(f"  {kind}: {error}")
         if not given:
             shutil.rmtree(cache, ignore_errors=True)
         return None

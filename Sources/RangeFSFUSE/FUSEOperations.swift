@@ -181,7 +181,7 @@ private func rangefsRead(_ req: fuse_req_t?, _ inode: fuse_ino_t, _ size: Int, _
     let id = context.beginRead()
     fuse_req_interrupt_func(req, rangefsInterruptRead, UnsafeMutableRawPointer(bitPattern: id))
     // The pid of the process the READ is for (page-cache readahead included): a transfer whose readers all
-    // exited stops (CacheEntry+Readers).
+    // exited stops (EntryUse.swift).
     let pid = Int32(fuse_req_ctx(req)?.pointee.pid ?? 0)
     context.fileSystem.read(handle: fi.pointee.fh, offset: UInt64(offset), count: size, pid: pid) { result in
         guard context.finishRead(id) else { return }  // interrupted, and already answered EINTR

@@ -30,7 +30,7 @@ final class BlockSinkTests: XCTestCase {
         let metadata = RemoteMetadata(url: url, size: UInt64(bytes.count), etag: "\"v1\"",
                                       lastModified: origin.lastModified)
         entry = try store.entry(for: metadata, blockSize: 65536)
-        entry.beginRead(pid: getpid())
+        entry.use.beginRead(pid: getpid())
         var policy = FetchPolicy()
         policy.retryDelay = .milliseconds(5)
         var events = FetchScheduler.Events()
@@ -39,7 +39,7 @@ final class BlockSinkTests: XCTestCase {
     }
 
     override func tearDown() {
-        entry?.endRead(pid: getpid())
+        entry?.use.endRead(pid: getpid())
         entry = nil
         scheduler = nil
         store = nil
@@ -173,13 +173,13 @@ final class BlockSinkTests: XCTestCase {
 
     /// Makes the entry anew for `etag` and `lastModified` (the server's, which the origin then sends).
     func reopen(etag: String, lastModified: String) throws {
-        entry.endRead(pid: getpid())
+        entry.use.endRead(pid: getpid())
         origin.serve(url, bytes: bytes, etag: etag)
         origin.lastModified = lastModified
         let metadata = RemoteMetadata(url: url, size: UInt64(bytes.count), etag: etag, lastModified: lastModified)
         store = try CacheStore(root: directory.path + "/other", logger: logger)
         entry = try store.entry(for: metadata, blockSize: 65536)
-        entry.beginRead(pid: getpid())
+        entry.use.beginRead(pid: getpid())
     }
 
     /// Issue 45, case 1: a weak ETag and no date give nothing to send as If-Range, so the 206s answered no

@@ -34,7 +34,7 @@ final class CapOverSmallFilesTests: FolderTestCase {
         let buffer = bytes.withUnsafeBytes { BlockBuffer(copying: $0) }
         entry.put(block: 0, buffer: buffer, background: false, budgeted: true)
         store.waitForWrites()
-        entry.endUse()
+        entry.use.end()
     }
 
     /// The bytes the cache holds of files `0..<count`, from each entry's own state: an open entry's block table, else

@@ -255,7 +255,7 @@ final class FuzzRegressionTests: XCTestCase {
         // The seeds: a whole records file, the same records framed by the harness, a cut file, records a listing
         // refuses (a slash, "..", a name twice), and files a listing adds whole. The harness's framing seals the
         // rest with a trailer.
-        try replay("ListingRecords", regressions: false) { input, bytes in
+        try replay("ListingRecords") { input, bytes in
             XCTAssertNil(listingRecordsPropertyBroken(bytes), input)
             checkListing(listingRecordsFramed(bytes), input)
         }

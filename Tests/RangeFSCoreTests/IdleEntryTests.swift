@@ -86,7 +86,7 @@ final class IdleEntryTests: XCTestCase {
         store.commitAll()
         XCTAssertTrue(store.openEntry(for: metadata(1).url) === held, "a handle holds it")
         XCTAssertTrue(store.openEntry(for: metadata(2).url) === busy, "its owner has work for it")
-        held.endUse()
+        held.use.end()
         busyURL.withLock { $0 = nil }
         store.commitAll()
         XCTAssertNil(store.openEntry(for: metadata(1).url))

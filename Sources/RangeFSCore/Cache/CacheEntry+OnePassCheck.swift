@@ -61,7 +61,7 @@ extension CacheEntry {
         if size <= synchronousLimit {
             checkInOnePass()
         } else {
-            pipeline.verifyQueue.async { [self] in checkInOnePass { users.load(ordering: .relaxed) > 0 } }
+            pipeline.verifyQueue.async { [self] in checkInOnePass { use.isHeld } }
         }
     }
 }

@@ -90,7 +90,7 @@ extension CacheEntry {
             return (true, state.blocks.received(index), !state.writeScheduled)
         }
         guard accepted else { return false }
-        noteActivity()
+        use.noteActivity()
         // The writer is scheduled before readers are answered, so a reader that then waits for the writes finds
         // this block among them.
         if startWriter { pipeline.writerQueue.async { self.writeUnwritten() } }

@@ -54,8 +54,6 @@ final class CacheEntry: Sendable {
     /// Set once the data is known to be wrong: its digest mismatched again after a refetch (CacheEntry+Digest).
     /// An atomic, so that every READ can ask without a lock.
     let failedDigest: Atomic<Bool>
-    /// The processes with a READ waiting on this entry, by pid, with how many READs each (CacheEntry+Readers).
-    let pendingReaders = Mutex<[Int32: Int]>([:])
     /// Set once the server's ETags are found to rotate (see `retireETag`).
     let etagRetired = Atomic(false)
     /// A later moment the server answered with this version than its header's, once an answer confirmed it
@@ -73,10 +71,8 @@ final class CacheEntry: Sendable {
     /// flush: the commit that first writes a slot flushes them first (a header without a valid slot claims
     /// nothing).
     let headerDurable: Atomic<Bool>
-    /// Open handles on this entry (`beginUse`); the store never releases an entry in use.
-    let users = Atomic(0)
-    /// When the entry was last asked for, used or stored a block, in milliseconds of `CacheEntry.clock`.
-    let lastActivity = Atomic(CacheEntry.milliseconds())
+    /// Who uses the entry: its open handles, its last activity, the processes whose READs wait on it.
+    let use = EntryUse()
     let logger: Logger
 
 
@@ -166,32 +162,13 @@ final class CacheEntry: Sendable {
 
     // MARK: Use
 
-    /// The clock of `lastActivity`: milliseconds since the process first asked.
-    private static let clockStart = ContinuousClock.now
-    static func milliseconds() -> Int {
-        let elapsed = ContinuousClock.now - clockStart
-        return Int(elapsed.components.seconds) * 1000 + Int(elapsed.components.attoseconds / 1_000_000_000_000_000)
-    }
-
-    /// Records activity now: the store keeps an entry open while it is active (see `CacheStore.releaseIdleEntries`).
-    func noteActivity() { lastActivity.store(Self.milliseconds(), ordering: .relaxed) }
-
-    /// A handle opened on this entry; the store keeps it open until the matching `endUse`.
-    func beginUse() {
-        users.add(1, ordering: .relaxed)
-        noteActivity()
-    }
-
-    /// A handle on this entry closed.
-    func endUse() {
-        users.subtract(1, ordering: .relaxed)
-        noteActivity()
-    }
+    /// Whether a live process still uses the file (EntryUse.swift).
+    var hasLiveUse: Bool { use.hasLiveUse }
 
     /// Whether the entry could be dropped and loaded again from its files without losing anything: nobody holds
     /// it, nothing is awaited, in flight, unwritten or uncommitted, and it is not pinned, paused or streaming.
     var isIdle: Bool {
-        guard users.load(ordering: .relaxed) == 0 else { return false }
+        guard !use.isHeld else { return false }
         return state.withLock { state in
             state.blocks.isQuiet && state.unwritten.isEmpty && !state.writeScheduled && !state.changedSinceCommit
                 && !state.streaming && !state.paused && !state.eviction.pinned && !state.stale

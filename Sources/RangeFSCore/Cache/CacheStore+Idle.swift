@@ -140,7 +140,7 @@ extension CacheStore {
     func releaseIdleEntries() {
         let cutoff = entries.withLock { releaseCutoff(in: $0) }
         func untouched(_ entry: CacheEntry) -> Bool {
-            entry.users.load(ordering: .relaxed) == 0 && entry.lastActivity.load(ordering: .relaxed) <= cutoff
+            !entry.use.isHeld && entry.use.lastActivity <= cutoff
         }
         let candidates = entries.withLock { $0.values.filter(untouched) }
         guard !candidates.isEmpty else { return }
@@ -179,10 +179,10 @@ extension CacheStore {
     /// The `lastActivity` at or before which an entry nobody holds is released: `idleEntryTime` ago, or later when
     /// more than `idleEntryLimit` such entries are open, so that the most recently used `idleEntryLimit` stay.
     private func releaseCutoff(in table: [String: CacheEntry]) -> Int {
-        let idleSince = CacheEntry.milliseconds() - Int(settings.idleEntryTime.seconds * 1000)
+        let idleSince = EntryUse.milliseconds() - Int(settings.idleEntryTime.seconds * 1000)
         guard table.count > settings.idleEntryLimit else { return idleSince }
-        var unheld = table.values.filter { $0.users.load(ordering: .relaxed) == 0 }
-            .map { $0.lastActivity.load(ordering: .relaxed) }
+        var unheld = table.values.filter { !$0.use.isHeld }
+            .map { $0.use.lastActivity }
         guard unheld.count > settings.idleEntryLimit else { return idleSince }
         unheld.sort()
         // Entries used in the same millisecond as the last one released go too: a few more than needed at most.

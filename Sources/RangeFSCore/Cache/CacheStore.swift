@@ -202,7 +202,7 @@ public final class CacheStore: Sendable {
             // Counted under the table's lock, so that an idle release cannot take it in between.
             let counted = entries.withLock { table -> Bool in
                 guard table[metadata.url] === entry else { return false }
-                entry.beginUse()
+                entry.use.begin()
                 return true
             }
             if counted { return entry }
@@ -232,7 +232,7 @@ public final class CacheStore: Sendable {
     private func openMatching(_ metadata: RemoteMetadata) -> CacheEntry? {
         let previous = entries.withLock { table in
             table[metadata.url].map { entry in
-                entry.noteActivity()
+                entry.use.noteActivity()
                 return entry
             }
         }

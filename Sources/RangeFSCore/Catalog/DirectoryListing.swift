@@ -268,7 +268,9 @@ enum DirectoryListing {
             }
             var entry = ListedEntry(name: name, in: directoryURL, isDirectory: isDirectory)
             if !isDirectory { entry.size = size }
-            entry.etag = etag.flatMap { $0.hasPrefix("\"") ? $0 : nil }
+            // By its first byte: `hasPrefix` compares characters, and a quote followed by a combining mark is
+            // another character (found by the ListingRecords fuzzer: a listing added whole kept such an ETag).
+            entry.etag = etag.flatMap { $0.utf8.first == UInt8(ascii: "\"") ? $0 : nil }
             entry.datePrecision = precision
             entry.modificationTime = modificationTime
             listing.entries.append(entry)

@@ -21,14 +21,20 @@ extension BlockSink {
         var failed = false
         /// The transfer ended while it waited: its outcome, for `complete` once the grown entry is here.
         var deferredCompletion: FetchError??
+        /// The bytes past the capacity that came with the last body call before the growth, for the grown entry.
+        var overflow: [UInt8] = []
+        /// Whether the fetcher's thread has something to take up before the next bytes (`adoptGrownEntry`).
+        var pending: Bool { !overflow.isEmpty || grown != nil || failed }
     }
 
     /// The body went past the entry's capacity with `remaining` bytes of the current call in hand: keeps them,
     /// pauses, and asks the store for an entry with more room.
     func outgrowEntry(keeping remaining: UnsafeRawBufferPointer) {
-        overflow = Array(remaining)
-        growth.withLock { $0.waiting = true }
-        let engine = engines.engine(for: priority)
+        growth.withLock { growth in
+            growth.overflow = Array(remaining)
+            growth.waiting = true
+        }
+        let engine = context.engines.engine(for: priority)
         entry.stream(.outgrew(next: { [self] grown in
             let deferred = growth.withLock { growth -> FetchError?? in
                 growth.waiting = false
@@ -53,21 +59,18 @@ extension BlockSink {
     /// Moves to the grown entry and hands it the bytes kept past the old capacity. False, with `failure`, when the
     /// store could not grow the entry or the bytes could not be stored.
     func adoptGrownEntry() -> Bool {
-        let (grown, failed) = growth.withLock { growth in
-            defer { (growth.grown, growth.failed) = (nil, false) }
-            return (growth.grown, growth.failed)
+        let (grown, failed, kept) = growth.withLock { growth in
+            defer { (growth.grown, growth.failed, growth.overflow) = (nil, false, []) }
+            return (growth.grown, growth.failed, growth.overflow)
         }
         guard !failed, let grown else {
-            overflow = []
-            failure = failure ?? .transport("the cache entry of a file without a length could not grow")
+            current.failure = current.failure ?? .transport("the cache entry of a file without a length could not grow")
             return false
         }
         let old = entry
         move(to: grown, blocks: 0..<grown.blockCount)
-        owner.moved(self, from: old, to: grown)
+        context.owner.moved(self, from: old, to: grown)
         partial = grown.makeBuffer(capacity: grown.length(ofBlock: nextBlock))
-        let kept = overflow
-        overflow = []
         // SAFETY: the buffer lives for the call; `store` copies what it keeps into block buffers.
         return kept.withUnsafeBytes { store($0) }
     }

@@ -6,21 +6,21 @@
 extension BlockSink {
     func receive(head: ResponseHead) -> Bool {
         tally.proxy = head.proxy
-        switch head.carriedBytes(asked: wholeFile ? nil : wanted) {
+        switch head.carriedBytes(asked: plan.wholeFile ? nil : wanted) {
         case .part(let contentRange):
             return receive(part: contentRange, of: head)
         case .wholeFile:
             return receive(wholeFile: head)
         case .wrongRange(let value):
-            failure = .badContentRange(value)
+            current.failure = .badContentRange(value)
             return false
         case .otherStatus:
             // 412: an object store's If-Match failed (ObjectStore.swift): the object is not the version cached.
-            failure = head.status == 412 ? .remoteChanged : head.statusError
+            current.failure = head.status == 412 ? .remoteChanged : head.statusError
             // An object store says why in an XML body: its Code names the fix, and tells an expired session key
             // (tried again with the key read anew) from a wrong one. Read it (at most `errorBodyLimit` bytes).
             if head.status >= 400, head.status != 412, head["content-type"]?.lowercased().contains("xml") == true {
-                errorBody = []
+                current.errorBody = []
                 return true
             }
             return false
@@ -33,15 +33,15 @@ extension BlockSink {
     /// Keeps the error body's bytes; false (cancel) once it is longer than an error document is, with its first
     /// `errorBodyLimit` bytes kept (the Code and Message come first).
     func receive(errorBytes bytes: UnsafeRawBufferPointer) -> Bool {
-        let room = Self.errorBodyLimit - (errorBody?.count ?? 0)
-        errorBody?.append(contentsOf: bytes.prefix(room))
+        let room = Self.errorBodyLimit - (current.errorBody?.count ?? 0)
+        current.errorBody?.append(contentsOf: bytes.prefix(room))
         return bytes.count <= room
     }
 
     /// The attempt's failure in the object store's words when its error body says them.
     func objectStoreFailure(_ failure: FetchError?) -> FetchError? {
-        guard let body = errorBody else { return failure }
-        errorBody = nil
+        guard let body = current.errorBody else { return failure }
+        current.errorBody = nil
         guard case .httpStatus(let status)? = failure,
               let error = ObjectListingXML.error(body, cut: body.count >= Self.errorBodyLimit) else { return failure }
         return .objectStore(status: status, code: error.code, bucket: error.bucket ?? "")
@@ -52,36 +52,36 @@ extension BlockSink {
     private func receive(part contentRange: ContentRange, of head: ResponseHead) -> Bool {
         let value = head["content-range"] ?? "(missing)"
         guard contentRange.fits(wanted), let range = contentRange.range else {
-            failure = .badContentRange(value)
+            current.failure = .badContentRange(value)
             return false
         }
         if let refusal = head.untrustedBody(expectedLength: UInt64(range.count)) {
-            failure = refusal
+            current.failure = refusal
             return false
         }
-        expectedBody = UInt64(range.count)
-        holdingBack = !head.statesItsLength
+        current.expectedBody = UInt64(range.count)
+        current.holdingBack = !head.statesItsLength
         // A 206 answered If-Range: it is of the version asked for. A 200 that carries the range (rclone serve s3,
         // which ignores If-Range) answered none: its own validators say which version its bytes are of.
         let answeredIfRange = head.status == 206
-        let now = RemoteMetadata(url: choice?.url ?? url, size: contentRange.completeLength ?? entry.size,
+        let now = RemoteMetadata(url: current.choice?.url ?? url, size: contentRange.completeLength ?? entry.size,
                                  etag: head["etag"] ?? "", lastModified: head["last-modified"] ?? "")
-        if let mirrors, let choice, !choice.isPrimary {
+        if let mirrors = plan.mirrors, let choice = current.choice, !choice.isPrimary {
             // A mirror's own validator, for its own If-Range; its length must be the file's.
             if !answeredIfRange, let known = choice.validator, known != now.ifRangeValidator {
-                failure = .remoteChanged  // the mirror changed since its validator was learned, not the file
+                current.failure = .remoteChanged  // the mirror changed since its validator was learned, not the file
                 return false
             }
             if !mirrors.learn(choice.index, size: contentRange.completeLength, expected: entry.size,
                                validator: now.ifRangeValidator) {
-                dropReason = "its length is \(contentRange.completeLength ?? 0) bytes, not \(entry.size)"
-                failure = .badContentRange(value)
+                current.dropReason = "its length is \(contentRange.completeLength ?? 0) bytes, not \(entry.size)"
+                current.failure = .badContentRange(value)
                 return false
             }
             return true
         }
         if let total = contentRange.completeLength, total != entry.size {
-            failure = .remoteChanged
+            current.failure = .remoteChanged
             return false
         }
         // A 206 whose own validators are not the cached ones did not honour the If-Range (or If-Match) it was
@@ -105,31 +105,31 @@ extension BlockSink {
         // Checked first: an encoded body's Content-Length is not the file's size, and must not read as a change.
         // The length is left to `isCachedVersion` below: another Content-Length here is a change of the file.
         if let refusal = head.untrustedBody(expectedLength: nil) {
-            failure = refusal
+            current.failure = refusal
             return false
         }
         let length = head["content-length"].flatMap(UInt64.init)
         let etag = head["etag"] ?? "", lastModified = head["last-modified"] ?? ""
         // A file of unknown size is judged by its validators alone: its entry's size is a capacity.
-        let now = sizeUnknown ? RemoteMetadata.unsized(url: url, etag: etag, lastModified: lastModified)
+        let now = plan.sizeUnknown ? RemoteMetadata.unsized(url: url, etag: etag, lastModified: lastModified)
             : RemoteMetadata(url: url, size: length ?? entry.size, etag: etag, lastModified: lastModified)
-        if let choice, !choice.isPrimary, !wholeFile {
+        if let choice = current.choice, !choice.isPrimary, !plan.wholeFile {
             // The mirror changed since its validator was learned (set aside, relearned later), or it ignores
             // Range or holds another length (dropped).
             if now.size != entry.size {
-                dropReason = "its length is \(now.size) bytes, not \(entry.size)"
+                current.dropReason = "its length is \(now.size) bytes, not \(entry.size)"
             } else if choice.validator == nil || choice.validator == now.ifRangeValidator {
-                dropReason = "it ignores Range requests"
+                current.dropReason = "it ignores Range requests"
             }
-            failure = dropReason == nil ? .remoteChanged : .rangeIgnored
+            current.failure = current.dropReason == nil ? .remoteChanged : .rangeIgnored
             return false
         }
-        guard isCachedVersion(now, askAgainIfRotating: !wholeFile) else { return false }
-        if wholeFile {
-            expectedBody = sizeUnknown ? length : entry.size
+        guard isCachedVersion(now, askAgainIfRotating: !plan.wholeFile) else { return false }
+        if plan.wholeFile {
+            current.expectedBody = plan.sizeUnknown ? length : entry.size
             return true
         }
-        failure = .rangeIgnored
+        current.failure = .rangeIgnored
         return false
     }
 
@@ -143,22 +143,22 @@ extension BlockSink {
             // the second): the first asks again with the cache's own validator (see RotatingETags.swift).
             switch entry.version.judgeETag(now.etag) {
             case .rotates:
-                if let origin = entry.version.retireETag() { owner.etagsRotate(at: origin) }
+                if let origin = entry.version.retireETag() { context.owner.etagsRotate(at: origin) }
                 if askAgainIfRotating {
-                    askAgain = true
-                    failure = .cancelled
+                    current.askAgain = true
+                    current.failure = .cancelled
                     return false
                 }
-            case .askAgain where !wholeFile:
-                askAgain = true
-                failure = .cancelled
+            case .askAgain where !plan.wholeFile:
+                current.askAgain = true
+                current.failure = .cancelled
                 return false
             case .askAgain, .changed:
                 break  // a change, below
             }
         }
         guard entry.version.matches(now) else {
-            failure = .remoteChanged
+            current.failure = .remoteChanged
             return false
         }
         return true

@@ -29,103 +29,55 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     // @unchecked Sendable: the fetcher calls one sink from one thread at a time (head, body..., complete), and
     // a retry starts only after `complete` returned, so the mutable fields are never touched concurrently.
 
+    // Thirteen stored properties, each a concept of its own: the entry and where in it the stream stands (five,
+    // two of them the copy other threads read), the plan and the context fixed at birth, the current attempt's
+    // findings, what attempts have made of the transfer so far, whether anybody still wants it, the growth of an
+    // entry of unknown size, and the priority.
+
     /// The entry the blocks go to; a stream of a file of unknown size moves on to the entry that replaced the one
     /// it outgrew (`adoptGrownEntry`). Read on the fetcher's thread; other threads read `shared`.
     private(set) var entry: any BlockStore
-    /// The entry the transfer started on: the scheduler counts it as that entry's until it ends.
-    let countedStore: any BlockStore
     /// `entry` and `blocks`, for the scheduler's threads (`blockStore`, `coveredBlocks`).
     private let shared: Mutex<(store: any BlockStore, blocks: Range<Int>)>
-    /// The file's own URL (the primary, with mirrors).
-    let url: String
-    /// The file's mirrors, if it has any; nil asks `url` every time.
-    let mirrors: MirrorSet?
-    /// The mirror the current attempt asks.
-    var choice: MirrorSet.Choice?
-    /// When the current attempt started (monotonic seconds), to measure the mirror.
-    private var attemptBegan = 0.0
-    /// Set when the current mirror turned out to disagree with the file: why it is dropped.
-    var dropReason: String?
-    /// Body bytes received in the current attempt, and the proxy they came through.
-    var tally = AttemptTally()
-    /// The engines its attempts are sent through, and the counters its attempts end in; handed over at its birth.
-    let engines: TransferEngines
-    private let metrics: Metrics
     private var blocks: Range<Int>
-    /// Streams the whole file without a Range header, skipping blocks already present.
-    let wholeFile: Bool
-    /// The file's size is not yet known (its server sends no length): the entry's size is a capacity, and the
-    /// body's end, or its outgrowing the capacity, reshapes the entry (`StreamStep.ended`, `.outgrew`).
-    let sizeUnknown: Bool
-    /// A stream of a file of unknown size that outgrew its entry, while the store grows it (BlockSink+Growth).
-    let growth = Mutex(Growth())
-    /// The bytes past the capacity that came with the last body call before the growth, handed to the grown entry.
-    var overflow: [UInt8] = []
-    /// Fill can be promoted to demand while it runs (a reader needs its blocks); read from the fetcher's thread.
-    private let currentPriority: Mutex<FetchPriority>
-    private let maxBytesPerSecond: Int?
-    private let policy: FetchPolicy
-    private let logger: Logger
-    // Strong: a transfer may finish after everything else let go of its owner. The owner keeps running fill sinks
-    // only until `finished`, so the cycle ends with the transfer.
-    let owner: TransferOwner
     /// The first block not yet stored; blocks before it in `blocks` are present.
     var nextBlock: Int
     /// Bytes of `nextBlock` received so far; handed to the entry when the block is whole.
     var partial: BlockBuffer
-    /// Attempts since the last one that made progress.
-    private var attempt = 0
-    /// Where the current attempt started, to tell whether it made progress.
-    private var attemptStart: UInt64 = 0
-    /// The furthest block a whole-file stream's attempts reached, to tell whether the current one made progress.
-    private var furthestBlock = 0
-    /// Why the current attempt was cancelled by us, if it was.
-    var failure: FetchError?
-    /// The body of an error answer, while it is read for an object store's Code (BlockSink+Head.swift).
-    var errorBody: [UInt8]?
-    /// The body length the current attempt's head states (its Content-Range's span, or the file's size for a
-    /// whole-file stream), and the body bytes received so far in it.
-    var expectedBody: UInt64?
-    private var bodyReceived: UInt64 = 0
-    /// Whether no header fixes the current body's length, so its blocks are held here until it ends right.
-    var holdingBack = false
-    /// Blocks of the current attempt held back, in order from `attemptFirstBlock`.
-    private var held: [BlockBuffer] = []
-    /// Where the current attempt began: its first block, and how many bytes of it were here before.
-    private var attemptFirstBlock = 0
-    private var attemptPartialBytes = 0
-    /// The current attempt was given up to ask again at once (its answer showed that the ETag rotates).
-    var askAgain = false
-    /// When the transfer last asked its owner whether it is still wanted (uptime nanoseconds), and whether it
-    /// was given up because nobody wants it any more: every reader closed its file, and nothing completes it.
-    private var wantCheckedAt: UInt64 = 0
-    private var unwanted = false
-    /// Until when (uptime nanoseconds) the transfer is wanted without asking (an adopted probe's: always,
-    /// `adoptAttempt`).
-    private var wantedWithoutAskingUntil: UInt64 = 0
-    /// How often a reader's transfer asks whether it is still wanted; a server that trickles a byte a second is
-    /// left this long after its last reader, not minutes later.
-    static let wantCheckInterval: UInt64 = 1_000_000_000
+    /// What the transfer asks for, and how.
+    let plan: Plan
+    /// Who the transfer answers to and runs through.
+    let context: Context
+    /// What the current attempt found; each attempt starts a new one (`beginAttempt`).
+    var current = Attempt()
+    /// Body bytes received in the current attempt, and the proxy they came through (drained by the scheduler).
+    var tally = AttemptTally()
+    /// What the attempts so far made of the transfer: whether it is still making progress.
+    private var progress = Progress()
+    /// Whether anybody still wants the transfer's blocks, asked now and then (`Interest`).
+    private var interest = Interest()
+    /// A stream of a file of unknown size that outgrew its entry, while the store grows it (BlockSink+Growth).
+    let growth = Mutex(Growth())
+    /// Fill can be promoted to demand while it runs (a reader needs its blocks); read from the fetcher's thread.
+    private let currentPriority: Mutex<FetchPriority>
+
+    /// The file's own URL (the primary, with mirrors).
+    var url: String { plan.url }
+    /// The entry the transfer started on: the scheduler counts it as that entry's until it ends.
+    var countedStore: any BlockStore { plan.countedStore }
 
     init(entry: any BlockStore, url: String, mirrors: MirrorSet? = nil, blocks: Range<Int>, wholeFile: Bool = false,
          priority: FetchPriority, maxBytesPerSecond: Int?, policy: FetchPolicy, logger: Logger,
          engines: TransferEngines, metrics: Metrics, owner: TransferOwner) {
-        self.engines = engines
-        self.metrics = metrics
         self.entry = entry
-        countedStore = entry
         shared = Mutex((entry, blocks))
-        self.url = url
-        self.mirrors = wholeFile ? nil : mirrors
         self.blocks = blocks
-        self.wholeFile = wholeFile
-        sizeUnknown = !entry.version.remoteMetadata.sizeKnown
-        self.currentPriority = Mutex(priority)
-        self.maxBytesPerSecond = maxBytesPerSecond
-        self.policy = policy
-        self.logger = logger
-        self.owner = owner
-        self.nextBlock = blocks.lowerBound
+        nextBlock = blocks.lowerBound
+        plan = Plan(url: url, mirrors: wholeFile ? nil : mirrors, wholeFile: wholeFile,
+                    sizeUnknown: !entry.version.remoteMetadata.sizeKnown, maxBytesPerSecond: maxBytesPerSecond,
+                    countedStore: entry)
+        context = Context(engines: engines, metrics: metrics, policy: policy, logger: logger, owner: owner)
+        currentPriority = Mutex(priority)
         partial = entry.makeBuffer(capacity: entry.length(ofBlock: blocks.lowerBound))
     }
 
@@ -143,8 +95,8 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// mount's metrics first.
     func startAttempt() {
         let request = beginAttempt()
-        tally.drain(into: metrics)
-        engines.engine(for: priority).start(request, sink: self)
+        tally.drain(into: context.metrics)
+        context.engines.engine(for: priority).start(request, sink: self)
     }
 
     /// Takes over, as this sink's first attempt, a request already sent for exactly this sink's bytes from the
@@ -154,46 +106,37 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// reader gets there; cutting it would drop its connection for at most the probe's 256 KiB.
     func adoptAttempt() {
         _ = beginAttempt()
-        wantCheckedAt = DispatchTime.now().uptimeNanoseconds
-        wantedWithoutAskingUntil = .max
+        interest.checkedAt = DispatchTime.now().uptimeNanoseconds
+        interest.wantedWithoutAskingUntil = .max
     }
 
     /// Whether anybody still wants this transfer's blocks (see TransferOwner.isWanted).
     private var isWanted: Bool {
-        DispatchTime.now().uptimeNanoseconds < wantedWithoutAskingUntil || owner.isWanted(self)
+        DispatchTime.now().uptimeNanoseconds < interest.wantedWithoutAskingUntil || context.owner.isWanted(self)
     }
 
     /// Resets the state of a new attempt, and returns its request.
     private func beginAttempt() -> RangeRequest {
-        if wholeFile {
+        if plan.wholeFile {
             nextBlock = blocks.lowerBound  // without Range, every attempt starts at byte 0
             partial = entry.makeBuffer(capacity: entry.length(ofBlock: nextBlock))
         }
-        attempt += 1
-        attemptStart = resumeOffset
-        attemptFirstBlock = nextBlock
-        attemptPartialBytes = partial.count
-        failure = nil
-        errorBody = nil
-        dropReason = nil
-        expectedBody = nil
-        bodyReceived = 0
-        holdingBack = false
-        held = []
-        var request = RangeRequest(url: url, range: wholeFile ? nil : wanted, ifRange: entry.validator)
-        if let mirrors {
+        progress.attempts += 1
+        current = Attempt(startOffset: resumeOffset, firstBlock: nextBlock, partialBytes: partial.count)
+        var request = RangeRequest(url: url, range: plan.wholeFile ? nil : wanted, ifRange: entry.validator)
+        if let mirrors = plan.mirrors {
             let choice = mirrors.choose(avoiding: mirrors.earlierSources(of: remainingBlocks))
-            self.choice = choice
-            attemptBegan = MonotonicClock.seconds()
+            current.choice = choice
+            current.began = MonotonicClock.seconds()
             request.url = choice.url
             if !choice.isPrimary { request.ifRange = choice.validator }
             // Where another mirror could take over, a server that stops sending is left after seconds, not after
             // the low-speed timeout: the request goes on from its byte elsewhere (see `complete`).
             if mirrors.hasUsableMirror(besides: choice.index) {
-                request.stallTimeout = policy.mirrorStallTime(cappedAt: maxBytesPerSecond)
+                request.stallTimeout = context.policy.mirrorStallTime(cappedAt: plan.maxBytesPerSecond)
             }
         }
-        request.maxBytesPerSecond = maxBytesPerSecond
+        request.maxBytesPerSecond = plan.maxBytesPerSecond
         return request
     }
 
@@ -219,23 +162,23 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     func promoteToDemand() { currentPriority.withLock { $0 = .demand } }
 
     func receive(body: UnsafeRawBufferPointer) -> Bool {
-        if errorBody != nil { return receive(errorBytes: body) }
-        if !overflow.isEmpty || growth.withLock({ $0.grown != nil || $0.failed }) {
+        if current.errorBody != nil { return receive(errorBytes: body) }
+        if growth.withLock({ $0.pending }) {
             guard adoptGrownEntry() else { return false }
         }
         tally.received += body.count
-        bodyReceived += UInt64(body.count)
+        current.bodyReceived += UInt64(body.count)
         let now = DispatchTime.now().uptimeNanoseconds
-        if now - wantCheckedAt >= Self.wantCheckInterval {
-            wantCheckedAt = now
+        if now - interest.checkedAt >= Interest.checkInterval {
+            interest.checkedAt = now
             if priority != .fill && !isWanted {
-                unwanted = true
-                failure = .cancelled
+                interest.unwanted = true
+                current.failure = .cancelled
                 return false
             }
         }
-        if let expectedBody, bodyReceived > expectedBody {
-            failure = .untrustedBody("its body is longer than the \(expectedBody) bytes its head states")
+        if let expectedBody = current.expectedBody, current.bodyReceived > expectedBody {
+            current.failure = .untrustedBody("its body is longer than the \(expectedBody) bytes its head states")
             return false
         }
         return store(body)
@@ -247,12 +190,12 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         var remaining = body
         while !remaining.isEmpty {
             guard nextBlock < blocks.upperBound else {
-                if sizeUnknown && wholeFile {
+                if plan.sizeUnknown && plan.wholeFile {
                     // Not a failure: the entry gets more room, and this stream goes on into it (BlockSink+Growth).
                     outgrowEntry(keeping: remaining)
                     return true
                 }
-                failure = .badContentRange("body longer than the requested range")
+                current.failure = .badContentRange("body longer than the requested range")
                 return false
             }
             let taken = partial.append(remaining)
@@ -269,17 +212,17 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// another version of the file (a server without an ETag tells no other way). Returns false then, with
     /// `failure` set: the entry's readers get ESTALE, and its blocks are not mixed with the new version's.
     private func storeBlock() -> Bool {
-        if holdingBack {
-            held.append(partial)
+        if current.holdingBack {
+            current.held.append(partial)
             nextBlock += 1
             partial = entry.makeBuffer(capacity: entry.length(ofBlock: nextBlock))
             return true
         }
         var handOver = true
-        if wholeFile, let kept = entry.presentChecksum(ofBlock: nextBlock) {
+        if plan.wholeFile, let kept = entry.presentChecksum(ofBlock: nextBlock) {
             guard CRC32C.checksum(partial.bytes) == kept else {
-                logger.notice("\(Redaction.redact(url)) sent other bytes for block \(nextBlock) than those cached; the file changed on the server")
-                failure = .remoteChanged
+                context.logger.notice("\(Redaction.redact(url)) sent other bytes for block \(nextBlock) than those cached; the file changed on the server")
+                current.failure = .remoteChanged
                 return false
             }
             handOver = false
@@ -297,30 +240,30 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
 
     /// Hands a whole block to the entry, and records which mirror it came from.
     private func hand(block index: Int, buffer: BlockBuffer) {
-        let current = priority
-        entry.put(block: index, buffer: buffer, background: current == .fill, budgeted: current != .demand)
-        if let mirrors, let choice { mirrors.recordSource(block: index, mirror: choice.index) }
+        let priority = priority
+        entry.put(block: index, buffer: buffer, background: priority == .fill, budgeted: priority != .demand)
+        if let mirrors = plan.mirrors, let choice = current.choice { mirrors.recordSource(block: index, mirror: choice.index) }
     }
 
     /// Stores the blocks held back from a body without a stated length once it ended where its Content-Range
     /// said; otherwise drops them and this attempt's bytes, and says why.
     private func settleHeldBlocks(_ outcome: FetchError?) -> FetchError? {
-        guard holdingBack else { return outcome }
-        holdingBack = false
+        guard current.holdingBack else { return outcome }
+        current.holdingBack = false
         var outcome = outcome
-        if outcome == nil, let expectedBody, bodyReceived != expectedBody {
-            outcome = .untrustedBody("its body ended after \(bodyReceived) of the \(expectedBody) bytes its Content-Range states")
+        if outcome == nil, let expectedBody = current.expectedBody, current.bodyReceived != expectedBody {
+            outcome = .untrustedBody("its body ended after \(current.bodyReceived) of the \(expectedBody) bytes its Content-Range states")
         }
-        let blocks = held
-        held = []
+        let blocks = current.held
+        current.held = []
         if outcome == nil {
-            for (offset, buffer) in blocks.enumerated() { hand(block: attemptFirstBlock + offset, buffer: buffer) }
+            for (offset, buffer) in blocks.enumerated() { hand(block: current.firstBlock + offset, buffer: buffer) }
             return nil
         }
         // Back to where the attempt began, keeping the bytes of its first block that came before it.
         if let first = blocks.first { partial = first }
-        partial.keep(first: attemptPartialBytes)
-        nextBlock = attemptFirstBlock
+        partial.keep(first: current.partialBytes)
+        nextBlock = current.firstBlock
         return outcome
     }
 
@@ -328,57 +271,57 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
         // A body that ended while the store grew its entry ends once the grown entry took the bytes past the old one.
         if deferWhileGrowing(error) { return }
         var error = error
-        if !overflow.isEmpty || growth.withLock({ $0.grown != nil || $0.failed }), !adoptGrownEntry() {
-            error = error ?? failure
+        if growth.withLock({ $0.pending }), !adoptGrownEntry() {
+            error = error ?? current.failure
         }
-        var outcome = settleHeldBlocks(objectStoreFailure(failure) ?? error)
-        tally.count(source: choice?.url ?? url, isPrimary: choice?.isPrimary ?? true, outcome: outcome)
-        if sizeUnknown && wholeFile && outcome == nil { return endOfUnknownSize() }
-        if let mirrors, let choice {
-            mirrors.finished(choice, bytes: resumeOffset - attemptStart,
-                             seconds: MonotonicClock.seconds() - attemptBegan, error: outcome)
+        var outcome = settleHeldBlocks(objectStoreFailure(current.failure) ?? error)
+        tally.count(source: current.choice?.url ?? url, isPrimary: current.choice?.isPrimary ?? true, outcome: outcome)
+        if plan.sizeUnknown && plan.wholeFile && outcome == nil { return endOfUnknownSize() }
+        if let mirrors = plan.mirrors, let choice = current.choice {
+            mirrors.finished(choice, bytes: resumeOffset - current.startOffset,
+                             seconds: MonotonicClock.seconds() - current.began, error: outcome)
         }
         // Progress is a block stored (or a block's worth of bytes): a server that trickles a few bytes per attempt
         // runs out of attempts like one that sends nothing, so no read waits on it forever.
         // A whole-file stream starts every attempt at byte 0: only blocks past the furthest an attempt reached are
         // progress (a server that dropped every stream at the same byte was streamed again for ever).
-        let progressed = wholeFile ? nextBlock > furthestBlock
-            : nextBlock > attemptFirstBlock || resumeOffset >= attemptStart + UInt64(entry.blockSize)
-        if wholeFile { furthestBlock = max(furthestBlock, nextBlock) }
-        if progressed { attempt = 0 }
-        if askAgain {
-            askAgain = false
-            attempt = max(0, attempt - 1)  // not a failure: the same request with the validator that works
+        let progressed = plan.wholeFile ? nextBlock > progress.furthestBlock
+            : nextBlock > current.firstBlock || resumeOffset >= current.startOffset + UInt64(entry.blockSize)
+        if plan.wholeFile { progress.furthestBlock = max(progress.furthestBlock, nextBlock) }
+        if progressed { progress.attempts = 0 }
+        if current.askAgain {
+            current.askAgain = false
+            progress.attempts = max(0, progress.attempts - 1)  // not a failure: the same request with the validator that works
             return startAttempt()
         }
         // Nobody wants the rest (checked during the body, and before any retry): its claims go back, so that a
         // later read asks afresh.
         let mayLeave = outcome != nil && outcome != .remoteChanged && outcome != .rangeIgnored && priority != .fill
-        if unwanted || (mayLeave && !isWanted) {
+        if interest.unwanted || (mayLeave && !isWanted) {
             // Asked again: a reader may have come for these blocks since the body was left.
-            if unwanted && isWanted {
-                unwanted = false
-                attempt = max(0, attempt - 1)
+            if interest.unwanted && isWanted {
+                interest.unwanted = false
+                progress.attempts = max(0, progress.attempts - 1)
                 return startAttempt()
             }
-            logger.info("stopped fetching \(Redaction.redact(url)) bytes \(wanted): every process that read it is gone")
+            context.logger.info("stopped fetching \(Redaction.redact(url)) bytes \(wanted): every process that read it is gone")
             entry.abandon(blocks: nextBlock..<blocks.upperBound, error: .cancelled)
             return finish(.done)
         }
         if outcome == nil && nextBlock < blocks.upperBound {
             // A 206 may carry less than asked for: ask for the rest. Only an answer with no progress is an error.
-            if attempt == 0 && !wholeFile {
+            if progress.attempts == 0 && !plan.wholeFile {
                 startAttempt()
                 return
             }
             outcome = .shortBody
         }
         guard var outcome else { return finish(.done) }
-        if let mirrors, let choice, outcome != .cancelled, choice.isPrimary == false || outcome != .remoteChanged {
+        if let mirrors = plan.mirrors, let choice = current.choice, outcome != .cancelled, choice.isPrimary == false || outcome != .remoteChanged {
             let shown = Redaction.redact(choice.url)
-            if let dropReason {
+            if let dropReason = current.dropReason {
                 mirrors.drop(choice, reason: dropReason)
-                logger.warning("mirror \(shown) is dropped for \(Redaction.redact(url)): \(dropReason)")
+                context.logger.warning("mirror \(shown) is dropped for \(Redaction.redact(url)): \(dropReason)")
             } else {
                 mirrors.setAside(choice, because: outcome)
             }
@@ -386,28 +329,28 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
                 outcome = .transport("the mirror \(shown) changed")  // the file did not: another mirror may serve it
             }
             if mirrors.hasUsableMirror {
-                logger.info("\(shown) failed (\(outcome.userMessage)); going on from byte \(resumeOffset) on another mirror")
-                attempt = max(0, attempt - 1)  // a switch of mirror is not a retry
+                context.logger.info("\(shown) failed (\(outcome.userMessage)); going on from byte \(resumeOffset) on another mirror")
+                progress.attempts = max(0, progress.attempts - 1)  // a switch of mirror is not a retry
                 startAttempt()
                 return
             }
             if outcome == .rangeIgnored { outcome = .transport("every mirror failed; the last ignores Range requests") }
         }
         if outcome == .rangeIgnored {
-            logger.warning("\(Redaction.redact(url)) ignores Range requests; streaming it whole instead")
+            context.logger.warning("\(Redaction.redact(url)) ignores Range requests; streaming it whole instead")
             entry.markRangeless()
             entry.releaseClaims(nextBlock..<blocks.upperBound)
             return finish(.rangeIgnored)
         }
-        if let delay = policy.retry(after: outcome, attempt: attempt) {
-            logger.info("retrying \(Redaction.redact(url)) from byte \(resumeOffset) in \(delay): \(outcome.userMessage)")
-            owner.retry(self, after: delay)
+        if let delay = context.policy.retry(after: outcome, attempt: progress.attempts) {
+            context.logger.info("retrying \(Redaction.redact(url)) from byte \(resumeOffset) in \(delay): \(outcome.userMessage)")
+            context.owner.retry(self, after: delay)
             return
         }
-        logger.warning("fetching \(Redaction.redact(url)) bytes \(wanted) failed: \(outcome.userMessage)")
+        context.logger.warning("fetching \(Redaction.redact(url)) bytes \(wanted) failed: \(outcome.userMessage)")
         // Readers are failed first: each registers the ESTALE answer it waits to send before the owner is told.
         entry.abandon(blocks: nextBlock..<blocks.upperBound, error: BlockFailure(outcome))
-        if outcome == .remoteChanged { owner.remoteChanged(entry) }
+        if outcome == .remoteChanged { context.owner.remoteChanged(entry) }
         finish(.done)
     }
 
@@ -417,15 +360,15 @@ final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// on an entry about to go stale; the store ends it if it cannot reshape it.
     private func endOfUnknownSize() {
         entry.stream(.ended(size: resumeOffset, lastBlock: Array(partial.bytes)))
-        owner.finished(self, outcome: .done)
+        context.owner.finished(self, outcome: .done)
     }
 
     private func finish(_ outcome: TransferOutcome) {
         // A stream under a cap smaller than the file evicts what it stored behind it: a reader that then asked for
         // such a block found this stream running and waits for it, so it goes on with another.
-        if wholeFile, entry.endStream(), outcome == .done {
-            return owner.finished(self, outcome: .streamAgain)
+        if plan.wholeFile, entry.endStream(), outcome == .done {
+            return context.owner.finished(self, outcome: .streamAgain)
         }
-        owner.finished(self, outcome: outcome)
+        context.owner.finished(self, outcome: outcome)
     }
 }

@@ -212,7 +212,7 @@ public final class CredentialTable: Sendable {
         var lines: [String] = []
         if let validator {
             // S3 has no If-Range. An ETag (strong, quoted) must match; a date-only validator must not be exceeded.
-            if validator.hasPrefix("\"") {
+            if validator.utf8.first == UInt8(ascii: "\"") {  // a byte: a combining mark may follow the quote
                 lines.append("If-Match: \(validator)")
             } else if !validator.hasPrefix("W/") {
                 lines.append("If-Unmodified-Since: \(validator)")

@@ -147,7 +147,7 @@ extension DirectoryService {
         // An object store's GET carries the listed ETag from its first request on (`If-Match`): the bytes it
         // brings are those of the version listed, or it answers 412 and the object is probed again as it is now.
         let listedETag = file.metadata.etag
-        let expected = conditional && listedETag.hasPrefix("\"") && credentials.objectStore(for: file.metadata.url) != nil
+        let expected = conditional && listedETag.utf8.first == UInt8(ascii: "\"") && credentials.objectStore(for: file.metadata.url) != nil
             ? listedETag : nil
         fetcher.probe(url: file.metadata.url, firstBytes: probeLength(of: file), expecting: expected) { [self] result in
             if expected != nil, case .failure(.httpStatus(412)) = result {

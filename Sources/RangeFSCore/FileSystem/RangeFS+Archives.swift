@@ -257,7 +257,7 @@ extension RangeFS {
         guard handle & ArchiveFolders.handleBit != 0 else { return false }
         guard let member = archives.close(handle: handle) else { return true }
         if let view = member.view { _ = handles.close(view.handle) }
-        member.entry.endUse()
+        member.entry.use.end()
         return true
     }
 
@@ -293,7 +293,7 @@ extension RangeFS {
         } catch {
             return (.failure(.cacheUnusable(error)), true)
         }
-        defer { entry.endUse() }
+        defer { entry.use.end() }
         let source = CacheEntrySource(fileSystem: self, entry: entry, inode: item.inode)
         archives.reading(source, slot: slot)
         let limits = ArchiveLimits()

@@ -78,8 +78,8 @@ extension RangeFS {
     func entryReshaped(_ old: CacheEntry, into new: CacheEntry) {
         let moved = handles.replaceEntry(old, with: new)
         for _ in 0..<moved {
-            new.beginUse()
-            old.endUse()
+            new.use.begin()
+            old.use.end()
         }
         guard new.header.sizeKnown else { return }
         learnSize(new.remoteMetadata)

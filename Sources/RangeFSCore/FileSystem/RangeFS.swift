@@ -184,7 +184,7 @@ public final class RangeFS: Sendable {
         }
         // Bytes known to be wrong are never served (RangeFS+Digests.swift).
         if cacheEntry.isKnownWrong {
-            cacheEntry.endUse()
+            cacheEntry.use.end()
             return .failure(.io("digest mismatch"))
         }
         // A complete file from an earlier run is checked in one pass, so that it can pass through (see
@@ -243,11 +243,11 @@ public final class RangeFS: Sendable {
         if releaseArchiveMember(handle) { return }
         let file = handles.close(handle)
         if let file, file.passthrough { file.entry.endPassthrough() }
-        file?.entry.endUse()
+        file?.entry.use.end()
     }
 
     /// Reads `count` bytes at `offset` for process `pid` (0: unknown); `reply` runs exactly once, now or when the
-    /// blocks arrive. While it waits, the READ counts as its process's use of the file (CacheEntry+Readers).
+    /// blocks arrive. While it waits, the READ counts as its process's use of the file (EntryUse.swift).
     public func read(handle: UInt64, offset: UInt64, count: Int, pid: Int32 = 0, reply: @escaping Reply) {
         if readArchiveMember(handle: handle, offset: offset, count: count, reply: reply) { return }
         let fillAfter = settings.prefetch == .use ? settings.fillAfterBytes : nil
@@ -295,10 +295,10 @@ public final class RangeFS: Sendable {
         }
         // Registered before the blocks are asked for, so that the transfers they start see this reader; the waiter
         // below (which runs only if the answer is `.waiting`) or the switch at the end takes it off.
-        entry.beginRead(pid: pid)
+        entry.use.beginRead(pid: pid)
         let availability = scheduler.ensure(entry, url: entry.header.url, blocks: blocks,
                                             singleAttempt: failedLately != nil) { [weak self] result in
-            entry.endRead(pid: pid)
+            entry.use.endRead(pid: pid)
             guard let self else { return reply(.failure(.io("the file system is shutting down"))) }
             switch result {
             case .success: answer(range, of: entry, inode: inode, reply: reply, whenReplaced: whenReplaced)
@@ -314,14 +314,14 @@ public final class RangeFS: Sendable {
         }
         switch availability {
         case .ready:
-            entry.endRead(pid: pid)
+            entry.use.endRead(pid: pid)
             answer(range, of: entry, inode: inode, reply: reply, whenReplaced: whenReplaced)
         case .waiting: break
         case .failed(.replaced) where whenReplaced != nil && entry.wasReshaped:
-            entry.endRead(pid: pid)
+            entry.use.endRead(pid: pid)
             whenReplaced?()
         case .failed(let failure):
-            entry.endRead(pid: pid)
+            entry.use.endRead(pid: pid)
             reply(.failure(Self.fileSystemError(for: failure.fetchError)))
         }
     }
@@ -364,7 +364,7 @@ public final class RangeFS: Sendable {
     func entry(for item: CatalogItem, inUse: Bool = false) throws(CacheError) -> CacheEntry {
         // A file of unknown size whose stream ended: its entry of the size, before the catalog heard of it.
         if let settled = settledEntry(of: item) {
-            if inUse { settled.beginUse() }
+            if inUse { settled.use.begin() }
             return settled
         }
         let metadata = directories.versionToOpen(item)
