@@ -22,4 +22,17 @@ enum FuzzInputs {
         }
         return found
     }
+
+    /// `count` copies of `bytes`, each with one byte replaced by one of `replacements`, named by where: the same
+    /// changes at every run (positions and bytes from a fixed sequence), for the differential tests of the readers.
+    static func oneByteChanges(of bytes: [UInt8], count: Int, replacements: [UInt8]) -> [(String, [UInt8])] {
+        var state: UInt64 = 46
+        return (0..<count).map { _ in
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            let at = Int((state >> 33) % UInt64(bytes.count))
+            var changed = bytes
+            changed[at] = replacements[Int((state >> 20) % UInt64(replacements.count))]
+            return ("byte \(at) changed", changed)
+        }
+    }
 }

@@ -98,16 +98,7 @@ final class ObjectListingPageReaderTests: XCTestCase {
         pages.append(("key not utf-8", Array(Self.listserverPage.utf8).map { $0 == UInt8(ascii: "9") ? 0xFF : $0 }))
         let page = Array(Self.awsPage.utf8)
         for cut in stride(from: 0, to: page.count, by: 7) { pages.append(("cut at \(cut)", Array(page[..<cut]))) }
-        // The same changes at every run: positions and bytes from a fixed sequence.
-        let replacements = Array("<>/&;\"' %+=aZ\u{0}\u{0D}".utf8)
-        var state: UInt64 = 46
-        for _ in 0..<600 {
-            state = state &* 6364136223846793005 &+ 1442695040888963407
-            let at = Int((state >> 33) % UInt64(page.count))
-            var changed = page
-            changed[at] = replacements[Int((state >> 20) % UInt64(replacements.count))]
-            pages.append(("byte \(at) changed", changed))
-        }
+        pages += FuzzInputs.oneByteChanges(of: page, count: 600, replacements: Array("<>/&;\"' %+=aZ\u{0}\u{0D}".utf8))
         for (name, bytes) in pages {
             for prefix in ["d/", "data/", "many/", ""] { try assertSameAsFullReader(bytes, prefix: prefix, name) }
         }

@@ -196,8 +196,7 @@ enum DirectoryListing {
         gatherer.seen.reserveCapacity(count)
         gatherer.listing.entries.reserveCapacity(count)
         let read = ListingRecords.forEach(body) { record in
-            gatherer.take(name: record.name, isDirectory: record.isDirectory, size: record.size,
-                          modificationTime: record.modificationTime, precision: record.datePrecision, etag: record.etag)
+            gatherer.take(record)
         }
         guard read else { return nil }
         gatherer.listing.bytesExamined = body.count
@@ -236,21 +235,14 @@ enum DirectoryListing {
 
         /// One object of a JSON listing.
         mutating func take(_ item: ListingObject) {
-            guard !listing.truncated, let name = item.string(.name) else { return }
-            // nginx: "type": "directory"; Caddy: "is_dir": true.
-            let isDirectory = item.string(.type) == "directory" || item.boolean(.isDirectory) == true
-            var size: UInt64?
-            if !isDirectory, let stated = item.number(.size), stated >= 0, stated < 0x1p63, stated.rounded() == stated {
-                size = UInt64(stated)
-            }
-            var time: Int64?
-            if let date = item.string(.mtime) {
-                time = HTTPDate.parse(date)  // nginx: "Mon, 23 Nov 2026 10:00:00 GMT"
-            } else if let date = item.string(.modTime) {
-                time = RFC3339.parse(date)  // Caddy: "2026-11-23T10:00:00.5Z"
-            }
-            take(name: name, isDirectory: isDirectory, size: size, modificationTime: time, precision: .second,
-                 etag: item.string(.etag))
+            guard !listing.truncated, let child = item.child else { return }
+            take(child)
+        }
+
+        /// One child as a record (or a JSON object read to one) states it.
+        mutating func take(_ child: ListingRecords.Record) {
+            take(name: child.name, isDirectory: child.isDirectory, size: child.size,
+                 modificationTime: child.modificationTime, precision: child.datePrecision, etag: child.etag)
         }
 
         /// One child, as a JSON object or a record states it.

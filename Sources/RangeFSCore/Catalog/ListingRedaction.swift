@@ -4,8 +4,9 @@
 // holding secrets. The catalog knows URLs by their identities (Redaction, URLQuery): the query keeps its names
 // and loses its values. A kept HTML listing does the same to every query in its text. That changes no child:
 // a link with a query is never a child (DirectoryURL.childSegment), and nginx's size and date columns hold no `?`.
-// A JSON listing (nginx, Caddy) and an object store's records (ListingRecords.swift) are kept as they came: their
-// names are read as they are, and a `?` in a name is part of the name.
+// A JSON listing (nginx, Caddy) is kept as the records read from it (ListingJSON+Records.swift), or as it came when
+// it is not read to records; those and an object store's records (ListingRecords.swift) keep their names as read:
+// a `?` in a name is part of the name.
 
 enum ListingRedaction {
     /// `body` as it is kept: for an HTML listing, every `?query` in it with its values replaced by `***` (up to a

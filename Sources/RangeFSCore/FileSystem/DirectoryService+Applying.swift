@@ -4,14 +4,17 @@
 import Logging
 
 extension DirectoryService {
-    /// Takes a listing's result into the catalog.
-    func read(_ result: Result<[UInt8], FetchError>, into inode: UInt64, from url: String, askedAt: Double,
-                      reported: Bool) -> ListingOutcome {
+    /// Takes a listing's result into the catalog. A body is taken out of `result` (left empty), so that what is
+    /// read from it can let it go.
+    func read(_ result: inout Result<[UInt8], FetchError>, into inode: UInt64, from url: String, askedAt: Double,
+              reported: Bool) -> ListingOutcome {
         let failureLevel: Logger.Level = reported ? .debug : .error
         guard let directory = catalog.directory(inode: inode) else { return .listed }
         let now = MonotonicClock.seconds()
         let shown = Redaction.redact(url)
+        var body: [UInt8]
         switch result {
+        case .success(let bytes): body = bytes
         case .failure(let error):
             if error.isOriginUnreachable, !directory.listed, let kept = store.savedListing(for: url) {
                 if !addWhole(kept, to: inode, listedFrom: url) {
@@ -35,7 +38,12 @@ extension DirectoryService {
             logger.log(level: failureLevel, "cannot list \(shown): \(error.userMessage); \(shows)")
             if directory.listed { catalog.markListed(inode, at: now) }  // tried again after the cache time
             return .failed(error.userMessage, gone: error.isGone)
-        case .success(let body):
+        }
+        result = .success([])
+        // A JSON listing read to records, the JSON let go here (`body` holds it alone): 200,000 files' listing no
+        // longer sits beside its entries and the catalog. The records are what is kept for offline use too.
+        if let records = ListingJSON.records(body) { body = records }
+        do {
             // The parsed listing lives in this scope only: the memory is given back once it is freed.
             var entries = addWhole(body, to: inode, listedFrom: url) ? catalog.childCount(of: inode) : nil
             if entries == nil {

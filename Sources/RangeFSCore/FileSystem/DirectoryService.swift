@@ -209,7 +209,11 @@ final class DirectoryService: Sendable {
         // What the listing states was true when it was asked for (an object store's 100 pages take a while).
         let askedAt = MonotonicClock.seconds()
         let completion: @Sendable (Result<[UInt8], FetchError>) -> Void = { [self] result in
+            // Handed on in a box that is emptied when it is read: the listing's body then has one owner, and a JSON
+            // listing's 19 MB are let go once read to records, before the catalog grows (ListingJSON+Records.swift).
+            let handed = LockedBox<Result<[UInt8], FetchError>?>(result)
             work.async { [self] in
+                guard var result = handed.withLock({ $0.take() }) else { return }
                 // A reader must not fail for the walk ahead's sake: it lists again (DirectoryService+WalkAhead.swift).
                 if listAgainForReaders(inode, url: url, after: result) { return }
                 // Someone shows the outcome to the user (the mount, `rangefs add`): the log need not say it too,
@@ -218,7 +222,7 @@ final class DirectoryService: Sendable {
                     guard let listing = state.listings[inode] else { return false }
                     return !listing.reports.isEmpty || (listing.ahead != nil && listing.waiters.isEmpty)
                 }
-                let outcome = read(result, into: inode, from: url, askedAt: askedAt, reported: reported)
+                let outcome = read(&result, into: inode, from: url, askedAt: askedAt, reported: reported)
                 let failure: FetchError? = if case .failure(let error) = result { error } else { nil }
                 finish(inode, outcome: outcome, failure: failure)
             }

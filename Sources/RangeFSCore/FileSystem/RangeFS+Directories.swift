@@ -128,7 +128,14 @@ extension RangeFS {
                               reply: @escaping @Sendable (Result<[DirectoryEntry], FileSystemError>) -> Void) {
         if readArchiveDirectory(inode, from: start, count: count, reply: reply) { return }
         guard catalog.directory(inode: inode) != nil else { return reply(.failure(.notADirectory)) }
-        directories.whenListed(inode) { [self] in
+        // A read further into a directory this handle has read already answers from its snapshot, asking nothing
+        // of the listing: a first `ls -l` of a million names outlived the cache time (60 s), and its next read
+        // found the listing old and listed the million again under it (a 1.6 GB peak). A new read from the start
+        // is a new look, and refreshes an old listing as before.
+        let snapshotted = start > 0 && directoryHandles.withLock { handles in
+            handles.open[handle].map { $0.inode == inode && $0.children != nil } ?? false
+        }
+        let answer: @Sendable () -> Void = { [self] in
             if let failure = directories.listingFailure(of: inode) { return reply(.failure(.io(failure))) }
             // A reader reads this directory from its start: the subdirectories it reaches next are listed ahead.
             if start == 0 { directories.walkAhead(from: inode) }
@@ -179,6 +186,7 @@ extension RangeFS {
             }
             reply(.success(entries))
         }
+        if snapshotted { answer() } else { directories.whenListed(inode, answer) }
     }
 
     /// The attributes of the plain listed file `inode` while the cache holds no entry (`readDirectory`): as
