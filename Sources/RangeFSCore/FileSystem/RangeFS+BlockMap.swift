@@ -6,6 +6,8 @@ extension RangeFS {
     /// The most cells a blockmap answer holds: wider than any screen's canvas, small enough to send every second.
     package static let blockMapMaxWidth = 4096
 
+    /// The block map of the file `name` in `width` cells (`fineBlockMap`), from its open entry, or else from its
+    /// cache files (opening nothing).
     package func blockMap(name: String?, width: Int) -> VerbOutcome {
         guard let name, let item = catalog.item(named: name) else {
             return .failed("no file named '\(name ?? "")' in this mount; see rangefs status")

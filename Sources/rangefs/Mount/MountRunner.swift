@@ -97,7 +97,7 @@ struct MountRunner {
         } catch {
             return fail("\(error)")
         }
-        // The one writer of the saved set, for this mount's start and then its control service.
+        // The one writer of the saved set, for this mount's start and then its file system's verbs.
         let savedSet = SavedSet(store: store)
         let savedFiles = addSavedFiles(of: savedSet, store: store, to: &sources, credentials: credentials)
         if sources.isEmpty { return fail("nothing to mount: give URLs or --list FILE (this cache has no saved files)") }
