@@ -119,18 +119,18 @@ final class RangeFSVerbsTests: XCTestCase {
     func testPauseStopsTheFillAndResumeClearsIt() throws {
         let entry = try fileSystem.entry(for: try item("first.bin"))
         fileSystem.scheduler.fill(entry, url: first)
-        XCTAssertEqual(fileSystem.setPaused(true, name: "first.bin"), .done("first.bin"))
+        XCTAssertEqual(fileSystem.pause(name: "first.bin"), .done("first.bin"))
         XCTAssertTrue(entry.isPaused)
         XCTAssertFalse(fileSystem.scheduler.isFilling(entry), "no fill is queued for a paused file")
         if !entry.isComplete {
             XCTAssertEqual(fileSystem.status(all: true).files.first { $0.name == "first.bin" }?.state, "paused")
         }
-        XCTAssertEqual(fileSystem.setPaused(false, name: "first.bin"), .done("first.bin"))
+        XCTAssertEqual(fileSystem.resume(name: "first.bin"), .done("first.bin"))
         XCTAssertFalse(entry.isPaused)
         XCTAssertNotEqual(fileSystem.status(all: true).files.first { $0.name == "first.bin" }?.state, "paused")
-        XCTAssertEqual(fileSystem.setPaused(true, name: "none.bin"),
+        XCTAssertEqual(fileSystem.pause(name: "none.bin"),
                        .failed("no file named 'none.bin' in this mount; see rangefs status"))
-        XCTAssertEqual(fileSystem.setPaused(true, name: nil, all: true), .done("first.bin"),
+        XCTAssertEqual(fileSystem.pause(name: nil, all: true), .done("first.bin"),
                        "all: the files whose entry is open, and no other")
         XCTAssertNil(fileSystem.store.openEntry(for: second), "pausing all opened no entry")
     }

@@ -34,8 +34,8 @@ public final class ControlService: Sendable {
             return reply(fileSystem.add(url: request.url, mirrors: request.mirrors ?? [], checksum: request.checksum,
                                         name: request.name, archives: request.archives ?? false))
         case .rm: return reply(fileSystem.remove(name: request.name, keepData: request.keepData ?? false))
-        case .pause, .resume:
-            return reply(fileSystem.setPaused(request.command == .pause, name: request.name, all: request.all ?? false))
+        case .pause: return reply(fileSystem.pause(name: request.name, all: request.all ?? false))
+        case .resume: return reply(fileSystem.resume(name: request.name, all: request.all ?? false))
         case .verify: return reply(fileSystem.verify(name: request.name))
         case .pin: return reply(fileSystem.pin(name: request.name))
         case .evict: return reply(fileSystem.evict(name: request.name))

@@ -42,9 +42,19 @@ extension RangeFS {
         return .done(name)
     }
 
+    /// Pauses the download of the file `name`, or with `all` of every file that has something to download.
+    package func pause(name: String?, all: Bool = false) -> VerbOutcome {
+        setPaused(true, name: name, all: all)
+    }
+
+    /// Resumes the download of the file `name`, or with `all` of every file that has something to download.
+    package func resume(name: String?, all: Bool = false) -> VerbOutcome {
+        setPaused(false, name: name, all: all)
+    }
+
     /// Pauses or resumes one file by name, or with `all` every file that has something to download: those whose
     /// entry is open (a file nobody opened downloads nothing; pausing all of 10,000 files opens none of them).
-    package func setPaused(_ paused: Bool, name: String?, all: Bool = false) -> VerbOutcome {
+    private func setPaused(_ paused: Bool, name: String?, all: Bool = false) -> VerbOutcome {
         let items: [CatalogItem]
         if all {
             items = catalog.items.filter { $0.metadata.sizeKnown && store.openEntry(for: $0.metadata.url) != nil }
