@@ -320,7 +320,7 @@ private func replySized(_ request: FUSERequest, _ value: [UInt8], size: Int) {
 
 private func rangefsStatfs(_ req: fuse_req_t?, _ inode: fuse_ino_t) {
     // The catalog keeps the totals as files come and go: no copy or sort of every file on each `df`.
-    let totals = context(req).fileSystem.catalog.totals
+    let totals = context(req).fileSystem.totals
     var info = statvfs()
     info.f_bsize = 4096
     info.f_frsize = 4096

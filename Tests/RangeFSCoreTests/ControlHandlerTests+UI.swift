@@ -24,13 +24,13 @@ extension ControlHandlerTests {
         var present = BlockBitmap(blockCount: 8)
         for block in [0, 1, 2, 5] { _ = present.insert(block) }
         // Two blocks a cell: both, one of two (a level of 4 of 8) twice, none.
-        XCTAssertEqual(ControlService.fineBlockMap(present, width: 4), "9440")
+        XCTAssertEqual(RangeFS.fineBlockMap(present, width: 4), "9440")
         // Wider than the file has blocks: one cell a block.
-        XCTAssertEqual(ControlService.fineBlockMap(present, width: 100), "99900900")
+        XCTAssertEqual(RangeFS.fineBlockMap(present, width: 100), "99900900")
         // Three cells over eight blocks: 0-1 (both), 2-4 (one of three), 5-7 (one of three); a cell with one block
         // of many is never drawn empty.
-        XCTAssertEqual(ControlService.fineBlockMap(present, width: 3), "933")
-        XCTAssertEqual(ControlService.fineBlockMap(nil, width: 5), "00000", "nothing cached")
+        XCTAssertEqual(RangeFS.fineBlockMap(present, width: 3), "933")
+        XCTAssertEqual(RangeFS.fineBlockMap(nil, width: 5), "00000", "nothing cached")
     }
 
     func testBlockmapAnswersForAFileOpenOrClosedAndRefusesABadWidthOrName() throws {
@@ -40,7 +40,7 @@ extension ControlHandlerTests {
         XCTAssertEqual(map("second.bin", 12).message, String(repeating: "0", count: 12), "untouched")
         try readAll("first.bin")
         XCTAssertEqual(map("first.bin", 12).message, String(repeating: "9", count: 12), "complete, its entry open")
-        XCTAssertEqual(map("first.bin", 12).message, ControlService.fineBlockMap(try entry("first.bin").presentBlocks,
+        XCTAssertEqual(map("first.bin", 12).message, RangeFS.fineBlockMap(try entry("first.bin").presentBlocks,
                                                                                 width: 12))
         let refused = map("first.bin", ControlService.blockMapMaxWidth + 1)
         XCTAssertFalse(refused.ok)

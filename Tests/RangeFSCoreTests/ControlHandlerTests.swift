@@ -48,7 +48,7 @@ final class ControlHandlerTests: XCTestCase {
         fileSystem.store.waitForWrites()
     }
 
-    func savedNames() throws -> [String] { try control.savedSet.files().map(\.name).sorted() }
+    func savedNames() throws -> [String] { try fileSystem.mountedSet.savedSet.files().map(\.name).sorted() }
 
     func testStatusListsEveryFileWithItsStateAndMap() throws {
         try readAll("first.bin")
@@ -172,7 +172,7 @@ final class ControlHandlerTests: XCTestCase {
         let deadline = Date().addingTimeInterval(10)
         while !pinned.isComplete && Date() < deadline { usleep(10_000) }
         XCTAssertTrue(pinned.isComplete, "a pinned file is downloaded completely")
-        XCTAssertEqual(try control.savedSet.files().first { $0.name == "second.bin" }?.pinned, true)
+        XCTAssertEqual(try fileSystem.mountedSet.savedSet.files().first { $0.name == "second.bin" }?.pinned, true)
         XCTAssertEqual(handle(.status, all: true).files?.first { $0.name == "second.bin" }?.pinned, true)
     }
 

@@ -5,7 +5,7 @@ import Logging
 import RangeFSTestSupport
 import XCTest
 
-/// Issue 39: the saved set of mounted URLs has one writer, `SavedSet`: the control service writes through the one
+/// Issue 39: the saved set of mounted URLs has one writer, `SavedSet`: the file system writes through the one
 /// its mount gave it, and a save takes its snapshot and writes it while no other save runs.
 final class SavedSetTests: XCTestCase {
     var directory: TemporaryDirectory!
@@ -19,15 +19,23 @@ final class SavedSetTests: XCTestCase {
         super.tearDown()
     }
 
-    func testTheControlServiceSavesThroughTheSavedSetItWasGiven() throws {
+    func testTheFileSystemSavesThroughTheSavedSetItWasGiven() throws {
         let origin = MemoryOrigin()
         let url = "http://origin/a.bin"
         origin.serve(url, bytes: pseudoRandomBytes(count: 1000))
-        let fileSystem = try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path)
-        let savedSet = SavedSet(store: fileSystem.store)
-        let control = ControlService(fileSystem: fileSystem, savedSet: savedSet)
-        XCTAssertTrue(control.savedSet === savedSet)
-        control.saveCatalog()
+        let logger = Logger(label: "test")
+        let events = FileSystemEvents()
+        let store = try CacheStore(root: directory.path, events: events.store, logger: logger)
+        defer { store.close() }
+        let catalog = Catalog()
+        catalog.add(try origin.probeAll([url])[0].get())
+        let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler, logger: logger)
+        let savedSet = SavedSet(store: store)
+        let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events,
+                                 savedSet: savedSet, logger: logger)
+        XCTAssertTrue(fileSystem.mountedSet.savedSet === savedSet)
+        let control = ControlService(fileSystem: fileSystem)
+        fileSystem.saveMountedSet()
         XCTAssertEqual(try savedSet.files().map(\.url), [url])
         XCTAssertTrue(control.handle(ControlRequest(command: .rm, name: "a.bin")).ok)
         XCTAssertEqual(try savedSet.files(), [], "rm saved the set without the file")

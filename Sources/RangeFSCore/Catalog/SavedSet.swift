@@ -1,8 +1,8 @@
 // The one writer of the saved set of mounted URLs (`catalog.json` in the cache directory), issue 39.
 //
 // Three places used to write it: the mount adopting an older list's credentials, the mount moving a damaged list
-// aside, and the control service saving the mounted set after each change. They all go through this object now,
-// made once per mount and handed to the control service, so the file has one writer and one lock: each save
+// aside, and the file system saving the mounted set after each verb. They all go through this object now,
+// made once per mount and handed to RangeFS (its MountedSet), so the file has one writer and one lock: each save
 // takes its snapshot and writes it while no other does, so an older snapshot is never renamed over a newer one.
 
 import FoundationEssentials

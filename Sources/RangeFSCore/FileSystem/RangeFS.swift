@@ -22,7 +22,7 @@ import Synchronization
 
 /// A mounted set of remote files, backed by a cache.
 public final class RangeFS: Sendable {
-    public let catalog: Catalog
+    let catalog: Catalog
     let store: CacheStore
     let scheduler: FetchScheduler
     public let settings: FileSystemSettings
@@ -51,7 +51,7 @@ public final class RangeFS: Sendable {
     /// Fetches the next files of a directory ahead of a reader going through it in order (DirectoryPrefetch.swift).
     let directoryPrefetch: DirectoryPrefetch?
     /// Notices remote changes and keeps the files served while their server is unreachable (Revalidator.swift).
-    public let revalidator: Revalidator
+    let revalidator: Revalidator
     /// The archives shown as folders, with `--archives` (RangeFS+Archives.swift).
     let archives = ArchiveFolders()
     /// Directories open for reading, with the names each read takes its offsets from.
@@ -75,16 +75,20 @@ public final class RangeFS: Sendable {
 
     /// The credentials per origin that the fetcher sends; `rangefs add` puts a URL's userinfo here.
     let credentials: CredentialTable
+    /// The set of files saved with the cache, and the adds in flight (MountedSet.swift, RangeFS+Saving.swift).
+    let mountedSet: MountedSet
 
     /// Makes the file system from its parts, every one given here: `events` is the object the store and the
     /// scheduler were given their events by (FileSystemEvents.swift), `kernel` what tells the kernel to drop what
-    /// it caches, `passthrough` the mount's passthrough capability, which the FUSE adapter settles.
+    /// it caches, `passthrough` the mount's passthrough capability, which the FUSE adapter settles, `savedSet` the
+    /// mount's writer of the saved set (nil: the cache's, made here, for a file system no mount made).
     package init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, events: FileSystemEvents,
                  kernel: any KernelNotifier = NoKernel(),
                  passthrough: LockedBox<PassthroughMode> = LockedBox(PassthroughMode.pending),
                  settings: FileSystemSettings = FileSystemSettings(), credentials: CredentialTable = CredentialTable(),
-                 proxyReport: (@Sendable () -> String)? = nil, logger: Logger) {
+                 savedSet: SavedSet? = nil, proxyReport: (@Sendable () -> String)? = nil, logger: Logger) {
         self.credentials = credentials
+        mountedSet = MountedSet(savedSet: savedSet ?? SavedSet(store: store))
         self.proxyReport = proxyReport
         self.catalog = catalog
         self.store = store

@@ -222,7 +222,7 @@ enum StatusTable {
     /// The widest a name column gets; longer names are cut in the middle, where paths that differ rarely do.
     static let nameWidth = 60
 
-    /// With `all`, the files left out are only the untouched ones of listings (ControlService+Status.swift), and
+    /// With `all`, the files left out are only the untouched ones of listings (RangeFS+Status.swift), and
     /// the last line says so instead of pointing at `--all`.
     static func render(_ files: [FileStatus], totals: StatusTotals, mountpoint: String, all: Bool = false,
                        recentErrors: [LogRecord] = [], passthrough: String? = nil, proxy: String? = nil) -> String {

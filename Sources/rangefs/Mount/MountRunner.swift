@@ -97,7 +97,7 @@ struct MountRunner {
         } catch {
             return fail("\(error)")
         }
-        // The one writer of the saved set, for this mount's start and then its control service.
+        // The one writer of the saved set, for this mount's start and then its file system's verbs.
         let savedSet = SavedSet(store: store)
         let savedFiles = addSavedFiles(of: savedSet, store: store, to: &sources, credentials: credentials)
         if sources.isEmpty { return fail("nothing to mount: give URLs or --list FILE (this cache has no saved files)") }
@@ -126,12 +126,9 @@ struct MountRunner {
         if let chain = session.proxyChain { proxyReport = { chain.report } }
         let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
                                  passthrough: passthrough, settings: configuration.fileSystem, credentials: credentials,
-                                 proxyReport: proxyReport, logger: logger)
+                                 savedSet: savedSet, proxyReport: proxyReport, logger: logger)
         for source in sources where source.archives { fileSystem.showArchives(of: source.url) }
-        for item in catalog.items where probed.offline[item.metadata.url] == nil {
-            fileSystem.revalidator.markValidated(item.metadata.url)
-        }
-        for (url, reason) in probed.offline { fileSystem.revalidator.markOffline(url, reason: reason) }
+        fileSystem.markProbed(offline: probed.offline)
         for (metadata, source) in probed.configured {
             fileSystem.configure(metadata, mirrors: source.mirrors, checksum: source.checksum,
                                  mirrorsFromLinks: configuration.mirrorsFromLinks)
@@ -153,7 +150,8 @@ struct MountRunner {
             return Status.failed
         }
         // A URL given or saved before stays saved unless its server said it is gone.
-        let controlService = ControlService(fileSystem: fileSystem, unmounted: probed.unmounted, savedSet: savedSet)
+        fileSystem.keepUnmounted(probed.unmounted)
+        let controlService = ControlService(fileSystem: fileSystem)
         var metricsServer: MetricsServer?
         if let metrics = configuration.metrics {
             do {
@@ -178,9 +176,9 @@ struct MountRunner {
         }
         signals.watch(mount)
         store.startCommitting()
-        controlService.restorePins(savedFiles)
-        controlService.saveCatalog()
-        fileSystem.revalidator.startOfflineChecks()
+        fileSystem.restorePins(savedFiles)
+        fileSystem.saveMountedSet()
+        fileSystem.startOfflineChecks()
         if configuration.fileSystem.prefetch == .all { fileSystem.fillAll() }
         UnmountReport.clear(mountpoint: target)
         let control = startControl(for: controlService, mountpoint: target, warnings: warnings, log: destination,
@@ -208,7 +206,7 @@ struct MountRunner {
         mount.waitUntilUnmounted()
         SystemdNotifier.notify("STOPPING=1")
         store.markStopping()
-        fileSystem.revalidator.stopOfflineChecks()
+        fileSystem.stopOfflineChecks()
         control?.stop()
         // Commit first: a reply that a late completion (a listing or read still in flight) sends after the session
         // is gone must find the cache already durable.

@@ -1,25 +1,27 @@
-// `blockmap NAME WIDTH`: one file's block map finer than status's 50 cells, for `rangefs ui`'s canvas. The page
+// The `blockmap` verb: one file's block map finer than status's 50 cells, for `rangefs ui`'s canvas. The page
 // asks for it only for the file it shows in detail, so a mount of 10,000 files pays for one bitmap a second, not
 // 10,000: status's squeezed maps draw the rows.
 
-extension ControlService {
+extension RangeFS {
     /// The most cells a blockmap answer holds: wider than any screen's canvas, small enough to send every second.
-    public static let blockMapMaxWidth = 4096
+    package static let blockMapMaxWidth = 4096
 
-    func blockMap(name: String?, width: Int) -> ControlResponse {
+    /// The block map of the file `name` in `width` cells (`fineBlockMap`), from its open entry, or else from its
+    /// cache files (opening nothing).
+    package func blockMap(name: String?, width: Int) -> VerbOutcome {
         guard let name, let item = catalog.item(named: name) else {
-            return .failure("no file named '\(name ?? "")' in this mount; see rangefs status")
+            return .failed("no file named '\(name ?? "")' in this mount; see rangefs status")
         }
         guard (1...Self.blockMapMaxWidth).contains(width) else {
-            return .failure("a block map is 1 to \(Self.blockMapMaxWidth) cells wide, not \(width)")
+            return .failed("a block map is 1 to \(Self.blockMapMaxWidth) cells wide, not \(width)")
         }
         guard item.metadata.sizeKnown else {
-            return .failure("\(name) has no known size yet (its server sends no length); it has no block map")
+            return .failed("\(name) has no known size yet (its server sends no length); it has no block map")
         }
         // An open entry's bitmap is live; a closed file's is read from its cache files, opening nothing.
         let present = store.openEntry(for: item.metadata.url)?.presentBlocks
             ?? store.storedPresentBlocks(of: item.metadata, matchingSizeOnly: !item.validated)
-        return ControlResponse(ok: true, message: Self.fineBlockMap(present, width: width))
+        return .done(Self.fineBlockMap(present, width: width))
     }
 
     /// `present` in `width` cells, each the share of its blocks that is local as a digit: 0 none, 9 all, 1 to 8

@@ -1,4 +1,4 @@
-// `rangefs status`: each file's size, cached share, state, speed, ETA and block map, and the totals.
+// The `status` verb (`rangefs status`): each file's size, cached share, state, speed, ETA and block map, and the totals.
 //
 // A mount may hold 10,000 files, and status must answer within a second or two without opening their entries: a
 // file whose entry is not open is described from what its cache files say (CacheStore+Idle.swift), and its map is
@@ -6,25 +6,24 @@
 // (not complete, not untouched); `all` asks for every file. Speeds are each open entry's rate over the last few
 // seconds (TransferRate), so a one-shot `rangefs status` shows the pace of a copy, not of a burst.
 
-import Glibc
 
-extension ControlService {
+extension RangeFS {
     /// Cells in a status answer's block map.
-    static let mapWidth = 50
+    package static let mapWidth = 50
 
     /// The states a default status leaves out: nothing to see there.
-    public static let quietStates: Set<String> = ["complete", "empty"]
+    package static let quietStates: Set<String> = ["complete", "empty"]
 
-    func status(all: Bool) -> ControlResponse {
+    package func status(all: Bool = false) -> MountStatus {
         // Every file, listed ones included: the totals count what is cached of each, opened or not, read from
         // the entries' summaries (no entry is opened, no request sent). A tree may hold 100,000 files, so a file's
         // path and map are made only when it is shown.
-        let failedProbes = fileSystem.directories.failedProbes
+        let failedProbes = directories.failedProbes
         let items = catalog.items
         let entries = items.map { store.openEntry(for: $0.metadata.url) }
         // A file whose entry is not open is not downloading.
         let speeds = entries.map { $0?.recentRate ?? 0 }
-        let offline = fileSystem.revalidator.offlineFiles
+        let offline = revalidator.offlineFiles
         var files: [FileStatus] = []
         var totals = StatusTotals()
         for ((item, entry), speed) in zip(zip(items, entries), speeds) {
@@ -46,9 +45,9 @@ extension ControlService {
             guard all ? !untouchedListed : !Self.quietStates.contains(status.state) else { continue }
             status.name = catalog.path(of: item.inode)
             status.url = Redaction.redact(item.metadata.url)
-            (status.passthroughHandles, status.daemonReads) = fileSystem.handleUsage(of: item.inode)
-            status.mirrors = fileSystem.mirrorStatus(of: item.metadata.url)
-            if let archive = fileSystem.archiveReport(of: item) { status.note = status.note ?? "archive " + archive }
+            (status.passthroughHandles, status.daemonReads) = handleUsage(of: item.inode)
+            status.mirrors = mirrorStatus(of: item.metadata.url)
+            if let archive = archiveReport(of: item) { status.note = status.note ?? "archive " + archive }
             // The map of a file whose entry is not open comes from its bitmap on disk, read only when shown.
             if entry == nil, item.metadata.sizeKnown,
                let present = store.storedPresentBlocks(of: item.metadata, matchingSizeOnly: !item.validated) {
@@ -57,7 +56,7 @@ extension ControlService {
             files.append(status)
         }
         // Saved files not mounted this run (their server was unreachable and nothing was cached).
-        for saved in unmountedFiles {
+        for saved in mountedSet.unmounted {
             let status = FileStatus(name: saved.name, url: Redaction.redact(saved.url), size: 0, cachedBytes: 0,
                                     state: "unmounted", bytesPerSecond: 0, etaSeconds: nil, map: Self.blankMap,
                                     lastError: "not mounted: its server could not be reached at mount; kept in the saved set")
@@ -65,7 +64,7 @@ extension ControlService {
             files.append(status)
         }
         // Directories whose listing nobody has asked for yet, those that cannot be listed, and those listed in part.
-        let failedListings = fileSystem.failedListings
+        let failedListings = failedListings
         for directory in catalog.unlistedDirectories {
             let failure = failedListings[directory.inode]
             let status = FileStatus(name: directoryName(directory.inode), url: Redaction.redact(directory.url ?? ""),
@@ -74,7 +73,7 @@ extension ControlService {
                                     lastError: failure.map { "cannot be listed: \($0)" })
             files.append(status)
         }
-        for inode in fileSystem.directories.truncatedDirectories {
+        for inode in directories.truncatedDirectories {
             guard let directory = catalog.directory(inode: inode) else { continue }
             let status = FileStatus(name: directoryName(inode), url: Redaction.redact(directory.url ?? ""), size: 0,
                                     cachedBytes: 0, state: "listed in part", bytesPerSecond: 0, etaSeconds: nil,
@@ -86,24 +85,18 @@ extension ControlService {
         files.sort { $0.name < $1.name }
         // Describing a large tree takes memory for a moment: give it back rather than keep it as the daemon's size.
         if items.count > 10_000 { FileSystemCalls.releaseFreeMemory() }
-        var response = ControlResponse(ok: true, files: files)
-        response.pid = getpid()
-        response.totals = totals
-        response.passthrough = fileSystem.passthroughMode.withLock { $0 }.description
-        response.proxy = fileSystem.proxyReport?()
         // A cache disk that fails writes or commits (full, say) is said in every status until it works again.
-        let cacheProblems = store.cacheProblems
-        if !cacheProblems.isEmpty { response.warnings = cacheProblems }
-        return response
+        return MountStatus(files: files, totals: totals, passthrough: passthroughMode.withLock { $0 }.description,
+                           proxy: proxyReport?(), cacheProblems: store.cacheProblems)
     }
 
     /// The status of each file whose cache entry is open, without totals: a file whose entry is not open changes only
     /// when it opens (or its server's answer does, which the next full status shows), so a caller that asks every
     /// second (`rangefs ui`) pays for the few files in use, not for all 10,000 (a full status of them costs the
     /// daemon some 50 ms).
-    func activeStatus() -> ControlResponse {
+    package func activeStatus() -> MountStatus {
         let open = store.entries.withLock { Array($0.values) }
-        let offline = fileSystem.revalidator.offlineFiles
+        let offline = revalidator.offlineFiles
         var files: [FileStatus] = []
         for entry in open where !entry.isStale {
             for item in catalog.items(url: entry.header.url) where item.metadata.sizeKnown {
@@ -111,14 +104,12 @@ extension ControlService {
                                         offline: offline[item.metadata.url], probeFailure: nil)
                 status.name = catalog.path(of: item.inode)
                 status.url = Redaction.redact(item.metadata.url)
-                status.mirrors = fileSystem.mirrorStatus(of: item.metadata.url)
+                status.mirrors = mirrorStatus(of: item.metadata.url)
                 files.append(status)
             }
         }
         files.sort { $0.name < $1.name }
-        var response = ControlResponse(ok: true, files: files)
-        response.pid = getpid()
-        return response
+        return MountStatus(files: files)
     }
 
     /// One string shared by every blank map (a status of 100,000 files would otherwise allocate one per file).
@@ -152,7 +143,7 @@ extension ControlService {
                                 pinned: entry?.isPinned ?? false)
         status.note = refusal?.description
         // The end-to-end check: of a complete file, or one being fetched again after a mismatch.
-        let digest = fileSystem.digestState(of: item)
+        let digest = digestState(of: item)
         if cached == size || digest.detail != nil {
             status.digest = digest.detail ?? digest.short
             if digest.failed {
@@ -168,7 +159,7 @@ extension ControlService {
     private func streamStatus(_ item: CatalogItem) -> FileStatus {
         let open = store.openEntry(for: item.metadata.url).flatMap { $0.isStale ? nil : $0 }
         let cached = open?.cachedBytes ?? store.cachedBytes(of: item.metadata)
-        let state = fileSystem.isStreaming(item.metadata.url) ? "streaming" : "unsized"
+        let state = isStreaming(item.metadata.url) ? "streaming" : "unsized"
         return FileStatus(name: catalog.path(of: item.inode), url: Redaction.redact(item.metadata.url), size: cached,
                           cachedBytes: cached, state: state, bytesPerSecond: open?.recentRate ?? 0, etaSeconds: nil,
                           map: String(repeating: cached > 0 ? ":" : " ", count: Self.mapWidth),
