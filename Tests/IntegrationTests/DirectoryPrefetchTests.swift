@@ -104,7 +104,7 @@ final class DirectoryPrefetchTests: MountTestCase {
         print("8 readers: \(requestedBeforeOpen) of \(expected) files requested before their open; \(beyond.count) after the last read")
     }
 
-    // (4) Real `xargs -P 8 -n 20 cat`, readers as fast as they go: every file reads right and is requested once
+    // (4) Real `xargs -P 8 -n 20` readers (sha256sum), as fast as they go: every file reads right and is requested once
     //     (a file fetched ahead for one cursor is never fetched again for another, nor by its own open).
     func testXargsWithEightReadersReadsEveryFileOnce() throws {
         let files = try makeFolder("xargs", count: 300)
