@@ -69,6 +69,63 @@ final class DirectoryPrefetchTests: MountTestCase {
         XCTAssertEqual(requested, Set(order))
     }
 
+    // (3) `xargs -P 8 -n 20` readers: 8 readers 20 files apart, each in order. The opens go in the order of 8
+    //     readers taking turns (one thread, so that the order is the same in every run): from the fifth file of a
+    //     reader's batch on, each file is requested before its open (the reader waits for that event, up to a
+    //     minute in all: main never fetched it ahead). Reading stops after the 8 batches: nothing after them is
+    //     requested beyond the largest window (64 files), and no file twice.
+    func testEightReadersTwentyFilesApartFindTheirNextFilesFetchedAhead() throws {
+        let files = try makeFolder("readers", count: 300)
+        try mount([origin.url("fast/readers/")])
+        let deadline = Date().addingTimeInterval(60)
+        var requestedBeforeOpen = 0, expected = 0
+        for offset in 0..<20 {
+            for reader in 0..<8 {
+                let index = reader * 20 + offset
+                if offset >= 4 {
+                    expected += 1
+                    while requestsPerFile("readers")[index] == nil && Date() < deadline { usleep(5_000) }
+                    if requestsPerFile("readers")[index] != nil { requestedBeforeOpen += 1 }
+                }
+                XCTAssertEqual(try fileBytes(mountpoint + "/" + Self.name(index), offset: 0, count: 1 << 20),
+                               files[index], Self.name(index))
+            }
+        }
+        // What the last fetches ahead ask for is logged once they end: waits for the log to stay still.
+        var last = -1
+        while origin.accessLog().count != last { last = origin.accessLog().count; usleep(500_000) }
+        try driver.unmount(mountpoint, cache: cache)
+        let counts = requestsPerFile("readers")
+        XCTAssertEqual(requestedBeforeOpen, expected, "files past the fourth of a reader's batch requested before their open")
+        XCTAssertEqual(Set(0..<160).subtracting(counts.keys).sorted(), [], "files read but never requested")
+        XCTAssertEqual(counts.filter { $0.value != 1 }.keys.sorted(), [], "files requested more than once")
+        let beyond = counts.keys.filter { $0 >= 160 }.sorted()
+        XCTAssertLessThanOrEqual(beyond.last ?? 159, 159 + 64, "a file requested beyond the largest window: \(beyond)")
+        print("8 readers: \(requestedBeforeOpen) of \(expected) files requested before their open; \(beyond.count) after the last read")
+    }
+
+    // (4) Real `xargs -P 8 -n 20` readers (sha256sum), as fast as they go: every file reads right and is requested once
+    //     (a file fetched ahead for one cursor is never fetched again for another, nor by its own open).
+    func testXargsWithEightReadersReadsEveryFileOnce() throws {
+        let files = try makeFolder("xargs", count: 300)
+        try mount([origin.url("fast/xargs/")])
+        let result = try Shell.run("/bin/sh", ["-c", "cd \"$1\" && ls | xargs -P 8 -n 20 sha256sum --", "sh", mountpoint],
+                                   timeout: 300)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let digests = Dictionary(result.stdout.split(separator: "\n").compactMap { line -> (String, String)? in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            return fields.count == 2 ? (String(fields[1]), String(fields[0])) : nil
+        }, uniquingKeysWith: { first, _ in first })
+        for index in 0..<300 {
+            XCTAssertEqual(digests[Self.name(index)], Shell.sha256(of: Data(files[index])), Self.name(index))
+        }
+        try driver.unmount(mountpoint, cache: cache)
+        let counts = requestsPerFile("xargs")
+        XCTAssertEqual(counts.count, 300, "every file was requested")
+        XCTAssertEqual(counts.filter { $0.value != 1 }.sorted { $0.key < $1.key }.map(\.key), [],
+                       "files requested more than once")
+    }
+
     /// A JSON-listed directory `/d/` of `argv[2]` files of 8 KiB (`f0000.bin`...) whose answers for files from
     /// index `argv[3]` on are held until `/release` is asked for. Each request is logged when it arrives
     /// (`start NAME`) and just before its answer goes out (`end NAME`), to `argv[4]`.
@@ -129,7 +186,7 @@ final class DirectoryPrefetchTests: MountTestCase {
     Server(('127.0.0.1', port), Handler).serve_forever()
     """
 
-    // (3) The bounds: with the answers for the files after the reader's held, no more fetches ahead run at once
+    // (5) The bounds: with the answers for the files after the reader's held, no more fetches ahead run at once
     //     than the background connections less two (16 - 2), and once released, no more files are fetched ahead of
     //     the last one opened than the largest window (64).
     func testFetchingAheadStaysWithinItsBounds() throws {

@@ -52,18 +52,78 @@ final class DirectoryPrefetchCoreTests: XCTestCase {
         XCTAssertEqual(prefetch.counts.used, 4)
     }
 
-    func testAReaderThatJumpsTriggersNothingAndAJumpDropsTheStream() {
+    func testAReaderThatJumpsTriggersNothingAndAJumpStartsAStreamOfItsOwn() {
         let (catalog, items) = directory(count: 200)
         let recorder = Recorder()
         let prefetch = prefetcher(catalog, recorder)
         for step in 0..<50 { prefetch.opened(items[step * 37 % 200]) }
         XCTAssertEqual(recorder.fetched.withLock { $0 }, [])
-        for index in 100..<103 { prefetch.opened(items[index]) }
-        XCTAssertEqual(recorder.fetched.withLock { $0.count }, 4)
+        // Among the cursors those jumps left, a reader in order starts fetching by its fourth open in order (its
+        // third, if its first continued a cursor a jump left), the files right after its own.
+        for index in 120..<124 { prefetch.opened(items[index]) }
+        let started = recorder.fetched.withLock { $0 }
+        XCTAssertTrue([["f123.bin", "f124.bin", "f125.bin", "f126.bin", "f127.bin", "f128.bin"],
+                       ["f124.bin", "f125.bin", "f126.bin", "f127.bin"]].contains(started), "\(started)")
         recorder.finishAll()
         prefetch.opened(items[10])  // a jump back
         prefetch.opened(items[150])  // and forward
-        XCTAssertEqual(recorder.fetched.withLock { $0.count }, 4, "nothing new after a jump")
+        XCTAssertEqual(recorder.fetched.withLock { $0 }, started, "nothing new after a jump")
+    }
+
+    /// One reader opening files at random among 1,000 (a shuffled loader) leaves up to `readers` cursors behind,
+    /// and each open lands near one of them now and then: it still triggers nothing.
+    func testRandomOpensAmongManyCursorsTriggerNothing() {
+        let (catalog, items) = directory(count: 1000)
+        let recorder = Recorder()
+        let prefetch = prefetcher(catalog, recorder)
+        var random = SplitMix(seed: 46)
+        for index in (0..<1000).shuffled(using: &random).prefix(400) { prefetch.opened(items[index]) }
+        XCTAssertEqual(recorder.fetched.withLock { $0 }, [])
+    }
+
+    struct SplitMix: RandomNumberGenerator {
+        var seed: UInt64
+        mutating func next() -> UInt64 {
+            seed &+= 0x9E37_79B9_7F4A_7C15
+            var value = (seed ^ (seed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
+            return value ^ (value >> 31)
+        }
+    }
+
+    /// `xargs -P 8 -n 20 cat` over 400 files: 8 readers, each given the next 20 files when its last batch ends,
+    /// taking turns to open a file. Each is followed on its own: most files are asked for before their open, none
+    /// twice, and nothing is fetched that no reader then opens. Main took every open for a jump: nothing ahead.
+    func testEightReadersTwentyFilesApartAreEachFetchedAhead() {
+        let (catalog, items) = directory(count: 400)
+        let recorder = Recorder()
+        let prefetch = prefetcher(catalog, recorder)
+        var batches = (0..<20).map { batch in Array(batch * 20..<batch * 20 + 20) }
+        var readers = (0..<8).map { _ in batches.removeFirst() }
+        var fetchedBeforeOpen = 0
+        var opened = Set<String>()
+        while readers.contains(where: { !$0.isEmpty }) {
+            for reader in readers.indices where !readers[reader].isEmpty {
+                let item = items[readers[reader].removeFirst()]
+                if recorder.fetched.withLock({ $0.contains(item.name) }) { fetchedBeforeOpen += 1 }
+                prefetch.opened(item)
+                catalog.update(inode: item.inode, metadata: item.metadata)  // its open's probe
+                opened.insert(item.name)
+                if readers[reader].isEmpty, !batches.isEmpty { readers[reader] = batches.removeFirst() }
+            }
+            // The fetches ahead end before the next round of opens (a fast link); what they fetched is validated.
+            for name in recorder.fetched.withLock({ $0 }) {
+                let item = items[Int(name.dropFirst().prefix(3))!]
+                catalog.update(inode: item.inode, metadata: item.metadata)
+            }
+            recorder.finishAll()
+        }
+        let fetched = recorder.fetched.withLock { $0 }
+        XCTAssertEqual(Set(fetched).count, fetched.count, "a file fetched ahead twice: \(fetched)")
+        XCTAssertEqual(Set(fetched).subtracting(opened).sorted(), [], "fetched ahead, never opened")
+        XCTAssertGreaterThanOrEqual(fetchedBeforeOpen, 400 * 3 / 4, "files fetched before their open, of 400")
+        XCTAssertEqual(fetchedBeforeOpen, fetched.count, "every file fetched ahead was fetched before its open")
+        print("8 readers: \(fetchedBeforeOpen) of 400 files fetched before their open")
     }
 
     /// Two readers splitting a directory (`xargs -P 2`: their opens a little out of order), and a reader taking

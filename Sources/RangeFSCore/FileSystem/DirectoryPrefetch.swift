@@ -7,15 +7,24 @@
 // request. A larger file gets its first block only, the part a reader waits for first; readahead takes over from
 // there.
 //
-// The detector: per directory, the furthest file opened (the frontier). An open of one of the next `tolerance`
-// files after it is in order, and moves it; an open of one of the `tolerance` files before it (readers splitting a
-// directory, `xargs -P`) changes nothing; anything else is a jump, which stops the stream and halves its window.
-// Prefetching starts after `streakToStart` opens in order, so a reader that jumps around triggers nothing.
+// The detector follows several readers of one directory at once, as a readahead follows several sequential
+// streams of one file: `xargs -P 8 -n 20 cat` has 8 readers 20 files apart, each in order, and a directory of
+// one `cp -r` has one. Per directory, up to `readers` cursors, each the last file one reader opened, with its own
+// streak, window and files fetched ahead. An open continues the cursor nearest behind it when it is one of the
+// `tolerance` files after that cursor's file, and moves it; an open of one of the `tolerance` files before a
+// cursor (readers splitting a directory, `xargs -P` with `-n 1`) changes nothing; any other open starts a cursor of
+// its own, and the cursor used longest ago is forgotten when there are `readers` already.
+// Prefetching starts after `streakToStart` opens in order, so a reader that jumps around triggers nothing. The
+// only cursor of a directory (one reader) is as tolerant as that says; once a directory has several, random opens
+// would often land a few files after one of them, so a cursor not yet fetching needs one more open in order, each
+// within `startTolerance` files of the last (a reader taking every other file still counts): one reader that
+// jumps around keeps triggering nothing, however many cursors its jumps leave.
 //
-// The window, in files ahead of the frontier, works as TCP's slow start does: it starts at `firstWindow`, grows by
-// one for every file fetched ahead that the reader then opens (doubling per round), and halves for each one the
-// reader went past without opening. It never exceeds the depth the measured link asks for (LinkEstimate: its
-// bandwidth × round trip in files, 2...64), and the whole mount never has more than `bytesAhead` fetched ahead
+// The window of a cursor, in files ahead of its file, works as TCP's slow start does: it starts at `firstWindow`,
+// grows by one for every file fetched ahead that a reader then opens (doubling per round), and halves for each one
+// the reader went past without opening. It never exceeds the depth the measured link asks for (LinkEstimate: its
+// bandwidth × round trip in files, 2...64); no file is fetched ahead for two cursors, and the whole mount never has
+// more than `bytesAhead` fetched ahead
 // and not yet opened, nor more than `inFlight` fetches running: the background connections (`--connections`, the
 // per-host cap by default) less two, so a reader's own open never queues behind them (reads have their own
 // connections: FetchScheduler's demand fetcher).
@@ -39,10 +48,15 @@ final class DirectoryPrefetch: Sendable {
         /// The window a stream starts with, and the range of the depth the link sets.
         var firstWindow = 4
         var depth = 2...64
-        /// How far (in files) an open may be from the frontier and still count as in order.
+        /// How far (in files) an open may be from a cursor and still count as in order.
         var tolerance = 8
         /// Opens in order before anything is fetched ahead.
         var streakToStart = 2
+        /// Readers followed at once in one directory (cursors): more than `xargs -P 8` runs.
+        var readers = 16
+        /// Once a directory has several cursors, how far an open may be from a cursor not yet fetching ahead and
+        /// still count as in order (it then needs `streakToStart + 1` such opens).
+        var startTolerance = 2
         /// Directories watched at once; the one used longest ago is forgotten first.
         var streams = 64
         /// How long a directory nobody opens a file of keeps what it fetched ahead booked against `bytesAhead`: a
@@ -57,22 +71,31 @@ final class DirectoryPrefetch: Sendable {
     private struct Ahead {
         let name: FileName
         let bytes: Int
-        /// In-order opens since the frontier went past it; beyond `tolerance`, the guess was wrong.
+        /// In-order opens since the cursor went past it; beyond `tolerance`, the guess was wrong.
         var passedBy = 0
+    }
+
+    /// One reader's way through a directory.
+    private struct Cursor {
+        /// The last file this reader opened (the furthest, when opens come a little out of order).
+        var position: CatalogItem
+        var streak = 0
+        var window: Int
+        /// Files fetched (or being fetched) ahead of this reader and not opened yet.
+        var ahead: [UInt64: Ahead] = [:]
+        /// The last file fetching ahead considered: the next one starts after it.
+        var considered: CatalogItem?
+        var lastUse: UInt64
+        /// Whether it has fetched ahead: from then on it is in order within `tolerance`.
+        var fetching = false
     }
 
     /// One directory being read.
     private struct Stream {
-        var frontier: CatalogItem
+        var cursors: [Cursor]
         /// The origin of the directory's files (`LinkEstimate.origin(of:)`), the key of their link: that of the
         /// first one opened. A listing that links files on other hosts (rare) has its depth sized by that one's.
         let origin: String
-        var streak = 0
-        var window: Int
-        /// Files fetched (or being fetched) ahead and not opened yet.
-        var ahead: [UInt64: Ahead] = [:]
-        /// The last file fetching ahead considered: the next one starts after it.
-        var considered: CatalogItem?
         /// Bytes a file of this directory is fetched ahead for, smoothed.
         var typicalBytes: Int
         var lastUse: UInt64
@@ -115,83 +138,112 @@ final class DirectoryPrefetch: Sendable {
         state.withLock { ($0.fetched, $0.used) }
     }
 
-    /// A reader opens `item`: updates its directory's stream, and fetches ahead what that calls for.
+    /// A reader opens `item`: updates its directory's cursors, and fetches ahead what that calls for.
     func opened(_ item: CatalogItem) {
         guard item.listed else { return }
         let toFetch = state.withLock { state -> [CatalogItem] in
             state.clock += 1
             guard var stream = state.streams.removeValue(forKey: item.parent) else {
                 makeRoom(&state)
-                state.streams[item.parent] = Stream(frontier: item, origin: LinkEstimate.origin(of: item.metadata.url),
-                                                    window: limits.firstWindow,
+                let cursor = Cursor(position: item, window: limits.firstWindow, lastUse: state.clock)
+                state.streams[item.parent] = Stream(cursors: [cursor], origin: LinkEstimate.origin(of: item.metadata.url),
                                                     typicalBytes: cost(of: item), lastUse: state.clock)
                 return []
             }
             stream.lastUse = state.clock
             stream.seenAt = .now
+            stream.typicalBytes += (cost(of: item) - stream.typicalBytes) / 8
             defer { state.streams[item.parent] = stream }
-            if let hit = stream.ahead.removeValue(forKey: item.inode) {
+            // A guess used: the cursor that made it widens its window, whoever opened it.
+            let owner = stream.cursors.firstIndex { $0.ahead[item.inode] != nil }
+            if let owner, let hit = stream.cursors[owner].ahead.removeValue(forKey: item.inode) {
                 state.bytesAhead -= hit.bytes
                 state.used += 1
-                stream.window = min(stream.window + 1, limits.depth.upperBound)
-                stream.streak += 1
-                if FileName(item.name) > FileName(stream.frontier.name) { advance(&stream, to: item, state: &state) }
-            } else if follows(item, stream.frontier) {
-                stream.streak += 1
-                advance(&stream, to: item, state: &state)
-            } else if item.inode == stream.frontier.inode || follows(stream.frontier, item) {
-                // Opened again, or a little behind the frontier (another reader of the same directory).
-            } else {
-                // A jump: what was fetched ahead is no guess of this reader's any more.
-                stream.streak = 0
-                stream.window = max(limits.firstWindow, stream.window / 2)
-                for dropped in stream.ahead.values { state.bytesAhead -= dropped.bytes }
-                stream.ahead = [:]
-                stream.considered = nil
-                stream.frontier = item
+                stream.cursors[owner].window = min(stream.cursors[owner].window + 1, limits.depth.upperBound)
             }
-            stream.typicalBytes += (cost(of: item) - stream.typicalBytes) / 8
-            return issue(&stream, state: &state)
+            let name = FileName(item.name)
+            guard let index = continued(by: item, in: stream) ?? owner else {
+                if !stream.cursors.contains(where: { $0.position.inode == item.inode || follows($0.position, item) }) {
+                    // Not a little behind any reader either: a reader of its own (one that jumped, or a new one).
+                    if stream.cursors.count >= limits.readers, let oldest = stream.cursors.indices
+                        .min(by: { stream.cursors[$0].lastUse < stream.cursors[$1].lastUse }) {
+                        for dropped in stream.cursors.remove(at: oldest).ahead.values { state.bytesAhead -= dropped.bytes }
+                    }
+                    stream.cursors.append(Cursor(position: item, window: limits.firstWindow, lastUse: state.clock))
+                }
+                return []
+            }
+            stream.cursors[index].lastUse = state.clock
+            if name > FileName(stream.cursors[index].position.name) {
+                stream.cursors[index].streak += 1
+                advance(&stream.cursors[index], to: item, state: &state)
+            }
+            return issue(&stream, cursor: index, state: &state)
         }
         start(toFetch)
     }
 
-    /// Whether `later` is one of the `tolerance` files that follow `earlier` in its directory's order.
-    private func follows(_ later: CatalogItem, _ earlier: CatalogItem) -> Bool {
+    /// The cursor of `stream` that an open of `item` continues: the nearest one before it, if `item` is one of the
+    /// files that follow it closely enough (see the top of this file).
+    private func continued(by item: CatalogItem, in stream: Stream) -> Int? {
+        let name = FileName(item.name)
+        var nearest: Int?
+        for (index, cursor) in stream.cursors.enumerated() where FileName(cursor.position.name) <= name {
+            if let best = nearest, FileName(stream.cursors[best].position.name) >= FileName(cursor.position.name) {
+                continue
+            }
+            nearest = index
+        }
+        // A file opened again (a cursor is on it) continues nothing.
+        guard let nearest, stream.cursors[nearest].position.inode != item.inode else { return nil }
+        let cursor = stream.cursors[nearest]
+        let strict = stream.cursors.count > 1 && !cursor.fetching
+        return follows(item, cursor.position, within: strict ? limits.startTolerance : limits.tolerance) ? nearest : nil
+    }
+
+    /// Whether `later` is one of the `within` (by default `tolerance`) files that follow `earlier` in its
+    /// directory's order.
+    private func follows(_ later: CatalogItem, _ earlier: CatalogItem, within: Int? = nil) -> Bool {
         guard later.parent == earlier.parent, FileName(later.name) > FileName(earlier.name) else { return false }
-        return catalog.siblings(after: earlier, limit: limits.tolerance, scan: limits.tolerance) { _ in true }
+        let count = within ?? limits.tolerance
+        return catalog.siblings(after: earlier, limit: count, scan: count) { _ in true }
             .contains { $0.inode == later.inode }
     }
 
-    /// Moves `stream`'s frontier to `item`; a file fetched ahead that the frontier left `tolerance` opens behind
-    /// was a wrong guess: the window halves.
-    private func advance(_ stream: inout Stream, to item: CatalogItem, state: inout State) {
-        stream.frontier = item
+    /// Moves `cursor` to `item`; a file fetched ahead that the cursor left `tolerance` opens behind was a wrong
+    /// guess: the window halves.
+    private func advance(_ cursor: inout Cursor, to item: CatalogItem, state: inout State) {
+        cursor.position = item
         let name = FileName(item.name)
-        for (inode, var ahead) in stream.ahead where ahead.name < name {
+        for (inode, var ahead) in cursor.ahead where ahead.name < name {
             ahead.passedBy += 1
             if ahead.passedBy > limits.tolerance {
-                stream.ahead[inode] = nil
+                cursor.ahead[inode] = nil
                 state.bytesAhead -= ahead.bytes
-                stream.window = max(limits.firstWindow, stream.window / 2)
+                cursor.window = max(limits.firstWindow, cursor.window / 2)
             } else {
-                stream.ahead[inode] = ahead
+                cursor.ahead[inode] = ahead
             }
         }
     }
 
-    /// The files of `stream` to fetch now: those after the last one considered, while the window, the depth, the
-    /// byte budget and the fetches in flight allow.
-    private func issue(_ stream: inout Stream, state: inout State) -> [CatalogItem] {
-        guard stream.streak >= limits.streakToStart else { return [] }
+    /// The files to fetch now for cursor `index` of `stream`: those after the last one it considered, while its
+    /// window, the depth, the byte budget and the fetches in flight allow, and no other cursor has them.
+    private func issue(_ stream: inout Stream, cursor index: Int, state: inout State) -> [CatalogItem] {
+        var cursor = stream.cursors[index]
+        defer { stream.cursors[index] = cursor }
+        let streakNeeded = limits.streakToStart + (stream.cursors.count > 1 ? 1 : 0)
+        guard cursor.fetching || cursor.streak >= streakNeeded else { return [] }
+        cursor.fetching = true
         let depth = link.depth(forOrigin: stream.origin, typicalBytes: stream.typicalBytes,
                                connections: limits.connections, bounds: limits.depth)
-        let room = min(min(stream.window, depth) - stream.ahead.count, limits.inFlight - state.inFlight)
+        let room = min(min(cursor.window, depth) - cursor.ahead.count, limits.inFlight - state.inFlight)
         guard room > 0 else { return [] }
-        var start = stream.frontier
-        if let considered = stream.considered, FileName(considered.name) > FileName(start.name) { start = considered }
+        var start = cursor.position
+        if let considered = cursor.considered, FileName(considered.name) > FileName(start.name) { start = considered }
+        let others = Set(stream.cursors.indices.filter { $0 != index }.flatMap { stream.cursors[$0].ahead.keys })
         let candidates = catalog.siblings(after: start, limit: room, scan: room * 4 + limits.tolerance) { file in
-            file.listed && !file.validated
+            file.listed && !file.validated && !others.contains(file.inode)
         }
         var chosen: [CatalogItem] = []
         for file in candidates {
@@ -201,8 +253,8 @@ final class DirectoryPrefetch: Sendable {
             state.bytesAhead += bytes
             state.inFlight += 1
             state.fetched += 1
-            stream.ahead[file.inode] = Ahead(name: FileName(file.name), bytes: bytes)
-            stream.considered = file
+            cursor.ahead[file.inode] = Ahead(name: FileName(file.name), bytes: bytes)
+            cursor.considered = file
             chosen.append(file)
         }
         return chosen
@@ -214,13 +266,18 @@ final class DirectoryPrefetch: Sendable {
         }
     }
 
-    /// A fetch ahead ended: its slot goes to the next file of its directory.
+    /// A fetch ahead ended: its slot goes to the readers of its directory, the one seen last first.
     private func finished(_ file: CatalogItem) {
         let next = state.withLock { state -> [CatalogItem] in
             state.inFlight -= 1
             guard var stream = state.streams.removeValue(forKey: file.parent) else { return [] }
             defer { state.streams[file.parent] = stream }
-            return issue(&stream, state: &state)
+            var chosen: [CatalogItem] = []
+            for index in stream.cursors.indices.sorted(by: { stream.cursors[$0].lastUse > stream.cursors[$1].lastUse })
+            where state.inFlight < limits.inFlight {
+                chosen += issue(&stream, cursor: index, state: &state)
+            }
+            return chosen
         }
         start(next)
     }
@@ -236,10 +293,13 @@ final class DirectoryPrefetch: Sendable {
     /// for `Limits.idleTime` stop, and give back the bytes they fetched ahead that nobody opened.
     private func reclaimIdle(_ state: inout State) {
         let now = ContinuousClock.now
-        for (key, var stream) in state.streams where !stream.ahead.isEmpty && now - stream.seenAt >= limits.idleTime {
-            for dropped in stream.ahead.values { state.bytesAhead -= dropped.bytes }
-            stream.ahead = [:]
-            stream.streak = 0  // a fetch of it that ends now starts no more
+        for (key, var stream) in state.streams where now - stream.seenAt >= limits.idleTime {
+            for index in stream.cursors.indices where !stream.cursors[index].ahead.isEmpty {
+                for dropped in stream.cursors[index].ahead.values { state.bytesAhead -= dropped.bytes }
+                stream.cursors[index].ahead = [:]
+                // A fetch of it that ends now starts no more.
+                (stream.cursors[index].streak, stream.cursors[index].fetching) = (0, false)
+            }
             state.streams[key] = stream
         }
     }
@@ -250,7 +310,7 @@ final class DirectoryPrefetch: Sendable {
               let oldest = state.streams.min(by: { $0.value.lastUse < $1.value.lastUse })?.key,
               let stream = state.streams.removeValue(forKey: oldest)
         else { return }
-        for dropped in stream.ahead.values { state.bytesAhead -= dropped.bytes }
+        for dropped in stream.cursors.flatMap(\.ahead.values) { state.bytesAhead -= dropped.bytes }
     }
 }
 
