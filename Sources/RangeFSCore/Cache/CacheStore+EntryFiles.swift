@@ -16,6 +16,10 @@ struct StoredEntry {
     var loaded: EntryFiles.Loaded? = nil
 }
 
+/// Held while a missing shard folder is made (at most once per shard in a cache's life), so that entries new in
+/// one shard at once make it once.
+private let shardCreation = Mutex(())
+
 extension CacheStore {
     /// The files of `url`'s entry (EntryFiles.swift).
     func entryFiles(for url: String) -> EntryFiles { EntryFiles(root: root, url: url) }
@@ -131,8 +135,16 @@ extension CacheStore {
         do {
             try make()
         } catch where error.errno == .noEntry {
-            _ = try FileSystemCalls.makeDirectory(files.shard)
-            try make()
+            // New entries of one shard race to make it: the one that comes second finds it made, and makes no
+            // folder that exists (a failing mkdir: SmallFilesTests).
+            try shardCreation.withLock { _ throws(SystemError) in
+                do throws(SystemError) {
+                    try make()
+                } catch where error.errno == .noEntry {
+                    _ = try FileSystemCalls.makeDirectory(files.shard)
+                    try make()
+                }
+            }
         } catch where error.errno == .exists {
             try files.removeFilesDurably()
             try make()
