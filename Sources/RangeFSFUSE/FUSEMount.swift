@@ -12,6 +12,7 @@ import RangeFSPlatform
 import RangeFSProcess
 import Logging
 import RangeFSCore
+import RangeFSSystem
 
 /// Why a mount could not be set up.
 public enum MountError: Error, CustomStringConvertible, Sendable {

@@ -1,6 +1,8 @@
 import CFUSE
 import Glibc
+import RangeFSCache
 import RangeFSCore
+import RangeFSSystem
 
 /// A kernel request that is answered later, possibly from another thread.
 struct FUSERequest: @unchecked Sendable {

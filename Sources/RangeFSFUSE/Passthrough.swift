@@ -13,6 +13,7 @@ import CLinux
 import Glibc
 import Logging
 import RangeFSCore
+import RangeFSSystem
 
 enum Passthrough {
     /// The backing files registered with the kernel, by inode, and the passthrough handles that use them.

@@ -5,6 +5,7 @@
 import CCurl
 import Dispatch
 import Logging
+import RangeFSCache
 import RangeFSCore
 import RangeFSPlatform
 import Synchronization

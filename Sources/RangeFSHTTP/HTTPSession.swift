@@ -4,6 +4,7 @@
 import FoundationEssentials
 import RangeFSCore
 import RangeFSPlatform
+import RangeFSSystem
 import Synchronization
 
 /// Shared by every engine of a mount (readers' and background), so that one learns a redirect for all.

@@ -15,6 +15,7 @@
 import Dispatch
 import RangeFSCore
 import RangeFSPlatform
+import RangeFSSystem
 import Synchronization
 
 /// A mount's proxy chain, shared by its engines.

@@ -12,6 +12,7 @@
 import CCurl
 import Dispatch
 import RangeFSCore
+import RangeFSSystem
 
 extension Transfer {
     /// Whether this transfer has gone `stallTimeout` seconds without progress at `now` (uptime nanoseconds).

@@ -8,6 +8,7 @@ import Glibc
 import Logging
 import RangeFSCore
 import RangeFSPlatform
+import RangeFSSystem
 import Synchronization
 
 /// A request in progress: owns its easy handle and header list, and frees them in `deinit`. Redirects are followed

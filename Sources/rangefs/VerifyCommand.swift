@@ -1,7 +1,9 @@
 import ArgumentParser
 import FoundationEssentials
 import Logging
+import RangeFSCache
 import RangeFSCore
+import RangeFSSystem
 
 /// `rangefs verify [URL...]`: check the cached blocks against their CRCs.
 struct VerifyCommand: ParsableCommand {

@@ -5,6 +5,7 @@
 // and reads back the same; a name from Content-Disposition is not empty.
 
 @testable import RangeFSCore
+@testable import RangeFSSystem
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzContentRange(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

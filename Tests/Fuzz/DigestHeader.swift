@@ -4,7 +4,9 @@
 // and its canonical header and text forms read back to the same digest.
 
 import Foundation
+@testable import RangeFSCache
 @testable import RangeFSCore
+@testable import RangeFSSystem
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzDigestHeader(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -5,6 +5,7 @@
 
 import Foundation
 @testable import RangeFSCore
+@testable import RangeFSSystem
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSavedSet(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
+@testable import RangeFSCache
 @testable import RangeFSCore
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

@@ -1,3 +1,4 @@
+@testable import RangeFSCache
 @testable import RangeFSCore
 import XCTest
 

@@ -1,6 +1,8 @@
 import Glibc
 import Logging
+@testable import RangeFSCache
 @testable import RangeFSCore
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

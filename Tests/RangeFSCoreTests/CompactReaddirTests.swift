@@ -1,6 +1,8 @@
 import Dispatch
 import Foundation
+@testable import RangeFSCache
 @testable import RangeFSCore
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

@@ -1,5 +1,6 @@
 import Glibc
 import Logging
+@testable import RangeFSCache
 @testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest

@@ -1,4 +1,5 @@
 import Foundation
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

@@ -1,6 +1,8 @@
+@testable import RangeFSCache
 @testable import RangeFSCore
 import Foundation
 import RangeFSPlatform
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

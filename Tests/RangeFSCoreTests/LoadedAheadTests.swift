@@ -1,7 +1,9 @@
 import Foundation
 import Glibc
 import Logging
+@testable import RangeFSCache
 @testable import RangeFSCore
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

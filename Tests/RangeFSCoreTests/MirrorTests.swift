@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+@testable import RangeFSCache
 @testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest

@@ -1,4 +1,6 @@
+@testable import RangeFSCache
 @testable import RangeFSCore
+@testable import RangeFSSystem
 import XCTest
 
 final class NamingTests: XCTestCase {

@@ -1,5 +1,7 @@
 import Foundation
+@testable import RangeFSCache
 @testable import RangeFSCore
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

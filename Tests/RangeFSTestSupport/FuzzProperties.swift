@@ -3,7 +3,9 @@
 // the same functions. A function returns the first property its input breaks, or nil. Only RangeFSCore and the
 // standard library are used here, so that the fuzz build needs nothing else of this target.
 
+@testable import RangeFSCache
 @testable import RangeFSCore
+@testable import RangeFSSystem
 
 /// The first property of the ResponseHead target that the head `bytes` frame breaks, or nil.
 public func responseHeadPropertyBroken(_ bytes: [UInt8]) -> String? {

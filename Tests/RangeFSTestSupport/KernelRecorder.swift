@@ -4,6 +4,7 @@
 import Dispatch
 import Glibc
 @testable import RangeFSCore
+@testable import RangeFSSystem
 
 /// Records the kernel notices a file system sends.
 public final class KernelRecorder: KernelNotifier {

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+@testable import RangeFSSystem
 import Synchronization
 @testable import RangeFSCore
 import RangeFSProcess

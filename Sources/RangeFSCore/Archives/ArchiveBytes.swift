@@ -1,5 +1,6 @@
 // Fixed-width fields of archive structures. Callers check the bounds first (a structure's whole length is read
 // before its fields), so these index directly.
+import RangeFSSystem
 
 extension Array where Element == UInt8 {
     func littleEndian16(at offset: Int) -> UInt16 {

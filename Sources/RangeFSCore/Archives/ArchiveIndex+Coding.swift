@@ -10,6 +10,7 @@
 //   seek point count u32 | per point: inflated u64 | compressed u64 | bits u32 | window (u32 length + bytes)
 //   refused count u32 | refusals kept u32 | per refusal: name, reason
 //   CRC32C u32 of all the above
+import RangeFSSystem
 
 extension ArchiveIndex {
     private static let magic = Array("RFSARIX1".utf8)

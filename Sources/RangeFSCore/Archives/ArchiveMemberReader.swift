@@ -3,6 +3,7 @@
 // nearest seek point at or before the offset; the stream is kept between reads, so reading a member in order
 // inflates it once. A zip member read whole is checked against its CRC-32 and its size at its end: a member that
 // inflates to more or fewer bytes than the directory says, or to other bytes, is a fault, not short data.
+import RangeFSSystem
 
 /// Reads the bytes of one member of an indexed archive.
 package final class ArchiveMemberReader {

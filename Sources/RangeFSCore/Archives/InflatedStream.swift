@@ -6,6 +6,7 @@
 // A gzip file may hold several gzip members back to back (pigz, bgzip): each is followed by another or by the end.
 // Anything else after one is garbage and a fault. Inflated bytes are bounded by the compressed ones read
 // (ArchiveLimits.maximumInflationRatio), so a bomb stops long before memory or time runs out.
+import RangeFSSystem
 
 /// Where a .tar.gz's inflate can resume: the state zlib needs at one deflate block boundary (zran.c's point).
 package struct GzipSeekPoint: Equatable, Sendable {

@@ -2,6 +2,7 @@
 // mode (PX), modification time (TF) and symlink target (SL), continued elsewhere on the image by CE. A record of a
 // relocated folder (RE) is skipped: it shows where it belongs through its CL. Every length is checked against its
 // area, and continuation areas are bounded in number and size, so a record cannot send the reader round a loop.
+import RangeFSSystem
 
 /// What Rock Ridge says of one directory record.
 struct RockRidgeFields {

@@ -11,6 +11,8 @@
 // readdir: the files of a listing are `listed`, and until a probe has seen them (`validated`) their size and date
 // are the listing's. The records it hands out are in CatalogNode.swift, its indexes in CatalogState.swift.
 
+import RangeFSCache
+import RangeFSSystem
 import Synchronization
 
 /// The mounted tree, safe to use from any thread.

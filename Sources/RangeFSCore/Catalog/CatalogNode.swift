@@ -1,5 +1,6 @@
 // What the catalog (Catalog.swift) hands out: a file with its remote metadata and what its listing said, a
 // directory, or either of them as a node of the tree. Plain values: a copy never changes under its holder.
+import RangeFSCache
 
 /// One file in the mount.
 public struct CatalogItem: Sendable, Equatable {

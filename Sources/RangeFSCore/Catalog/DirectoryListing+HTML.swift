@@ -10,7 +10,9 @@
 // Every byte the reader looks at goes through `PageReader`, which counts them (`ParsedListing.bytesExamined`), so
 // tests and the ListingHTML fuzzer check that bound by counting, not by timing a loaded machine.
 
+import RangeFSCache
 import RangeFSPlatform
+import RangeFSSystem
 
 extension DirectoryListing {
     /// At most how many times the HTML reader looks at each byte of a page (plus `examinedSlack`): the bound the

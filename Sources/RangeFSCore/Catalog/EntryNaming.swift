@@ -1,3 +1,4 @@
+import RangeFSCache
 import RangeFSPlatform
 
 /// How a URL becomes a file name (DESIGN.md §4): an explicit `name=URL` wins, then Content-Disposition, then the

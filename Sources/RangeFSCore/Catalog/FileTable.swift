@@ -11,7 +11,9 @@
 // name, mirrors, a digest) keeps the whole metadata in a box, so that every item reads back exactly as stored:
 // `StoredFile.init` checks the derivation byte for byte before it leaves anything out.
 
+import RangeFSCache
 import RangeFSPlatform
+import RangeFSSystem
 
 /// The files by inode number, each kept compact and rebuilt as a `CatalogItem` when read.
 struct FileTable {

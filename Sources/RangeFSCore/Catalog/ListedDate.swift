@@ -14,6 +14,7 @@
 // `rsync -a`) keeps nginx's and Caddy's ETags too, which are made of the size and the date. Without F (no Date
 // header, or a cache entry written before its header kept it) nothing is proved, and the file is checked as
 // before. Object stores' listings state each object's ETag, which is checked instead (DirectoryService+Probes).
+import RangeFSCache
 
 /// How finely a listing states a file's date: its dates are the file's modification time cut down to this.
 enum ListedPrecision: UInt8, Sendable {

@@ -11,6 +11,7 @@
 // listing read through records is the listing read from the JSON (ListingJSONRecordsTests compares them over the
 // fuzzer's inputs). What the fast reader cannot read (nested values) is not read to records: the caller parses the
 // JSON as before.
+import RangeFSSystem
 
 extension ListingObject {
     /// The child this object states, as a listing reads it: its name, whether it is a folder (nginx: `"type":

@@ -19,6 +19,7 @@
 // directory is listed from its server again) rather than a listing that lacks its last children. What a record
 // states is read by the same rules as a JSON listing's (DirectoryListing.EntryGatherer): a server that wrote
 // these bytes itself gains nothing it could not state in JSON.
+import RangeFSSystem
 
 /// Encodes and reads listings as binary records.
 enum ListingRecords {

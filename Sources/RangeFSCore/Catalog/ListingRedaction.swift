@@ -7,6 +7,7 @@
 // A JSON listing (nginx, Caddy) is kept as the records read from it (ListingJSON+Records.swift), or as it came when
 // it is not read to records; those and an object store's records (ListingRecords.swift) keep their names as read:
 // a `?` in a name is part of the name.
+import RangeFSSystem
 
 enum ListingRedaction {
     /// `body` as it is kept: for an HTML listing, every `?query` in it with its values replaced by `***` (up to a

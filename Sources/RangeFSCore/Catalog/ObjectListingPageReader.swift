@@ -11,6 +11,7 @@
 // neither true nor false) makes it give the page up: `read` returns false and the page is read by
 // ObjectListingXML.page, which decides. So what this reads, it reads as that reader does (ObjectListingPageReaderTests
 // compares the two over the fuzzer's pages); it never accepts what that reader refuses.
+import RangeFSSystem
 
 /// Reads one page at a time; its buffers are kept from page to page.
 struct ObjectListingPageReader {

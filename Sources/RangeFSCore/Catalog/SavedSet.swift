@@ -7,6 +7,8 @@
 
 import FoundationEssentials
 import Glibc
+import RangeFSCache
+import RangeFSSystem
 import Synchronization
 
 /// The saved set of mounted URLs of one cache: read, replaced whole, or set aside when damaged.

@@ -2,6 +2,7 @@
 // socket, sends one request line, reads one response line, and closes.
 
 import RangeFSPlatform
+import RangeFSSystem
 
 /// A request to a running mount.
 public struct ControlRequest: Codable, Sendable, Equatable {

@@ -9,6 +9,7 @@
 // state is tested without making it.
 
 import Glibc
+import RangeFSSystem
 
 /// What `lstat` says of a socket folder: the facts the check decides on.
 package struct FolderFacts: Equatable, Sendable {

@@ -6,6 +6,7 @@
 
 import FoundationEssentials
 import RangeFSPlatform
+import RangeFSSystem
 
 /// The AWS tools' INI files: `[name]` sections in credentials, `[profile name]` (and `[default]`) in config, and
 /// `key = value` lines; `#` and `;` start comments.

@@ -9,6 +9,7 @@
 // `growth`, under its lock: the store's side only records the entry and wakes the fetcher, which moves the sink
 // at its next call. A transfer whose body ended while it waited (its last bytes came with the call that outgrew)
 // leaves its `complete` in `growth`, and the store's side runs it, after which the fetcher calls nothing more.
+import RangeFSCache
 
 extension BlockSink {
     /// Where a stream that outgrew its entry stands while the store grows it.

@@ -2,6 +2,7 @@
 // of the cached version: a part (a 206, or a 200 with exactly the range asked), the whole file (the file changed,
 // or its server ignores Range), or a refusal (412 from an object store's If-Match, another status). See
 // BlockSink.swift for the rules this applies.
+import RangeFSCache
 
 extension BlockSink {
     func receive(head: ResponseHead) -> Bool {

@@ -3,6 +3,8 @@
 // attempts made of it so far, and whether anybody still wants it.
 
 import Logging
+import RangeFSCache
+import RangeFSSystem
 
 extension BlockSink {
     /// What a transfer asks for, and how: fixed at its birth.

@@ -22,6 +22,8 @@
 
 import Dispatch
 import Logging
+import RangeFSCache
+import RangeFSSystem
 import Synchronization
 
 /// Streams a response into a cached file, through its `BlockStore`.

@@ -1,5 +1,7 @@
 // One error type per subsystem (FetchError, CacheError, SystemError, FileSystemError). The FUSE adapter maps
 // `FileSystemError` to errno in exactly one place; the CLI shows `FetchError.userMessage` when a URL cannot be mounted.
+import RangeFSCache
+import RangeFSSystem
 
 /// Why a fetch or a probe failed.
 public enum FetchError: Error, Sendable, Equatable {

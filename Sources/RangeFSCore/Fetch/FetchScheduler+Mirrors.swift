@@ -2,6 +2,8 @@
 // background, at most 64 probes at once, before they serve a byte.
 
 import Logging
+import RangeFSCache
+import RangeFSSystem
 
 extension FetchScheduler {
     /// Fetches the file `metadata` describes from `mirrors` too, and probes each of them now in the background:

@@ -1,5 +1,6 @@
 // The scheduler as the owner of its transfers (TransferOwner.swift): what a BlockSink tells it while it runs and
 // when it ends.
+import RangeFSCache
 
 extension FetchScheduler: TransferOwner {
     func retry(_ sink: BlockSink, after delay: Duration) {

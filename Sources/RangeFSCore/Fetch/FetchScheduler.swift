@@ -23,6 +23,8 @@
 
 import Dispatch
 import Logging
+import RangeFSCache
+import RangeFSSystem
 import Synchronization
 
 /// Schedules the transfers that fill cache entries.

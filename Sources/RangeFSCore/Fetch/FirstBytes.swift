@@ -12,6 +12,7 @@
 // connection closed, so the next request to the same server pays a new handshake. A 206 ends by itself; a 200
 // (a server that ignores Range) is cut once `n` bytes came only if more would follow.
 
+import RangeFSCache
 import Synchronization
 
 /// What a probe with its first bytes brings.

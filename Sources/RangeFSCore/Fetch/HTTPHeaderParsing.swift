@@ -3,6 +3,7 @@
 // listings read them too.
 
 import FoundationEssentials
+import RangeFSCache
 import RangeFSPlatform
 
 /// A parsed `Content-Range: bytes first-last/complete` (complete may be `*`), or `bytes */complete`.

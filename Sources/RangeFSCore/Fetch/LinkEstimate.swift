@@ -10,6 +10,8 @@
 // before its rate shows).
 
 import Dispatch
+import RangeFSCache
+import RangeFSSystem
 import Synchronization
 
 /// Round-trip time and per-connection throughput per origin (`scheme://host:port`), learned from transfers.

@@ -8,6 +8,7 @@
 //   - the deadline, checked here whenever the server sends something: the whole listing (every page of an object
 //     store's) must have arrived `--listing-timeout` seconds after it was asked for.
 // So a listing ends at the latest about `--listing-timeout` + `--timeout` seconds after it started.
+import RangeFSSystem
 
 /// When a listing must have arrived by.
 struct ListingDeadline: Sendable {

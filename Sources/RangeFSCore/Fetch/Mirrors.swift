@@ -16,6 +16,7 @@
 // where the earlier source changes, and each avoids its blocks' earlier source. So one mirror that served other
 // bytes of the same length cannot spoil the refetch too.
 
+import RangeFSSystem
 import Synchronization
 
 /// The URLs of one file and how each has done; shared by every transfer of the file.

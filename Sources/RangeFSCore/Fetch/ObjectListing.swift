@@ -7,6 +7,7 @@
 // names, sizes, dates and ETags: no owner, no token, no key.
 
 import Dispatch
+import RangeFSSystem
 import Synchronization
 
 extension RangeFetching {

@@ -2,6 +2,7 @@
 // for `rangefs add`: a URL whose server cannot be reached is served from its cache entry when it has one; a 404 or
 // 410 means the file is gone; any other failure keeps a saved URL in the saved set (a 403 may be an expired token),
 // and only `rangefs rm` or a gone file drops it.
+import RangeFSCache
 
 /// The verdict on one probed URL.
 public enum ProbeOutcome: Equatable, Sendable {

@@ -1,4 +1,6 @@
 import Dispatch
+import RangeFSCache
+import RangeFSSystem
 
 // The seam between the cache and the network. RangeFSHTTP implements `RangeFetching` with libcurl; the core only
 // sees requests, response heads, body bytes and errors, so it is tested without sockets.

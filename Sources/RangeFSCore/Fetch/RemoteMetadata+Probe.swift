@@ -1,5 +1,7 @@
 import FoundationEssentials
+import RangeFSCache
 import RangeFSPlatform
+import RangeFSSystem
 
 // What a probe learns about a URL: the file's identity read from the response headers that carry it.
 

@@ -14,6 +14,7 @@
 // Nothing here logs: the Authorization line is derived from the secret.
 
 import RangeFSPlatform
+import RangeFSSystem
 
 /// Signs requests to an object store with AWS Signature Version 4 (header form, single chunk).
 enum SignatureV4 {

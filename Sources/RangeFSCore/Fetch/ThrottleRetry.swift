@@ -7,6 +7,7 @@
 // probes, an open's probe, a read and a listing page all get it, and their sinks hear only the answer that ended
 // it. An answer still "not now" when the time is spent reaches its sink marked (`ResponseHead.retriedFor`), and
 // fails with `.serverBusy`, which no layer above retries again: their attempts would multiply the time.
+import RangeFSSystem
 
 /// The rule for asking again after an answer that says "not now".
 package struct ThrottleRetry: Sendable, Equatable {

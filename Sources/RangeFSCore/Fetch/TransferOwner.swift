@@ -1,4 +1,6 @@
 // What a transfer's sink (BlockSink.swift) reports to the scheduler that runs it, and what it counts per attempt.
+import RangeFSCache
+import RangeFSSystem
 
 /// How a transfer ended, for its owner.
 enum TransferOutcome: Equatable {

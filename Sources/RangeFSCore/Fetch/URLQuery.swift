@@ -15,6 +15,7 @@
 // The fragment is never sent, so it is no part of the identity.
 
 import RangeFSPlatform
+import RangeFSSystem
 
 /// Splits URLs into the identity a mount knows them by and the query their requests send.
 enum URLQuery {

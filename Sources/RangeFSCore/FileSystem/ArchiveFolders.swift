@@ -4,6 +4,7 @@
 // state, under one lock that nothing else is taken under.
 
 import Dispatch
+import RangeFSCache
 import Synchronization
 
 /// The archives shown as folders and their open members.

@@ -5,6 +5,8 @@
 // FUSE thread or Swift's cooperative pool.
 
 import Dispatch
+import RangeFSCache
+import RangeFSSystem
 
 /// Reads an archive's cache entry by range, waiting for blocks not cached yet.
 final class CacheEntrySource: ArchiveSource, Sendable {

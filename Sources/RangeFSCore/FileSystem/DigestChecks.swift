@@ -12,6 +12,7 @@
 // expected and the one computed. The verdict is kept in the entry's `digest` record, across mounts.
 
 import Dispatch
+import RangeFSSystem
 import Synchronization
 
 /// A digest a file is expected to have, and where it was found (for status and the log).

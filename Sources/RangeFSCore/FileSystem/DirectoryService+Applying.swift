@@ -2,6 +2,8 @@
 // plain (PlainListing.swift), else parsed and applied entry by entry.
 
 import Logging
+import RangeFSCache
+import RangeFSSystem
 
 extension DirectoryService {
     /// Takes a listing's result into the catalog. A body is taken out of `result` (left empty), so that what is
@@ -56,7 +58,7 @@ extension DirectoryService {
                 entries = listing.entries.count
             }
             do {
-                try store.saveListing(body, for: url)
+                try store.saveListing(ListingRedaction.kept(body), for: url)
             } catch {
                 logger.warning("cannot keep the listing of \(shown) for offline use: \(error)")
             }

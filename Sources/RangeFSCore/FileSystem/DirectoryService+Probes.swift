@@ -4,6 +4,8 @@
 
 import Dispatch
 import Logging
+import RangeFSCache
+import RangeFSSystem
 
 extension DirectoryService {
     /// Calls `waiter` once `item`'s attributes are good for `ls -l`: at once if its listing stated them, if a

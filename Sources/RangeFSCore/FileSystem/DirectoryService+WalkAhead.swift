@@ -27,6 +27,7 @@
 // line, and a reader's listing it refused meanwhile is tried once more when no listing ahead is in flight.
 
 import Logging
+import RangeFSSystem
 
 extension DirectoryService {
     /// How many levels below a directory a reader reads the walk lists: its subdirectories and theirs.

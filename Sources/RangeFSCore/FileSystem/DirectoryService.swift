@@ -29,6 +29,8 @@
 
 import Dispatch
 import Logging
+import RangeFSCache
+import RangeFSSystem
 import Synchronization
 
 /// What became of a directory's listing.

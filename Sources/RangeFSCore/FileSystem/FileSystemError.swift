@@ -1,4 +1,6 @@
 import Glibc
+import RangeFSCache
+import RangeFSSystem
 
 /// What a filesystem operation reports: every answer the FUSE adapter can send, each case one errno (`errno`).
 public enum FileSystemError: Error, Sendable, Equatable {

@@ -18,6 +18,7 @@
 // Until the file system is made (and after it is gone), an event finds nobody: no entry is kept open for it, and
 // a completion or a remote change found then is handled as before the file system existed (the next open checks).
 
+import RangeFSCache
 import Synchronization
 
 /// The object the store, the scheduler and the file system share: the store's and the scheduler's events,

@@ -9,6 +9,7 @@
 // second time after a thousand others, never once per read.
 
 import Logging
+import RangeFSSystem
 import Synchronization
 
 /// Logs each distinct `io` error message once and counts every `io` error answered.

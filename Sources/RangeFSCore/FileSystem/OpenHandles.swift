@@ -5,6 +5,7 @@
 // Lock: `state` is RangeFS's handle lock in the core's lock order (CacheStore.swift): nothing is taken under it
 // but the planner's own arithmetic.
 
+import RangeFSCache
 import Synchronization
 
 /// The open handles of a mounted file system.

@@ -10,6 +10,7 @@
 // probes of http.server overflowed its backlog 20 times; one per round of answers, 4 times for 400. A server that
 // keeps up (nginx) goes 4, 6, 9, 13, 19 probes at once over four seconds (libcurl's 16 per host bound them).
 
+import RangeFSSystem
 import Synchronization
 
 /// The probes in flight per server, and those waiting for a slot, in order.

@@ -4,6 +4,8 @@
 // Adding a file saves the mounted set with the cache, so a restart shows the same files. A URL's user, password
 // and query go to the credentials, which its probe needs; they are saved for remounts only once a file holds
 // them, and a failed add takes them back, so no token that reached no file is kept.
+import RangeFSCache
+import RangeFSSystem
 
 extension RangeFS {
     /// Adds the file or directory at `given` (a URL as the user gave it) with its `mirrors`, its `checksum`

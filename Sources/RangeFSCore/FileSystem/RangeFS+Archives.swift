@@ -13,6 +13,7 @@
 // a deflated member in order inflates it once.
 
 import Dispatch
+import RangeFSCache
 
 extension RangeFS {
     /// The blocking work of archives: building indexes and reading members.
@@ -286,7 +287,10 @@ extension RangeFS {
     private func index(of item: CatalogItem, format: ArchiveIndex.Format, version: String,
                        slot: UInt32) -> (Result<ArchiveIndex, FileSystemError>, retry: Bool) {
         let url = item.metadata.url
-        if let kept = store.savedArchiveIndex(url: url, version: version) { return (.success(kept), false) }
+        // An unreadable or damaged kept index is as if none was kept: the archive is indexed again.
+        if let saved = store.savedArchiveIndex(url: url, version: version), let kept = try? ArchiveIndex(decoding: saved) {
+            return (.success(kept), false)
+        }
         let entry: CacheEntry
         do {
             entry = try self.entry(for: item, inUse: true)
@@ -308,7 +312,7 @@ extension RangeFS {
                 logger.warning("\(ArchiveError(archive: item.name, fault: .malformed("\(index.refusedCount) members left out, the first '\(first.name)': \(first.reason)")))")
             }
             do {
-                try store.saveArchiveIndex(index, url: url, version: version)
+                try store.saveArchiveIndex(index.encoded(), url: url, version: version)
             } catch {
                 logger.warning("cannot keep the index of archive \(item.name) in the cache (it is made again at the next mount): \(error)")
             }

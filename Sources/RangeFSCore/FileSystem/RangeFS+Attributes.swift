@@ -10,6 +10,7 @@
 // a file just read whole stayed 0 for the listing's minute (issue 35). An entry that is complete and that nothing
 // takes blocks from (`cachedBytesSettled`: no cap, no digest check) changes nothing they show: it keeps them open
 // or not, and its opening tells the kernel nothing (issue 46: a re-read cached tree sent three GETATTRs a file).
+import RangeFSSystem
 
 extension RangeFS {
     // MARK: Attributes

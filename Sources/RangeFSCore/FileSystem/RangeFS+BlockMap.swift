@@ -1,6 +1,7 @@
 // The `blockmap` verb: one file's block map finer than status's 50 cells, for `rangefs ui`'s canvas. The page
 // asks for it only for the file it shows in detail, so a mount of 10,000 files pays for one bitmap a second, not
 // 10,000: status's squeezed maps draw the rows.
+import RangeFSCache
 
 extension RangeFS {
     /// The most cells a blockmap answer holds: wider than any screen's canvas, small enough to send every second.

@@ -2,6 +2,8 @@
 // in DigestChecks.swift).
 
 import Logging
+import RangeFSCache
+import RangeFSSystem
 
 extension RangeFS {
     /// Sets up the file `metadata` describes: fetched from `mirrors` too (and, with `mirrorsFromLinks`, from the

@@ -4,6 +4,8 @@
 
 import Dispatch
 import Logging
+import RangeFSCache
+import RangeFSSystem
 import Synchronization
 
 extension RangeFS {

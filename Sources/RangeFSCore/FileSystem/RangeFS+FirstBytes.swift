@@ -1,6 +1,8 @@
 // The first bytes an open's probe brings (FirstBytes.swift) go into the file's entry, before the open answers.
 // Bytes still streaming become the entry's blocks in flight: the scheduler adopts the probe's transfer, and a READ
 // for them waits for its own block from that transfer, with no second request (ProbeBody.swift says why this way).
+import RangeFSCache
+import RangeFSSystem
 
 extension RangeFS {
     /// Puts the first bytes of a file, which the probe of its open brings, into its entry: the blocks they cover,

@@ -1,6 +1,7 @@
 // A file's mirrors: registered for its transfers, and probed in the background, so that one whose length
 // disagrees is dropped (with a log line) before it serves a byte, and each one's validator is known for its own
 // If-Range.
+import RangeFSSystem
 
 extension RangeFS {
     // A file's mirrors are given with `configure` (RangeFS+Digests.swift), beside its digest.

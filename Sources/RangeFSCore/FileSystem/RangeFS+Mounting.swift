@@ -1,6 +1,7 @@
 // What the mount tells its file system as it starts (issue 48: the executable reaches no part of the core either):
 // which files its probes validated and which are served offline, the saved files it could not mount, the pins an
 // earlier mount saved; and what the FUSE adapter's statfs reports.
+import RangeFSCache
 
 extension RangeFS {
     /// Records the mount's probes: `offline` maps the URL of each file served from the cache alone (its server

@@ -42,7 +42,7 @@ extension RangeFS {
     func saveCredentials() {
         mountedSet.credentialsSaving.withLock { _ in
             do {
-                try store.saveCredentials(credentials.snapshot)
+                try SavedCredentials(cacheRoot: store.root).save(credentials.snapshot)
             } catch {
                 logger.error("cannot save the credentials for remounts: \(error)")
             }
@@ -56,7 +56,7 @@ extension RangeFS {
         mountedSet.credentialsSaving.withLock { _ in
             guard !isNamed(url), credentials.forgetQuery(of: url) else { return }
             do {
-                try store.saveCredentials(credentials.snapshot)
+                try SavedCredentials(cacheRoot: store.root).save(credentials.snapshot)
             } catch {
                 logger.error("cannot save the credentials for remounts: \(error)")
             }

@@ -5,6 +5,8 @@
 // read from its bitmap only when it is shown. By default the answer holds the totals and the files worth a look
 // (not complete, not untouched); `all` asks for every file. Speeds are each open entry's rate over the last few
 // seconds (TransferRate), so a one-shot `rangefs status` shows the pace of a copy, not of a burst.
+import RangeFSCache
+import RangeFSSystem
 
 
 extension RangeFS {

@@ -11,6 +11,8 @@
 //
 // Once the size is known, the catalog takes it and the kernel drops the attributes it holds; handles open on the
 // old entry move to the new one, so that its stream is wanted and its blocks counted as used.
+import RangeFSCache
+import RangeFSSystem
 
 extension RangeFS {
     /// Opens `item`, of unknown size, on `entry`: direct I/O, no passthrough, no kernel cache.

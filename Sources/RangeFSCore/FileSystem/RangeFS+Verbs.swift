@@ -5,6 +5,8 @@
 // reaches none of the parts.
 
 import Dispatch
+import RangeFSCache
+import RangeFSSystem
 
 extension RangeFS {
     /// Removes the file `name` from the mount (or a saved file not mounted this run from the saved set); with

@@ -13,6 +13,7 @@
 // right bytes is what the answer checks and the file's digest (where one is known) are for.
 
 import Dispatch
+import RangeFSCache
 
 extension RangeFS {
     /// Calls `completion` with the file at `path` (`name`, or `folder/name` from the root) as an open would find

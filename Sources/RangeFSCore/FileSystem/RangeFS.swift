@@ -18,6 +18,8 @@
 import Dispatch
 import Glibc
 import Logging
+import RangeFSCache
+import RangeFSSystem
 import Synchronization
 
 /// A mounted set of remote files, backed by a cache.

@@ -14,6 +14,7 @@
 // Locks: `checks` is taken alone; no probe is started and no waiter runs under it.
 
 import Dispatch
+import RangeFSCache
 
 /// The checks of each URL and the probes of each origin.
 struct CheckState {

@@ -19,6 +19,8 @@
 
 import Dispatch
 import Logging
+import RangeFSCache
+import RangeFSSystem
 import Synchronization
 
 /// Re-probes files whose content may have changed on their server, and keeps the set of files served from the

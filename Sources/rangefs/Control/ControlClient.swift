@@ -10,6 +10,7 @@
 import FoundationEssentials
 import Glibc
 import RangeFSCore
+import RangeFSSystem
 
 /// Talks to a running mount's control socket.
 struct ControlClient {

@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import RangeFSCore
 import RangeFSPlatform
+import RangeFSSystem
 
 /// Runs `body`, printing a CLIError as one line and exiting 1.
 func runControl(_ body: () throws -> Void) throws {

@@ -10,6 +10,7 @@ import Glibc
 import RangeFSCore
 import Logging
 import RangeFSPlatform
+import RangeFSSystem
 
 /// Serves control requests for one mount until `stop`.
 public final class ControlServer: @unchecked Sendable {

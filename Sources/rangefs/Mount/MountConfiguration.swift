@@ -3,6 +3,7 @@
 
 import FoundationEssentials
 import Glibc
+import RangeFSCache
 import RangeFSCore
 import RangeFSFUSE
 import RangeFSHTTP

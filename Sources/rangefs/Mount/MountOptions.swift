@@ -5,6 +5,7 @@
 import ArgumentParser
 import FoundationEssentials
 import Glibc
+import RangeFSCache
 import RangeFSCore
 import RangeFSFUSE
 import RangeFSHTTP

@@ -10,9 +10,11 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
+import RangeFSCache
 import RangeFSCore
 import RangeFSFUSE
 import RangeFSHTTP
+import RangeFSSystem
 
 /// The readiness line a background child writes before it detaches from the parent's pipe.
 let readinessMarker = "\u{1}rangefs-ready "

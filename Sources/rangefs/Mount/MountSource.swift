@@ -6,6 +6,7 @@ import ArgumentParser
 import FoundationEssentials
 import RangeFSCore
 import RangeFSPlatform
+import RangeFSSystem
 
 /// One thing to mount: a URL, other URLs of the same file (its mirrors) and, optionally, the name the user chose.
 struct MountSource: Equatable, Sendable {

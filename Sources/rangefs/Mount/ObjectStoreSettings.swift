@@ -6,6 +6,7 @@ import FoundationEssentials
 import Glibc
 import RangeFSCore
 import RangeFSPlatform
+import RangeFSSystem
 
 /// The object-store options of a mount, as given (`--s3-endpoint`, `--s3-region`, `--s3-path-style`,
 /// `--s3-profile`, `--s3-no-sign`).

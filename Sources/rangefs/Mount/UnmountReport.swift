@@ -7,6 +7,7 @@ import FoundationEssentials
 import Glibc
 import Logging
 import RangeFSCore
+import RangeFSSystem
 
 struct UnmountReport: Codable, Equatable {
     /// Whether everything the mount stored is committed (and everything fetched was stored).

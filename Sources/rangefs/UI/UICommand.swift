@@ -9,6 +9,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import RangeFSCore
+import RangeFSSystem
 
 /// `rangefs ui [--mount M | --all] [--listen ADDR:PORT]`
 struct UICommand: ParsableCommand {
