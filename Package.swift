@@ -2,7 +2,10 @@
 import PackageDescription
 
 // The core's layers, bottom up; tests import each one whose insides they check (@testable).
-let coreLayers: [Target.Dependency] = ["RangeFSSystem", "RangeFSCache", "RangeFSCore"]
+let coreLayers: [Target.Dependency] = [
+    "RangeFSSystem", "RangeFSCache", "RangeFSCatalog", "RangeFSFetch", "RangeFSArchives", "RangeFSFileSystem",
+    "RangeFSControl",
+]
 
 let package = Package(
     name: "rangefs",
@@ -40,25 +43,41 @@ let package = Package(
             name: "RangeFSCache",
             dependencies: ["RangeFSSystem", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
         ),
+        // Catalog: the tree of mounted files and directories, listings' parsers, the saved set.
+        .target(name: "RangeFSCatalog", dependencies: ["RangeFSCache", "RangeFSPlatform", "RangeFSSystem"]),
+        // Fetch: transfers into the cache through BlockStore, their scheduling, credentials and object stores.
         .target(
-            name: "RangeFSCore",
-            dependencies: ["RangeFSCache", "RangeFSSystem", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
+            name: "RangeFSFetch",
+            dependencies: ["RangeFSCache", "RangeFSCatalog", "RangeFSPlatform", "RangeFSSystem",
+                           .product(name: "Logging", package: "swift-log")]
         ),
+        // Archives: zip, tar, tar.gz and ISO 9660 indexes read by range; they list as Catalog's directories.
+        .target(name: "RangeFSArchives", dependencies: ["RangeFSCatalog", "RangeFSSystem"]),
+        // FileSystem: the mounted file system without FUSE or sockets (RangeFS and its parts), tested on its own.
+        .target(
+            name: "RangeFSFileSystem",
+            dependencies: ["RangeFSArchives", "RangeFSCache", "RangeFSCatalog", "RangeFSFetch", "RangeFSSystem",
+                           "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
+        ),
+        // Control: the control socket's protocol and service, which call RangeFS's verbs.
+        .target(name: "RangeFSControl", dependencies: ["RangeFSFileSystem", "RangeFSSystem", "RangeFSPlatform"]),
         // Starting helper programs (fusermount3) and rangefs's own background child; the core never does.
         .target(name: "RangeFSProcess", dependencies: ["CLinux"]),
         .target(
             name: "RangeFSHTTP",
-            dependencies: ["CCurl", "RangeFSCache", "RangeFSCore", "RangeFSPlatform", "RangeFSSystem", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CCurl", "RangeFSCache", "RangeFSFetch", "RangeFSPlatform", "RangeFSSystem",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "RangeFSFUSE",
-            dependencies: ["CFUSE", "CLinux", "RangeFSCache", "RangeFSCore", "RangeFSPlatform", "RangeFSProcess", "RangeFSSystem",
+            dependencies: ["CFUSE", "CLinux", "RangeFSCache", "RangeFSFileSystem", "RangeFSPlatform", "RangeFSProcess", "RangeFSSystem",
                            .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "rangefs",
             dependencies: [
-                "CLinux", "RangeFSCache", "RangeFSCore", "RangeFSHTTP", "RangeFSFUSE", "RangeFSPlatform", "RangeFSProcess", "RangeFSSystem",
+                "CLinux", "RangeFSCache", "RangeFSCatalog", "RangeFSControl", "RangeFSFetch", "RangeFSFileSystem", "RangeFSHTTP",
+                "RangeFSFUSE", "RangeFSPlatform", "RangeFSProcess", "RangeFSSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -6,7 +6,7 @@
 #   bench/fuzz.sh --list                     the targets
 #   FUZZ_INPUT_TIMEOUT=S bench/fuzz.sh ...   an input taking longer than S seconds (default 10) is a finding
 #
-# Each target is Tests/Fuzz/<Target>.swift, a harness linked against RangeFSCore compiled here with
+# Each target is Tests/Fuzz/<Target>.swift, a harness linked against the core's layers compiled here with
 # `-sanitize=fuzzer,address` (SwiftPM never sees these files: no target's path includes Tests/Fuzz). The seeds are
 # Tests/Fuzz/seeds/<Target>/ (in git); the corpus libFuzzer grows is .build-fuzz/corpus/<Target>/ (not in git);
 # crashes land in .build-fuzz/crashes/<Target>/. A crash once fixed goes to Tests/Fuzz/regressions/<Target>/, which
@@ -41,10 +41,10 @@ log_sources="${SWIFT_LOG_SOURCES:-$root/.build/checkouts/swift-log/Sources/Loggi
 
 mkdir -p "$out/modules/CChecksum" "$out/modules/CLinux" "$out/obj"
 # The core's layers, bottom up (Package.swift): each is its own module, built against the ones before it.
-core_layers=(RangeFSSystem RangeFSCache RangeFSCore)
+core_layers=(RangeFSSystem RangeFSCache RangeFSCatalog RangeFSFetch RangeFSArchives RangeFSFileSystem RangeFSControl)
 core_dirs=() core_objects=()
 for layer in "${core_layers[@]}"; do core_dirs+=("$root/Sources/$layer"); core_objects+=("$out/obj/$layer.o"); done
-stamp="$out/obj/RangeFSCore.stamp"
+stamp="$out/obj/core.stamp"
 # Rebuild the instrumented core when a core source is newer than the last build.
 newer=$(find "${core_dirs[@]}" "$root/Sources/RangeFSPlatform" "$root/Sources/CChecksum" "$root/Sources/CLinux" -newer "$stamp" -type f \
     2>/dev/null | head -1 || true)  # no stamp yet: find fails, and the build below runs

@@ -1,7 +1,7 @@
 import CFUSE
 import Glibc
 import RangeFSCache
-import RangeFSCore
+import RangeFSFileSystem
 import RangeFSSystem
 
 /// A kernel request that is answered later, possibly from another thread.

@@ -12,7 +12,7 @@ import CFUSE
 import CLinux
 import Glibc
 import Logging
-import RangeFSCore
+import RangeFSFileSystem
 import RangeFSSystem
 
 enum Passthrough {

@@ -2,7 +2,7 @@
 // and which proxy a URL goes through (to name it when it fails).
 
 import FoundationEssentials
-import RangeFSCore
+import RangeFSFetch
 import RangeFSPlatform
 import RangeFSSystem
 import Synchronization

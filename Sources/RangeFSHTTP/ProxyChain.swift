@@ -13,7 +13,6 @@
 //     first group and forgets the failures: the proxies preferred are used again once they recover.
 
 import Dispatch
-import RangeFSCore
 import RangeFSPlatform
 import RangeFSSystem
 import Synchronization

@@ -11,7 +11,7 @@
 
 import CCurl
 import Dispatch
-import RangeFSCore
+import RangeFSFetch
 import RangeFSSystem
 
 extension Transfer {

@@ -6,7 +6,7 @@ import CCurl
 import Dispatch
 import Glibc
 import Logging
-import RangeFSCore
+import RangeFSFetch
 import RangeFSPlatform
 import RangeFSSystem
 import Synchronization

@@ -2,7 +2,7 @@ import ArgumentParser
 import FoundationEssentials
 import Logging
 import RangeFSCache
-import RangeFSCore
+import RangeFSControl
 import RangeFSSystem
 
 /// `rangefs verify [URL...]`: check the cached blocks against their CRCs.

@@ -6,7 +6,6 @@
 // a bitmap's count of set bits matches its bits.
 
 @testable import RangeFSCache
-@testable import RangeFSCore
 @testable import RangeFSSystem
 
 @_cdecl("LLVMFuzzerTestOneInput")

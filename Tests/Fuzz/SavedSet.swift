@@ -4,7 +4,8 @@
 // off completely (the URL kept has none left); a saved checksum that parses keeps its algorithm's length.
 
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
 @testable import RangeFSSystem
 
 @_cdecl("LLVMFuzzerTestOneInput")

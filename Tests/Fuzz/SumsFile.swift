@@ -3,7 +3,7 @@
 // name keeps the `./` the parser drops, and an entry written back as sha256sum's line `HEX  NAME` reads back the
 // same (for names that line can carry).
 
-@testable import RangeFSCore
+@testable import RangeFSFileSystem
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSumsFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -1,7 +1,6 @@
 import Foundation
 import Glibc
 @testable import RangeFSCache
-@testable import RangeFSCore
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

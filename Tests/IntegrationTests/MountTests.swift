@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSFileSystem
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

@@ -1,5 +1,4 @@
 @testable import RangeFSCache
-@testable import RangeFSCore
 import XCTest
 
 final class BlockBitmapTests: XCTestCase {

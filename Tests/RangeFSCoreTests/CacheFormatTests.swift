@@ -1,5 +1,4 @@
 @testable import RangeFSCache
-@testable import RangeFSCore
 @testable import RangeFSSystem
 import XCTest
 

@@ -2,7 +2,6 @@ import Foundation
 import Glibc
 import Logging
 @testable import RangeFSCache
-@testable import RangeFSCore
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

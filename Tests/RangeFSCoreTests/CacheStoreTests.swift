@@ -2,7 +2,8 @@ import Foundation
 import Glibc
 import Logging
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

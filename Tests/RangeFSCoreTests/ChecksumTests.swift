@@ -1,7 +1,7 @@
 import Glibc
 import Logging
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSControl
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

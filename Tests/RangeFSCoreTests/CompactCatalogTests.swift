@@ -1,5 +1,5 @@
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSCatalog
 @testable import RangeFSSystem
 import XCTest
 

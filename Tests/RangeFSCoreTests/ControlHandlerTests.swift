@@ -1,7 +1,9 @@
 import Foundation
 import Logging
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSControl
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

@@ -1,5 +1,7 @@
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
 import Synchronization
 import XCTest
 

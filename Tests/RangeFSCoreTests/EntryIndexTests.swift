@@ -1,6 +1,5 @@
 import Foundation
 @testable import RangeFSCache
-@testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
 

@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 @testable import RangeFSCache
-@testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
 

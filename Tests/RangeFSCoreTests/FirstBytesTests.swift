@@ -2,7 +2,9 @@ import Dispatch
 import Foundation
 import Logging
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

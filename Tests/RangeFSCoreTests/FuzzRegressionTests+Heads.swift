@@ -1,4 +1,5 @@
 import Foundation
+@testable import RangeFSFetch
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

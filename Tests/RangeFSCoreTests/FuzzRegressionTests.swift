@@ -1,6 +1,7 @@
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSCatalog
 import Foundation
+@testable import RangeFSFetch
 import RangeFSPlatform
 @testable import RangeFSSystem
 import RangeFSTestSupport

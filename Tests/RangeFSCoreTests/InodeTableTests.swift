@@ -1,5 +1,5 @@
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSCatalog
 import XCTest
 
 /// The catalog's files by inode: an array indexed by the number, with empty slots for directories and removed files.

@@ -1,6 +1,7 @@
 import Foundation
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFileSystem
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

@@ -1,5 +1,6 @@
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import Synchronization

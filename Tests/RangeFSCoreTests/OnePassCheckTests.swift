@@ -1,7 +1,7 @@
 import Glibc
 import Logging
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSFileSystem
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

@@ -1,6 +1,6 @@
 import Logging
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 

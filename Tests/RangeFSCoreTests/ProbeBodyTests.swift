@@ -1,5 +1,5 @@
 import Dispatch
-@testable import RangeFSCore
+@testable import RangeFSFetch
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

@@ -1,4 +1,3 @@
-@testable import RangeFSCore
 @testable import RangeFSSystem
 import XCTest
 

@@ -1,9 +1,10 @@
 @testable import RangeFSCache
-@testable import RangeFSCore
 import Dispatch
 import Foundation
 import Glibc
 import Logging
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

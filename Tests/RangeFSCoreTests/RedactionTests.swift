@@ -1,5 +1,5 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCatalog
 @testable import RangeFSSystem
 import XCTest
 

@@ -1,6 +1,7 @@
 import Foundation
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 

@@ -1,7 +1,8 @@
 import Foundation
 import Logging
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 

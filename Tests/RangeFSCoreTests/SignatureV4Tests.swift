@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSFetch
 @testable import RangeFSSystem
 import XCTest
 

@@ -1,7 +1,8 @@
 import Glibc
 import Logging
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 

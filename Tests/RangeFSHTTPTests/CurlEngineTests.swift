@@ -1,6 +1,7 @@
 import Logging
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
 import RangeFSHTTP
 import RangeFSTestSupport
 import XCTest

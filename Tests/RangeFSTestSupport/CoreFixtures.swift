@@ -4,7 +4,9 @@ import Dispatch
 import Glibc
 import Logging
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
 @testable import RangeFSSystem
 
 /// A RangeFS that serves `urls` from `origin`, with its cache in `directory`, logging to `logger`; with `root`,

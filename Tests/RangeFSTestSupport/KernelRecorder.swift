@@ -3,7 +3,7 @@
 
 import Dispatch
 import Glibc
-@testable import RangeFSCore
+@testable import RangeFSFileSystem
 @testable import RangeFSSystem
 
 /// Records the kernel notices a file system sends.

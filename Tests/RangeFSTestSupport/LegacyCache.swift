@@ -3,7 +3,6 @@
 
 import Glibc
 @testable import RangeFSCache
-@testable import RangeFSCore
 @testable import RangeFSSystem
 
 /// Rewrites the v2 entry of `url` in the cache at `root` as the v1 folder an older rangefs kept: `header`, `data`,

@@ -5,7 +5,7 @@
 import Dispatch
 import Foundation
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSFetch
 @testable import RangeFSSystem
 
 /// Serves byte arrays as if over HTTP, recording requests.

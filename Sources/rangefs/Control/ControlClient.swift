@@ -9,7 +9,7 @@
 
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSControl
 import RangeFSSystem
 
 /// Talks to a running mount's control socket.

@@ -1,7 +1,8 @@
 import ArgumentParser
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSControl
+import RangeFSFileSystem
 import RangeFSPlatform
 import RangeFSSystem
 

@@ -7,7 +7,7 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSControl
 import Logging
 import RangeFSPlatform
 import RangeFSSystem

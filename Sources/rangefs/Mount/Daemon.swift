@@ -1,6 +1,5 @@
 import FoundationEssentials
 import Glibc
-import RangeFSCore
 import RangeFSProcess
 import RangeFSSystem
 

@@ -4,7 +4,8 @@
 import FoundationEssentials
 import Glibc
 import RangeFSCache
-import RangeFSCore
+import RangeFSFetch
+import RangeFSFileSystem
 import RangeFSFUSE
 import RangeFSHTTP
 

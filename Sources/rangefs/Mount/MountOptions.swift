@@ -6,7 +6,8 @@ import ArgumentParser
 import FoundationEssentials
 import Glibc
 import RangeFSCache
-import RangeFSCore
+import RangeFSFetch
+import RangeFSFileSystem
 import RangeFSFUSE
 import RangeFSHTTP
 

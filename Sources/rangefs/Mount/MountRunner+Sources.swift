@@ -5,7 +5,9 @@
 import FoundationEssentials
 import Glibc
 import RangeFSCache
-import RangeFSCore
+import RangeFSCatalog
+import RangeFSFetch
+import RangeFSFileSystem
 import RangeFSSystem
 
 extension MountRunner {

@@ -11,7 +11,10 @@ import FoundationEssentials
 import Glibc
 import Logging
 import RangeFSCache
-import RangeFSCore
+import RangeFSCatalog
+import RangeFSControl
+import RangeFSFetch
+import RangeFSFileSystem
 import RangeFSFUSE
 import RangeFSHTTP
 import RangeFSSystem

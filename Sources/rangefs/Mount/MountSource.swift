@@ -4,7 +4,7 @@
 
 import ArgumentParser
 import FoundationEssentials
-import RangeFSCore
+import RangeFSCatalog
 import RangeFSPlatform
 import RangeFSSystem
 

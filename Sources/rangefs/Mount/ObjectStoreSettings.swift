@@ -4,7 +4,7 @@
 
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSFetch
 import RangeFSPlatform
 import RangeFSSystem
 

@@ -14,7 +14,6 @@
 
 import Dispatch
 import Glibc
-import RangeFSCore
 import RangeFSFUSE
 import RangeFSSystem
 

@@ -10,7 +10,6 @@
 
 import Dispatch
 import Glibc
-import RangeFSCore
 import RangeFSSystem
 
 final class StopForwarder: @unchecked Sendable {

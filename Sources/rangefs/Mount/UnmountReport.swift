@@ -6,7 +6,7 @@
 import FoundationEssentials
 import Glibc
 import Logging
-import RangeFSCore
+import RangeFSControl
 import RangeFSSystem
 
 struct UnmountReport: Codable, Equatable {

@@ -8,7 +8,7 @@ import ArgumentParser
 import Dispatch
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSControl
 import RangeFSSystem
 
 /// `rangefs ui [--mount M | --all] [--listen ADDR:PORT]`

@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSArchives
 import Foundation
 @testable import RangeFSSystem
 import RangeFSTestSupport

@@ -1,7 +1,8 @@
 import Foundation
 import Logging
+@testable import RangeFSArchives
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSFileSystem
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest

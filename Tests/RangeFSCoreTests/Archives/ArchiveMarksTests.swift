@@ -1,6 +1,8 @@
 import Foundation
 @testable import RangeFSCache
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSControl
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 

@@ -1,5 +1,7 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSArchives
+@testable import RangeFSControl
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 
