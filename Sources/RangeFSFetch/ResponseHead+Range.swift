@@ -1,5 +1,5 @@
 // Which bytes of the file an answer carries, judged in one place from its status and Content-Range against the
-// range asked for. Every reader of a GET's answer asks here: the probe (RemoteMetadata+Probe.swift), the probe
+// range asked for. Every reader of a GET's answer asks here: the probe (ProbedMetadata.swift), the probe
 // that brings the first bytes (FirstBytes.swift, and through ProbeBody the BlockSink it hands over to), block
 // fetches and whole-file streams (BlockSink.swift), those of files without a length included.
 //
