@@ -28,6 +28,8 @@ package struct GzipSeekPoint: Equatable, Sendable {
 }
 
 /// A compressed stream in an archive, inflated forward.
+/// More than 12 stored properties: zlib's stream and the window of compressed input it reads through, positions all
+/// advanced together by `read`.
 final class InflatedStream {
     /// What the compressed bytes are.
     enum Kind {

@@ -26,6 +26,11 @@ import RangeFSSystem
 import Synchronization
 
 /// The local copy of one remote file.
+/// More than 12 stored properties: the one object per cached file that every path meets at: its files and descriptors
+/// (8, fixed at its open), its header and block geometry, the atomics every READ asks without the lock (digest failed,
+/// direct writes, ETag retired, confirmed, header durable, committed sequence), its state under the lock and the commit
+/// lock. Its behaviour is in the extensions (CacheEntry+*.swift); what is not about one file went out (EntryUse,
+/// StoreLedger).
 package final class CacheEntry: Sendable {
     package let header: CacheHeader
     /// Where the entry's files are (EntryFiles.swift).
@@ -77,6 +82,10 @@ package final class CacheEntry: Sendable {
     let logger: Logger
 
 
+
+    /// More than 12 stored properties: what the entry's one lock guards: the block table and everything decided
+    /// together with it (what is unwritten, in memory, stale, paused, failing). Split in two, a read's decision would
+    /// take two locks, in an order to keep.
     package struct State {
         var blocks: BlockTable
         var crcs: [UInt32]

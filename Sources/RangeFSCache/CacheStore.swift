@@ -23,6 +23,9 @@ import RangeFSSystem
 import Synchronization
 
 /// The on-disk cache: a directory of entries, locked by one process at a time.
+/// More than 12 stored properties: the cache's root and lock, the parts it shares with its entries (settings, pipeline,
+/// ledger, descriptors), its tables of open entries, summaries and names on disk, each under a lock of its own so that
+/// they are never held together, and the group commit's queue and flag.
 public final class CacheStore: Sendable {
     public let root: String
     let settings: StoreSettings

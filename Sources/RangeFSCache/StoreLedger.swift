@@ -15,6 +15,11 @@ import Logging
 import RangeFSSystem
 import Synchronization
 
+
+/// More than 12 stored properties: what every entry shares with its store, a field or two per concern, each one's
+/// code in its own extension: the cap and its eviction queue, the group commit's pace (bytes, backlog, health,
+/// trigger), the totals of writes, the stopping and detached flags, the rotating ETags, the opening locks, and the
+/// store's two hooks (`reopenHook`, `settleHook`).
 package final class StoreLedger: Sendable {
     /// The cap on cached bytes of this mount's files (`--cache-max-size`), or nil for none.
     let maxBytes: Int?

@@ -37,6 +37,8 @@ extension BlockSink {
 
     /// What the current attempt found. Each attempt starts with a new one, so nothing of an attempt's answer
     /// leaks into the next.
+    /// More than 12 stored properties: a record of one attempt's findings, all dropped together when the next attempt
+    /// starts; that is the point of keeping them in one value.
     struct Attempt {
         /// Where the attempt started, to tell whether it made progress.
         var startOffset: UInt64 = 0

@@ -27,6 +27,9 @@ import RangeFSSystem
 import Synchronization
 
 /// Streams a response into a cached file, through its `BlockStore`.
+/// More than 12 stored properties: one for each of the concepts a response's stream goes through
+/// (BlockSink+State.swift: plan, context, attempt, progress, interest, growth), plus the blocks it serves and the entry
+/// it writes to.
 package final class BlockSink: RangeResponseSink, @unchecked Sendable {
     // @unchecked Sendable: the fetcher calls one sink from one thread at a time (head, body..., complete), and
     // a retry starts only after `complete` returned, so the mutable fields are never touched concurrently.

@@ -139,15 +139,15 @@ extension DirectoryService {
     /// How many bytes the probe of `file` asks for: `openProbeBytes`, or the first block of a file its listing
     /// says is larger (`FirstBytes.probeLength`).
     func probeLength(of file: CatalogItem) -> Int {
-        FirstBytes.probeLength(size: file.metadata.sizeKnown ? file.metadata.size : nil, limit: openProbeBytes,
-                               block: probeBlockBytes)
+        FirstBytes.probeLength(size: file.metadata.sizeKnown ? file.metadata.size : nil, limit: settings.openProbeBytes,
+                               block: settings.blockSize)
     }
 
     /// Probes `file`, being opened, asking for its first bytes (`probeLength`): they go to its entry before it
     /// opens, or, still streaming, become blocks in flight of it (FirstBytes.swift): the open answers at the
     /// probe's head.
     private func probeWithFirstBytes(_ file: CatalogItem, conditional: Bool = true) {
-        guard openProbeBytes > 0 else { return probe([file]) }
+        guard settings.openProbeBytes > 0 else { return probe([file]) }
         // An object store's GET carries the listed ETag from its first request on (`If-Match`): the bytes it
         // brings are those of the version listed, or it answers 412 and the object is probed again as it is now.
         let listedETag = file.metadata.etag

@@ -69,7 +69,7 @@ extension DirectoryService {
 
     /// A reader read directory `inode` (listed now): lists ahead what the reader reaches next.
     func walkAhead(from inode: UInt64) {
-        guard walkAheadListings > 0, !state.withLock({ $0.walkAhead.stopped }),
+        guard settings.walkAheadListings > 0, !state.withLock({ $0.walkAhead.stopped }),
               let directory = catalog.directory(inode: inode) else { return }
         let now = MonotonicClock.seconds()
         var planned: [(inode: UInt64, levels: Int)] = []
@@ -133,7 +133,7 @@ extension DirectoryService {
     private func isFresh(_ directory: CatalogDirectory, now: Double) -> Bool {
         guard directory.listed else { return false }
         guard let listedAt = directory.listedAt else { return true }
-        return now - listedAt <= directoryCacheTime.seconds
+        return now - listedAt <= settings.directoryCacheTime.seconds
     }
 
     /// Whether directory `inode` may be queued to be listed ahead: it has a URL, nobody lists it now, and neither
@@ -150,7 +150,8 @@ extension DirectoryService {
     private func takeStartable(_ state: inout State) -> [UInt64] {
         var start: [UInt64] = []
         let now = MonotonicClock.seconds()
-        while !state.walkAhead.stopped, state.walkAhead.inFlight < walkAheadListings, !state.walkAhead.queue.isEmpty {
+        while !state.walkAhead.stopped, state.walkAhead.inFlight < settings.walkAheadListings,
+              !state.walkAhead.queue.isEmpty {
             let (inode, step) = state.walkAhead.queue.removeFirst()
             // Listed by a reader while it waited, or failed since: nothing to do.
             guard mayListAhead(inode, in: state, now: now),

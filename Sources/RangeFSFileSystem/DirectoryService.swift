@@ -124,16 +124,9 @@ final class DirectoryService: Sendable {
     let fetcher: RangeFetching
     /// Which origins are object stores (listed with ListObjectsV2, ObjectListing.swift), and how to reach them.
     let credentials: CredentialTable
-    let directoryCacheTime: Duration
-    /// How long one listing may take, from its request to its last byte (ListingDeadline.swift).
-    let listingTimeout: Duration
-    /// How many bytes the probe of a file being opened asks for (see FirstBytes.swift).
-    let openProbeBytes: Int
-    /// What the probe of a file larger than `openProbeBytes` asks for instead: its first block
-    /// (`FirstBytes.probeLength`).
-    let probeBlockBytes: Int
-    /// How many listings ahead run at once for the whole mount; 0 walks nothing ahead.
-    let walkAheadListings: Int
+    /// The settings it follows: `directoryCacheTime`, `listingTimeout` (ListingDeadline.swift), `openProbeBytes` and,
+    /// for a file larger, `blockSize` (FirstBytes.swift), `walkAheadListings` (DirectoryService+WalkAhead.swift).
+    let settings: FileSystemSettings
     let events: Events
     let logger: Logger
     /// Where completions parse listings and update the catalog: never the fetcher's thread, which must go on
@@ -141,18 +134,12 @@ final class DirectoryService: Sendable {
     let work = DispatchQueue(label: "rangefs.directories", attributes: .concurrent)
 
     init(catalog: Catalog, store: CacheStore, fetcher: RangeFetching, credentials: CredentialTable = CredentialTable(),
-         directoryCacheTime: Duration, listingTimeout: Duration = FileSystemSettings().listingTimeout,
-         openProbeBytes: Int = 0, probeBlockBytes: Int = FileSystemSettings().blockSize, walkAheadListings: Int = 0,
-         events: Events, logger: Logger) {
+         settings: FileSystemSettings, events: Events, logger: Logger) {
         self.catalog = catalog
         self.store = store
         self.fetcher = fetcher
         self.credentials = credentials
-        self.directoryCacheTime = directoryCacheTime
-        self.listingTimeout = listingTimeout
-        self.openProbeBytes = openProbeBytes
-        self.probeBlockBytes = probeBlockBytes
-        self.walkAheadListings = walkAheadListings
+        self.settings = settings
         self.events = events
         self.logger = logger
     }
@@ -172,7 +159,7 @@ final class DirectoryService: Sendable {
         // that looked before and locked after would list the directory a second time.
         let next = state.withLock { state -> Next in
             if let current = catalog.directory(inode: inode), current.listed {
-                guard let listedAt = current.listedAt, now - listedAt > directoryCacheTime.seconds,
+                guard let listedAt = current.listedAt, now - listedAt > settings.directoryCacheTime.seconds,
                       state.listings[inode]?.running != true else { return .answer }
                 state.listings[inode, default: Listing()].running = true
                 return .refresh
@@ -207,7 +194,7 @@ final class DirectoryService: Sendable {
         // A first listing of an object store's directory whose kept listing is still fresh costs no request.
         if catalog.directory(inode: inode)?.listed == false, showSavedListing(inode, url: url),
            let listedAt = catalog.directory(inode: inode)?.listedAt,
-           MonotonicClock.seconds() - listedAt <= directoryCacheTime.seconds {
+           MonotonicClock.seconds() - listedAt <= settings.directoryCacheTime.seconds {
             return work.async { [self] in finish(inode, outcome: .listed, failure: nil) }
         }
         // What the listing states was true when it was asked for (an object store's 100 pages take a while).
@@ -234,11 +221,12 @@ final class DirectoryService: Sendable {
         // Called before the completion, from the thread that then calls it: run at once (a lock held for
         // bookkeeping, and reports that only record and signal), so that it cannot overtake the listing's end.
         let firstPage: @Sendable () -> Void = { [self] in firstPageRead(inode) }
+        let timeout = settings.listingTimeout.seconds
         if let access = credentials.objectStore(for: url) {
-            fetcher.fetchObjectListing(url, access: access, limit: Self.objectListingLimit,
-                                       timeout: listingTimeout.seconds, firstPage: firstPage, completion: completion)
+            fetcher.fetchObjectListing(url, access: access, limit: Self.objectListingLimit, timeout: timeout,
+                                       firstPage: firstPage, completion: completion)
         } else {
-            fetcher.fetchListing(url, limit: Self.listingLimit, timeout: listingTimeout.seconds, firstPage: firstPage,
+            fetcher.fetchListing(url, limit: Self.listingLimit, timeout: timeout, firstPage: firstPage,
                                  completion: completion)
         }
     }

@@ -15,6 +15,7 @@ package struct MountStatus: Sendable, Equatable {
 }
 
 /// One file in a status answer.
+/// More than 12 stored properties: a record, one field per value `rangefs status` shows of a file, encoded as JSON.
 public struct FileStatus: Codable, Sendable, Equatable {
     public var name: String
     public var url: String

@@ -33,6 +33,8 @@ public enum PrefetchPolicy: String, Sendable, CaseIterable {
 }
 
 /// How the file system behaves, with every default stated once; the command line's options take theirs from here.
+/// More than 12 stored properties: a record, one field per setting of the file system, each with its default stated
+/// once.
 public struct FileSystemSettings: Sendable, Equatable {
     /// Block size for cache entries created by this mount.
     public var blockSize = 64 << 10

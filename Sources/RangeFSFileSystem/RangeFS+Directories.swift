@@ -258,8 +258,6 @@ extension RangeFS {
         events.changed = { inode in kernel.attributesChanged(of: inode) }
         events.firstBytes = { metadata, body in fileSystemEvents.storeFirstBytes(body, of: metadata) }
         return DirectoryService(catalog: catalog, store: store, fetcher: fetcher, credentials: credentials,
-                                directoryCacheTime: settings.directoryCacheTime, listingTimeout: settings.listingTimeout,
-                                openProbeBytes: settings.openProbeBytes, probeBlockBytes: settings.blockSize,
-                                walkAheadListings: settings.walkAheadListings, events: events, logger: logger)
+                                settings: settings, events: events, logger: logger)
     }
 }

@@ -25,6 +25,9 @@ import RangeFSSystem
 import Synchronization
 
 /// A mounted set of remote files, backed by a cache.
+/// More than 12 stored properties: the composition root: each property is a part with a type and a file of its own
+/// (catalog, store, scheduler, directories, revalidator, prefetch, handles, digests, archives, ...), made in `init` and
+/// met by the user's verbs here.
 public final class RangeFS: Sendable {
     package let catalog: Catalog
     package let store: CacheStore

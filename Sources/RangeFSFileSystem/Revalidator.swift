@@ -28,6 +28,9 @@ import Synchronization
 /// Re-probes files whose content may have changed on their server, and keeps the set of files served from the
 /// cache alone because their server cannot be reached. It owns that state; the kernel's page cache is reached
 /// through `Events`.
+/// More than 12 stored properties: the parts it is given (7: catalog, store, scheduler, settings, kernel, events,
+/// logger), its four tables (validated, offline, stale replies, checks; each under its own lock) and its two queues and
+/// timer.
 public final class Revalidator: Sendable {
     /// How often offline files are probed again.
     public static let offlineCheckInterval: Duration = .seconds(5)

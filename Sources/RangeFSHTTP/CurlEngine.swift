@@ -136,9 +136,9 @@ public final class CurlEngine: RangeFetching, @unchecked Sendable {
                 curl_multi_remove_handle(multi, handle)
                 if let reference = active.removeValue(forKey: handle) {
                     if let next = reference.takeUnretainedValue().finish(code) {
-                        if next.startDelay > 0 {
+                        if next.hop.startDelay > 0 {
                             // A pause after "not now" (ThrottleRetry.swift): the hop queues again when it is over.
-                            DispatchQueue.global().asyncAfter(deadline: .now() + next.startDelay) { [self] in
+                            DispatchQueue.global().asyncAfter(deadline: .now() + next.hop.startDelay) { [self] in
                                 enqueue(next)
                             }
                         } else {

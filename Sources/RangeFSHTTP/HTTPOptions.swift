@@ -1,4 +1,6 @@
 /// Network settings for every transfer. Timeouts are always set, so no request can hang forever.
+/// More than 12 stored properties: a record, one field per network option of the command line; each is read where its
+/// libcurl option is set, and nothing else is kept.
 public struct HTTPOptions: Sendable, Equatable {
     /// Seconds to establish a connection (TCP and TLS).
     public var connectTimeout = 10

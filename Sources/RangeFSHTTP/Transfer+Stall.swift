@@ -18,7 +18,7 @@ extension Transfer {
     /// Whether this transfer has gone `stallTimeout` seconds without progress at `now` (uptime nanoseconds).
     /// Engine thread only. `heldUp`: the engine was away since its last check, so no silence is held against it.
     func isStalled(now: UInt64, heldUp: Bool) -> Bool {
-        guard let timeout = request?.stallTimeout, !cancelledBySink else { return false }
+        guard let timeout = hop.request?.stallTimeout, !reception.cancelledBySink else { return false }
         if progressAt == 0 {
             var sentAfter: curl_off_t = 0
             rfs_easy_getinfo_off(handle, CURLINFO_PRETRANSFER_TIME_T, &sentAfter)
@@ -35,9 +35,9 @@ extension Transfer {
     /// Reports a stalled transfer to its sink (the engine has removed its handle). No proxy is blamed: a proxy
     /// that fails refuses, cuts or times out on its own, while this request was fine until its server fell silent.
     func abandonStalled() {
-        let error = FetchError.stalled(request?.stallTimeout ?? 0)
-        requestLog?.debug("\(requestLine) failed (\(error.userMessage)) \(Redaction.redact(url))")
-        if remembered { session.redirects.forget(originalURL) }
+        let error = FetchError.stalled(hop.request?.stallTimeout ?? 0)
+        requestLog?.debug("\(hop.requestLine) failed (\(error.userMessage)) \(Redaction.redact(hop.url))")
+        if hop.remembered { session.redirects.forget(hop.originalURL) }
         sink.complete(error: error)
     }
 }

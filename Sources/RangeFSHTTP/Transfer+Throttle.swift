@@ -27,10 +27,10 @@ extension Transfer {
     /// The next step after this hop's answer said "not now". A request on one mirror of several (it has a stall
     /// timeout, Mirrors.swift) is not asked again here: another mirror takes it over at once.
     func afterNotNow() -> NotNowOutcome {
-        guard request?.stallTimeout == nil else { return .giveUp(retriedFor: nil) }
+        guard hop.request?.stallTimeout == nil else { return .giveUp(retriedFor: nil) }
         let now = DispatchTime.now().uptimeNanoseconds
-        let since = throttled?.since ?? now
-        let answers = (throttled?.answers ?? 0) + 1
+        let since = hop.throttled?.since ?? now
+        let answers = (hop.throttled?.answers ?? 0) + 1
         let elapsed = Double(now - since) / 1e9
         let rule = ThrottleRetry(time: Double(session.options.retryTime))
         guard let pause = rule.delay(attempt: answers, elapsed: elapsed, retryAfter: responseHeader("retry-after"),

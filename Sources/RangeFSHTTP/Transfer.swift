@@ -25,54 +25,16 @@ final class Transfer: @unchecked Sendable {
     private var headerList: UnsafeMutablePointer<curl_slist>?
     /// libcurl writes its error message here; allocated for the handle's lifetime.
     private let errorBuffer: UnsafeMutablePointer<CChar>
-    private var responseHeaders: [String: String] = [:]
-    private var headDelivered = false
-    private(set) var cancelledBySink = false
-    /// Whether the sink refused the response's head (a wrong answer), as opposed to leaving its body midway
-    /// (nobody wants the rest): only the first says anything about the server.
-    private var refusedHead = false
     /// When this transfer last showed progress (uptime nanoseconds), for `RangeRequest.stallTimeout`: 0 until
     /// its request went out; then each header line or body callback, and each check while it was paused.
     var progressAt: UInt64 = 0
-    /// Whether the engine watches this transfer for stalls.
-    let watchesStall: Bool
-
     /// Where to log one line when the request ends (`-v`); nil logs nothing.
     let requestLog: Logger?
-    /// The request as that line shows it: method and range.
-    let requestLine: String
-    /// The URL this hop asks.
-    let url: String
-    /// What this hop sends: `url` with the real query put back when the credentials keep one for it.
-    private let wireURL: String
-    /// The URL the mount asked for; `url` differs after a redirect, or when a remembered target is used.
-    let originalURL: String
-    let request: RangeRequest?
     let session: HTTPSession
-    /// Redirects followed before this hop.
-    let hops: Int
-    /// Whether `url` is a target remembered from an earlier request of `originalURL`.
-    let remembered: Bool
-    /// The proxy of the chain this hop goes through (`--proxy` groups); nil when the chain is not used.
-    let chainProxy: ProxyChain.Proxy?
-    /// Proxies of the chain this request tried before this hop, each having failed.
-    let proxyTries: Int
-    /// Whether the sink heard anything (a head) from this hop: until then, a proxy failure is retried here.
-    private var sinkHeard = false
-    /// What the engine does after this hop, instead of reporting it to the sink (set from the response head).
-    private(set) var followUp: FollowUp?
-    /// The "not now" answers (503, 429) this request got before this hop, and when the first came.
-    let throttled: Throttled?
-    /// Seconds the engine waits before it starts this hop: the pause after a "not now" (ThrottleRetry.swift).
-    let startDelay: Double
-    /// Body bytes of a response that is followed up (a redirect's, a "not now"'s) read and dropped: past
-    /// `droppedBodyLimit` the connection is closed instead (a 100 MB error body is not read, issue 45 case 11).
-    private var droppedBytes = 0
-    private var droppedBodyCut = false
-    /// The header bytes so far, the last header's name, why the headers were refused (Transfer+HeaderLimits.swift).
-    private var headerBytes = 0
-    private var lastHeaderName: String?
-    private var headerRefusal: String?
+    /// What this hop asks, and how it came to be asked (Transfer+Hop.swift).
+    let hop: Hop
+    /// What this hop's response said so far, and what was done with it (Transfer+Hop.swift).
+    private(set) var reception = Reception()
 
     enum FollowUp: Equatable {
         /// The server redirected: ask this URL next.
@@ -89,33 +51,21 @@ final class Transfer: @unchecked Sendable {
          proxyTries: Int = 0, sink: RangeResponseSink, session: HTTPSession, pauseSignal: PauseSignal,
          requestLog: Logger? = nil, throttled: Throttled? = nil, startDelay: Double = 0) {
         let options = session.options
-        self.throttled = throttled
-        self.startDelay = startDelay
-        self.proxyTries = proxyTries
-        chainProxy = session.chainProxy(for: url, offset: request?.range?.lowerBound ?? 0)
+        // The URL the mount knows hides its query's values (URLQuery); the request sends the real one, and the
+        // validator and signature its origin needs.
+        let wire = session.credentials.wire(for: url, range: request?.range, validator: request?.ifRange)
+        hop = Hop(request: request, url: url, wireURL: wire.url, originalURL: originalURL ?? url, hops: hops,
+                  remembered: remembered,
+                  chainProxy: session.chainProxy(for: url, offset: request?.range?.lowerBound ?? 0),
+                  proxyTries: proxyTries, throttled: throttled, startDelay: startDelay)
         self.pauseSignal = pauseSignal
         self.requestLog = requestLog
-        watchesStall = request?.stallTimeout != nil
-        self.url = url
-        self.originalURL = originalURL ?? url
-        self.request = request
         self.session = session
-        self.hops = hops
-        self.remembered = remembered
-        if let request {
-            requestLine = request.range.map { "GET bytes=\($0.lowerBound)-\($0.upperBound - 1)" } ?? "GET"
-        } else {
-            requestLine = "GET bytes=0-0"
-        }
         handle = curl_easy_init()!
         self.sink = sink
         errorBuffer = .allocate(capacity: Int(rfs_curl_error_size()))
         errorBuffer.initialize(repeating: 0, count: Int(rfs_curl_error_size()))
-        // The URL the mount knows hides its query's values (URLQuery); the request sends the real one, and the
-        // validator and signature its origin needs.
-        let wire = session.credentials.wire(for: url, range: request?.range, validator: request?.ifRange)
-        wireURL = wire.url
-        rfs_easy_setopt_string(handle, CURLOPT_URL, wireURL)
+        rfs_easy_setopt_string(handle, CURLOPT_URL, wire.url)
         rfs_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         rfs_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
         rfs_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT, options.connectTimeout)
@@ -132,7 +82,7 @@ final class Transfer: @unchecked Sendable {
         }
         rfs_easy_setopt_string(handle, CURLOPT_USERAGENT, options.userAgent)
         Self.configureTLS(handle, options)
-        if let chainProxy {
+        if let chainProxy = hop.chainProxy {
             // DIRECT is the empty proxy, which also keeps libcurl from the environment's.
             rfs_easy_setopt_string(handle, CURLOPT_PROXY, chainProxy.url ?? "")
         } else if let proxy = options.proxy {
@@ -206,60 +156,60 @@ final class Transfer: @unchecked Sendable {
     }
 
     /// A header of this hop's response, by its lowercased name.
-    func responseHeader(_ name: String) -> String? { responseHeaders[name] }
+    func responseHeader(_ name: String) -> String? { reception.headers[name] }
 
     /// Takes one header line; false refuses the response (its headers are larger than rangefs takes).
     fileprivate func receiveHeaderLine(_ line: String) -> Bool {
         if watchesStall { progressAt = DispatchTime.now().uptimeNanoseconds }
         if line.hasPrefix("HTTP/") {
-            responseHeaders = [:]  // a new response in a redirect chain
-            headerBytes = 0
+            reception.headers = [:]  // a new response in a redirect chain
+            reception.headerBytes = 0
             return true
         }
         guard let colon = line.utf8.firstIndex(of: UInt8(ascii: ":")) else { return true }
         let name = line[..<colon].lowercased()
-        headerBytes += line.utf8.count
-        lastHeaderName = name
-        if let refusal = Self.headerRefusal(name: name, lineBytes: line.utf8.count, totalBytes: headerBytes) {
-            headerRefusal = refusal
+        reception.headerBytes += line.utf8.count
+        reception.lastHeaderName = name
+        if let refusal = Self.headerRefusal(name: name, lineBytes: line.utf8.count, totalBytes: reception.headerBytes) {
+            reception.headerRefusal = refusal
             return false
         }
         let value = line[line.utf8.index(after: colon)...].trimmed()
         // A repeated list header adds members (RFC 9110 §5.3); any other repeated header keeps its last value.
-        if name == "link" || name == "repr-digest" || name == "digest", let earlier = responseHeaders[name] {
-            responseHeaders[name] = earlier + ", " + value
+        if name == "link" || name == "repr-digest" || name == "digest", let earlier = reception.headers[name] {
+            reception.headers[name] = earlier + ", " + value
         } else {
-            responseHeaders[name] = value
+            reception.headers[name] = value
         }
         return true
     }
 
     private func deliverHeadIfNeeded() -> Bool {
-        guard !headDelivered else { return true }
-        headDelivered = true
+        guard !reception.headDelivered else { return true }
+        reception.headDelivered = true
         var status = 0
         rfs_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
         var effective: UnsafeMutablePointer<CChar>?
         rfs_easy_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
         // libcurl follows no redirect, so the effective URL is the one sent: never shown or kept with its query.
-        let effectiveURL = wireURL != url ? url : effective.map { String(cString: $0) } ?? url
+        let effectiveURL = hop.wireURL != hop.url ? hop.url : effective.map { String(cString: $0) } ?? hop.url
         if [301, 302, 303, 307, 308].contains(status) {
             // From the header: libcurl fills CURLINFO_REDIRECT_URL only once the transfer is over.
-            if let location = responseHeaders["location"].flatMap({ Self.resolve($0, against: wireURL) }) {
-                followUp = .redirect(location)
+            if let location = reception.headers["location"].flatMap({ Self.resolve($0, against: hop.wireURL) }) {
+                reception.followUp = .redirect(location)
                 return true  // the redirect's own body is read and dropped
             }
         }
-        if remembered && [401, 403, 404, 410].contains(status) {
-            followUp = .resolveAgain
+        if hop.remembered && [401, 403, 404, 410].contains(status) {
+            reception.followUp = .resolveAgain
             return true
         }
         // An error the proxy made itself (RFC 9209 Proxy-Status, or squid's X-Squid-Error) fails the proxy.
-        if status >= 500, let chainProxy,
-           let said = responseHeaders["proxy-status"] ?? responseHeaders["x-squid-error"] {
+        if status >= 500, let chainProxy = hop.chainProxy,
+           let said = reception.headers["proxy-status"] ?? reception.headers["x-squid-error"] {
             session.proxyChain?.fail(chainProxy, reason: "HTTP \(status): \(said)")
-            if proxyTries + 1 < session.proxyChain?.count ?? 0 {
-                followUp = .nextProxy
+            if hop.proxyTries + 1 < session.proxyChain?.count ?? 0 {
+                reception.followUp = .nextProxy
                 return true
             }
         }
@@ -267,21 +217,21 @@ final class Transfer: @unchecked Sendable {
         if ThrottleRetry.isThrottle(status) {
             switch afterNotNow() {
             case .askAgain(let next):
-                followUp = next
+                reception.followUp = next
                 return true  // its body is read and dropped, up to `droppedBodyLimit`
             case .giveUp(let seconds):
                 retriedFor = seconds
             }
         }
-        if (200..<300).contains(status) && effectiveURL != originalURL {
-            session.redirects.remember(effectiveURL, for: originalURL)
+        if (200..<300).contains(status) && effectiveURL != hop.originalURL {
+            session.redirects.remember(effectiveURL, for: hop.originalURL)
         }
-        let head = ResponseHead(status: status, headers: responseHeaders, effectiveURL: effectiveURL,
+        let head = ResponseHead(status: status, headers: reception.headers, effectiveURL: effectiveURL,
                                 proxy: proxyName, retriedFor: retriedFor)
-        sinkHeard = true
+        reception.sinkHeard = true
         if !sink.receive(head: head) {
-            cancelledBySink = true
-            refusedHead = true
+            reception.cancelledBySink = true
+            reception.refusedHead = true
             return false
         }
         return true
@@ -295,20 +245,20 @@ final class Transfer: @unchecked Sendable {
         // held-back bytes to this callback inside curl_easy_pause, and when the callback refuses them there, the
         // transfer is not aborted but goes on: without this check the rest of a refused response (a 200 to a
         // Range request, another version of the file) reached the sink.
-        if cancelledBySink { return .abort }
+        if reception.cancelledBySink { return .abort }
         if watchesStall { progressAt = DispatchTime.now().uptimeNanoseconds }
         if sink.isPaused || (sink.isBackground && pauseSignal.isPaused) {
             pausedInCallback = true
             return .pause
         }
         guard deliverHeadIfNeeded() else { return .abort }
-        if followUp != nil {
-            droppedBytes += bytes.count
-            droppedBodyCut = droppedBytes > Self.droppedBodyLimit
-            return droppedBodyCut ? .abort : .accepted
+        if reception.followUp != nil {
+            reception.droppedBytes += bytes.count
+            reception.droppedBodyCut = reception.droppedBytes > Self.droppedBodyLimit
+            return reception.droppedBodyCut ? .abort : .accepted
         }
         if !sink.receive(body: bytes) {
-            cancelledBySink = true
+            reception.cancelledBySink = true
             return .abort
         }
         return .accepted
@@ -318,15 +268,16 @@ final class Transfer: @unchecked Sendable {
     /// asks for another hop, returns it for the engine to start (the sink hears from the last hop).
     func finish(_ code: CURLcode) -> Transfer? {
         if requestLog != nil { logRequest(code) }
-        if code == CURLE_OK || droppedBodyCut, !cancelledBySink, deliverHeadIfNeeded(), let followUp {
+        if code == CURLE_OK || reception.droppedBodyCut, !reception.cancelledBySink, deliverHeadIfNeeded(),
+           let followUp = reception.followUp {
             return next(after: followUp)
         }
-        if code != CURLE_OK, !cancelledBySink, let chainProxy, let chain = session.proxyChain,
-           Self.proxyFailures.contains(code.rawValue) {
+        if code != CURLE_OK, !reception.cancelledBySink, let chainProxy = hop.chainProxy,
+           let chain = session.proxyChain, Self.proxyFailures.contains(code.rawValue) {
             chain.fail(chainProxy, reason: String(cString: curl_easy_strerror(code)))
             // Nothing reached the sink: the same request goes through the chain's next proxy, until the whole
             // chain was tried. Once bytes arrived, the sink retries from where they stopped (on a good proxy).
-            if !sinkHeard && proxyTries + 1 < chain.count { return next(after: .nextProxy) }
+            if !reception.sinkHeard && hop.proxyTries + 1 < chain.count { return next(after: .nextProxy) }
         }
         report(code)
         return nil
@@ -334,27 +285,27 @@ final class Transfer: @unchecked Sendable {
 
     /// The proxy this hop goes through, without credentials, to name it in errors.
     private var proxyName: String? {
-        session.proxyChain != nil ? chainProxy?.url.map(Redaction.redact) : session.proxy(for: url)
+        session.proxyChain != nil ? hop.chainProxy?.url.map(Redaction.redact) : session.proxy(for: hop.url)
     }
 
     /// The hop that `followUp` asks for; nil (and the sink told why) when there is none to take.
     private func next(after followUp: FollowUp) -> Transfer? {
         switch followUp {
         case .nextProxy:
-            return Transfer(request: request, url: url, originalURL: originalURL, hops: hops, remembered: remembered,
-                            proxyTries: proxyTries + 1, sink: sink, session: session, pauseSignal: pauseSignal,
-                            requestLog: requestLog, throttled: throttled)
+            return Transfer(request: hop.request, url: hop.url, originalURL: hop.originalURL, hops: hop.hops,
+                            remembered: hop.remembered, proxyTries: hop.proxyTries + 1, sink: sink, session: session,
+                            pauseSignal: pauseSignal, requestLog: requestLog, throttled: hop.throttled)
         case .askAgain(let pause, let throttled):
-            return Transfer(request: request, url: url, originalURL: originalURL, hops: hops, remembered: remembered,
-                            proxyTries: proxyTries, sink: sink, session: session, pauseSignal: pauseSignal,
-                            requestLog: requestLog, throttled: throttled, startDelay: pause)
+            return Transfer(request: hop.request, url: hop.url, originalURL: hop.originalURL, hops: hop.hops,
+                            remembered: hop.remembered, proxyTries: hop.proxyTries, sink: sink, session: session,
+                            pauseSignal: pauseSignal, requestLog: requestLog, throttled: throttled, startDelay: pause)
         case .resolveAgain:
-            session.redirects.forget(originalURL)
-            return Transfer(request: request.map { var again = $0; again.url = originalURL; return again },
-                            url: originalURL, hops: hops + 1, sink: sink, session: session,
-                            pauseSignal: pauseSignal, requestLog: requestLog, throttled: throttled)
+            session.redirects.forget(hop.originalURL)
+            return Transfer(request: hop.request.map { var again = $0; again.url = hop.originalURL; return again },
+                            url: hop.originalURL, hops: hop.hops + 1, sink: sink, session: session,
+                            pauseSignal: pauseSignal, requestLog: requestLog, throttled: hop.throttled)
         case .redirect(let target):
-            guard hops < session.options.maxRedirects else {
+            guard hop.hops < session.options.maxRedirects else {
                 sink.complete(error: .transport("more than \(session.options.maxRedirects) redirects, the last to "
                                                 + Redaction.redact(target)))
                 return nil
@@ -365,31 +316,31 @@ final class Transfer: @unchecked Sendable {
                 sink.complete(error: error)
                 return nil
             }
-            return Transfer(request: request.map { var hop = $0; hop.url = target; return hop }, url: target,
-                            originalURL: originalURL, hops: hops + 1, sink: sink, session: session,
-                            pauseSignal: pauseSignal, requestLog: requestLog, throttled: throttled)
+            return Transfer(request: hop.request.map { var next = $0; next.url = target; return next }, url: target,
+                            originalURL: hop.originalURL, hops: hop.hops + 1, sink: sink, session: session,
+                            pauseSignal: pauseSignal, requestLog: requestLog, throttled: hop.throttled)
         }
     }
 
     private func report(_ code: CURLcode) {
         // A remembered target that fails is asked for afresh next time: the redirect may point elsewhere now.
         // A transfer its sink left midway (nobody wants the rest) says nothing against the target.
-        let targetFailed = cancelledBySink ? refusedHead : code != CURLE_OK
-        if remembered && targetFailed { session.redirects.forget(originalURL) }
+        let targetFailed = reception.cancelledBySink ? reception.refusedHead : code != CURLE_OK
+        if hop.remembered && targetFailed { session.redirects.forget(hop.originalURL) }
         if code == CURLE_OK {
-            sink.complete(error: deliverHeadIfNeeded() && !cancelledBySink ? nil : .cancelled)
+            sink.complete(error: deliverHeadIfNeeded() && !reception.cancelledBySink ? nil : .cancelled)
             return
         }
-        if cancelledBySink {
+        if reception.cancelledBySink {
             sink.complete(error: .cancelled)
             return
         }
-        if let refusal = headerRefusal ?? (code == CURLE_OUT_OF_MEMORY && !headDelivered
-                                            ? Self.giantHeaderLine(after: lastHeaderName) : nil) {
+        if let refusal = reception.headerRefusal ?? (code == CURLE_OUT_OF_MEMORY && !reception.headDelivered
+                                            ? Self.giantHeaderLine(after: reception.lastHeaderName) : nil) {
             sink.complete(error: .untrustedBody(refusal))
             return
         }
-        if headDelivered == false, code == CURLE_WRITE_ERROR, responseHeaders.isEmpty == false {
+        if reception.headDelivered == false, code == CURLE_WRITE_ERROR, reception.headers.isEmpty == false {
             sink.complete(error: deliverHeadIfNeeded() ? .shortBody : .cancelled)
             return
         }
@@ -410,14 +361,14 @@ final class Transfer: @unchecked Sendable {
         rfs_easy_getinfo_off(handle, CURLINFO_TOTAL_TIME_T, &microseconds)
         let seconds = cFormat("%.3f", Double(microseconds) / 1e6)
         let outcome: String
-        if code == CURLE_OK || cancelledBySink {
-            outcome = "\(status)\(cancelledBySink ? " (stopped early)" : ""), \(bytes) bytes"
+        if code == CURLE_OK || reception.cancelledBySink {
+            outcome = "\(status)\(reception.cancelledBySink ? " (stopped early)" : ""), \(bytes) bytes"
         } else {
             let reason = String(decoding: UnsafeRawBufferPointer(start: errorBuffer, count: strlen(errorBuffer)),
                                 as: UTF8.self)
             outcome = "failed (\(reason.isEmpty ? String(cString: curl_easy_strerror(code)) : reason)), \(bytes) bytes"
         }
-        requestLog?.debug("\(requestLine) \(outcome) in \(seconds) s \(Redaction.redact(url))")
+        requestLog?.debug("\(hop.requestLine) \(outcome) in \(seconds) s \(Redaction.redact(hop.url))")
     }
 
 }

@@ -128,8 +128,11 @@ final class PreparedEntriesTests: XCTestCase {
         events.validated = { url, _ in
             seenValidated.withLock { $0.append(catalog.item(url: url)?.validated ?? false) }
         }
-        let directories = DirectoryService(catalog: catalog, store: store, fetcher: origin,
-                                           directoryCacheTime: .seconds(60), events: events, logger: logger)
+        // No first bytes with a probe and no walk ahead: the test counts the probes' requests alone.
+        var settings = FileSystemSettings()
+        (settings.directoryCacheTime, settings.openProbeBytes, settings.walkAheadListings) = (.seconds(60), 0, 0)
+        let directories = DirectoryService(catalog: catalog, store: store, fetcher: origin, settings: settings,
+                                           events: events, logger: logger)
         let listed = DispatchSemaphore(value: 0)
         directories.whenListed(Catalog.rootInode) { listed.signal() }
         XCTAssertEqual(listed.wait(timeout: .now() + 30), .success)

@@ -10,6 +10,8 @@ import RangeFSFUSE
 import RangeFSHTTP
 
 /// Everything a mount is configured with.
+/// More than 12 stored properties: a record, one field per setting the mount's options settle into, made once and read
+/// by the mount's composer.
 struct MountConfiguration: Equatable {
     /// The cache directory, absolute.
     var cacheRoot: String

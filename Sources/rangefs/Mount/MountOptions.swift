@@ -63,6 +63,8 @@ enum Defaults {
 
 /// Options shared by `rangefs mount` and the fstab shape. `-o key=value,...` is turned into these long options
 /// before parsing (see `MountOptionList`).
+/// More than 12 stored properties: ArgumentParser's shape: one property per option of `rangefs mount` and of its fstab
+/// form.
 struct MountOptions: ParsableArguments {
     @Option(name: .long, help: "Cache directory (default: $XDG_CACHE_HOME/rangefs or ~/.cache/rangefs).", completion: .directory)
     var cache: String?

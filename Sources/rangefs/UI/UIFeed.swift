@@ -17,6 +17,7 @@ import RangeFSFileSystem
 import RangeFSPlatform
 
 /// One file as the page shows it.
+/// More than 12 stored properties: a record, one field per value the page shows of a file, encoded as JSON.
 struct UIFile: Encodable, Equatable {
     var mount: Int
     var name: String
