@@ -87,7 +87,7 @@ for target in "${targets[@]}"; do
         || [ "$root/Tests/RangeFSTestSupport/FuzzProperties.swift" -nt "$binary" ] \
         || [ "$root/Tests/RangeFSTestSupport/ArchiveFuzzProperties.swift" -nt "$binary" ]; then
         echo "fuzz.sh: building $target" >&2
-        nice -n 19 swiftc -parse-as-library -O -sanitize=fuzzer,address -module-name "Fuzz$target" \
+        nice -n 19 swiftc -parse-as-library -O -sanitize=fuzzer,address -module-name "Fuzz$target" -package-name rangefs \
             -I "$out" -I "$out/modules/CChecksum" -I "$out/modules/CLinux" -I "$root/Sources/CCrypto" \
             -I "$root/Sources/CZlib" \
             "$root/Tests/Fuzz/FuzzSupport.swift" "$root/Tests/RangeFSTestSupport/FuzzProperties.swift" \
