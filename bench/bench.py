@@ -76,14 +76,26 @@ class Bench:
             self.digests[name] = sha256(os.path.join(self.www, name))
         self.nginx = Nginx(self.work, self.www)
 
-    def builds(self):
-        """(label, binary) of each rangefs build measured: this one, and the baseline if given."""
-        return [("rangefs", self.binary)] + ([("baseline", self.args.baseline)] if self.args.baseline else [])
+    def builds(self, run=0):
+        """(label, binary) of each rangefs build measured: this one, and the baseline if given, in run `run`'s order
+        (`in_turn`)."""
+        return self.in_turn([("rangefs", self.binary)] + ([("baseline", self.args.baseline)]
+                                                          if self.args.baseline else []), run)
 
-    def labelled_builds(self):
-        """(column, binary) of each build measured, named as the markdown tables show them (--label)."""
-        return [(self.args.label, self.binary)] + ([(self.args.baseline_label, self.args.baseline)]
-                                                   if self.args.baseline else [])
+    def labelled_builds(self, run=0):
+        """(column, binary) of each build measured, named as the markdown tables show them (--label), in run
+        `run`'s order (`in_turn`)."""
+        return self.in_turn([(self.args.label, self.binary)] + ([(self.args.baseline_label, self.args.baseline)]
+                                                                if self.args.baseline else []), run)
+
+    def in_turn(self, measured, run):
+        """`measured` (the rangefs builds first, then any peers) with the builds in run `run`'s order: this build
+        first in even runs, the baseline first in odd ones, so the pairs go AB BA AB BA (ABBA). On a loaded machine
+        the first build of a pair is often 10-30% slower, whichever it is: measured first in every run, this build
+        looked slower than a baseline it was not slower than (performance.md, issue 48)."""
+        count = 2 if self.args.baseline else 1
+        builds = list(measured[:count])
+        return (builds if run % 2 == 0 else builds[::-1]) + list(measured[count:])
 
     def compare_with_baseline(self, label, ours, theirs, higher_is_better=True):
         """Adds a row that compares this build with the baseline, measured in the same runs."""
@@ -161,7 +173,8 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--binary", default=None, help="rangefs binary (default: build the release one)")
     parser.add_argument("--baseline", default=None, metavar="BINARY",
-                        help="another rangefs build (e.g. the previous main) measured in the same runs, alternating")
+                        help="another rangefs build (e.g. the previous main) measured in the same runs; which "
+                             "of the two goes first turns from run to run (use an even --runs)")
     parser.add_argument("--json", help="also write the medians here")
     parser.add_argument("--only", choices=SCENARIOS, action="append")
     parser.add_argument("--label", default="rangefs", help="this build's column in the markdown tables")

@@ -36,7 +36,7 @@ def cold_fast_runs(bench, name, size, dest, curl, curl_cpu, local, tmpfs, cat, i
     cold, cold_cpu, warm, dropped, dropped_cpu, remount = ({label: [] for label in builds} for _ in range(6))
     peer = {"cold": [], "warm": [], "remount": []}
     httpfs2, httpfs2_cpu, cold_daemon_cpu = [], [], {label: [] for label in builds}
-    for _ in range(bench.args.runs):
+    for run in range(bench.args.runs):
         harness.drop_caches()
         seconds, used, busy = harness.timed_cpu(["curl", "-s", "-o", dest, bench.nginx.url(name)],
                                         {"nginx": bench.nginx.pids()})
@@ -44,7 +44,7 @@ def cold_fast_runs(bench, name, size, dest, curl, curl_cpu, local, tmpfs, cat, i
         curl_cpu.append(sum(used.values()))
         harness.log(f"  curl: {harness.describe_cpu(used, busy)}")
         os.remove(dest)
-        for label, binary in bench.builds():
+        for label, binary in bench.builds(run):
             cache = bench.fresh_cache()
             mount = mounts.Mount(binary, bench.work, [bench.nginx.url(name)], cache)
             harness.drop_caches()

@@ -14,8 +14,8 @@ def kill_resume(bench):
     the origin's log counts what the second pass fetched against what the first had not copied."""
     name, size, dest = "big.bin", bench.sizes["big.bin"], os.path.join(bench.work, "kill.out")
     extra = {label: [] for label, _ in bench.builds()}
-    for label, binary in bench.builds():
-        for _ in range(bench.args.runs):
+    for run in range(bench.args.runs):
+        for label, binary in bench.builds(run):
             cache = bench.fresh_cache()
             mount = mounts.Mount(binary, bench.work, [bench.nginx.url(name)], cache)
             copied = mounts.kill_during_copy(mount, mount.path(name), dest, size * 2 // 5)
@@ -42,14 +42,14 @@ def capped(bench):
     dest = os.path.join(bench.work, "capped.out")
     aria = []
     ours = {label: [] for label, _ in bench.builds()}
-    for _ in range(bench.args.runs):
+    for run in range(bench.args.runs):
         harness.drop_caches()
         aria.append(size / harness.timed(["aria2c", "-q", "-x8", "-s8", "-k1M", "--allow-overwrite=true",
                                   "--auto-file-renaming=false", "-d", bench.work, "-o", "capped.out",
                                   bench.nginx.url(name, capped=True)]))
         bench.check_copy(dest, name)
         os.remove(dest)
-        for label, binary in bench.builds():
+        for label, binary in bench.builds(run):
             ours[label].append(bench.cold_copy(binary, bench.nginx.url(name, capped=True), name, dest))
     curl = size / harness.timed(["curl", "-s", "-o", dest, bench.nginx.url(name, capped=True)])
     os.remove(dest)
@@ -69,12 +69,12 @@ def mirrors(bench):
                     "-d", bench.work, "-o", "mirrored.out", *urls]
     aria, shares = [], []
     ours = {label: [] for label, _ in bench.builds()}
-    for _ in range(bench.args.runs):
+    for run in range(bench.args.runs):
         harness.drop_caches()
         aria.append(size / harness.timed(aria_command))
         bench.check_copy(dest, name)
         os.remove(dest)
-        for label, binary in bench.builds():
+        for label, binary in bench.builds(run):
             bench.nginx.clear_log()
             ours[label].append(bench.cold_copy(binary, f"{name}={' '.join(urls)}", name, dest))
             if label == "rangefs":
@@ -94,12 +94,12 @@ def mirrors(bench):
     # into each copy: a server that hangs. Each tool with its default timeouts.
     freeze = (bench.nginx.mirror_proxies[2].pid, 0.5)
     aria, ours = [], {label: [] for label, _ in bench.builds()}
-    for _ in range(bench.args.runs):
+    for run in range(bench.args.runs):
         harness.drop_caches()
         aria.append(size / harness.timed(aria_command, freeze))
         bench.check_copy(dest, name)
         os.remove(dest)
-        for label, binary in bench.builds():
+        for label, binary in bench.builds(run):
             ours[label].append(bench.cold_copy(binary, f"{name}={' '.join(urls)}", name, dest, freeze=freeze))
     bench.results["  the 16 MiB/s mirror frozen at 0.5 s"] = (statistics.median(ours["rangefs"]),
                                                              "aria2c -x8 -s8, 3 URLs", statistics.median(aria),
@@ -139,14 +139,17 @@ def random_reads(bench):
     # A p99 of 200 reads is the second-slowest read, so one hiccup of the machine moves it: alternate the two
     # settings and take the median of each one's p99 over the runs.
     quiet_p99, busy_p99, quiet_p50, baseline_p99 = [], [], [], []
-    for _ in range(bench.args.runs):
+    for run in range(bench.args.runs):
         quiet, fetched = latencies(["--prefetch", "none"])
-        busy, _ = latencies(["--prefetch", "all"])
+        # The baseline's p99 with fill before this build's in every other run (Bench.in_turn).
+        for label, binary in bench.builds(run):
+            if label == "rangefs":
+                busy, _ = latencies(["--prefetch", "all"])
+            else:
+                baseline_p99.append(p99(latencies(["--prefetch", "all"], binary)[0]))
         quiet_p99.append(p99(quiet))
         busy_p99.append(p99(busy))
         quiet_p50.append(statistics.median(quiet) * 1000)
-        if bench.args.baseline:
-            baseline_p99.append(p99(latencies(["--prefetch", "all"], bench.args.baseline)[0]))
     bench.results["random 4K reads p99 ms, with fill"] = (statistics.median(busy_p99), "without fill",
                                                          statistics.median(quiet_p99), "<=2x")
     bench.results["  random 4K reads p50 ms, no fill"] = (statistics.median(quiet_p50), "", 0, None)

@@ -115,13 +115,14 @@ def library(bench):
     for title, path, count in directories:
         url = bench.nginx.url(path)
         measured = {}
-        for label, kind in bench.builds() + [(peer, peer) for peer in peers]:
-            # httpdirfs reads no JSON (it shows an empty directory), and the peers get one run: minutes each.
-            if kind == "httpdirfs" and title == "JSON":
-                continue
-            times = 1 if kind in peers else runs
-            measured[label] = [list_directory(bench, label, kind, url, "/" + path, count,
-                                                   timeout=600 if kind in peers else 300) for _ in range(times)]
+        # Run by run, the builds in turn (Bench.in_turn); the peers get one run, in the first: minutes each.
+        for run in range(runs):
+            for label, kind in bench.in_turn(bench.builds() + [(peer, peer) for peer in peers], run):
+                # httpdirfs reads no JSON (it shows an empty directory).
+                if (kind in peers and run > 0) or (kind == "httpdirfs" and title == "JSON"):
+                    continue
+                measured.setdefault(label, []).append(list_directory(bench, label, kind, url, "/" + path, count,
+                                                                     timeout=600 if kind in peers else 300))
         ours = measured["rangefs"]
         for run_ in ours:
             prefix = "n" if title == "no sizes" else "f"

@@ -368,7 +368,7 @@ def run(bench):
                        "peers)", columns + [ALONE], baseline=baseline, timeout=PEER_TIMEOUT)
         for index in range(args.runs):
             list_alone(bench, listed, lister)
-            for column, kind, binary in found:
+            for column, kind, binary in bench.in_turn(found, index):
                 if index == 0 or kind == "rangefs":
                     list_prefix(bench, listed, column, kind, binary, lister,
                                 PEER_TIMEOUT if kind != "rangefs" else 900)
@@ -378,11 +378,11 @@ def run(bench):
                      columns + ["curl"], baseline=baseline)
         dest = os.path.join(bench.work, "s3.out")
         extra = {column: [] for column in builds}
-        for _ in range(args.runs):
+        for index in range(args.runs):
             curl_copy(bench, read, reader, dest)
-            for column, kind, binary in found:
+            for column, kind, binary in bench.in_turn(found, index):
                 cold_copy(bench, read, column, kind, binary, reader, dest)
-            for column, kind, binary in found:
+            for column, kind, binary in bench.in_turn(found, index):
                 if kind == "rangefs":
                     extra[column].append(kill_resume(bench, read, column, binary, reader, dest))
         offline(bench, read, found, reader, objects)

@@ -181,7 +181,7 @@ class Pass:
             harness.drop_caches()
             self.table.add(EIGHT, self.curl_columns[1],
                            attempt(["curl", "-s", "-Z", "--parallel-max", "8", "--config", config], PEER_TIMEOUT))
-            for column, spec in self.filesystems:
+            for column, spec in self.bench.in_turn(self.filesystems, index):
                 if index > 0 and spec[0] not in ("rangefs", "bindfs"):
                     continue
                 self.one_reader(column, spec)

@@ -308,9 +308,12 @@ def run(bench):
             bench.checks += linkcheck.check(profile.port, "/wan/big/big.bin", bench.args.wan_big, profile.rtt, rate,
                                             total)
             measure_references(bench, profile, bench.args.runs)
-            for column, spec in profile.filesystems:
-                measure_mount(bench, profile, column, spec, bench.args.runs if spec[0] == "rangefs" else 1)
-                harness.log(f"  wan {profile.name}: {column} done")
+            # Run by run, the builds in turn (Bench.in_turn); the peers once, in the first run.
+            for run in range(bench.args.runs):
+                for column, spec in bench.in_turn(profile.filesystems, run):
+                    if run == 0 or spec[0] == "rangefs":
+                        measure_mount(bench, profile, column, spec, 1)
+                        harness.log(f"  wan {profile.name}: {column} run {run + 1} done")
         finally:
             profile.stop()
         bench.tables += [profile.times, profile.traffic]

@@ -319,12 +319,7 @@ public final class Catalog: Sendable {
                          where wanted: (CatalogItem) -> Bool) -> [CatalogItem] {
         state.withLock { state in
             let sorted = state.sorted(item.parent)
-            let name = FileName(item.name)
-            var low = 0, high = sorted.count
-            while low < high {
-                let middle = (low + high) / 2
-                if state.name(of: sorted[middle]) <= name { low = middle + 1 } else { high = middle }
-            }
+            let low = state.position(after: FileName(item.name), in: sorted)
             var found: [CatalogItem] = []
             for inode in sorted[low..<min(sorted.count, low + scan)] {
                 guard let sibling = state.files[inode], wanted(sibling) else { continue }
@@ -335,21 +330,25 @@ public final class Catalog: Sendable {
         }
     }
 
+    /// Whether `later` is one of the `count` names that follow `earlier` in their directory's order, by the same
+    /// binary search as `siblings(after:limit:scan:)` but making no items: DirectoryPrefetch asks at every open,
+    /// and making the `count` items it then threw away was most of its CPU (issue 48's small files).
+    package func follows(_ later: CatalogItem, _ earlier: CatalogItem, within count: Int) -> Bool {
+        guard later.parent == earlier.parent else { return false }
+        return state.withLock { state in
+            let sorted = state.sorted(earlier.parent)
+            let low = state.position(after: FileName(earlier.name), in: sorted)
+            return sorted[low..<min(sorted.count, low + count)].contains(later.inode)
+        }
+    }
+
     /// Up to `limit` subdirectories of directory `inode` in name order (after the name `after`, if given), looking
     /// at most `scan` names: the directories a walk ahead lists next (DirectoryService+WalkAhead.swift), found
     /// without copying a directory of 100,000 files.
     package func subdirectories(of inode: UInt64, after name: String? = nil, limit: Int, scan: Int) -> [CatalogDirectory] {
         state.withLock { state in
             let sorted = state.sorted(inode)
-            var low = 0
-            if let name {
-                let key = FileName(name)
-                var high = sorted.count
-                while low < high {
-                    let middle = (low + high) / 2
-                    if state.name(of: sorted[middle]) <= key { low = middle + 1 } else { high = middle }
-                }
-            }
+            let low = name.map { state.position(after: FileName($0), in: sorted) } ?? 0
             var found: [CatalogDirectory] = []
             for child in sorted[low..<min(sorted.count, low + scan)] {
                 guard let directory = state.directories[child] else { continue }

@@ -180,6 +180,17 @@ struct CatalogState {
         return low
     }
 
+    /// The first place in `sorted` (inodes in name order) whose name is above `name`: where the names after it
+    /// start. O(log n).
+    func position(after name: FileName, in sorted: [UInt64]) -> Int {
+        var low = 0, high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if self.name(of: sorted[middle]) <= name { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
     /// Builds directory `parent`'s table of names from its sorted children if it has none (`unindexedNames`):
     /// before anything changes among its children.
     mutating func indexNames(of parent: UInt64) {

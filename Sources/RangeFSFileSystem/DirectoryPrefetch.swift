@@ -164,7 +164,10 @@ final class DirectoryPrefetch: Sendable {
                 stream.cursors[owner].window = min(stream.cursors[owner].window + 1, limits.depth.upperBound)
             }
             let name = FileName(item.name)
-            guard let index = continued(by: item, in: stream) ?? owner else {
+            // The only cursor's guess used is that cursor going on (`continued(by:)` could name no other): one
+            // reader's opens ask nothing more of the catalog than they did before there were several cursors.
+            let only = stream.cursors.count == 1 ? owner : nil
+            guard let index = only ?? continued(by: item, in: stream) ?? owner else {
                 if !stream.cursors.contains(where: { $0.position.inode == item.inode || follows($0.position, item) }) {
                     // Not a little behind any reader either: a reader of its own (one that jumped, or a new one).
                     if stream.cursors.count >= limits.readers, let oldest = stream.cursors.indices
@@ -207,9 +210,7 @@ final class DirectoryPrefetch: Sendable {
     /// directory's order.
     private func follows(_ later: CatalogItem, _ earlier: CatalogItem, within: Int? = nil) -> Bool {
         guard later.parent == earlier.parent, FileName(later.name) > FileName(earlier.name) else { return false }
-        let count = within ?? limits.tolerance
-        return catalog.siblings(after: earlier, limit: count, scan: count) { _ in true }
-            .contains { $0.inode == later.inode }
+        return catalog.follows(later, earlier, within: within ?? limits.tolerance)
     }
 
     /// Moves `cursor` to `item`; a file fetched ahead that the cursor left `tolerance` opens behind was a wrong
@@ -232,18 +233,23 @@ final class DirectoryPrefetch: Sendable {
     /// The files to fetch now for cursor `index` of `stream`: those after the last one it considered, while its
     /// window, the depth, the byte budget and the fetches in flight allow, and no other cursor has them.
     private func issue(_ stream: inout Stream, cursor index: Int, state: inout State) -> [CatalogItem] {
-        var cursor = stream.cursors[index]
-        defer { stream.cursors[index] = cursor }
         let streakNeeded = limits.streakToStart + (stream.cursors.count > 1 ? 1 : 0)
-        guard cursor.fetching || cursor.streak >= streakNeeded else { return [] }
-        cursor.fetching = true
+        guard stream.cursors[index].fetching || stream.cursors[index].streak >= streakNeeded else { return [] }
+        stream.cursors[index].fetching = true
         let depth = link.depth(forOrigin: stream.origin, typicalBytes: stream.typicalBytes,
                                connections: limits.connections, bounds: limits.depth)
+        let others: Set<UInt64> = stream.cursors.count == 1 ? []
+            : Set(stream.cursors.indices.filter { $0 != index }.flatMap { stream.cursors[$0].ahead.keys })
+        return fill(&stream.cursors[index], depth: depth, others: others, state: &state)
+    }
+
+    /// `issue`'s files for `cursor`, changed where it is: a copy of it would copy its files ahead at the first one
+    /// added (a dictionary copied at every fetch ahead).
+    private func fill(_ cursor: inout Cursor, depth: Int, others: Set<UInt64>, state: inout State) -> [CatalogItem] {
         let room = min(min(cursor.window, depth) - cursor.ahead.count, limits.inFlight - state.inFlight)
         guard room > 0 else { return [] }
         var start = cursor.position
         if let considered = cursor.considered, FileName(considered.name) > FileName(start.name) { start = considered }
-        let others = Set(stream.cursors.indices.filter { $0 != index }.flatMap { stream.cursors[$0].ahead.keys })
         let candidates = catalog.siblings(after: start, limit: room, scan: room * 4 + limits.tolerance) { file in
             file.listed && !file.validated && !others.contains(file.inode)
         }

@@ -94,6 +94,39 @@ final class CatalogTests: XCTestCase {
                       "no look past `scan` names")
     }
 
+    /// `follows`, which DirectoryPrefetch asks at every open, says what `siblings` would, without making items: a
+    /// file is within `count` names after another (a folder's name counts as one), never before it, never itself,
+    /// never in another directory.
+    func testFollowsSaysWhatSiblingsWould() {
+        let catalog = Catalog()
+        let folder = catalog.addDirectory(url: "http://h/d/")
+        let items = (0..<20).map { index in
+            catalog.add(metadata("http://h/d/f\(index)"), explicitName: String(format: "f%02d", index),
+                        parent: folder.inode, listed: true)
+        }
+        catalog.addDirectory(url: "http://h/d/f05x/", parent: folder.inode, fromListing: true)
+        let other = catalog.addDirectory(url: "http://h/e/")
+        let stranger = catalog.add(metadata("http://h/e/f03"), explicitName: "f03", parent: other.inode, listed: true)
+        for earlier in items + [stranger] {
+            for later in items + [stranger] {
+                for count in [1, 2, 8] {
+                    let siblings = catalog.siblings(after: earlier, limit: count, scan: count) { _ in true }
+                    XCTAssertEqual(catalog.follows(later, earlier, within: count),
+                                   siblings.contains { $0.inode == later.inode },
+                                   "\(later.name) within \(count) after \(earlier.name)")
+                }
+            }
+        }
+        XCTAssertTrue(catalog.follows(items[1], items[0], within: 1))
+        XCTAssertFalse(catalog.follows(items[6], items[5], within: 1), "the folder f05x is the name after f05")
+        XCTAssertTrue(catalog.follows(items[6], items[5], within: 2))
+        XCTAssertTrue(catalog.follows(items[9], items[2], within: 8))
+        XCTAssertFalse(catalog.follows(items[10], items[2], within: 8), "nine names after f02")
+        XCTAssertFalse(catalog.follows(items[0], items[1], within: 8), "before is not after")
+        XCTAssertFalse(catalog.follows(items[1], items[1], within: 8), "nor is the file itself")
+        XCTAssertFalse(catalog.follows(stranger, items[2], within: 8), "nor another directory's f03")
+    }
+
     func testRemovingADirectoryTakesEverythingUnderIt() {
         let catalog = Catalog()
         let top = catalog.addDirectory(url: "http://h/top/")
