@@ -1,6 +1,12 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// The core's layers, bottom up; tests import each one whose insides they check (@testable).
+let coreLayers: [Target.Dependency] = [
+    "RangeFSSystem", "RangeFSCache", "RangeFSCatalog", "RangeFSFetch", "RangeFSArchives", "RangeFSFileSystem",
+    "RangeFSControl",
+]
+
 let package = Package(
     name: "rangefs",
     platforms: [.macOS(.v15)],
@@ -29,25 +35,49 @@ let package = Package(
         // What Foundation gave and FoundationEssentials lacks (threads, a condition, printf formatting, trimming).
         // No target imports Foundation: its ICU data would be most of a static binary.
         .target(name: "RangeFSPlatform", dependencies: ["CLinux"]),
+        // The core, one target per layer; each depends only on the layers below it (docs/internals.md).
+        // System: the Linux calls, C shims, digests and locks every layer above stands on.
+        .target(name: "RangeFSSystem", dependencies: ["CChecksum", "CCrypto", "CLinux", "CZlib"]),
+        // Cache: the cache directory's entries, blocks, ledger and store; the BlockStore seam Fetch writes through.
         .target(
-            name: "RangeFSCore",
-            dependencies: ["CChecksum", "CCrypto", "CLinux", "CZlib", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
+            name: "RangeFSCache",
+            dependencies: ["RangeFSSystem", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
         ),
+        // Catalog: the tree of mounted files and directories, listings' parsers, the saved set.
+        .target(name: "RangeFSCatalog", dependencies: ["RangeFSCache", "RangeFSPlatform", "RangeFSSystem"]),
+        // Fetch: transfers into the cache through BlockStore, their scheduling, credentials and object stores.
+        .target(
+            name: "RangeFSFetch",
+            dependencies: ["RangeFSCache", "RangeFSCatalog", "RangeFSPlatform", "RangeFSSystem",
+                           .product(name: "Logging", package: "swift-log")]
+        ),
+        // Archives: zip, tar, tar.gz and ISO 9660 indexes read by range; they list as Catalog's directories.
+        .target(name: "RangeFSArchives", dependencies: ["RangeFSCatalog", "RangeFSSystem"]),
+        // FileSystem: the mounted file system without FUSE or sockets (RangeFS and its parts), tested on its own.
+        .target(
+            name: "RangeFSFileSystem",
+            dependencies: ["RangeFSArchives", "RangeFSCache", "RangeFSCatalog", "RangeFSFetch", "RangeFSSystem",
+                           "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
+        ),
+        // Control: the control socket's protocol and service, which call RangeFS's verbs.
+        .target(name: "RangeFSControl", dependencies: ["RangeFSFileSystem", "RangeFSSystem", "RangeFSPlatform"]),
         // Starting helper programs (fusermount3) and rangefs's own background child; the core never does.
         .target(name: "RangeFSProcess", dependencies: ["CLinux"]),
         .target(
             name: "RangeFSHTTP",
-            dependencies: ["CCurl", "RangeFSCore", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CCurl", "RangeFSCache", "RangeFSFetch", "RangeFSPlatform", "RangeFSSystem",
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "RangeFSFUSE",
-            dependencies: ["CFUSE", "CLinux", "RangeFSCore", "RangeFSPlatform", "RangeFSProcess",
+            dependencies: ["CFUSE", "CLinux", "RangeFSCache", "RangeFSFileSystem", "RangeFSPlatform", "RangeFSProcess", "RangeFSSystem",
                            .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "rangefs",
             dependencies: [
-                "CLinux", "RangeFSCore", "RangeFSHTTP", "RangeFSFUSE", "RangeFSPlatform", "RangeFSProcess",
+                "CLinux", "RangeFSCache", "RangeFSCatalog", "RangeFSControl", "RangeFSFetch", "RangeFSFileSystem", "RangeFSHTTP",
+                "RangeFSFUSE", "RangeFSPlatform", "RangeFSProcess", "RangeFSSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -57,20 +87,20 @@ let package = Package(
         // core with @testable, which only a build for testing allows.
         .testTarget(
             name: "RangeFSTestSupport",
-            dependencies: ["RangeFSCore", "RangeFSProcess"],
+            dependencies: coreLayers + ["RangeFSProcess"],
             path: "Tests/RangeFSTestSupport"
         ),
         // Tests share fixtures across threads the way XCTest does; Swift 5 mode keeps that free of ceremony.
-        .testTarget(name: "RangeFSCoreTests", dependencies: ["RangeFSCore", "RangeFSPlatform", "RangeFSTestSupport"],
+        .testTarget(name: "RangeFSCoreTests", dependencies: coreLayers + ["RangeFSPlatform", "RangeFSTestSupport"],
                     swiftSettings: [.swiftLanguageMode(.v5)]),
-        .testTarget(name: "RangeFSHTTPTests", dependencies: ["RangeFSHTTP", "RangeFSCore", "RangeFSTestSupport"],
+        .testTarget(name: "RangeFSHTTPTests", dependencies: coreLayers + ["RangeFSHTTP", "RangeFSTestSupport"],
                     swiftSettings: [.swiftLanguageMode(.v5)]),
         // The FUSE adapter's argument handling, without a mount.
         .testTarget(name: "RangeFSFUSETests", dependencies: ["RangeFSFUSE"],
                     swiftSettings: [.swiftLanguageMode(.v5)]),
-        .testTarget(name: "RangefsCommandTests", dependencies: ["rangefs", "RangeFSCore", "RangeFSHTTP", "RangeFSFUSE"],
+        .testTarget(name: "RangefsCommandTests", dependencies: coreLayers + ["rangefs", "RangeFSHTTP", "RangeFSFUSE"],
                     swiftSettings: [.swiftLanguageMode(.v5)]),
-        .testTarget(name: "IntegrationTests", dependencies: ["rangefs", "RangeFSCore", "RangeFSTestSupport"],
+        .testTarget(name: "IntegrationTests", dependencies: coreLayers + ["rangefs", "RangeFSTestSupport"],
                     swiftSettings: [.swiftLanguageMode(.v5)]),
     ]
 )

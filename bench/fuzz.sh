@@ -6,7 +6,7 @@
 #   bench/fuzz.sh --list                     the targets
 #   FUZZ_INPUT_TIMEOUT=S bench/fuzz.sh ...   an input taking longer than S seconds (default 10) is a finding
 #
-# Each target is Tests/Fuzz/<Target>.swift, a harness linked against RangeFSCore compiled here with
+# Each target is Tests/Fuzz/<Target>.swift, a harness linked against the core's layers compiled here with
 # `-sanitize=fuzzer,address` (SwiftPM never sees these files: no target's path includes Tests/Fuzz). The seeds are
 # Tests/Fuzz/seeds/<Target>/ (in git); the corpus libFuzzer grows is .build-fuzz/corpus/<Target>/ (not in git);
 # crashes land in .build-fuzz/crashes/<Target>/. A crash once fixed goes to Tests/Fuzz/regressions/<Target>/, which
@@ -40,13 +40,16 @@ log_sources="${SWIFT_LOG_SOURCES:-$root/.build/checkouts/swift-log/Sources/Loggi
     echo "fuzz.sh: swift-log not found at $log_sources: run 'swift build' first or set SWIFT_LOG_SOURCES" >&2; exit 2; }
 
 mkdir -p "$out/modules/CChecksum" "$out/modules/CLinux" "$out/obj"
-core_sources=$(find "$root/Sources/RangeFSCore" -name '*.swift' | sort)
-stamp="$out/obj/RangeFSCore.stamp"
+# The core's layers, bottom up (Package.swift): each is its own module, built against the ones before it.
+core_layers=(RangeFSSystem RangeFSCache RangeFSCatalog RangeFSFetch RangeFSArchives RangeFSFileSystem RangeFSControl)
+core_dirs=() core_objects=()
+for layer in "${core_layers[@]}"; do core_dirs+=("$root/Sources/$layer"); core_objects+=("$out/obj/$layer.o"); done
+stamp="$out/obj/core.stamp"
 # Rebuild the instrumented core when a core source is newer than the last build.
-newer=$(find "$root/Sources/RangeFSCore" "$root/Sources/RangeFSPlatform" "$root/Sources/CChecksum" "$root/Sources/CLinux" -newer "$stamp" -type f \
+newer=$(find "${core_dirs[@]}" "$root/Sources/RangeFSPlatform" "$root/Sources/CChecksum" "$root/Sources/CLinux" -newer "$stamp" -type f \
     2>/dev/null | head -1 || true)  # no stamp yet: find fails, and the build below runs
 if [ ! -f "$stamp" ] || [ -n "$newer" ]; then
-    echo "fuzz.sh: building the instrumented RangeFSCore" >&2
+    echo "fuzz.sh: building the instrumented core (${core_layers[*]})" >&2
     for module in CChecksum CLinux; do
         printf 'module %s {\n    umbrella header "%s"\n    export *\n}\n' "$module" \
             "$root/Sources/$module/include/$module.h" > "$out/modules/$module/module.modulemap"
@@ -65,13 +68,15 @@ if [ ! -f "$stamp" ] || [ -n "$newer" ]; then
         -swift-version 6 -O -wmo -c -sanitize=fuzzer,address -emit-module \
         -emit-module-path "$out/RangeFSPlatform.swiftmodule" -I "$out/modules/CLinux" \
         $(find "$root/Sources/RangeFSPlatform" -name '*.swift' | sort) -o "$out/obj/RangeFSPlatform.o")
-    # shellcheck disable=SC2086
-    (cd "$out/obj" && nice -n 19 swiftc -parse-as-library -module-name RangeFSCore -package-name rangefs \
-        -swift-version 6 -O \
-        -enable-testing -wmo -c \
-        -sanitize=fuzzer,address -emit-module -emit-module-path "$out/RangeFSCore.swiftmodule" \
-        -I "$out" -I "$out/modules/CChecksum" -I "$out/modules/CLinux" -I "$root/Sources/CCrypto" \
-        -I "$root/Sources/CZlib" $core_sources -o "$out/obj/RangeFSCore.o")
+    for layer in "${core_layers[@]}"; do
+        # shellcheck disable=SC2046
+        (cd "$out/obj" && nice -n 19 swiftc -parse-as-library -module-name "$layer" -package-name rangefs \
+            -swift-version 6 -O \
+            -enable-testing -wmo -c \
+            -sanitize=fuzzer,address -emit-module -emit-module-path "$out/$layer.swiftmodule" \
+            -I "$out" -I "$out/modules/CChecksum" -I "$out/modules/CLinux" -I "$root/Sources/CCrypto" \
+            -I "$root/Sources/CZlib" $(find "$root/Sources/$layer" -name '*.swift' | sort) -o "$out/obj/$layer.o")
+    done
     touch "$stamp"
 fi
 
@@ -82,13 +87,13 @@ for target in "${targets[@]}"; do
         || [ "$root/Tests/RangeFSTestSupport/FuzzProperties.swift" -nt "$binary" ] \
         || [ "$root/Tests/RangeFSTestSupport/ArchiveFuzzProperties.swift" -nt "$binary" ]; then
         echo "fuzz.sh: building $target" >&2
-        nice -n 19 swiftc -parse-as-library -O -sanitize=fuzzer,address -module-name "Fuzz$target" \
+        nice -n 19 swiftc -parse-as-library -O -sanitize=fuzzer,address -module-name "Fuzz$target" -package-name rangefs \
             -I "$out" -I "$out/modules/CChecksum" -I "$out/modules/CLinux" -I "$root/Sources/CCrypto" \
             -I "$root/Sources/CZlib" \
             "$root/Tests/Fuzz/FuzzSupport.swift" "$root/Tests/RangeFSTestSupport/FuzzProperties.swift" \
             "$root/Tests/RangeFSTestSupport/ArchiveFuzzProperties.swift" \
             "$root/Tests/Fuzz/$target.swift" \
-            "$out/obj/RangeFSCore.o" "$out/obj/RangeFSPlatform.o" "$out/obj/Logging.o" "$out/obj/crc32c.o" "$out/obj/linux.o" \
+            "${core_objects[@]}" "$out/obj/RangeFSPlatform.o" "$out/obj/Logging.o" "$out/obj/crc32c.o" "$out/obj/linux.o" \
             "$out/obj/passthrough.o" -lcrypto -lz -o "$binary" 2> "$out/$target.build.log" \
             || { cat "$out/$target.build.log" >&2; exit 1; }  # on success only gold's noise about ASan's symbols
     fi

@@ -8,10 +8,11 @@ import CFUSE
 import CLinux
 import Dispatch
 import Glibc
+import RangeFSFileSystem
 import RangeFSPlatform
 import RangeFSProcess
 import Logging
-import RangeFSCore
+import RangeFSSystem
 
 /// Why a mount could not be set up.
 public enum MountError: Error, CustomStringConvertible, Sendable {

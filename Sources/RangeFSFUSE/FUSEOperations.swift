@@ -6,7 +6,7 @@
 import CFUSE
 import Glibc
 import Logging
-import RangeFSCore
+import RangeFSFileSystem
 import Synchronization
 
 /// What the handlers share: the filesystem and the mount's settings. Reached through the session's userdata.

@@ -1,6 +1,8 @@
 import CFUSE
 import Glibc
-import RangeFSCore
+import RangeFSCache
+import RangeFSFileSystem
+import RangeFSSystem
 
 /// A kernel request that is answered later, possibly from another thread.
 struct FUSERequest: @unchecked Sendable {

@@ -1,4 +1,4 @@
-// The FUSE adapter's side of `KernelNotifier` (RangeFSCore/FileSystem/KernelNotifier.swift): the core's notices,
+// The FUSE adapter's side of `KernelNotifier` (RangeFSFileSystem/KernelNotifier.swift): the core's notices,
 // sent as FUSE notifications on the mounted session.
 //
 // The notifier is made before the file system (which takes it at its birth) and so before the session exists:
@@ -7,7 +7,7 @@
 
 import CFUSE
 import Glibc
-import RangeFSCore
+import RangeFSFileSystem
 import Synchronization
 
 /// Sends the core's invalidations to the kernel through the mounted session.

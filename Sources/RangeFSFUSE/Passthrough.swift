@@ -12,7 +12,8 @@ import CFUSE
 import CLinux
 import Glibc
 import Logging
-import RangeFSCore
+import RangeFSFileSystem
+import RangeFSSystem
 
 enum Passthrough {
     /// The backing files registered with the kernel, by inode, and the passthrough handles that use them.

@@ -5,7 +5,8 @@
 import CCurl
 import Dispatch
 import Logging
-import RangeFSCore
+import RangeFSCache
+import RangeFSFetch
 import RangeFSPlatform
 import Synchronization
 
@@ -199,7 +200,7 @@ private final class ProbeSink: RangeResponseSink, @unchecked Sendable {
     func complete(error: FetchError?) {
         guard let head else { return completion(.failure(error ?? .shortBody)) }
         do throws(FetchError) {
-            completion(.success(try RemoteMetadata(url: url, probeResponse: head)))
+            completion(.success(try ProbedMetadata.read(url: url, probeResponse: head)))
         } catch {
             completion(.failure(error))
         }

@@ -2,8 +2,9 @@
 // and which proxy a URL goes through (to name it when it fails).
 
 import FoundationEssentials
-import RangeFSCore
+import RangeFSFetch
 import RangeFSPlatform
+import RangeFSSystem
 import Synchronization
 
 /// Shared by every engine of a mount (readers' and background), so that one learns a redirect for all.

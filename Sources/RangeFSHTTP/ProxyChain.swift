@@ -13,8 +13,8 @@
 //     first group and forgets the failures: the proxies preferred are used again once they recover.
 
 import Dispatch
-import RangeFSCore
 import RangeFSPlatform
+import RangeFSSystem
 import Synchronization
 
 /// A mount's proxy chain, shared by its engines.

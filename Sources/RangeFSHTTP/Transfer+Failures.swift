@@ -2,7 +2,7 @@
 
 import CCurl
 import Glibc
-import RangeFSCore
+import RangeFSFetch
 
 extension Transfer {
     /// Failures that, through a proxy, are the proxy's: no connection, a timeout, a cut or empty answer.

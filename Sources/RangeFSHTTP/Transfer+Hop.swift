@@ -1,7 +1,7 @@
 // A transfer's two halves of state: what its hop asks (fixed when it is made) and what its response said so far
 // (changed only by libcurl's callbacks and `finish`, on the engine's thread).
 
-import RangeFSCore
+import RangeFSFetch
 
 extension Transfer {
     /// What one hop asks, and how it came to be asked: a redirect followed, a remembered target, a proxy of the

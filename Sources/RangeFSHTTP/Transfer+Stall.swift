@@ -11,7 +11,8 @@
 
 import CCurl
 import Dispatch
-import RangeFSCore
+import RangeFSFetch
+import RangeFSSystem
 
 extension Transfer {
     /// Whether this transfer has gone `stallTimeout` seconds without progress at `now` (uptime nanoseconds).

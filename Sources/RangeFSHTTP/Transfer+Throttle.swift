@@ -4,7 +4,7 @@
 
 import Dispatch
 import Glibc
-import RangeFSCore
+import RangeFSFetch
 
 extension Transfer {
     /// The "not now" answers a request got so far.

@@ -6,8 +6,9 @@ import CCurl
 import Dispatch
 import Glibc
 import Logging
-import RangeFSCore
+import RangeFSFetch
 import RangeFSPlatform
+import RangeFSSystem
 import Synchronization
 
 /// A request in progress: owns its easy handle and header list, and frees them in `deinit`. Redirects are followed

@@ -1,5 +1,5 @@
 import CCurl
-import RangeFSCore
+import RangeFSFetch
 
 /// Checks a URL before any request, so a bad one is reported as malformed or unsupported instead of as a
 /// network failure.

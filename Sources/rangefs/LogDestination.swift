@@ -1,5 +1,5 @@
 import Glibc
-import RangeFSCore
+import RangeFSControl
 import Logging
 import RangeFSPlatform
 import Synchronization

@@ -1,7 +1,9 @@
 import ArgumentParser
 import FoundationEssentials
 import Logging
-import RangeFSCore
+import RangeFSCache
+import RangeFSControl
+import RangeFSSystem
 
 /// `rangefs verify [URL...]`: check the cached blocks against their CRCs.
 struct VerifyCommand: ParsableCommand {

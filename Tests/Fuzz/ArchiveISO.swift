@@ -3,7 +3,6 @@
 // ArchiveError naming the archive; bounds kept; names a listing accepts, once each, after their folders; the saved
 // form reads back the same; every file member reads its size or fails with an ArchiveError.
 
-@testable import RangeFSCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzArchiveISO(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -5,7 +5,8 @@
 // decodes to itself (bitmap, digest); what the cache computes from a decoded header (its block count) is defined;
 // a bitmap's count of set bits matches its bits.
 
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSSystem
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzCacheRecords(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -4,7 +4,8 @@
 // file can have (an off_t), and its canonical form reads back the same; a parsed date of years 0 to 9999 formats
 // and reads back the same; a name from Content-Disposition is not empty.
 
-@testable import RangeFSCore
+@testable import RangeFSFetch
+@testable import RangeFSSystem
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzContentRange(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -4,7 +4,9 @@
 // and its canonical header and text forms read back to the same digest.
 
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
+@testable import RangeFSSystem
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzDigestHeader(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -12,11 +14,11 @@ public func fuzzDigestHeader(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
     let newline = bytes.firstIndex(of: 0x0A) ?? bytes.endIndex
     let reprDigest = String(decoding: bytes[..<newline], as: UTF8.self)
     let digestHeader = newline < bytes.endIndex ? String(decoding: bytes[(newline + 1)...], as: UTF8.self) : nil
-    if let found = RemoteMetadata.digest(reprDigest: reprDigest, digest: digestHeader) {
+    if let found = ProbedMetadata.digest(reprDigest: reprDigest, digest: digestHeader) {
         fuzzRequire(found.bytes.count == found.algorithm.length, "\(found.algorithm) of \(found.bytes.count) bytes")
         let name = found.algorithm == .sha256 ? "sha-256" : "sha-512"
         let canonical = "\(name)=:\(Data(found.bytes).base64EncodedString()):"
-        fuzzRequire(RemoteMetadata.digest(reprDigest: canonical, digest: nil) == found,
+        fuzzRequire(ProbedMetadata.digest(reprDigest: canonical, digest: nil) == found,
                     "\(canonical) reads back differently")
         fuzzRequire(ContentDigest(parsing: found.description) == found, "\(found) reads back differently")
     }

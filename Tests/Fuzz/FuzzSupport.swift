@@ -4,9 +4,10 @@
 
 #if canImport(Glibc)
 import Glibc
+@testable import RangeFSCatalog
 import RangeFSPlatform
 #endif
-@testable import RangeFSCore
+@testable import RangeFSSystem
 
 /// Stops the run with `message` when `condition` is false: libFuzzer saves the input as a crash.
 func fuzzRequire(_ condition: @autoclosure () -> Bool, _ message: @autoclosure () -> String,

@@ -4,7 +4,6 @@
 // can name a file (not empty, `.`, `..`, no `/` or NUL, at most 255 bytes); a limit caps the entries; dates the
 // listing gives survive the HTTP-date form the directory service turns them into.
 
-@testable import RangeFSCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzListingHTML(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -4,7 +4,7 @@
 // same strings and numbers ("read slowly, never wrongly").
 
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCatalog
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzListingJSON(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -3,7 +3,6 @@
 // RangeFSTestSupport/FuzzProperties.swift (`listingRecordsPropertyBroken`); the listing the records make is checked
 // as the other listings are (`checkListing`): names a file can have, one segment below the directory.
 
-@testable import RangeFSCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzListingRecords(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

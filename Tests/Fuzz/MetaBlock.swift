@@ -3,7 +3,6 @@
 // a meta block that decodes has the length its header implies, a CRC per block, and a slot (if any) of its own
 // generation and block count; a slot or footer that decodes encodes to the bytes it came from.
 
-@testable import RangeFSCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzMetaBlock(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -4,7 +4,7 @@
 // an answer is no page, or the same page (a cut answer never yields a different listing); an error has a code,
 // and each of its fields is one trimmed line of printable scalars, at most 300 (the code 64).
 
-@testable import RangeFSCore
+@testable import RangeFSCatalog
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzObjectListingXML(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -4,7 +4,6 @@
 // Properties: neither secret shows in the redacted URL (where no other part of it holds the same text), the
 // userinfo and the query's values are hidden, and redacting twice gives what redacting once gave, for any text.
 
-@testable import RangeFSCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRedaction(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

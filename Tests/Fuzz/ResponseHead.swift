@@ -7,7 +7,6 @@
 // states the span; a 200 is a part only of the bytes asked for; a version never contradicts itself, and
 // contradiction is symmetric.
 
-@testable import RangeFSCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzResponseHead(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -6,7 +6,7 @@
 // a body trusted for a length is in no encoding but identity, no multipart (a whole file may have any type),
 // and states that length if it states one.
 
-@testable import RangeFSCore
+@testable import RangeFSFetch
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzResponseHeadChecks(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

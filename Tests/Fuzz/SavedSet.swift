@@ -4,7 +4,9 @@
 // off completely (the URL kept has none left); a saved checksum that parses keeps its algorithm's length.
 
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
+@testable import RangeFSSystem
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSavedSet(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -3,7 +3,9 @@
 // name keeps the `./` the parser drops, and an entry written back as sha256sum's line `HEX  NAME` reads back the
 // same (for names that line can carry).
 
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFileSystem
+@testable import RangeFSSystem
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzSumsFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

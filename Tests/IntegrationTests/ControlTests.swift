@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSControl
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

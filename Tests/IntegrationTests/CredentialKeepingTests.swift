@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import RangeFSCore
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

@@ -1,6 +1,5 @@
 import Foundation
 import Glibc
-@testable import RangeFSCore
 import RangeFSTestSupport
 import XCTest
 

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-@testable import RangeFSCore
+@testable import RangeFSControl
 import RangeFSTestSupport
 import XCTest
 

@@ -4,7 +4,7 @@
 
 import Foundation
 import Glibc
-@testable import RangeFSCore
+@testable import RangeFSControl
 import RangeFSTestSupport
 import XCTest
 

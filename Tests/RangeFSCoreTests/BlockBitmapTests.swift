@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
 import XCTest
 
 final class BlockBitmapTests: XCTestCase {

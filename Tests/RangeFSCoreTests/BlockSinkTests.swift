@@ -1,7 +1,9 @@
 import Foundation
 import Glibc
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 
@@ -58,11 +60,11 @@ final class BlockSinkTests: XCTestCase {
         }
         switch availability {
         case .ready: return .success(())
-        case .failed(let failure): return .failure(failure.fetchError)
+        case .failed(let failure): return .failure(FetchError(failure))
         case .waiting:
             XCTAssertEqual(done.wait(timeout: .now() + 60), .success, "no answer for blocks \(blocks)")
             let result = try XCTUnwrap(answer.withLock { $0 })
-            return result.mapError(\.fetchError)
+            return result.mapError(FetchError.init)
         }
     }
 

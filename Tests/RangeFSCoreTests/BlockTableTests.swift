@@ -1,5 +1,6 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
 import XCTest
 
 /// The block table's rules, without a file: claims, waiters, arrival, writing, memory, eviction and checks.
@@ -17,7 +18,7 @@ final class BlockTableTests: XCTestCase {
         var waiter: BlockWaiter { { result in self.lock.withLock { self.results.append(result) } } }
         var successes: Int { lock.withLock { results.filter { if case .success = $0 { true } else { false } }.count } }
         var failures: [FetchError] {
-            lock.withLock { results.compactMap { if case .failure(let error) = $0 { error.fetchError } else { nil } } }
+            lock.withLock { results.compactMap { if case .failure(let error) = $0 { FetchError(error) } else { nil } } }
         }
     }
 
@@ -66,7 +67,7 @@ final class BlockTableTests: XCTestCase {
         let reader = Recorder()
         _ = blocks.request(0..<3, waiter: reader.waiter)
         let failed = blocks.abandon(0..<3)
-        failed.forEach { $0(.failure(BlockFailure(FetchError.timedOut))) }
+        failed.forEach { $0(.failure(FetchError.timedOut.blockFailure)) }
         XCTAssertEqual(reader.failures, [.timedOut])
         XCTAssertTrue(blocks.present.contains(1), "present blocks stay")
         XCTAssertFalse(blocks.inFlight.contains(0) || blocks.inFlight.contains(2))

@@ -1,4 +1,5 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSSystem
 import XCTest
 
 final class CacheFormatTests: XCTestCase {

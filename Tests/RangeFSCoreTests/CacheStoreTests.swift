@@ -1,7 +1,10 @@
 import Foundation
 import Glibc
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 
@@ -256,8 +259,8 @@ final class CacheStoreTests: XCTestCase {
         DispatchQueue.concurrentPerform(iterations: threads) { thread in
             for save in 0..<saves {
                 do {
-                    try store.saveCredentials(snapshots[thread][save])
-                    let read = try store.savedCredentials()
+                    try SavedCredentials(cacheRoot: store.root).save(snapshots[thread][save])
+                    let read = try SavedCredentials(cacheRoot: store.root).load()
                     if !every.contains(read) { failures.withLock { $0.append("read back \(read)") } }
                 } catch {
                     failures.withLock { $0.append("\(error)") }
@@ -265,7 +268,7 @@ final class CacheStoreTests: XCTestCase {
             }
         }
         XCTAssertEqual(failures.withLock { $0 }.prefix(5), [])
-        XCTAssertTrue(every.contains(try store.savedCredentials()))
+        XCTAssertTrue(every.contains(try SavedCredentials(cacheRoot: store.root).load()))
         var info = stat()
         XCTAssertEqual(stat(directory.path + "/credentials.json", &info), 0)
         XCTAssertEqual(info.st_mode & 0o777, 0o600)

@@ -1,4 +1,5 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
 import XCTest
 
 /// Issue 38: which bytes an answer carries (ResponseHead+Range.swift), the one place every reader of an answer
@@ -71,15 +72,15 @@ final class CarriedBytesTests: XCTestCase {
     func testAProbeAnsweredWith200AndItsRangeTakesTheSizeFromTheContentRange() throws {
         let probed = head(200, ["content-range": "bytes 0-0/3893", "content-length": "1", "etag": "\"e\"",
                                 "last-modified": "Thu, 26 Nov 2026 04:08:04 GMT"])
-        let metadata = try RemoteMetadata(url: "http://127.0.0.1:1/bucket/f", probeResponse: probed)
+        let metadata = try ProbedMetadata.read(url: "http://127.0.0.1:1/bucket/f", probeResponse: probed)
         XCTAssertEqual(metadata.size, 3893)
         XCTAssertTrue(metadata.sizeKnown)
         XCTAssertEqual(metadata.etag, "\"e\"")
-        let first = try RemoteMetadata(url: "u", probeResponse: head(200, rclone), asked: 0..<100)
+        let first = try ProbedMetadata.read(url: "u", probeResponse: head(200, rclone), asked: 0..<100)
         XCTAssertEqual(first.size, 3893, "a probe that asked for its first bytes")
-        let whole = try RemoteMetadata(url: "u", probeResponse: head(200, ["content-length": "42"]))
+        let whole = try ProbedMetadata.read(url: "u", probeResponse: head(200, ["content-length": "42"]))
         XCTAssertEqual(whole.size, 42, "without a Content-Range a 200 is still the whole file")
-        XCTAssertThrowsError(try RemoteMetadata(url: "u", probeResponse: head(200, ["content-range": "bytes 5-5/3893",
+        XCTAssertThrowsError(try ProbedMetadata.read(url: "u", probeResponse: head(200, ["content-range": "bytes 5-5/3893",
                                                                                      "content-length": "1"]))) {
             XCTAssertEqual($0 as? FetchError, .badContentRange("bytes 5-5/3893"), "not the byte asked for")
         }

@@ -1,4 +1,5 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
 import XCTest
 
 /// The catalog without a mount: names, inodes, folders, sorted children and the lookups that must stay O(log n).

@@ -1,6 +1,8 @@
 import Glibc
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSControl
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

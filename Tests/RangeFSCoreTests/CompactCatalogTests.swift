@@ -1,4 +1,6 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
+@testable import RangeFSSystem
 import XCTest
 
 /// Issue 46: the catalog keeps listed files compact (FileTable.swift), deriving each one's URL from its directory's

@@ -1,4 +1,6 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSControl
+@testable import RangeFSFileSystem
 import XCTest
 
 /// Issue 50: what `rangefs ui` asks of a mount besides status: `blockmap NAME WIDTH`, the fine block map of the

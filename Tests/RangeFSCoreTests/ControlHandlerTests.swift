@@ -1,6 +1,10 @@
 import Foundation
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSControl
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 
@@ -228,7 +232,7 @@ final class ControlHandlerTests: XCTestCase {
             }
             XCTAssertEqual(failures.withLock { $0 }, [])
             tokens += added.map(\.token)
-            let saved = try fileSystem.store.savedCredentials()  // throws if the JSON is not whole
+            let saved = try SavedCredentials(cacheRoot: fileSystem.store.root).load()  // throws if the JSON is not whole
             let queries = saved["http://origin:80"]?.queries ?? [:]
             let missing = tokens.filter { token in !queries.values.contains { $0 == "token=" + token } }
             XCTAssertEqual(missing, [], "round \(round): tokens credentials.json lost")

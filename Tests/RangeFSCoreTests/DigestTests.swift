@@ -1,6 +1,9 @@
 import Foundation
 import Glibc
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 
@@ -33,15 +36,15 @@ final class DigestTests: XCTestCase {
         // sha-256 of "abc", base64.
         let base64 = "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0="
         let hex = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        XCTAssertEqual(RemoteMetadata.digest(reprDigest: "sha-256=:\(base64):", digest: nil)?.hex, hex)
-        XCTAssertEqual(RemoteMetadata.digest(reprDigest: "unixsum=:AAA=:, sha-256=:\(base64):", digest: nil)?.hex, hex)
-        XCTAssertEqual(RemoteMetadata.digest(reprDigest: nil, digest: "SHA-256=\(base64)")?.hex, hex)
-        XCTAssertNil(RemoteMetadata.digest(reprDigest: "sha-256=:AAAA:", digest: nil), "a digest of the wrong length")
-        XCTAssertNil(RemoteMetadata.digest(reprDigest: nil, digest: "MD5=\(base64)"))
+        XCTAssertEqual(ProbedMetadata.digest(reprDigest: "sha-256=:\(base64):", digest: nil)?.hex, hex)
+        XCTAssertEqual(ProbedMetadata.digest(reprDigest: "unixsum=:AAA=:, sha-256=:\(base64):", digest: nil)?.hex, hex)
+        XCTAssertEqual(ProbedMetadata.digest(reprDigest: nil, digest: "SHA-256=\(base64)")?.hex, hex)
+        XCTAssertNil(ProbedMetadata.digest(reprDigest: "sha-256=:AAAA:", digest: nil), "a digest of the wrong length")
+        XCTAssertNil(ProbedMetadata.digest(reprDigest: nil, digest: "MD5=\(base64)"))
         // Through a probe's head, and never part of the file's identity.
         let head = ResponseHead(status: 206, headers: ["content-range": "bytes 0-0/3", "etag": "\"x\"",
                                                        "repr-digest": "sha-256=:\(base64):"])
-        let probed = try? RemoteMetadata(url: "http://origin/a", probeResponse: head)
+        let probed = try? ProbedMetadata.read(url: "http://origin/a", probeResponse: head)
         XCTAssertEqual(probed?.announcedDigest?.hex, hex)
         XCTAssertEqual(probed, RemoteMetadata(url: "http://origin/a", size: 3, etag: "\"x\"", lastModified: ""))
     }

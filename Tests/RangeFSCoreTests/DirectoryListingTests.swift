@@ -1,4 +1,5 @@
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSSystem
 import XCTest
 
 /// Issue 16's listings: which links of a directory page are its children, with their names, and the sizes and

@@ -1,4 +1,7 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
 import Synchronization
 import XCTest
 

@@ -1,5 +1,7 @@
 import Dispatch
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFileSystem
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

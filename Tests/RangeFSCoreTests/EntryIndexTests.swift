@@ -1,5 +1,5 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCache
 import RangeFSTestSupport
 import XCTest
 

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
 import RangeFSTestSupport
 import XCTest
 

@@ -1,6 +1,8 @@
 import Glibc
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import Synchronization
 import XCTest

@@ -1,7 +1,10 @@
 import Foundation
 import Glibc
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 
@@ -120,11 +123,11 @@ final class FileSystemCallsTests: XCTestCase {
         do {
             let store = try CacheStore(root: small + "/cache", logger: Logger(label: "test"))
             let saved = ["http://origin:80": OriginCredentials(queries: ["http://origin/f?token=***": "token=short"])]
-            try store.saveCredentials(saved)
+            try SavedCredentials(cacheRoot: store.root).save(saved)
             let huge = "token=" + String(repeating: "x", count: 1 << 20)
-            XCTAssertThrowsError(try store.saveCredentials(
+            XCTAssertThrowsError(try SavedCredentials(cacheRoot: store.root).save(
                 ["http://origin:80": OriginCredentials(queries: ["http://origin/f?token=***": huge])]))
-            XCTAssertEqual(try store.savedCredentials(), saved)
+            XCTAssertEqual(try SavedCredentials(cacheRoot: store.root).load(), saved)
             var info = stat()
             XCTAssertEqual(stat(small + "/cache/credentials.json", &info), 0)
             XCTAssertEqual(info.st_mode & 0o777, 0o600)

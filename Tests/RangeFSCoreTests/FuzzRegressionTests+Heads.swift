@@ -1,4 +1,6 @@
 import Foundation
+@testable import RangeFSFetch
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

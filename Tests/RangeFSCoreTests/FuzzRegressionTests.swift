@@ -1,6 +1,9 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
 import Foundation
+@testable import RangeFSFetch
 import RangeFSPlatform
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSSystem
 import XCTest
 
 /// The HMAC-SHA256 object-store signatures are built from, against RFC 4231's published test cases.

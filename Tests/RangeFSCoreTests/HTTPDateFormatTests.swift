@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSSystem
 import XCTest
 
 /// HTTPDate.format writes a four-digit year's date from bytes in place (a million listed files' dates per

@@ -1,4 +1,5 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
 import XCTest
 
 /// The catalog's files by inode: an array indexed by the number, with empty slots for directories and removed files.

@@ -1,6 +1,9 @@
 import Foundation
 import Glibc
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

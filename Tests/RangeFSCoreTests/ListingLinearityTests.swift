@@ -1,4 +1,5 @@
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
 import Synchronization
 import XCTest
 

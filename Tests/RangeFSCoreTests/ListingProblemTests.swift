@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSCatalog
 import RangeFSTestSupport
 import XCTest
 

@@ -1,4 +1,5 @@
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSSystem
 import XCTest
 
 /// Issue 46: an object store's listing and the kept listing are binary records (ListingRecords.swift), read with no

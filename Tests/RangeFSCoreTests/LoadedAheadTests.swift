@@ -1,7 +1,8 @@
 import Foundation
 import Glibc
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

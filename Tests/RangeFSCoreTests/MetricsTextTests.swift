@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSSystem
 import XCTest
 
 /// The Prometheus text that `--metrics` serves: one HELP and TYPE per counter, sorted series, escaped labels.

@@ -1,7 +1,9 @@
 import Dispatch
 import Foundation
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 
@@ -197,7 +199,7 @@ final class MirrorFetchTests: XCTestCase {
     }
 
     func testLinkDuplicatesAreParsed() {
-        let found = RemoteMetadata.duplicates(
+        let found = ProbedMetadata.duplicates(
             inLink: "<http://m1/f.iso>; rel=duplicate; pri=1, </other/f.iso>; rel=\"duplicate\", <http://x/>; rel=describedby",
             base: "http://origin/dir/f.iso")
         XCTAssertEqual(found, ["http://m1/f.iso", "http://origin/other/f.iso"])

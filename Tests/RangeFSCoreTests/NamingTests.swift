@@ -1,4 +1,6 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
+@testable import RangeFSSystem
 import XCTest
 
 final class NamingTests: XCTestCase {

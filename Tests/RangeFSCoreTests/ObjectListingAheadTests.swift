@@ -1,5 +1,7 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
 import Synchronization
 import XCTest
 

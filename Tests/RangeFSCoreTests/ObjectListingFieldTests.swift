@@ -1,4 +1,5 @@
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSSystem
 import XCTest
 
 /// Issue 38: the fields of a ListObjectsV2 page one by one (ETag quotes, sizes, url-encoded keys, fields that refuse

@@ -1,5 +1,6 @@
-@testable import RangeFSCore
+@testable import RangeFSCatalog
 import Foundation
+@testable import RangeFSFetch
 import XCTest
 
 /// Issue 46: ListObjectsV2 pages read straight to records (ObjectListingPageReader) give the same records as the

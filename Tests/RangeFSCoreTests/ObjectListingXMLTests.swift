@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSCatalog
 import XCTest
 
 /// Issue 38's ListObjectsV2 pages and S3 error bodies (`ObjectListingXML`, read by `ShallowXML`). The fixtures are

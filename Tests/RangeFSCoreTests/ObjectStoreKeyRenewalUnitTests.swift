@@ -1,5 +1,5 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSFetch
 import RangeFSTestSupport
 import XCTest
 

@@ -1,5 +1,6 @@
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 

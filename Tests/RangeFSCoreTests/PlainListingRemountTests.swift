@@ -1,5 +1,9 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

@@ -1,4 +1,6 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
+@testable import RangeFSSystem
 import XCTest
 
 /// Issue 46, acceptance 4: a million kept objects show offline in 5 s. A first listing of plainly named files in

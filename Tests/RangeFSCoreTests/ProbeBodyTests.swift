@@ -1,5 +1,6 @@
 import Dispatch
-@testable import RangeFSCore
+@testable import RangeFSFetch
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

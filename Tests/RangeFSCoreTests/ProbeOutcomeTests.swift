@@ -1,4 +1,5 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
 import XCTest
 
 /// Issue 24: one place decides what a probe's answer means, for the mount, listed files and `rangefs add`.

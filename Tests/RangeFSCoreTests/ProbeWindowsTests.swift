@@ -1,5 +1,5 @@
-@testable import RangeFSCore
 import Foundation
+@testable import RangeFSFileSystem
 import XCTest
 
 /// Probes of listed files per server (issue 45, case 12): a few at once at first, half as many more after as many

@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSSystem
 import XCTest
 
 /// The dates of object stores' and Caddy's listings. The form object stores write is read from its bytes (a

@@ -1,5 +1,7 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 

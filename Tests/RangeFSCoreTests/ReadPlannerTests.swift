@@ -1,8 +1,11 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
 import Dispatch
 import Foundation
 import Glibc
 import Logging
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

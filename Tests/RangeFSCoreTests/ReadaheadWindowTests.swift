@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSFetch
 import XCTest
 
 final class ReadaheadWindowTests: XCTestCase {

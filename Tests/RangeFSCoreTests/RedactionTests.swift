@@ -1,5 +1,6 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCatalog
+@testable import RangeFSSystem
 import XCTest
 
 /// What a URL shows (issue 35): its `user:password@` replaced, its query's names kept and values hidden, the text

@@ -1,4 +1,6 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
+@testable import RangeFSSystem
 import XCTest
 
 final class RemoteMetadataTests: XCTestCase {
@@ -29,7 +31,7 @@ final class RemoteMetadataTests: XCTestCase {
             "content-range": "bytes 0-0/5000", "etag": "\"e1\"", "last-modified": "Sun, 06 Nov 1994 08:49:37 GMT",
             "content-disposition": "attachment; filename=\"report 1.pdf\"",
         ])
-        let metadata = try RemoteMetadata(url: "http://h/x", probeResponse: head)
+        let metadata = try ProbedMetadata.read(url: "http://h/x", probeResponse: head)
         XCTAssertEqual(metadata.size, 5000)
         XCTAssertEqual(metadata.etag, "\"e1\"")
         XCTAssertEqual(metadata.suggestedName, "report 1.pdf")
@@ -38,24 +40,24 @@ final class RemoteMetadataTests: XCTestCase {
     }
 
     func testProbeOf200UsesContentLengthAndOthersFail() throws {
-        let plain = try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 200, headers: ["content-length": "42"]))
+        let plain = try ProbedMetadata.read(url: "u", probeResponse: ResponseHead(status: 200, headers: ["content-length": "42"]))
         XCTAssertEqual(plain.size, 42)
-        XCTAssertThrowsError(try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 404, headers: [:]))) {
+        XCTAssertThrowsError(try ProbedMetadata.read(url: "u", probeResponse: ResponseHead(status: 404, headers: [:]))) {
             XCTAssertEqual($0 as? FetchError, .httpStatus(404))
         }
         XCTAssertTrue(plain.sizeKnown)
-        let chunked = try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 200, headers: ["etag": "\"c\""]))
+        let chunked = try ProbedMetadata.read(url: "u", probeResponse: ResponseHead(status: 200, headers: ["etag": "\"c\""]))
         XCTAssertEqual(chunked, .unsized(url: "u", etag: "\"c\"", lastModified: ""), "no length: a stream-only file")
-        let unknownTotal = try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 206, headers: ["content-range": "bytes 0-0/*"]))
+        let unknownTotal = try ProbedMetadata.read(url: "u", probeResponse: ResponseHead(status: 206, headers: ["content-range": "bytes 0-0/*"]))
         XCTAssertFalse(unknownTotal.sizeKnown)
-        let empty = try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 416, headers: ["content-range": "bytes */0"]))
+        let empty = try ProbedMetadata.read(url: "u", probeResponse: ResponseHead(status: 416, headers: ["content-range": "bytes */0"]))
         XCTAssertEqual(empty.size, 0)
         // S3's InvalidRange for an empty object has no Content-Range (issue 45, case 7).
-        let emptyObject = try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 416, headers: [
+        let emptyObject = try ProbedMetadata.read(url: "u", probeResponse: ResponseHead(status: 416, headers: [
             "content-type": "application/xml", "etag": "\"d41d8cd98f00b204e9800998ecf8427e\""]))
         XCTAssertEqual(emptyObject.size, 0)
         XCTAssertTrue(emptyObject.sizeKnown)
-        XCTAssertThrowsError(try RemoteMetadata(url: "u", probeResponse: ResponseHead(status: 416, headers: [
+        XCTAssertThrowsError(try ProbedMetadata.read(url: "u", probeResponse: ResponseHead(status: 416, headers: [
             "content-range": "bytes */5"])), "a stated length is no empty file")
     }
 
@@ -75,7 +77,7 @@ final class RemoteMetadataTests: XCTestCase {
         XCTAssertEqual(proxied.statusError, .proxyStatus(500, "http://p:3128"))
         XCTAssertTrue(proxied.statusError.userMessage.contains("through the proxy http://p:3128"))
         XCTAssertTrue(proxied.statusError.isTransient && proxied.statusError.isOriginUnreachable)
-        XCTAssertThrowsError(try RemoteMetadata(url: "u", probeResponse: proxied)) {
+        XCTAssertThrowsError(try ProbedMetadata.read(url: "u", probeResponse: proxied)) {
             XCTAssertEqual($0 as? FetchError, .proxyStatus(500, "http://p:3128"))
         }
         XCTAssertEqual(ResponseHead(status: 404, headers: [:], proxy: "http://p:3128").statusError, .httpStatus(404),
@@ -134,11 +136,11 @@ final class RemoteMetadataTests: XCTestCase {
 
     func testARedirectToTheURLWithASlashMeansADirectory() {
         let listing = ResponseHead(status: 200, headers: ["content-type": "text/html"], effectiveURL: "http://h/pub/")
-        XCTAssertThrowsError(try RemoteMetadata(url: "http://h/pub", probeResponse: listing)) { error in
+        XCTAssertThrowsError(try ProbedMetadata.read(url: "http://h/pub", probeResponse: listing)) { error in
             XCTAssertEqual(error as? FetchError, .isDirectory("http://h/pub/"))
         }
         // A redirect elsewhere (a login page, a CDN) is not a directory.
         let elsewhere = ResponseHead(status: 206, headers: ["content-range": "bytes 0-0/10"], effectiveURL: "http://cdn/x/")
-        XCTAssertEqual(try RemoteMetadata(url: "http://h/pub", probeResponse: elsewhere).size, 10)
+        XCTAssertEqual(try ProbedMetadata.read(url: "http://h/pub", probeResponse: elsewhere).size, 10)
     }
 }

@@ -2,7 +2,7 @@
 // own checks (a check of a server that never answers waits for its timeout).
 
 import Dispatch
-@testable import RangeFSCore
+@testable import RangeFSFileSystem
 
 extension Revalidator {
     /// Waits until no check is left, and the last one's waiters were called (a check of a server that never

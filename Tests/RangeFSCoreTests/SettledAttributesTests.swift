@@ -1,6 +1,8 @@
 import Foundation
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 

@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSCatalog
 import XCTest
 
 /// Issue 38: the XML reader under ObjectListingXML (`ShallowXML`): what XML it reads the way any XML parser would,

@@ -1,4 +1,5 @@
-@testable import RangeFSCore
+@testable import RangeFSFetch
+@testable import RangeFSSystem
 import XCTest
 
 /// AWS Signature Version 4 (issue 38) against the values AWS publishes: the SigV4 test suite's get-vanilla and the

@@ -1,6 +1,6 @@
 import Dispatch
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
 import RangeFSTestSupport
 import XCTest
 

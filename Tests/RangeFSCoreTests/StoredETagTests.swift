@@ -1,4 +1,6 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
+@testable import RangeFSSystem
 import XCTest
 
 /// Issue 46: an object store's listed ETag (an MD5 in quotes, 34 bytes of text) costs a listed file no heap string

@@ -1,4 +1,5 @@
-@testable import RangeFSCore
+@testable import RangeFSFetch
+@testable import RangeFSSystem
 import XCTest
 
 /// The rule for asking again after "not now" (503, SlowDown, 429; issue 45 case 10): pauses that grow to 8 s,

@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSCache
 import XCTest
 
 /// Issue 45, case 14: `status` showed 64 MiB/s for a copy running at 16 (a readahead burst in a 250 ms sample),

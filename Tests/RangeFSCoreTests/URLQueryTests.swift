@@ -1,5 +1,6 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSFetch
+@testable import RangeFSSystem
 import XCTest
 
 /// A URL's query leaves it like its `user:password@` (issue 35): the mount knows the URL by its identity, and the

@@ -1,5 +1,6 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 

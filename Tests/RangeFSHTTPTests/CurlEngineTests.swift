@@ -1,5 +1,7 @@
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
 import RangeFSHTTP
 import RangeFSTestSupport
 import XCTest

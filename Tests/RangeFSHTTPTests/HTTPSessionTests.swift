@@ -1,6 +1,6 @@
 import CCurl
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSFetch
 @testable import RangeFSHTTP
 import XCTest
 

@@ -1,8 +1,9 @@
 // The properties of the archive fuzz targets (ArchiveZip, ArchiveTar, ArchiveISO), shared by their harnesses
 // (bench/fuzz.sh compiles this file into them) and FuzzArchiveRegressionTests, which replays their kept inputs.
-// Only RangeFSCore and the standard library are used here.
+// Only the core's layers and the standard library are used here.
 
-@testable import RangeFSCore
+@testable import RangeFSArchives
+@testable import RangeFSCatalog
 
 /// The archive readers a fuzz target drives.
 public enum ArchiveFuzzTarget: String, Sendable {

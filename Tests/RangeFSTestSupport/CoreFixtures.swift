@@ -3,7 +3,11 @@
 import Dispatch
 import Glibc
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
+@testable import RangeFSFileSystem
+@testable import RangeFSSystem
 
 /// A RangeFS that serves `urls` from `origin`, with its cache in `directory`, logging to `logger`; with `root`,
 /// its root is that directory URL (listed on its first visit, through `credentials` if an object store's).

@@ -1,9 +1,12 @@
 // The properties of the fuzz targets whose checks are not spelled twice: each harness in Tests/Fuzz calls them
 // (bench/fuzz.sh compiles this file into every harness), and FuzzRegressionTests replays the kept inputs through
-// the same functions. A function returns the first property its input breaks, or nil. Only RangeFSCore and the
+// the same functions. A function returns the first property its input breaks, or nil. Only the core's layers and the
 // standard library are used here, so that the fuzz build needs nothing else of this target.
 
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
+@testable import RangeFSFetch
+@testable import RangeFSSystem
 
 /// The first property of the ResponseHead target that the head `bytes` frame breaks, or nil.
 public func responseHeadPropertyBroken(_ bytes: [UInt8]) -> String? {

@@ -3,7 +3,8 @@
 
 import Dispatch
 import Glibc
-@testable import RangeFSCore
+@testable import RangeFSFileSystem
+@testable import RangeFSSystem
 
 /// Records the kernel notices a file system sends.
 public final class KernelRecorder: KernelNotifier {

@@ -2,7 +2,8 @@
 // older caches. Written with the v1 encoders the store still reads.
 
 import Glibc
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSSystem
 
 /// Rewrites the v2 entry of `url` in the cache at `root` as the v1 folder an older rangefs kept: `header`, `data`,
 /// `crc32c`, `bitmap` (and `digest`), with the same blocks and CRCs. The folder is named, and its header says, for

@@ -4,7 +4,9 @@
 
 import Dispatch
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSFetch
+@testable import RangeFSSystem
 
 /// Serves byte arrays as if over HTTP, recording requests.
 public final class MemoryOrigin: RangeFetching, @unchecked Sendable {

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
+@testable import RangeFSSystem
 import Synchronization
-@testable import RangeFSCore
 import RangeFSProcess
 
 /// An error from the test fixtures, with a message that says what to fix.

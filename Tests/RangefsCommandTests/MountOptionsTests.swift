@@ -1,6 +1,6 @@
 import ArgumentParser
 import Glibc
-@testable import RangeFSCore
+@testable import RangeFSFileSystem
 import RangeFSFUSE
 import RangeFSHTTP
 @testable import rangefs

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
-@testable import RangeFSCore
 @testable import rangefs
+@testable import RangeFSFetch
 import XCTest
 
 /// Issue 38: where `s3://` sources are reached and with what key: options, then the environment, then the AWS

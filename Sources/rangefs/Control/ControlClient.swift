@@ -9,7 +9,8 @@
 
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSControl
+import RangeFSSystem
 
 /// Talks to a running mount's control socket.
 struct ControlClient {

@@ -1,8 +1,10 @@
 import ArgumentParser
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSControl
+import RangeFSFileSystem
 import RangeFSPlatform
+import RangeFSSystem
 
 /// Runs `body`, printing a CLIError as one line and exiting 1.
 func runControl(_ body: () throws -> Void) throws {

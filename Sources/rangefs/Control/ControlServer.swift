@@ -7,9 +7,10 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSControl
 import Logging
 import RangeFSPlatform
+import RangeFSSystem
 
 /// Serves control requests for one mount until `stop`.
 public final class ControlServer: @unchecked Sendable {

@@ -7,7 +7,6 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
-import RangeFSCore
 import RangeFSPlatform
 
 /// Serves `GET /metrics` on a TCP address until `stop`.

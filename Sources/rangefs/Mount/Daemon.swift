@@ -1,7 +1,7 @@
 import FoundationEssentials
 import Glibc
-import RangeFSCore
 import RangeFSProcess
+import RangeFSSystem
 
 /// Going to the background the safe way for a threaded program: no fork, but a fresh copy of this program in
 /// the foreground, in its own session, whose stderr is a pipe the parent reads until the readiness line.

@@ -1,7 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSControl
 import RangeFSPlatform
 import RangeFSProcess
 

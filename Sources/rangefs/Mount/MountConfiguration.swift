@@ -3,7 +3,9 @@
 
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSCache
+import RangeFSFetch
+import RangeFSFileSystem
 import RangeFSFUSE
 import RangeFSHTTP
 

@@ -5,7 +5,9 @@
 import ArgumentParser
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSCache
+import RangeFSFetch
+import RangeFSFileSystem
 import RangeFSFUSE
 import RangeFSHTTP
 

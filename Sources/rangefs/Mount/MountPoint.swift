@@ -2,7 +2,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
-import RangeFSCore
+import RangeFSControl
 import RangeFSFUSE
 import RangeFSPlatform
 import Synchronization

@@ -4,7 +4,11 @@
 
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSCache
+import RangeFSCatalog
+import RangeFSFetch
+import RangeFSFileSystem
+import RangeFSSystem
 
 extension MountRunner {
     /// The URLs of the command line, then those of the list files, in order.
@@ -38,7 +42,7 @@ extension MountRunner {
     func loadCredentials(for sources: inout [MountSource], store: CacheStore) throws -> CredentialTable {
         let saved: [String: OriginCredentials]
         do {
-            saved = try store.savedCredentials()
+            saved = try SavedCredentials(cacheRoot: store.root).load()
         } catch {
             throw Failure("\(store.root)/credentials.json is damaged (\(error)); remove it and mount with the "
                           + "credentials again")
@@ -55,7 +59,7 @@ extension MountRunner {
         if !configuration.headers.isEmpty {
             for source in sources { credentials.setHeaders(configuration.headers, for: source.url) }
         }
-        if credentials.snapshot != saved { try store.saveCredentials(credentials.snapshot) }
+        if credentials.snapshot != saved { try SavedCredentials(cacheRoot: store.root).save(credentials.snapshot) }
         return credentials
     }
 
@@ -92,7 +96,7 @@ extension MountRunner {
             }
             if adopted {
                 do {
-                    try store.saveCredentials(credentials.snapshot)
+                    try SavedCredentials(cacheRoot: store.root).save(credentials.snapshot)
                     try savedSet.save { saved }
                 } catch {
                     printError("rangefs: cannot save the credentials apart from the URLs in \(store.root): \(error)")

@@ -10,9 +10,14 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 import Logging
-import RangeFSCore
+import RangeFSCache
+import RangeFSCatalog
+import RangeFSControl
+import RangeFSFetch
+import RangeFSFileSystem
 import RangeFSFUSE
 import RangeFSHTTP
+import RangeFSSystem
 
 /// The readiness line a background child writes before it detaches from the parent's pipe.
 let readinessMarker = "\u{1}rangefs-ready "

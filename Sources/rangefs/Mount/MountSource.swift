@@ -4,8 +4,9 @@
 
 import ArgumentParser
 import FoundationEssentials
-import RangeFSCore
+import RangeFSCatalog
 import RangeFSPlatform
+import RangeFSSystem
 
 /// One thing to mount: a URL, other URLs of the same file (its mirrors) and, optionally, the name the user chose.
 struct MountSource: Equatable, Sendable {

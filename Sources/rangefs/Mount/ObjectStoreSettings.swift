@@ -4,8 +4,9 @@
 
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSFetch
 import RangeFSPlatform
+import RangeFSSystem
 
 /// The object-store options of a mount, as given (`--s3-endpoint`, `--s3-region`, `--s3-path-style`,
 /// `--s3-profile`, `--s3-no-sign`).

@@ -14,8 +14,8 @@
 
 import Dispatch
 import Glibc
-import RangeFSCore
 import RangeFSFUSE
+import RangeFSSystem
 
 final class SignalWatcher: @unchecked Sendable {
     // @unchecked Sendable: `sources` is written only in init, before the watcher is shared; `state` is locked.

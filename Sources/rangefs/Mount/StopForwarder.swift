@@ -10,7 +10,7 @@
 
 import Dispatch
 import Glibc
-import RangeFSCore
+import RangeFSSystem
 
 final class StopForwarder: @unchecked Sendable {
     // @unchecked Sendable: `sources` is written only in init; `state` is locked.

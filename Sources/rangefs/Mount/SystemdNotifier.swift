@@ -1,6 +1,5 @@
 import FoundationEssentials
 import Glibc
-import RangeFSCore
 
 /// The sd_notify protocol (for `Type=notify` units), without libsystemd: one datagram to $NOTIFY_SOCKET.
 enum SystemdNotifier {

@@ -6,7 +6,8 @@
 import FoundationEssentials
 import Glibc
 import Logging
-import RangeFSCore
+import RangeFSControl
+import RangeFSSystem
 
 struct UnmountReport: Codable, Equatable {
     /// Whether everything the mount stored is committed (and everything fetched was stored).

@@ -8,7 +8,8 @@ import ArgumentParser
 import Dispatch
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSControl
+import RangeFSSystem
 
 /// `rangefs ui [--mount M | --all] [--listen ADDR:PORT]`
 struct UICommand: ParsableCommand {

@@ -12,7 +12,8 @@
 
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSControl
+import RangeFSFileSystem
 import RangeFSPlatform
 
 /// One file as the page shows it.

@@ -3,7 +3,7 @@
 // page can neither read an answer nor be shown this one inside it.
 
 import FoundationEssentials
-import RangeFSCore
+import RangeFSControl
 
 /// One HTTP answer.
 struct UIResponse {

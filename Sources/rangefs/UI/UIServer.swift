@@ -15,7 +15,7 @@
 
 import FoundationEssentials
 import Glibc
-import RangeFSCore
+import RangeFSControl
 import RangeFSPlatform
 
 /// Serves the page until the process ends.

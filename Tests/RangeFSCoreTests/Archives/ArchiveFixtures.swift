@@ -1,5 +1,6 @@
-@testable import RangeFSCore
+@testable import RangeFSArchives
 import Foundation
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 

@@ -1,6 +1,9 @@
 import Foundation
 import Logging
-@testable import RangeFSCore
+@testable import RangeFSArchives
+@testable import RangeFSCache
+@testable import RangeFSFileSystem
+@testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
 
@@ -53,15 +56,16 @@ final class ArchiveFoldersTests: XCTestCase {
         let undated = CacheStore.archiveVersion(of: RemoteMetadata(url: url, size: 10, etag: "",
                                                                    lastModified: "Tue, 01 Jan 2030 00:00:00 GMT"))
         XCTAssertNotEqual(v1, undated)
-        try store.saveArchiveIndex(index, url: url, version: v1)
-        XCTAssertEqual(store.savedArchiveIndex(url: url, version: v1), index)
+        try store.saveArchiveIndex(index.encoded(), url: url, version: v1)
+        XCTAssertEqual(try ArchiveIndex(decoding: XCTUnwrap(store.savedArchiveIndex(url: url, version: v1))), index)
         XCTAssertNil(store.savedArchiveIndex(url: url, version: undated), "another version is indexed again")
         XCTAssertNil(store.savedArchiveIndex(url: "http://origin/other.zip", version: v1))
         let path = try XCTUnwrap(FileManager.default.contentsOfDirectory(atPath: directory.path + "/archives").first)
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: directory.path + "/archives/" + path)))
         bytes[bytes.count / 2] ^= 0x5A
         try Data(bytes).write(to: URL(fileURLWithPath: directory.path + "/archives/" + path))
-        XCTAssertNil(store.savedArchiveIndex(url: url, version: v1), "a damaged index fails its CRC")
+        XCTAssertNil(store.savedArchiveIndex(url: url, version: v1).flatMap { try? ArchiveIndex(decoding: $0) },
+                     "a damaged index fails its CRC")
     }
 
     func testOneBuildPerVersionAndItsWaitersAnsweredWhenItEnds() {

@@ -1,5 +1,8 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSCache
+@testable import RangeFSCatalog
+@testable import RangeFSControl
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 

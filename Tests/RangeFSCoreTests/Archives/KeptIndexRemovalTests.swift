@@ -1,5 +1,7 @@
 import Foundation
-@testable import RangeFSCore
+@testable import RangeFSArchives
+@testable import RangeFSControl
+@testable import RangeFSFileSystem
 import RangeFSTestSupport
 import XCTest
 
@@ -19,7 +21,7 @@ final class KeptIndexRemovalTests: FolderTestCase {
         for url in urls { origin.serve(url, bytes: pseudoRandomBytes(count: 4096)) }
         let fileSystem = try makeTestFileSystem(origin: origin, urls: urls, directory: directory.path)
         let control = ControlService(fileSystem: fileSystem)
-        for url in urls { try fileSystem.store.saveArchiveIndex(index, url: url, version: "v") }
+        for url in urls { try fileSystem.store.saveArchiveIndex(index.encoded(), url: url, version: "v") }
         func kept(_ url: String) -> Bool { fileSystem.store.savedArchiveIndex(url: url, version: "v") != nil }
         XCTAssertTrue(urls.allSatisfy(kept))
 

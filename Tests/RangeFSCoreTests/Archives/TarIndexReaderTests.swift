@@ -1,4 +1,4 @@
-@testable import RangeFSCore
+@testable import RangeFSArchives
 import RangeFSTestSupport
 import XCTest
 

@@ -1,0 +1,110 @@
+// A file whose server sends no length has no size until its body ends. The block pipeline streams it into an entry
+// of unknown size, which the store reshapes when the body ends or outgrows the entry's capacity
+// (CacheStore+SettledSize.swift); this is the file system's side of that.
+//
+// Reads: a handle of such a file is opened with direct I/O (the kernel asks past the size it was told, 0 or the
+// bytes so far) and reads through whichever entry the stream is in now: the one of a capacity while the size is
+// unknown, the one of the size once it is known. A read below the capacity waits for its blocks as any read does;
+// the stream's end reshapes the entry, and the readers it leaves waiting (`.replaced`) ask again, now clipped at
+// the size (a short read, or 0 bytes at the end). A read past the capacity waits on the entry for its reshape
+// (`whenReshaped`, no timer) and asks again. A stream that fails fails both.
+//
+// Once the size is known, the catalog takes it and the kernel drops the attributes it holds; handles open on the
+// old entry move to the new one, so that its stream is wanted and its blocks counted as used.
+import RangeFSCache
+import RangeFSCatalog
+import RangeFSFetch
+import RangeFSSystem
+
+extension RangeFS {
+    /// Opens `item`, of unknown size, on `entry`: direct I/O, no passthrough, no kernel cache.
+    func openUnknownSize(_ item: CatalogItem, entry: CacheEntry) -> Result<OpenedFile, FileSystemError> {
+        let (handle, _) = handles.open(inode: item.inode, entry: entry, readaheadMaximum: 0) { _, _ in false }
+        if settings.prefetch == .open || settings.prefetch == .all { scheduler.fill(entry, url: item.metadata.url) }
+        return .success(OpenedFile(handle: handle, keepCache: false, directIO: true))
+    }
+
+    /// Reads `count` bytes at `offset` of the file of unknown size at `url` (inode `inode`), through its current
+    /// entry; `reply` runs once.
+    func readUnknownSize(_ url: String, inode: UInt64, offset: UInt64, count: Int, pid: Int32,
+                         reply: @escaping Reply) {
+        let entry: CacheEntry
+        do {
+            guard let current = try currentEntry(of: url, inode: inode) else { return reply(.failure(.stale)) }
+            entry = current
+        } catch {
+            logger.error("cannot open the cache for \(Redaction.redact(url)): \(error)")
+            return reply(.failure(.cacheUnusable(error)))
+        }
+        let again: @Sendable () -> Void = { [weak self] in
+            guard let self else { return reply(.failure(.io("the file system is shutting down"))) }
+            readUnknownSize(url, inode: inode, offset: offset, count: count, pid: pid, reply: reply)
+        }
+        let end = min(offset + UInt64(count), entry.size)
+        if offset < end {
+            // Below the capacity (or the size): its blocks. The stream's end may leave them waiting: ask again.
+            return serve(offset..<end, of: entry, inode: inode, counted: true, pid: pid, reply: reply,
+                         whenReplaced: entry.header.sizeKnown ? nil : again)
+        }
+        if entry.header.sizeKnown { return reply(.success(.bytes([]))) }  // at or past the end
+        // Past the capacity: wait for the stream to grow or settle the entry, or to fail.
+        let waiting = entry.whenReshaped { result in
+            switch result {
+            case .success where entry.wasReshaped: again()
+            case .success: reply(.failure(.stale))  // the file changed on its server
+            case .failure(let failure): reply(.failure(Self.fileSystemError(for: FetchError(failure))))
+            }
+        }
+        guard waiting else { return entry.wasReshaped ? again() : reply(.failure(.stale)) }
+        scheduler.startStream(entry, url: url)  // unless one runs: it must pass the capacity
+    }
+
+    /// The entry a read of the file at `url` of unknown size goes through now: the open one, whatever its shape,
+    /// else the one of the catalog's version. Nil if the file left the mount.
+    private func currentEntry(of url: String, inode: UInt64) throws(CacheError) -> CacheEntry? {
+        if let open = store.openEntry(for: url), !open.isStale { return open }
+        guard let item = catalog.item(inode: inode) else { return nil }
+        return try entry(for: item)
+    }
+
+    /// The open entry of `item`'s URL if `item` is of unknown size but the entry is of a known one: its stream
+    /// ended and the catalog is about to learn the size (it learns it here). Opening `item`'s version instead
+    /// would find files of another shape and start them over.
+    func settledEntry(of item: CatalogItem) -> CacheEntry? {
+        guard !item.metadata.sizeKnown, let open = store.openEntry(for: item.metadata.url), !open.isStale,
+              open.header.sizeKnown else { return nil }
+        learnSize(open.remoteMetadata)
+        return open
+    }
+
+    /// `old`, an entry of unknown size, was reshaped into `new`: settled at its size (the file learns it), or grown
+    /// (its size is still unknown: nothing changes for the kernel). The handles open on `old` read `new` from now.
+    func entryReshaped(_ old: CacheEntry, into new: CacheEntry) {
+        let moved = handles.replaceEntry(old, with: new)
+        for _ in 0..<moved {
+            new.use.begin()
+            old.use.end()
+        }
+        guard new.header.sizeKnown else { return }
+        learnSize(new.remoteMetadata)
+    }
+
+    /// The size of the file at `metadata.url` is known from now on: each of its catalog items takes it, the
+    /// kernel is told first (as a probe that found another size does, so that an open in between waits for the
+    /// notice), and the file counts as checked against its server now.
+    func learnSize(_ metadata: RemoteMetadata) {
+        for item in catalog.items(url: metadata.url) where !item.metadata.sizeKnown || item.metadata.size != metadata.size {
+            var known = metadata
+            known.suggestedName = item.metadata.suggestedName
+            kernel.attributesChanged(of: item.inode)
+            catalog.update(inode: item.inode, metadata: known)
+        }
+        revalidator.markValidated(metadata.url)
+    }
+
+    /// Whether the file at `url` is being streamed now into an entry of unknown size.
+    func isStreaming(_ url: String) -> Bool {
+        guard let entry = store.openEntry(for: url), !entry.header.sizeKnown else { return false }
+        return entry.state.withLock { $0.streaming }
+    }
+}

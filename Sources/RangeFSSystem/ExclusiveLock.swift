@@ -1,0 +1,31 @@
+import Glibc
+
+/// A lock taken and released by separate calls, for the one place that must hold many at once: a group commit
+/// holds the commit lock of every entry it covers across one flush of the whole file system (CacheStore+Commit).
+/// Not recursive. Elsewhere a `Mutex`, whose scope is a closure, is the rule.
+package final class ExclusiveLock: @unchecked Sendable {
+    // @unchecked Sendable: the pthread mutex is the synchronisation; it lives at a fixed address for its life.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    package init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    package func lock() { pthread_mutex_lock(mutex) }
+
+    package func unlock() { pthread_mutex_unlock(mutex) }
+
+    package func withLock<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}
