@@ -6,7 +6,7 @@
 // through what it holds and never through its store (issue 39): a received block goes entry → ledger (room
 // made, bytes counted, use recorded, commit asked for) and on to the writer, never back into the store and out
 // again. The ledger holds no entry but weakly (the eviction queue's records), and of the store only a way to
-// start its group commit (a weak one) and its owner's `completed` event, so an entry never keeps a store alive
+// start its group commit (a weak one) and the sending of a `completed` report, so an entry never keeps a store alive
 // and never calls it. When the store goes, its ledger is `detach`ed: entries that outlive it store blocks without
 // waiting for commits that will not come, and write no header of theirs any more.
 
@@ -47,7 +47,7 @@ package final class StoreLedger: Sendable {
     /// lock per URL (of 64, by a hash of it), so that many new files of a directory are made at once, not one
     /// after another behind the disk (`opening(_:)`).
     private let openingLocks = (0..<64).map { _ in ExclusiveLock() }
-    /// A commit made an entry's whole file durable (the store's `Events.completed`).
+    /// A commit made an entry's whole file durable (sent into the store's `reports` as `EntryEvent.completed`).
     let completed: @Sendable (CacheEntry) -> Void
     /// Starts the store's group commit early (`commitSoon`).
     let commitTrigger: CommitTrigger

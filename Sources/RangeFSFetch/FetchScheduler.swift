@@ -52,10 +52,10 @@ public final class FetchScheduler: Sendable {
 
     /// What the scheduler reports to whoever composes it, given to `init` (never set later).
     package struct Events: Sendable {
-        package init() {}
-        /// A fetch found that the remote file of the entry changed (readers were failed already); the file system
-        /// probes it again.
-        package var remoteChanged: @Sendable (any BlockStore) -> Void = { _ in }
+        package init(reports: EventQueue<EntryEvent>? = nil) { self.reports = reports }
+        /// Where a fetch that found the remote file of an entry changed (readers were failed already) reports it
+        /// (`EntryEvent.remoteChanged`): the file system, which drains it, probes the file again.
+        package var reports: EventQueue<EntryEvent>?
         /// The scheduler's lock was taken (`locked`): an observer for the test that a demand read takes it once.
         /// A mount sets none.
         package var lockTaken: (@Sendable () -> Void)?
@@ -254,6 +254,7 @@ public final class FetchScheduler: Sendable {
         schedule { state in
             if !state.fillJobs.contains(where: { $0.entry === entry }) {
                 state.fillJobs.append(FillJob(entry: entry, url: url))
+                entry.use.addWork(1)  // until the job leaves `fillJobs`: the store keeps the entry open meanwhile
             }
             return takeStartable(&state)
         }
@@ -261,7 +262,11 @@ public final class FetchScheduler: Sendable {
 
     /// Stops filling `entry` in the background (transfers already running finish).
     package func stopFilling(_ entry: any BlockStore) {
-        locked { state in state.fillJobs.removeAll { $0.entry === entry } }
+        locked { state in
+            let before = state.fillJobs.count
+            state.fillJobs.removeAll { $0.entry === entry }
+            entry.use.addWork(state.fillJobs.count - before)
+        }
     }
 
     /// Whether any transfer for `entry` is running.
@@ -334,6 +339,7 @@ public final class FetchScheduler: Sendable {
             guard mayStart(.fill, job.entry, in: state) else { continue }
             if job.entry.isStale || job.entry.isComplete || job.entry.hasWriteFailure {
                 state.fillJobs.remove(at: jobIndex)
+                job.entry.use.addWork(-1)
                 tried = 0
                 continue
             }
@@ -346,6 +352,7 @@ public final class FetchScheduler: Sendable {
             case .noRoom:
                 // The cache cap leaves no room to complete it (a file larger than the cap is read through).
                 state.fillJobs.remove(at: jobIndex)
+                job.entry.use.addWork(-1)
                 tried = 0
                 continue
             }
@@ -382,6 +389,7 @@ public final class FetchScheduler: Sendable {
         if priority == .fill { state.runningFill += delta }
         if priority == .readahead { state.runningReadahead += delta }
         let key = ObjectIdentifier(entry)
+        entry.use.addWork(delta)  // a running transfer keeps its entry open (EntryUse.addWork)
         state.runningPerEntry[key, default: 0] += delta
         if state.runningPerEntry[key] == 0 { state.runningPerEntry[key] = nil }
     }

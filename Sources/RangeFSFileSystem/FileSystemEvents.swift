@@ -1,31 +1,23 @@
-// Where the store's and the scheduler's events go (issue 39).
+// How the file system's own parts reach it (issue 39, issue 48).
 //
-// The store and the scheduler are made before the file system (the mount needs the cache's lock and its saved
-// files before anything is probed), and the file system is made from them; yet what they report is the file
-// system's business: a file whose data became durable is checked against its digest, an entry with a fill queued
-// or a digest check running stays open, a remote change is probed again. That is a cycle. It is broken here, by
-// one object that the composer makes first and that all three hold: the store and the scheduler get their
-// `Events` from it at their birth, and the file system, in its `init`, is the one thing it forwards to. No closure
-// is ever assigned to the store, the scheduler or the file system after their `init`.
+// The revalidator, the directory service and the directory prefetch are made in `RangeFS.init`, before the file
+// system exists, yet three of their steps are the file system's: the revalidator opens entries through it, the
+// directory service stores a probe's first bytes through it, the prefetch prepares a fetched file's entry through
+// it. This object, made first in `RangeFS.init` and given to them, forwards those to the file system, which
+// `init` attaches last. All of them are of this layer: nothing below the file system holds this object (the
+// store and the scheduler report through a queue the file system drains: EntryEvent.swift).
 //
-//     let events = FileSystemEvents()
-//     let store = try CacheStore(root: root, events: events.store, metrics: metrics, logger: logger)
-//     let scheduler = FetchScheduler(fetcher: fetcher, events: events.scheduler, metrics: metrics, logger: logger)
-//     let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, ...)
-//
-// The store's and the scheduler's closures hold this object strongly, and it holds the file system weakly: the
-// file system holds the store and the scheduler, so a strong reference back would keep all of them alive for ever.
-// Until the file system is made (and after it is gone), an event finds nobody: no entry is kept open for it, and
-// a completion or a remote change found then is handled as before the file system existed (the next open checks).
+// It holds the file system weakly: the file system holds these parts, so a strong reference back would keep all of
+// them alive for ever. What is left to do (issue 48): make these parts from a part of the file system that exists
+// before them (the opening of entries), so that nothing is attached after an `init`.
 
 import RangeFSCache
 import RangeFSCatalog
 import RangeFSFetch
 import Synchronization
 
-/// The object the store, the scheduler and the file system share: the store's and the scheduler's events,
-/// forwarded to the file system made from them.
-package final class FileSystemEvents: Sendable {
+/// What the file system's own parts ask of it while it is being made: forwarded to it once it is.
+final class FileSystemEvents: Sendable {
     private struct Target {
         weak var fileSystem: RangeFS?
         var attached = false
@@ -33,7 +25,7 @@ package final class FileSystemEvents: Sendable {
 
     private let target = Mutex(Target())
 
-    package init() {}
+    init() {}
 
     /// The file system these events go to, once it is made.
     private var fileSystem: RangeFS? {
@@ -47,31 +39,6 @@ package final class FileSystemEvents: Sendable {
             target.attached = true
             target.fileSystem = fileSystem
         }
-    }
-
-    /// The events to give the store.
-    package var store: CacheStore.Events {
-        var events = CacheStore.Events()
-        // An entry with a fill queued or running, or its digest check, stays open while nobody reads it.
-        events.hasWork = { [self] entry in
-            guard let fileSystem else { return false }
-            return fileSystem.scheduler.isFilling(entry) || fileSystem.scheduler.isTransferring(entry)
-                || fileSystem.isCheckingDigest(of: entry)
-        }
-        // A file whose whole data just became durable is checked against its digest.
-        events.completed = { [self] entry in fileSystem?.checkDigest(of: entry, again: true) }
-        // An entry of unknown size was settled at its size, or given more room (RangeFS+UnknownSize.swift).
-        events.reshaped = { [self] old, new in fileSystem?.entryReshaped(old, into: new) }
-        return events
-    }
-
-    /// The events to give the scheduler.
-    package var scheduler: FetchScheduler.Events {
-        var events = FetchScheduler.Events()
-        events.remoteChanged = { [self] changed in
-            if let entry = changed as? CacheEntry { fileSystem?.revalidator.revalidate(entry, knownChanged: true) }
-        }
-        return events
     }
 
     /// The events to give the revalidator: it opens entries through the file system.

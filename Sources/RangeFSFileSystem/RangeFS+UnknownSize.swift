@@ -79,12 +79,14 @@ extension RangeFS {
 
     /// `old`, an entry of unknown size, was reshaped into `new`: settled at its size (the file learns it), or grown
     /// (its size is still unknown: nothing changes for the kernel). The handles open on `old` read `new` from now.
-    func entryReshaped(_ old: CacheEntry, into new: CacheEntry) {
+    /// The store lent `new` one use per handle open on `old` when it reshaped it (`lent`, EntryUse.lendHandles), so
+    /// that its stream was wanted before this report came; the handles moved now take those over.
+    func entryReshaped(_ old: CacheEntry, into new: CacheEntry, lent: Int) {
         let moved = handles.replaceEntry(old, with: new)
-        for _ in 0..<moved {
-            new.use.begin()
-            old.use.end()
-        }
+        for _ in 0..<moved { old.use.end() }
+        // Handles closed meanwhile ended on `old`: the uses lent for them end; one opened on `old` since begins.
+        for _ in moved..<max(moved, lent) { new.use.end() }
+        for _ in lent..<max(lent, moved) { new.use.begin() }
         guard new.header.sizeKnown else { return }
         learnSize(new.remoteMetadata)
     }

@@ -21,6 +21,7 @@ import Logging
 import RangeFSCache
 import RangeFSCatalog
 import RangeFSFetch
+import RangeFSPlatform
 import RangeFSSystem
 import Synchronization
 
@@ -84,17 +85,23 @@ public final class RangeFS: Sendable {
     let credentials: CredentialTable
     /// The set of files saved with the cache, and the adds in flight (MountedSet.swift, RangeFS+Saving.swift).
     let mountedSet: MountedSet
+    /// The queue the store and the scheduler report into (EntryEvent.swift), drained on a thread of this file system.
+    let reports: EventQueue<EntryEvent>?
 
-    /// Makes the file system from its parts, every one given here: `events` is the object the store and the
-    /// scheduler were given their events by (FileSystemEvents.swift), `kernel` what tells the kernel to drop what
+    /// Makes the file system from its parts, every one given here: `reports` is the queue the store and the
+    /// scheduler were given at their birth to report on entries (EntryEvent.swift), drained here from now until this
+    /// file system goes (nil: they report to nobody), `kernel` what tells the kernel to drop what
     /// it caches, `passthrough` the mount's passthrough capability, which the FUSE adapter settles, `savedSet` the
     /// mount's writer of the saved set (nil: the cache's, made here, for a file system no mount made).
-    package init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, events: FileSystemEvents,
+    package init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, reports: EventQueue<EntryEvent>? = nil,
                  kernel: any KernelNotifier = NoKernel(),
                  passthrough: LockedBox<PassthroughMode> = LockedBox(PassthroughMode.pending),
                  settings: FileSystemSettings = FileSystemSettings(), credentials: CredentialTable = CredentialTable(),
                  savedSet: SavedSet? = nil, proxyReport: (@Sendable () -> String)? = nil, logger: Logger) {
         self.credentials = credentials
+        self.reports = reports
+        // The file system's own parts, made here before it, reach it through this (FileSystemEvents.swift).
+        let events = FileSystemEvents()
         mountedSet = MountedSet(savedSet: savedSet ?? SavedSet(store: store))
         self.proxyReport = proxyReport
         self.catalog = catalog
@@ -118,6 +125,18 @@ public final class RangeFS: Sendable {
                                                        settings: settings, connections: scheduler.policy.maxTransfers,
                                                        events: events)
         events.attach(self)
+        // A report only hands work on (EntryEvent.swift); this file system's thread takes them in order, until it goes.
+        // A thread of its own, not a dispatch queue's: it waits for reports for the whole life of the file system.
+        if let reports {
+            startThread(name: "rangefs-reports") { [weak self] in
+                while let event = reports.next() { self?.handle(event) }
+            }
+        }
+    }
+
+    /// No report finds this file system any more: the queue's thread ends.
+    deinit {
+        reports?.close()
     }
 
     var prefetch: PrefetchPolicy { settings.prefetch }
