@@ -90,3 +90,18 @@ package final class EntryUse: Sendable {
         return readers.contains(where: FileSystemCalls.processExists)
     }
 }
+
+/// Work for an entry for as long as this lives (a fill job while it is queued): begun at its birth, ended at its
+/// end, so that however the job leaves its queue, its work ends once.
+package final class WorkHold: Sendable {
+    private let use: EntryUse
+
+    package init(_ use: EntryUse) {
+        self.use = use
+        use.addWork(1)
+    }
+
+    deinit {
+        use.addWork(-1)
+    }
+}

@@ -53,8 +53,7 @@ public final class FetchScheduler: Sendable {
     /// What the scheduler reports to whoever composes it, given to `init` (never set later).
     package struct Events: Sendable {
         package init(reports: EventQueue<EntryEvent>? = nil) { self.reports = reports }
-        /// Where a fetch that found the remote file of an entry changed (readers were failed already) reports it
-        /// (`EntryEvent.remoteChanged`): the file system, which drains it, probes the file again.
+        /// Where a fetch reports that an entry's remote file changed (`EntryEvent.remoteChanged`; readers failed already).
         package var reports: EventQueue<EntryEvent>?
         /// The scheduler's lock was taken (`locked`): an observer for the test that a demand read takes it once.
         /// A mount sets none.
@@ -77,6 +76,7 @@ public final class FetchScheduler: Sendable {
     private struct FillJob {
         let entry: any BlockStore
         let url: String
+        let work: WorkHold  // work for its entry while the job is queued: the store keeps the entry open
         var cursor = 0
         /// Whether a segment was claimed yet: the first claim begins the entry's fill pass (under a cache cap, a
         /// pass never evicts what was used since it began).
@@ -253,8 +253,7 @@ public final class FetchScheduler: Sendable {
     package func fill(_ entry: any BlockStore, url: String) {
         schedule { state in
             if !state.fillJobs.contains(where: { $0.entry === entry }) {
-                state.fillJobs.append(FillJob(entry: entry, url: url))
-                entry.use.addWork(1)  // until the job leaves `fillJobs`: the store keeps the entry open meanwhile
+                state.fillJobs.append(FillJob(entry: entry, url: url, work: WorkHold(entry.use)))
             }
             return takeStartable(&state)
         }
@@ -262,11 +261,7 @@ public final class FetchScheduler: Sendable {
 
     /// Stops filling `entry` in the background (transfers already running finish).
     package func stopFilling(_ entry: any BlockStore) {
-        locked { state in
-            let before = state.fillJobs.count
-            state.fillJobs.removeAll { $0.entry === entry }
-            entry.use.addWork(state.fillJobs.count - before)
-        }
+        locked { state in state.fillJobs.removeAll { $0.entry === entry } }
     }
 
     /// Whether any transfer for `entry` is running.
@@ -339,7 +334,6 @@ public final class FetchScheduler: Sendable {
             guard mayStart(.fill, job.entry, in: state) else { continue }
             if job.entry.isStale || job.entry.isComplete || job.entry.hasWriteFailure {
                 state.fillJobs.remove(at: jobIndex)
-                job.entry.use.addWork(-1)
                 tried = 0
                 continue
             }
@@ -352,7 +346,6 @@ public final class FetchScheduler: Sendable {
             case .noRoom:
                 // The cache cap leaves no room to complete it (a file larger than the cap is read through).
                 state.fillJobs.remove(at: jobIndex)
-                job.entry.use.addWork(-1)
                 tried = 0
                 continue
             }
