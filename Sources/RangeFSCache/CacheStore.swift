@@ -25,7 +25,7 @@ import Synchronization
 /// The on-disk cache: a directory of entries, locked by one process at a time.
 /// More than 12 stored properties: the cache's root and lock, the parts it shares with its entries (settings, pipeline,
 /// ledger, descriptors), its tables of open entries, summaries and names on disk, each under a lock of its own so that
-/// they are never held together, and the group commit's queue and flag.
+/// they are never held together, and the group commit's queue, trigger and flag.
 public final class CacheStore: Sendable {
     public let root: String
     let settings: StoreSettings
@@ -54,6 +54,8 @@ public final class CacheStore: Sendable {
     package var metrics: Metrics { ledger.metrics }
     // The group commit (CacheStore+Commit.swift).
     let commitQueue = DispatchQueue(label: "rangefs.commit")
+    /// Starts the group commit early: the store's, made before its ledger, which is given only a way to fire it.
+    let commitTrigger: CommitTrigger
     let committing = Mutex(false)
     let logger: Logger
 
@@ -73,9 +75,12 @@ public final class CacheStore: Sendable {
         self.settings = settings
         pipeline = BlockPipeline(settings: settings)
         self.logger = logger
+        let commitTrigger = CommitTrigger(queue: commitQueue)
+        self.commitTrigger = commitTrigger
         ledger = StoreLedger(settings: settings, metrics: metrics,
                              rotatingETags: RotatingETags(path: root + "/rotating-etags", logger: logger),
-                             completed: { reports?.send(.completed($0)) }, commitQueue: commitQueue, logger: logger)
+                             completed: { reports?.send(.completed($0)) }, commitSignal: commitTrigger.signal,
+                             logger: logger)
         descriptors = DescriptorPool(capacity: settings.openFiles ?? DescriptorPool.capacityForThisProcess())
         // A v1 folder is named by 32 hex digits, a v2 shard by 2: the first v1 name ends the look (O(1) either
         // way: a v2 cache's `entries/` holds at most 256 shards).
@@ -104,8 +109,8 @@ public final class CacheStore: Sendable {
         } catch {
             logger.debug("cannot record this process in \(root)/lock: \(error)")
         }
-        // The ledger's early commits run the group commit of this store, as long as it lives.
-        ledger.commitTrigger.run { [weak self] in self?.commitAll() }
+        // The ledger's early commits run the group commit of this store, as long as it lives (its own trigger).
+        commitTrigger.run { [weak self] in self?.commitAll() }
         // Eviction opens released entries again through this, as long as the store lives (StoreLedger+Dormant).
         ledger.reopenHook.withLock { $0 = ReopenHook { [weak self] url in self?.reopenParked(url) ?? false } }
         ledger.settleHook.withLock {
@@ -119,6 +124,7 @@ public final class CacheStore: Sendable {
     /// Entries may outlive their store (a handle's, a test's): their ledger learns that no commit will come, so
     /// that blocks they store never wait for one, and that their headers are no longer this process's to write.
     deinit {
+        commitTrigger.cancel()
         ledger.detach()
     }
 
