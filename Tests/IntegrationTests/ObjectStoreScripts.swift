@@ -98,7 +98,6 @@ Prints the request target (path and query, encoded exactly as signed) and then o
 Encoding: each path segment and every query name and value is UTF-8 percent-encoded with the RFC 3986 unreserved
 set (A-Z a-z 0-9 - _ . ~) left as is; the query pairs are sorted; an empty value is 'name='."""
 import datetime, hashlib, hmac, sys, urllib.parse
-@testable import RangeFSSystem
 
 host, keys_file, method, bucket, key = sys.argv[1:6]
 query, headers = [], {}
