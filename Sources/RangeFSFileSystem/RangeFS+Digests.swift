@@ -58,7 +58,7 @@ extension RangeFS {
 
     /// Whether `entry`'s digest check is queued or running.
     func isCheckingDigest(of entry: CacheEntry) -> Bool {
-        digests.running.withLock { $0.contains(entry.directory) }
+        digests.isChecking(entry)
     }
 
     /// Acts on a check's result: a match is recorded; a first mismatch drops the file and fetches it again, from
@@ -105,7 +105,7 @@ extension RangeFS {
         for item in catalog.items(url: url) {
             kernel.forgetPages(of: item.inode)
         }
-        entryOpened(url: url)
+        opener.entryOpened(url: url)
     }
 
     /// Finds the digest `url`'s file is expected to have (see DigestChecks.swift for the order); `completion` gets

@@ -52,6 +52,8 @@ public final class RangeFS: Sendable {
     let proxyReport: (@Sendable () -> String)?
     /// The end-to-end digest checks of complete files (RangeFS+Digests.swift).
     let digests = DigestChecks()
+    /// Opens cache entries, for this file system and for the parts below (EntryOpener.swift).
+    let opener: EntryOpener
     /// Lists web directories and probes their files (RangeFS+Directories.swift).
     let directories: DirectoryService
     /// Round trip and throughput per origin, measured on the directory service's transfers (LinkEstimate.swift).
@@ -100,8 +102,6 @@ public final class RangeFS: Sendable {
                  savedSet: SavedSet? = nil, proxyReport: (@Sendable () -> String)? = nil, logger: Logger) {
         self.credentials = credentials
         self.reports = reports
-        // The file system's own parts, made here before it, reach it through this (FileSystemEvents.swift).
-        let events = FileSystemEvents()
         mountedSet = MountedSet(savedSet: savedSet ?? SavedSet(store: store))
         self.proxyReport = proxyReport
         self.catalog = catalog
@@ -113,18 +113,22 @@ public final class RangeFS: Sendable {
         self.kernel = kernel
         passthroughMode = passthrough
         mountTime = Int64(time(nil))
+        // The parts below open entries as an open does, through the opener made before them (EntryOpener.swift).
+        let validated = ValidationTimes()
+        let opener = EntryOpener(catalog: catalog, store: store, scheduler: scheduler, settings: settings, kernel: kernel,
+                                 digests: digests, validated: validated, logger: logger)
+        self.opener = opener
         let revalidator = Revalidator(catalog: catalog, store: store, scheduler: scheduler, settings: settings,
-                                      kernel: kernel, events: events.revalidator, logger: logger)
+                                      kernel: kernel, opener: opener, validated: validated, logger: logger)
         self.revalidator = revalidator
         let directories = Self.makeDirectoryService(catalog: catalog, store: store,
                                                     fetcher: MeasuredFetcher(scheduler.fetcher, estimate: link),
                                                     credentials: credentials, settings: settings, revalidator: revalidator,
-                                                    kernel: kernel, events: events, logger: logger)
+                                                    kernel: kernel, opener: opener, logger: logger)
         self.directories = directories
         directoryPrefetch = Self.makeDirectoryPrefetch(catalog: catalog, directories: directories, link: link,
                                                        settings: settings, connections: scheduler.policy.maxTransfers,
-                                                       events: events)
-        events.attach(self)
+                                                       opener: opener)
         // A report only hands work on (EntryEvent.swift); this file system's thread takes them in order, until it goes.
         // A thread of its own, not a dispatch queue's: it waits for reports for the whole life of the file system.
         if let reports {
@@ -222,7 +226,7 @@ public final class RangeFS: Sendable {
         cacheEntry.checkCompleteFileAtOpen(synchronousLimit: settings.openCheckBytes)
         if !cacheEntry.header.sizeKnown { return openUnknownSize(item, entry: cacheEntry) }
         // Of unknown size in the catalog, settled in the cache (its stream ended, here or in an earlier mount).
-        if !item.metadata.sizeKnown { learnSize(cacheEntry.remoteMetadata) }
+        if !item.metadata.sizeKnown { opener.learnSize(cacheEntry.remoteMetadata) }
         if cacheEntry.isComplete {
             checkDigest(of: cacheEntry, item: item)
         } else if cacheEntry.digestRecord?.verdict == .refetching {
@@ -386,24 +390,10 @@ public final class RangeFS: Sendable {
 
     // MARK: Cache entries
 
-    /// The cache entry of `item`, opened on first use so that mounting does no work per cached file.
-    /// With `inUse`, the entry is counted as held by a handle until `endUse`, so that it is not released while idle.
-    /// A listed file no probe has seen opens the version its cache holds unless its listing contradicts it.
-    /// Every entry opens here, whoever needs it (an open, the first bytes of an open's probe, a fill, a prefetch of
-    /// the next files of a directory), so the kernel hears of each entry that starts changing (`entryOpened`).
+    /// The cache entry of `item`, opened on first use (EntryOpener.swift, where every entry opens). With `inUse`,
+    /// the entry is counted as held by a handle until `endUse`, so that it is not released while idle.
     package func entry(for item: CatalogItem, inUse: Bool = false) throws(CacheError) -> CacheEntry {
-        // A file of unknown size whose stream ended: its entry of the size, before the catalog heard of it.
-        if let settled = settledEntry(of: item) {
-            if inUse { settled.use.begin() }
-            return settled
-        }
-        let metadata = directories.versionToOpen(item)
-        let wasOpen = store.openEntry(for: metadata.url) != nil
-        let entry = inUse ? try store.entryInUse(for: metadata, blockSize: settings.blockSize)
-                          : try store.entry(for: metadata, blockSize: settings.blockSize)
-        // An entry that opens complete, from which nothing takes blocks, changes no attribute the kernel holds.
-        if !wasOpen && !cachedBytesSettled(entry) { entryOpened(url: metadata.url) }
-        return entry
+        try opener.entry(for: item, inUse: inUse)
     }
 
     static func fileSystemError(for error: FetchError) -> FileSystemError {
