@@ -3,8 +3,8 @@ import PackageDescription
 
 // The core's layers, bottom up; tests import each one whose insides they check (@testable).
 let coreLayers: [Target.Dependency] = [
-    "RangeFSSystem", "RangeFSCache", "RangeFSCatalog", "RangeFSFetch", "RangeFSArchives", "RangeFSFileSystem",
-    "RangeFSControl",
+    "RangeFSSystem", "RangeFSObjectStore", "RangeFSCache", "RangeFSCatalog", "RangeFSFetch", "RangeFSArchives",
+    "RangeFSFileSystem", "RangeFSControl",
 ]
 
 let package = Package(
@@ -38,17 +38,21 @@ let package = Package(
         // The core, one target per layer; each depends only on the layers below it (docs/internals.md).
         // System: the Linux calls, C shims, digests and locks every layer above stands on.
         .target(name: "RangeFSSystem", dependencies: ["CChecksum", "CCrypto", "CLinux", "CZlib"]),
+        // ObjectStore: S3-compatible object stores in one place: their URLs, keys and profiles, request signing
+        // (SigV4) and their listings' and errors' XML. Fetch signs and pages through it; Catalog reads kept pages.
+        .target(name: "RangeFSObjectStore", dependencies: ["RangeFSSystem", "RangeFSPlatform"]),
         // Cache: the cache directory's entries, blocks, ledger and store; the BlockStore seam Fetch writes through.
         .target(
             name: "RangeFSCache",
             dependencies: ["RangeFSSystem", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
         ),
         // Catalog: the tree of mounted files and directories, listings' parsers, the saved set.
-        .target(name: "RangeFSCatalog", dependencies: ["RangeFSCache", "RangeFSPlatform", "RangeFSSystem"]),
-        // Fetch: transfers into the cache through BlockStore, their scheduling, credentials and object stores.
+        .target(name: "RangeFSCatalog",
+                dependencies: ["RangeFSCache", "RangeFSObjectStore", "RangeFSPlatform", "RangeFSSystem"]),
+        // Fetch: transfers into the cache through BlockStore, their scheduling and credentials.
         .target(
             name: "RangeFSFetch",
-            dependencies: ["RangeFSCache", "RangeFSCatalog", "RangeFSPlatform", "RangeFSSystem",
+            dependencies: ["RangeFSCache", "RangeFSCatalog", "RangeFSObjectStore", "RangeFSPlatform", "RangeFSSystem",
                            .product(name: "Logging", package: "swift-log")]
         ),
         // Archives: zip, tar, tar.gz and ISO 9660 indexes read by range; they list as Catalog's directories.
@@ -56,8 +60,8 @@ let package = Package(
         // FileSystem: the mounted file system without FUSE or sockets (RangeFS and its parts), tested on its own.
         .target(
             name: "RangeFSFileSystem",
-            dependencies: ["RangeFSArchives", "RangeFSCache", "RangeFSCatalog", "RangeFSFetch", "RangeFSSystem",
-                           "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["RangeFSArchives", "RangeFSCache", "RangeFSCatalog", "RangeFSFetch", "RangeFSObjectStore",
+                           "RangeFSSystem", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
         ),
         // Control: the control socket's protocol and service, which call RangeFS's verbs.
         .target(name: "RangeFSControl", dependencies: ["RangeFSFileSystem", "RangeFSSystem", "RangeFSPlatform"]),
@@ -77,6 +81,7 @@ let package = Package(
             name: "rangefs",
             dependencies: [
                 "CLinux", "RangeFSCache", "RangeFSCatalog", "RangeFSControl", "RangeFSFetch", "RangeFSFileSystem", "RangeFSHTTP",
+                "RangeFSObjectStore",
                 "RangeFSFUSE", "RangeFSPlatform", "RangeFSProcess", "RangeFSSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
