@@ -56,8 +56,6 @@ public final class RangeFS: Sendable {
     let opener: EntryOpener
     /// Lists web directories and probes their files (RangeFS+Directories.swift).
     let directories: DirectoryService
-    /// Round trip and throughput per origin, measured on the directory service's transfers (LinkEstimate.swift).
-    let link = LinkEstimate()
     /// Fetches the next files of a directory ahead of a reader going through it in order (DirectoryPrefetch.swift).
     let directoryPrefetch: DirectoryPrefetch?
     /// Notices remote changes and keeps the files served while their server is unreachable (Revalidator.swift).
@@ -121,6 +119,9 @@ public final class RangeFS: Sendable {
         let revalidator = Revalidator(catalog: catalog, store: store, scheduler: scheduler, settings: settings,
                                       kernel: kernel, opener: opener, validated: validated, logger: logger)
         self.revalidator = revalidator
+        // Round trip and throughput per origin, measured on the directory service's transfers; the prefetch sizes
+        // its depth from them (LinkEstimate.swift).
+        let link = LinkEstimate()
         let directories = Self.makeDirectoryService(catalog: catalog, store: store,
                                                     fetcher: MeasuredFetcher(scheduler.fetcher, estimate: link),
                                                     credentials: credentials, settings: settings, revalidator: revalidator,
