@@ -4,7 +4,7 @@
 //   3. for a file of a mounted web directory, the line for it in `NAME.sha256`, `SHA256SUMS` or `SHA512SUMS`
 //      beside it (sha256sum's format, or BSD's `SHA256 (NAME) = HEX`). Each sums file costs one request, once.
 //
-// The check runs once the whole file is durable (the store's Events.completed), and when a complete file that was never
+// The check runs once the whole file is durable (the store's report `EntryEvent.completed`), and when a complete file that was never
 // checked is opened; it hashes the data file on the checks' own queue, never on a reader's path (CacheEntry+Digest).
 // A mismatch drops every block and fetches the file again once, each block from another mirror than the one that
 // served it (MirrorSet.beginRefetch), in the background. If the refetched file mismatches too, the entry serves

@@ -35,11 +35,14 @@ extension RangeFS {
     func checkDigest(of entry: CacheEntry, again: Bool = false, item: CatalogItem? = nil) {
         guard entry.isComplete, !entry.isStale else { return }
         if !again, let record = entry.digestRecord, record.verdict != .refetching { return }
+        let url = entry.header.url
+        // A file with no digest to be had is not being checked, not even for a moment: the open that decides whether
+        // the kernel reads it itself (`isCheckingDigest`) runs beside the report of its completion, which lands here.
+        guard let source = digestSource(for: url, item: item) else { return }
         guard digests.running.withLock({ $0.insert(entry.directory).inserted }) else { return }
         // The store keeps the entry open until its check ends (EntryUse.addWork).
         entry.use.addWork(1)
-        let url = entry.header.url
-        expectedDigest(for: url, item: item) { [self] expected in
+        expectedDigest(from: source) { [self] expected in
             guard let expected else {
                 digests.running.withLock { _ = $0.remove(entry.directory) }
                 entry.use.addWork(-1)
@@ -108,21 +111,34 @@ extension RangeFS {
         opener.entryOpened(url: url)
     }
 
-    /// Finds the digest `url`'s file is expected to have (see DigestChecks.swift for the order); `completion` gets
-    /// nil when none is known. Reading a sums file happens once per sums file, whoever asks.
-    /// `known`: the catalog's file of `url`, if the caller has it.
-    func expectedDigest(for url: String, item known: CatalogItem? = nil,
-                        completion: @escaping @Sendable (ExpectedDigest?) -> Void) {
-        if let given = givenDigest(of: url) { return completion(ExpectedDigest(digest: given, origin: "--checksum")) }
+    /// Where the digest `url`'s file is expected to have comes from (see DigestChecks.swift for the order), found
+    /// without waiting: nil when there is none to be had. `known`: the catalog's file of `url`, if the caller has it.
+    enum DigestSource {
+        case known(ExpectedDigest)
+        /// The sums files beside it that may list it, read in turn.
+        case sums(name: String, urls: [String])
+    }
+
+    func digestSource(for url: String, item known: CatalogItem? = nil) -> DigestSource? {
+        if let given = givenDigest(of: url) { return .known(ExpectedDigest(digest: given, origin: "--checksum")) }
         guard let item = known.flatMap({ $0.metadata.url == url ? $0 : nil }) ?? catalog.item(url: url) else {
-            return completion(nil)
+            return nil
         }
         if let announced = item.metadata.announcedDigest {
-            return completion(ExpectedDigest(digest: announced, origin: "the server's Repr-Digest"))
+            return .known(ExpectedDigest(digest: announced, origin: "the server's Repr-Digest"))
         }
-        guard item.listed else { return completion(nil) }
+        guard item.listed else { return nil }
         let candidates = catalog.fileURLs(named: DigestChecks.sumsNames(for: item.name), in: item.parent)
-        lookUp(item.name, in: candidates[...], completion: completion)
+        return candidates.isEmpty ? nil : .sums(name: item.name, urls: candidates)
+    }
+
+    /// The digest the file is expected to have, from `source`; `completion` gets nil when its sums files do not list
+    /// it. Reading a sums file happens once per sums file, whoever asks.
+    func expectedDigest(from source: DigestSource, completion: @escaping @Sendable (ExpectedDigest?) -> Void) {
+        switch source {
+        case .known(let expected): completion(expected)
+        case .sums(let name, let urls): lookUp(name, in: urls[...], completion: completion)
+        }
     }
 
     /// Looks `name` up in the first of `sumsURLs` that lists it.
