@@ -41,7 +41,7 @@ log_sources="${SWIFT_LOG_SOURCES:-$root/.build/checkouts/swift-log/Sources/Loggi
 
 mkdir -p "$out/modules/CChecksum" "$out/modules/CLinux" "$out/obj"
 # The core's layers, bottom up (Package.swift): each is its own module, built against the ones before it.
-core_layers=(RangeFSSystem RangeFSCache RangeFSCatalog RangeFSFetch RangeFSArchives RangeFSFileSystem RangeFSControl)
+core_layers=(RangeFSSystem RangeFSObjectStore RangeFSCache RangeFSCatalog RangeFSFetch RangeFSArchives RangeFSFileSystem RangeFSControl)
 core_dirs=() core_objects=()
 for layer in "${core_layers[@]}"; do core_dirs+=("$root/Sources/$layer"); core_objects+=("$out/obj/$layer.o"); done
 stamp="$out/obj/core.stamp"

@@ -74,9 +74,11 @@ package protocol BlockStore: AnyObject, Sendable {
     var version: any CachedVersion { get }
     /// 3. Its modes, read together.
     var condition: BlockStoreCondition { get }
-    /// 4. A live process uses the file: a READ of a process that still exists waits on it, or, when no READ
-    /// waits, a handle is open on it. Apart from `condition`: it looks for processes, which costs system calls.
-    var hasLiveUse: Bool { get }
+    /// 4. Who uses the file (EntryUse.swift): whether a live process does (a READ of a process that still exists
+    /// waits on it, or, when no READ waits, a handle is open on it; this looks for processes, which costs system
+    /// calls), and the work queued or running for it, which the fetching side counts there (`addWork`) so that the
+    /// store keeps the entry open meanwhile without asking anyone above it.
+    var use: EntryUse { get }
     /// 5. The CRC32C written with block `index` when it is present, nil when it is not: a whole-file stream that
     /// passes a present block checks that it brings the same bytes (a server without Range cannot skip it).
     func presentChecksum(ofBlock index: Int) -> UInt32?

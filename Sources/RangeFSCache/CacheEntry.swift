@@ -172,9 +172,6 @@ package final class CacheEntry: Sendable {
 
     // MARK: Use
 
-    /// Whether a live process still uses the file (EntryUse.swift).
-    package var hasLiveUse: Bool { use.hasLiveUse }
-
     /// Whether the entry could be dropped and loaded again from its files without losing anything: nobody holds
     /// it, nothing is awaited, in flight, unwritten or uncommitted, and it is not pinned, paused or streaming.
     var isIdle: Bool {

@@ -1,7 +1,7 @@
 // Entries cost memory only while they are used. A library of 10,000 files must not keep 10,000 entries open
 // (each a block table, a mapping and pooled files): an entry nobody has used for `idleEntryTime` is released
-// once it is quiet (nothing awaited, in flight, unwritten or uncommitted) and its owner has no work queued for it
-// (`hasWork`); the next use opens it again from its files. Under a size cap (`maxBytes`) too (issue 46: 100,000
+// once it is quiet (nothing awaited, in flight, unwritten or uncommitted) and no work is queued for it (a fill, a
+// transfer, a digest check: counted on the entry by whoever has it, `EntryUse.addWork`); the next use opens it again from its files. Under a size cap (`maxBytes`) too (issue 46: 100,000
 // files read once would otherwise keep 100,000 entries, their descriptors and mappings, past `vm.max_map_count`):
 // a released entry's blocks stay counted and in the LRU queue under its ticket, and eviction reaching them opens
 // it again (`reopenParked`) to evict them as any other (StoreLedger+Dormant.swift).
@@ -145,9 +145,8 @@ extension CacheStore {
         }
         let candidates = entries.withLock { $0.values.filter(untouched) }
         guard !candidates.isEmpty else { return }
-        let hasWork = events.hasWork
         var released = 0
-        for entry in candidates where entry.isIdle && !hasWork(entry) {
+        for entry in candidates where entry.isIdle && !entry.use.hasWork {
             let url = entry.header.url
             let removed = entries.withLock { table -> Bool in
                 // Under the entries lock: an opening of the file after this finds the entry parked. The ledger

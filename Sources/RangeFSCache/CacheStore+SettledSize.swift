@@ -154,15 +154,26 @@ extension CacheStore {
     /// its capacity (nil; `next` then gets the grown entry, whose blocks the going stream claims): settled, or
     /// grown, off the network's thread, since it waits for the writer and flushes; the owner hears of the new
     /// entry before the old one's readers and the stream go on into it.
+    /// `old` was reshaped into `new`: `new` holds a use for each handle open on `old` at once, so that its stream
+    /// is wanted and its blocks count as used before the file system, told through `reports`, moves the handles.
+    private func reportReshape(_ old: CacheEntry, into new: CacheEntry) {
+        let lent = old.use.lendHandles(to: new.use)
+        guard let reports else {
+            for _ in 0..<lent { new.use.end() }  // nobody moves the handles: nothing is lent
+            return
+        }
+        reports.send(.reshaped(old: old, new: new, lent: lent))
+    }
+
     func reshapeAfterStream(_ entry: CacheEntry, size: UInt64?, lastBlock: [UInt8], next: SettleHook.Next? = nil) {
         DispatchQueue.global().async { [self] in
             do {
                 let reshaped: CacheEntry
                 if let size {
-                    reshaped = try settleSize(of: entry, size: size, lastBlock: lastBlock) { events.reshaped(entry, $0) }
+                    reshaped = try settleSize(of: entry, size: size, lastBlock: lastBlock) { reportReshape(entry, into: $0) }
                     logger.info("\(Redaction.redact(entry.header.url)) is complete: \(size) bytes; its size is known from now on")
                 } else {
-                    reshaped = try growCapacity(of: entry, streamGoesOn: true) { events.reshaped(entry, $0) }
+                    reshaped = try growCapacity(of: entry, streamGoesOn: true) { reportReshape(entry, into: $0) }
                     logger.info("\(Redaction.redact(entry.header.url)) sends more than \(entry.header.size) bytes; its stream goes on into room for \(reshaped.header.size)")
                 }
                 next?(reshaped)

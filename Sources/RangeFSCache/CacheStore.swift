@@ -25,7 +25,7 @@ import Synchronization
 /// The on-disk cache: a directory of entries, locked by one process at a time.
 /// More than 12 stored properties: the cache's root and lock, the parts it shares with its entries (settings, pipeline,
 /// ledger, descriptors), its tables of open entries, summaries and names on disk, each under a lock of its own so that
-/// they are never held together, and the group commit's queue and flag.
+/// they are never held together, and the group commit's queue, trigger and flag.
 public final class CacheStore: Sendable {
     public let root: String
     let settings: StoreSettings
@@ -47,12 +47,15 @@ public final class CacheStore: Sendable {
     let summaries = Mutex(EntrySummaries())
     /// The names of the entries on disk (EntryIndex.swift), read at the first question about one not open.
     let entryIndex = Mutex(EntryIndex())
-    /// What the store asks and tells its owner, fixed at its birth.
-    let events: Events
+    /// Where the store reports completions and reshapes to whoever composes it (EntryEvent.swift), fixed at its
+    /// birth; nil: nobody listens.
+    let reports: EventQueue<EntryEvent>?
     /// The mount's counters (the ledger counts evicted bytes in them).
     package var metrics: Metrics { ledger.metrics }
     // The group commit (CacheStore+Commit.swift).
     let commitQueue = DispatchQueue(label: "rangefs.commit")
+    /// Starts the group commit early: the store's, made before its ledger, which is given only a way to fire it.
+    let commitTrigger: CommitTrigger
     let committing = Mutex(false)
     let logger: Logger
 
@@ -62,32 +65,22 @@ public final class CacheStore: Sendable {
         return (environment["HOME"] ?? "/root") + "/.cache/rangefs"
     }
 
-    /// What the store asks and tells whoever composes it (the file system), given to `init` (never set later).
-    package struct Events: Sendable {
-        package init() {}
-        /// Whether the owner still has work for an entry nobody holds (a fill queued or running, a digest check),
-        /// consulted before an idle entry is released.
-        package var hasWork: @Sendable (CacheEntry) -> Bool = { _ in false }
-        /// A commit made an entry's whole file durable (for its digest check); it runs on the commit queue and
-        /// must only hand the work on.
-        package var completed: @Sendable (CacheEntry) -> Void = { _ in }
-        /// An entry of unknown size was settled at the size its stream found, or grown past a capacity its body
-        /// outgrew (CacheStore+SettledSize.swift): the old entry is stale, the new one holds its blocks. Runs on a
-        /// worker thread.
-        package var reshaped: @Sendable (_ old: CacheEntry, _ new: CacheEntry) -> Void = { _, _ in }
-    }
-
-    /// Opens (creating if needed) the cache at `root` and takes its lock.
-    package init(root: String, settings: StoreSettings = StoreSettings(), events: Events = Events(),
+    /// Opens (creating if needed) the cache at `root` and takes its lock. `reports`: where completions and
+    /// reshapes are sent (the file system drains it), nil for nobody; the store asks nothing of its owner (an entry
+    /// with work queued or running says so itself: `EntryUse.addWork`).
+    package init(root: String, settings: StoreSettings = StoreSettings(), reports: EventQueue<EntryEvent>? = nil,
                  metrics: Metrics = Metrics(), logger: Logger) throws(CacheError) {
         self.root = root
-        self.events = events
+        self.reports = reports
         self.settings = settings
         pipeline = BlockPipeline(settings: settings)
         self.logger = logger
+        let commitTrigger = CommitTrigger(queue: commitQueue)
+        self.commitTrigger = commitTrigger
         ledger = StoreLedger(settings: settings, metrics: metrics,
                              rotatingETags: RotatingETags(path: root + "/rotating-etags", logger: logger),
-                             completed: events.completed, commitQueue: commitQueue, logger: logger)
+                             completed: { reports?.send(.completed($0)) }, commitSignal: commitTrigger.signal,
+                             logger: logger)
         descriptors = DescriptorPool(capacity: settings.openFiles ?? DescriptorPool.capacityForThisProcess())
         // A v1 folder is named by 32 hex digits, a v2 shard by 2: the first v1 name ends the look (O(1) either
         // way: a v2 cache's `entries/` holds at most 256 shards).
@@ -116,8 +109,8 @@ public final class CacheStore: Sendable {
         } catch {
             logger.debug("cannot record this process in \(root)/lock: \(error)")
         }
-        // The ledger's early commits run the group commit of this store, as long as it lives.
-        ledger.commitTrigger.run { [weak self] in self?.commitAll() }
+        // The ledger's early commits run the group commit of this store, as long as it lives (its own trigger).
+        commitTrigger.run { [weak self] in self?.commitAll() }
         // Eviction opens released entries again through this, as long as the store lives (StoreLedger+Dormant).
         ledger.reopenHook.withLock { $0 = ReopenHook { [weak self] url in self?.reopenParked(url) ?? false } }
         ledger.settleHook.withLock {
@@ -131,6 +124,7 @@ public final class CacheStore: Sendable {
     /// Entries may outlive their store (a handle's, a test's): their ledger learns that no commit will come, so
     /// that blocks they store never wait for one, and that their headers are no longer this process's to write.
     deinit {
+        commitTrigger.cancel()
         ledger.detach()
     }
 

@@ -7,6 +7,10 @@
 // interrupts, and which holds the file's handle open (no RELEASE comes) until it is answered. What the daemon can
 // see is who asked: each READ carries the pid of the process that caused it. So the entry keeps the pids of its
 // waiting READs, and a transfer asks whether any of them is still alive (the transfers that fill it ask).
+//
+// Why the work count: an entry nobody holds may still have work coming (a fill queued or running, a transfer, a
+// digest check); releasing it then would fetch into, or check, an entry the store no longer has. Whoever has the
+// work counts it here while it lasts, so the store reads it below instead of asking the layers above (issue 48).
 
 import RangeFSSystem
 import Synchronization
@@ -18,6 +22,8 @@ package final class EntryUse: Sendable {
     private let lastActive = Atomic(EntryUse.milliseconds())
     /// The processes with a READ waiting on the entry, by pid, with how many READs each.
     private let waitingReaders = Mutex<[Int32: Int]>([:])
+    /// Work queued or running for the entry (fills, transfers, digest checks): `addWork`.
+    private let work = Atomic(0)
 
     /// The clock of `lastActivity`: milliseconds since the process first asked.
     private static let clockStart = ContinuousClock.now
@@ -47,6 +53,23 @@ package final class EntryUse: Sendable {
     /// Whether a handle is open on the entry.
     var isHeld: Bool { handles.load(ordering: .relaxed) > 0 }
 
+    /// Begins on `successor` (the entry this one was reshaped into) one use per handle open on this one now, and
+    /// returns how many: whoever moves the handles ends them (RangeFS.entryReshaped).
+    func lendHandles(to successor: EntryUse) -> Int {
+        let open = max(0, handles.load(ordering: .relaxed))
+        for _ in 0..<open { successor.begin() }
+        return open
+    }
+
+    /// `delta` pieces of work for the entry began (positive) or ended (negative); each beginning is ended once.
+    package func addWork(_ delta: Int) {
+        let now = work.add(delta, ordering: .relaxed).newValue
+        assert(now >= 0, "an entry's work ended more often than it began")
+    }
+
+    /// Whether work is queued or running for the entry: the store keeps it open meanwhile.
+    package var hasWork: Bool { work.load(ordering: .relaxed) > 0 }
+
     /// A READ of process `pid` (0: unknown) starts waiting on the entry.
     package func beginRead(pid: Int32) {
         waitingReaders.withLock { $0[pid, default: 0] += 1 }
@@ -61,9 +84,24 @@ package final class EntryUse: Sendable {
 
     /// Whether a live process still uses the file: one of the processes whose READs wait on it still exists, or,
     /// when no READ waits, a handle is open on it.
-    var hasLiveUse: Bool {
+    package var hasLiveUse: Bool {
         let readers = waitingReaders.withLock { Array($0.keys) }
         if readers.isEmpty { return isHeld }
         return readers.contains(where: FileSystemCalls.processExists)
+    }
+}
+
+/// Work for an entry for as long as this lives (a fill job while it is queued): begun at its birth, ended at its
+/// end, so that however the job leaves its queue, its work ends once.
+package final class WorkHold: Sendable {
+    private let use: EntryUse
+
+    package init(_ use: EntryUse) {
+        self.use = use
+        use.addWork(1)
+    }
+
+    deinit {
+        use.addWork(-1)
     }
 }

@@ -6,7 +6,7 @@
 // through what it holds and never through its store (issue 39): a received block goes entry → ledger (room
 // made, bytes counted, use recorded, commit asked for) and on to the writer, never back into the store and out
 // again. The ledger holds no entry but weakly (the eviction queue's records), and of the store only a way to
-// start its group commit (a weak one) and its owner's `completed` event, so an entry never keeps a store alive
+// start its group commit (a weak one) and the sending of a `completed` report, so an entry never keeps a store alive
 // and never calls it. When the store goes, its ledger is `detach`ed: entries that outlive it store blocks without
 // waiting for commits that will not come, and write no header of theirs any more.
 
@@ -18,7 +18,7 @@ import Synchronization
 
 /// More than 12 stored properties: what every entry shares with its store, a field or two per concern, each one's
 /// code in its own extension: the cap and its eviction queue, the group commit's pace (bytes, backlog, health,
-/// trigger), the totals of writes, the stopping and detached flags, the rotating ETags, the opening locks, and the
+/// signal), the totals of writes, the stopping and detached flags, the rotating ETags, the opening locks, and the
 /// store's two hooks (`reopenHook`, `settleHook`).
 package final class StoreLedger: Sendable {
     /// The cap on cached bytes of this mount's files (`--cache-max-size`), or nil for none.
@@ -47,10 +47,10 @@ package final class StoreLedger: Sendable {
     /// lock per URL (of 64, by a hash of it), so that many new files of a directory are made at once, not one
     /// after another behind the disk (`opening(_:)`).
     private let openingLocks = (0..<64).map { _ in ExclusiveLock() }
-    /// A commit made an entry's whole file durable (the store's `Events.completed`).
+    /// A commit made an entry's whole file durable (sent into the store's `reports` as `EntryEvent.completed`).
     let completed: @Sendable (CacheEntry) -> Void
-    /// Starts the store's group commit early (`commitSoon`).
-    let commitTrigger: CommitTrigger
+    /// Starts the store's group commit early (`commitSoon`): the store's own trigger, which the ledger can only fire.
+    let commitSignal: CommitSignal
     /// Opens the released entry of a URL again, for eviction to take its blocks (`reopenDormant`): set by the store's
     /// `init` (weakly holding it); nil before, and does nothing after the store is gone.
     let reopenHook = Mutex<ReopenHook?>(nil)
@@ -62,14 +62,14 @@ package final class StoreLedger: Sendable {
     let logger: Logger
 
     init(settings: StoreSettings, metrics: Metrics, rotatingETags: RotatingETags,
-         completed: @escaping @Sendable (CacheEntry) -> Void, commitQueue: DispatchQueue, logger: Logger) {
+         completed: @escaping @Sendable (CacheEntry) -> Void, commitSignal: CommitSignal, logger: Logger) {
         maxBytes = settings.maxBytes
         commitBytes = settings.commitBytes
         self.metrics = metrics
         backlog = CommitBacklog(limit: 2 * settings.commitBytes)
         self.rotatingETags = rotatingETags
         self.completed = completed
-        commitTrigger = CommitTrigger(queue: commitQueue)
+        self.commitSignal = commitSignal
         self.logger = logger
     }
 
@@ -112,7 +112,7 @@ package final class StoreLedger: Sendable {
     /// that one) or commits are failing (then only the timer tries again).
     func commitSoon() {
         if commitHealth.withLock({ $0.isFailing }) { return }
-        commitTrigger.fire()
+        commitSignal.fire()
     }
 
     /// Records that fetched blocks (`bytes`) could not be written, or (`error` nil) that a write worked again.
@@ -139,8 +139,9 @@ package final class StoreLedger: Sendable {
 }
 
 /// Runs the store's group commit on its commit queue when fired; firings made before that run begins are folded
-/// into it (a dispatch source's data is merged until its handler runs). The store says what to run, in its
-/// `init`; until then, and after the store is gone, a firing runs nothing.
+/// into it (a dispatch source's data is merged until its handler runs). The store owns it: it makes it before its
+/// ledger, gives the ledger only a way to fire it (`signal`), and says what it runs at the end of its `init`; until
+/// then, and after the store is gone (its `deinit` cancels it), a firing runs nothing.
 final class CommitTrigger: @unchecked Sendable {
     // @unchecked Sendable: a dispatch source may be fired and given its handler from any thread.
     private let source: any DispatchSourceUserDataOr
@@ -153,8 +154,8 @@ final class CommitTrigger: @unchecked Sendable {
 
     private let handlerSet = Atomic(false)
 
-    /// What a firing runs, on the commit queue: set once, by the store's `init` (the one closure of the cache
-    /// given after a birth: the store's own, which cannot exist before the ledger the store is made with).
+    /// What a firing runs, on the commit queue: set once, by the store's `init`, on the trigger it owns (its own
+    /// commit, which cannot exist before the ledger the store is made with; the ledger holds only `signal`).
     func run(_ commit: @escaping @Sendable () -> Void) {
         precondition(!handlerSet.exchange(true, ordering: .relaxed), "a commit trigger runs one store's commits")
         source.setEventHandler(handler: commit)
@@ -164,9 +165,24 @@ final class CommitTrigger: @unchecked Sendable {
         source.or(data: 1)
     }
 
+    /// The one thing the ledger may do with the trigger: fire it.
+    var signal: CommitSignal { CommitSignal(trigger: self) }
+
+    /// No commit runs any more: the store is gone.
+    func cancel() {
+        source.cancel()
+    }
+
     deinit {
         source.cancel()
     }
+}
+
+/// A send-only view of the store's commit trigger: the ledger asks for a commit and cannot say what it runs.
+struct CommitSignal: Sendable {
+    fileprivate let trigger: CommitTrigger
+
+    func fire() { trigger.fire() }
 }
 
 /// The store's way to open a released entry again (`StoreLedger.reopenHook`). A struct, not a bare closure: a

@@ -350,27 +350,10 @@ package enum DirectoryListing {
         return encoded
     }
 
-    /// `name` percent-encoded as one path segment, after `base`: unreserved bytes and sub-delimiters, `:` and `@`
-    /// stay as they are. One pass over the bytes, from a table: every child of a million-object listing is named
-    /// through here (it built a set of the kept bytes per call).
+    /// `name` percent-encoded as one path segment, after `base` (PercentEncoding.swift).
     package static func encodeSegment(_ name: String, after base: String = "") -> String {
-        var bytes = Array(base.utf8)
-        bytes.reserveCapacity(bytes.count + name.utf8.count * 3)
-        for byte in name.utf8 {
-            if keptInSegment[Int(byte)] {
-                bytes.append(byte)
-            } else {
-                bytes += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 15)]]
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        PercentEncoding.segment(name, after: base)
     }
-
-    private static let hexDigits = Array("0123456789ABCDEF".utf8)
-    private static let keptInSegment: [Bool] = {
-        let kept = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@".utf8)
-        return (0..<256).map { kept.contains(UInt8($0)) }
-    }()
 
     /// `text` with the HTML character references a link may hold decoded: `&amp;` `&lt;` `&gt;` `&quot;` `&#39;`
     /// `&apos;`, and numeric ones.

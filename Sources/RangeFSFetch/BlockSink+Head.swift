@@ -4,6 +4,7 @@
 // BlockSink.swift for the rules this applies.
 import RangeFSCache
 import RangeFSCatalog
+import RangeFSObjectStore
 
 extension BlockSink {
     package func receive(head: ResponseHead) -> Bool {

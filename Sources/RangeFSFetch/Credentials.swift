@@ -8,6 +8,7 @@
 import Glibc
 import RangeFSPlatform
 import Synchronization
+import RangeFSObjectStore
 
 /// What requests to one origin authenticate with: a user and password (from a URL's userinfo), and header lines
 /// (`--header`, `--cookie`), and the real queries of its URLs.

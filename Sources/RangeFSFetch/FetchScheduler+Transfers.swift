@@ -9,12 +9,12 @@ extension FetchScheduler: TransferOwner {
     }
 
     func remoteChanged(_ entry: any BlockStore) {
-        events.remoteChanged(entry)
+        events.reports?.send(.remoteChanged(entry))
     }
 
     func isWanted(_ sink: BlockSink) -> Bool {
         let entry = sink.blockStore
-        return entry.hasLiveUse || isFilling(entry)
+        return entry.use.hasLiveUse || isFilling(entry)
     }
 
     /// Says that a server's ETags are not used (once: the cache keeps the servers found to rotate them).

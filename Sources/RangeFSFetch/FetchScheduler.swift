@@ -52,10 +52,9 @@ public final class FetchScheduler: Sendable {
 
     /// What the scheduler reports to whoever composes it, given to `init` (never set later).
     package struct Events: Sendable {
-        package init() {}
-        /// A fetch found that the remote file of the entry changed (readers were failed already); the file system
-        /// probes it again.
-        package var remoteChanged: @Sendable (any BlockStore) -> Void = { _ in }
+        package init(reports: EventQueue<EntryEvent>? = nil) { self.reports = reports }
+        /// Where a fetch reports that an entry's remote file changed (`EntryEvent.remoteChanged`; readers failed already).
+        package var reports: EventQueue<EntryEvent>?
         /// The scheduler's lock was taken (`locked`): an observer for the test that a demand read takes it once.
         /// A mount sets none.
         package var lockTaken: (@Sendable () -> Void)?
@@ -77,6 +76,7 @@ public final class FetchScheduler: Sendable {
     private struct FillJob {
         let entry: any BlockStore
         let url: String
+        let work: WorkHold  // work for its entry while the job is queued: the store keeps the entry open
         var cursor = 0
         /// Whether a segment was claimed yet: the first claim begins the entry's fill pass (under a cache cap, a
         /// pass never evicts what was used since it began).
@@ -253,7 +253,7 @@ public final class FetchScheduler: Sendable {
     package func fill(_ entry: any BlockStore, url: String) {
         schedule { state in
             if !state.fillJobs.contains(where: { $0.entry === entry }) {
-                state.fillJobs.append(FillJob(entry: entry, url: url))
+                state.fillJobs.append(FillJob(entry: entry, url: url, work: WorkHold(entry.use)))
             }
             return takeStartable(&state)
         }
@@ -382,6 +382,7 @@ public final class FetchScheduler: Sendable {
         if priority == .fill { state.runningFill += delta }
         if priority == .readahead { state.runningReadahead += delta }
         let key = ObjectIdentifier(entry)
+        entry.use.addWork(delta)  // a running transfer keeps its entry open (EntryUse.addWork)
         state.runningPerEntry[key, default: 0] += delta
         if state.runningPerEntry[key] == 0 { state.runningPerEntry[key] = nil }
     }

@@ -10,6 +10,7 @@ import Dispatch
 import RangeFSCatalog
 import RangeFSSystem
 import Synchronization
+import RangeFSObjectStore
 
 extension RangeFetching {
     /// Lists the object-store directory `url` (an identity ending in `/`) of an origin reached with `access`, and

@@ -30,7 +30,7 @@ protocol TransferOwner: AnyObject, Sendable {
     /// The server `origin` (scheme://host:port) was just found to rotate its ETags.
     func etagsRotate(at origin: String)
     /// Whether anybody still wants the blocks of a reader's or readahead's transfer: a live process using its file
-    /// (see BlockStore.hasLiveUse), or the file being completed in the background.
+    /// (see BlockStore.use), or the file being completed in the background.
     func isWanted(_ sink: BlockSink) -> Bool
     /// A stream of a file of unknown size moved from the entry it outgrew to the grown one (BlockSink+Growth).
     func moved(_ sink: BlockSink, from old: any BlockStore, to new: any BlockStore)

@@ -12,6 +12,7 @@
 // expected and the one computed. The verdict is kept in the entry's `digest` record, across mounts.
 
 import Dispatch
+import RangeFSCache
 import RangeFSCatalog
 import RangeFSSystem
 import Synchronization
@@ -38,6 +39,11 @@ final class DigestChecks: Sendable {
         case loaded([FileName: ContentDigest])
         /// The read failed at this time (monotonic seconds); tried again after `sumsRetry`.
         case failed(Double)
+    }
+
+    /// Whether `entry` is being checked now: its blocks may be dropped if it mismatches.
+    func isChecking(_ entry: CacheEntry) -> Bool {
+        running.withLock { $0.contains(entry.directory) }
     }
 
     /// Seconds before a sums file that could not be read is asked for again.

@@ -325,10 +325,10 @@ final class DirectoryPrefetch: Sendable {
 extension RangeFS {
     /// The prefetcher of this mount's directories (nil with `--dir-prefetch off`): a file is fetched ahead with the
     /// probe its open would make, so the open finds it validated and its first blocks cached; a file cached whole
-    /// by an earlier run has its entry opened and checked (`prepareEntry`), so the open finds that done too.
+    /// by an earlier run has its entry opened and checked (`EntryOpener.prepareEntry`), so the open finds that done too.
     static func makeDirectoryPrefetch(catalog: Catalog, directories: DirectoryService, link: LinkEstimate,
                                       settings: FileSystemSettings, connections: Int,
-                                      events: FileSystemEvents) -> DirectoryPrefetch? {
+                                      opener: EntryOpener) -> DirectoryPrefetch? {
         guard settings.directoryPrefetch else { return nil }
         var limits = DirectoryPrefetch.Limits()
         limits.connections = max(1, connections)
@@ -349,26 +349,11 @@ extension RangeFS {
                 guard let directories else { return done() }
                 directories.fetchAhead(file) {
                     prepares.async {
-                        events.fetchedAhead(file)
+                        opener.prepareEntry(of: file)
                         done()
                     }
                 }
             }
         }
-    }
-
-    /// Opens the cache entry of `file`, fetched ahead of its reader, if the cache holds it whole, and checks it
-    /// (the one-pass check of a complete file from an earlier run): its open then finds both done. Issue 46: an
-    /// open after a remount read the entry the validation had just read, then the whole file for its check, before
-    /// it answered; here that happens beside the reader. An entry nobody opens is released when idle, as a fetched
-    /// one is.
-    func prepareEntry(of file: CatalogItem) {
-        guard let item = catalog.item(inode: file.inode), item.validated, item.metadata.sizeKnown,
-              item.metadata.size > 0, store.openEntry(for: item.metadata.url) == nil,
-              store.cachedBytes(of: item.metadata) == item.metadata.size
-        else { return }
-        // An entry that cannot be opened is left to the open, which opens it again and says why.
-        guard let entry = try? entry(for: item) else { return }
-        entry.checkCompleteFileAtOpen(synchronousLimit: settings.openCheckBytes)
     }
 }

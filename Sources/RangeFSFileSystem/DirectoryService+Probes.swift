@@ -66,7 +66,7 @@ extension DirectoryService {
         if joined { return }
         // The cached version, if it agrees with the listing; taken only if the file still shows what was looked
         // at (a refresh of its directory may have stated another version since: then it is probed).
-        if let stored = storedVersion(agreeingWith: item) {
+        if let stored = Self.storedVersion(agreeingWith: item, store: store) {
             // A listing that proves the cached version current is a check of it, made when that listing was read
             // from its server (a kept listing: when the mount that kept it read it; a refresh that failed moves
             // nothing). The open's background check (`--revalidate`) is then not due before the interval after
@@ -109,7 +109,7 @@ extension DirectoryService {
     /// The cached version of `item`'s URL, if it agrees with what `item`'s listing states: the same size, and
     /// the listing's date equal to its Last-Modified, or the same minute of it (nginx's HTML). Nil without an exact
     /// listing or a validator to send.
-    private func storedVersion(agreeingWith item: CatalogItem) -> RemoteMetadata? {
+    private static func storedVersion(agreeingWith item: CatalogItem, store: CacheStore) -> RemoteMetadata? {
         // An object store's listing states each object's ETag: the cached version is the listed one if they agree.
         if item.listed, !item.metadata.etag.isEmpty, let stored = store.storedVersion(of: item.metadata.url),
            stored.sizeKnown, stored.size == item.metadata.size, stored.etag == item.metadata.etag {
@@ -129,11 +129,11 @@ extension DirectoryService {
     /// would drop the cached data on no answer at all (issue 35), so the cached version is opened unless the
     /// listing contradicts it (another size, or a date outside the cached one's minute, where it states both).
     /// The If-Range of every fetch, and the probe of the next open, still catch a change.
-    func versionToOpen(_ item: CatalogItem) -> RemoteMetadata {
+    static func versionToOpen(_ item: CatalogItem, store: CacheStore) -> RemoteMetadata {
         guard item.listed, !item.validated, let stored = store.storedVersion(of: item.metadata.url), stored.sizeKnown
         else { return item.metadata }
         guard item.attributesExact else { return stored }  // the listing states nothing to contradict it
-        return storedVersion(agreeingWith: item) ?? item.metadata
+        return storedVersion(agreeingWith: item, store: store) ?? item.metadata
     }
 
     /// How many bytes the probe of `file` asks for: `openProbeBytes`, or the first block of a file its listing
@@ -162,7 +162,7 @@ extension DirectoryService {
                 let metadata = result.map(\.metadata).map(store.settled)
                 // The first bytes reach the entry before the catalog says the file is validated: an open that
                 // finds it validated (one fetched ahead, DirectoryPrefetch.swift) finds its blocks there too,
-                // stored or in flight on the probe's own transfer (RangeFS+FirstBytes.swift).
+                // stored or in flight on the probe's own transfer (EntryOpener+FirstBytes.swift).
                 if case .success(let first) = result {
                     // Registered before the body is handed on, which may end it at once.
                     if case .streaming = first.body {

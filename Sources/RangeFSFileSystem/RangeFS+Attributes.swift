@@ -6,7 +6,7 @@
 // open entry; zero while the entry is open, so `ls -s` and `du` follow a download as it happens. An entry opens
 // for many reasons besides an open (the first bytes of the open's probe, a fill, a prefetch of a directory's next
 // files), often after the kernel was handed attributes to keep: so whenever one opens, the kernel is told to drop
-// the attributes it holds of that file (`entryOpened`), and asks again from then on. Without that, `stat -c %b` of
+// the attributes it holds of that file (`EntryOpener.entryOpened`), and asks again from then on. Without that, `stat -c %b` of
 // a file just read whole stayed 0 for the listing's minute (issue 35). An entry that is complete and that nothing
 // takes blocks from (`cachedBytesSettled`: no cap, no digest check) changes nothing they show: it keeps them open
 // or not, and its opening tells the kernel nothing (issue 46: a re-read cached tree sent three GETATTRs a file).
@@ -51,13 +51,6 @@ extension RangeFS {
                               kernelCacheSeconds: kernelCacheSeconds(of: item))
     }
 
-    /// The cache entry of `url` just opened: its cached bytes may change from now on. Tells the kernel to drop the
-    /// attributes it may keep of the files mounted from `url` (see the top of this file), off this thread, which
-    /// may answer a request the kernel waits for.
-    func entryOpened(url: String) {
-        let inodes = catalog.items(url: url).filter(keepsAttributesInKernel).map(\.inode)
-        kernel.forgetAttributes(of: inodes)
-    }
 
     /// How much of `item` is cached. No entry is opened for this: `ls -l` of a library would make one for every
     /// file. A listed file that no probe has seen counts a cached copy of the size its listing states.

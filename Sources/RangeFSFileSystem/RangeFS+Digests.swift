@@ -36,14 +36,20 @@ extension RangeFS {
         guard entry.isComplete, !entry.isStale else { return }
         if !again, let record = entry.digestRecord, record.verdict != .refetching { return }
         guard digests.running.withLock({ $0.insert(entry.directory).inserted }) else { return }
+        // The store keeps the entry open until its check ends (EntryUse.addWork).
+        entry.use.addWork(1)
         let url = entry.header.url
         expectedDigest(for: url, item: item) { [self] expected in
             guard let expected else {
                 digests.running.withLock { _ = $0.remove(entry.directory) }
+                entry.use.addWork(-1)
                 return
             }
             digests.queue.async { [self] in
-                defer { digests.running.withLock { _ = $0.remove(entry.directory) } }
+                defer {
+                    digests.running.withLock { _ = $0.remove(entry.directory) }
+                    entry.use.addWork(-1)
+                }
                 guard let computed = entry.computeDigest(expected.digest.algorithm) else { return }
                 judge(entry, expected: expected, computed: computed)
             }
@@ -52,7 +58,7 @@ extension RangeFS {
 
     /// Whether `entry`'s digest check is queued or running.
     func isCheckingDigest(of entry: CacheEntry) -> Bool {
-        digests.running.withLock { $0.contains(entry.directory) }
+        digests.isChecking(entry)
     }
 
     /// Acts on a check's result: a match is recorded; a first mismatch drops the file and fetches it again, from
@@ -99,7 +105,7 @@ extension RangeFS {
         for item in catalog.items(url: url) {
             kernel.forgetPages(of: item.inode)
         }
-        entryOpened(url: url)
+        opener.entryOpened(url: url)
     }
 
     /// Finds the digest `url`'s file is expected to have (see DigestChecks.swift for the order); `completion` gets

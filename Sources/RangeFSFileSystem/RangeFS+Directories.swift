@@ -229,26 +229,21 @@ extension RangeFS {
         return settings.directoryCacheTime.seconds
     }
 
-    /// Whether the cached bytes of the open `entry` stay what they are now: it is complete, and nothing takes
-    /// blocks from it (no cap to evict them for, no digest check that may drop them). Issue 46: with its attributes
-    /// kept for no time, `cat` of a cached small file cost three GETATTRs (its `fstat`, and a read at and past the
-    /// end each asking for the size again), more round trips than its open and read together.
+    /// Whether the cached bytes of the open `entry` stay what they are now (EntryOpener.swift).
     func cachedBytesSettled(_ entry: CacheEntry) -> Bool {
-        store.maxBytes == nil && entry.isComplete && !entry.isStale && !entry.isKnownWrong
-            && entry.digestRecord?.verdict != .refetching && !isCheckingDigest(of: entry)
+        opener.cachedBytesSettled(entry)
     }
 
-    /// Whether the kernel is given `item`'s attributes for as long as its listing is fresh while its entry is
-    /// closed: a listed file whose size and date are known exactly.
+    /// Whether the kernel is given `item`'s attributes for as long as its listing is fresh (EntryOpener.swift).
     func keepsAttributesInKernel(_ item: CatalogItem) -> Bool {
-        item.listed && (item.validated || item.attributesExact) && item.metadata.sizeKnown
+        EntryOpener.keepsAttributesInKernel(item)
     }
 
     /// Makes the directory service that lists and probes for this file system, with its reports wired to the
     /// kernel's invalidations and to the first bytes' store.
     static func makeDirectoryService(catalog: Catalog, store: CacheStore, fetcher: RangeFetching,
                                      credentials: CredentialTable, settings: FileSystemSettings, revalidator: Revalidator,
-                                     kernel: KernelInvalidations, events fileSystemEvents: FileSystemEvents,
+                                     kernel: KernelInvalidations, opener: EntryOpener,
                                      logger: Logger) -> DirectoryService {
         var events = DirectoryService.Events()
         events.offline = { [weak revalidator] url, reason in revalidator?.markOffline(url, reason: reason) }
@@ -256,7 +251,7 @@ extension RangeFS {
         // Queued: the lookup that found the name gone may still hold its directory.
         events.removed = { parent, name in kernel.forgetName(name, in: parent) }
         events.changed = { inode in kernel.attributesChanged(of: inode) }
-        events.firstBytes = { metadata, body in fileSystemEvents.storeFirstBytes(body, of: metadata) }
+        events.firstBytes = { metadata, body in opener.store(firstBytes: body, of: metadata) }
         return DirectoryService(catalog: catalog, store: store, fetcher: fetcher, credentials: credentials,
                                 settings: settings, events: events, logger: logger)
     }

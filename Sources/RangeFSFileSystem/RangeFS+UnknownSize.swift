@@ -67,40 +67,21 @@ extension RangeFS {
         return try entry(for: item)
     }
 
-    /// The open entry of `item`'s URL if `item` is of unknown size but the entry is of a known one: its stream
-    /// ended and the catalog is about to learn the size (it learns it here). Opening `item`'s version instead
-    /// would find files of another shape and start them over.
-    func settledEntry(of item: CatalogItem) -> CacheEntry? {
-        guard !item.metadata.sizeKnown, let open = store.openEntry(for: item.metadata.url), !open.isStale,
-              open.header.sizeKnown else { return nil }
-        learnSize(open.remoteMetadata)
-        return open
-    }
 
     /// `old`, an entry of unknown size, was reshaped into `new`: settled at its size (the file learns it), or grown
     /// (its size is still unknown: nothing changes for the kernel). The handles open on `old` read `new` from now.
-    func entryReshaped(_ old: CacheEntry, into new: CacheEntry) {
+    /// The store lent `new` one use per handle open on `old` when it reshaped it (`lent`, EntryUse.lendHandles), so
+    /// that its stream was wanted before this report came; the handles moved now take those over.
+    func entryReshaped(_ old: CacheEntry, into new: CacheEntry, lent: Int) {
         let moved = handles.replaceEntry(old, with: new)
-        for _ in 0..<moved {
-            new.use.begin()
-            old.use.end()
-        }
+        for _ in 0..<moved { old.use.end() }
+        // Handles closed meanwhile ended on `old`: the uses lent for them end; one opened on `old` since begins.
+        for _ in moved..<max(moved, lent) { new.use.end() }
+        for _ in lent..<max(lent, moved) { new.use.begin() }
         guard new.header.sizeKnown else { return }
-        learnSize(new.remoteMetadata)
+        opener.learnSize(new.remoteMetadata)
     }
 
-    /// The size of the file at `metadata.url` is known from now on: each of its catalog items takes it, the
-    /// kernel is told first (as a probe that found another size does, so that an open in between waits for the
-    /// notice), and the file counts as checked against its server now.
-    func learnSize(_ metadata: RemoteMetadata) {
-        for item in catalog.items(url: metadata.url) where !item.metadata.sizeKnown || item.metadata.size != metadata.size {
-            var known = metadata
-            known.suggestedName = item.metadata.suggestedName
-            kernel.attributesChanged(of: item.inode)
-            catalog.update(inode: item.inode, metadata: known)
-        }
-        revalidator.markValidated(metadata.url)
-    }
 
     /// Whether the file at `url` is being streamed now into an entry of unknown size.
     func isStreaming(_ url: String) -> Bool {

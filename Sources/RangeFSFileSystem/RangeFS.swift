@@ -21,6 +21,7 @@ import Logging
 import RangeFSCache
 import RangeFSCatalog
 import RangeFSFetch
+import RangeFSPlatform
 import RangeFSSystem
 import Synchronization
 
@@ -51,10 +52,10 @@ public final class RangeFS: Sendable {
     let proxyReport: (@Sendable () -> String)?
     /// The end-to-end digest checks of complete files (RangeFS+Digests.swift).
     let digests = DigestChecks()
+    /// Opens cache entries, for this file system and for the parts below (EntryOpener.swift).
+    let opener: EntryOpener
     /// Lists web directories and probes their files (RangeFS+Directories.swift).
     let directories: DirectoryService
-    /// Round trip and throughput per origin, measured on the directory service's transfers (LinkEstimate.swift).
-    let link = LinkEstimate()
     /// Fetches the next files of a directory ahead of a reader going through it in order (DirectoryPrefetch.swift).
     let directoryPrefetch: DirectoryPrefetch?
     /// Notices remote changes and keeps the files served while their server is unreachable (Revalidator.swift).
@@ -84,17 +85,21 @@ public final class RangeFS: Sendable {
     let credentials: CredentialTable
     /// The set of files saved with the cache, and the adds in flight (MountedSet.swift, RangeFS+Saving.swift).
     let mountedSet: MountedSet
+    /// The queue the store and the scheduler report into (EntryEvent.swift), drained on a thread of this file system.
+    let reports: EventQueue<EntryEvent>?
 
-    /// Makes the file system from its parts, every one given here: `events` is the object the store and the
-    /// scheduler were given their events by (FileSystemEvents.swift), `kernel` what tells the kernel to drop what
+    /// Makes the file system from its parts, every one given here: `reports` is the queue the store and the
+    /// scheduler were given at their birth to report on entries (EntryEvent.swift), drained here from now until this
+    /// file system goes (nil: they report to nobody), `kernel` what tells the kernel to drop what
     /// it caches, `passthrough` the mount's passthrough capability, which the FUSE adapter settles, `savedSet` the
     /// mount's writer of the saved set (nil: the cache's, made here, for a file system no mount made).
-    package init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, events: FileSystemEvents,
+    package init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, reports: EventQueue<EntryEvent>? = nil,
                  kernel: any KernelNotifier = NoKernel(),
                  passthrough: LockedBox<PassthroughMode> = LockedBox(PassthroughMode.pending),
                  settings: FileSystemSettings = FileSystemSettings(), credentials: CredentialTable = CredentialTable(),
                  savedSet: SavedSet? = nil, proxyReport: (@Sendable () -> String)? = nil, logger: Logger) {
         self.credentials = credentials
+        self.reports = reports
         mountedSet = MountedSet(savedSet: savedSet ?? SavedSet(store: store))
         self.proxyReport = proxyReport
         self.catalog = catalog
@@ -106,18 +111,37 @@ public final class RangeFS: Sendable {
         self.kernel = kernel
         passthroughMode = passthrough
         mountTime = Int64(time(nil))
+        // The parts below open entries as an open does, through the opener made before them (EntryOpener.swift).
+        let validated = ValidationTimes()
+        let opener = EntryOpener(catalog: catalog, store: store, scheduler: scheduler, settings: settings, kernel: kernel,
+                                 digests: digests, validated: validated, logger: logger)
+        self.opener = opener
         let revalidator = Revalidator(catalog: catalog, store: store, scheduler: scheduler, settings: settings,
-                                      kernel: kernel, events: events.revalidator, logger: logger)
+                                      kernel: kernel, opener: opener, validated: validated, logger: logger)
         self.revalidator = revalidator
+        // Round trip and throughput per origin, measured on the directory service's transfers; the prefetch sizes
+        // its depth from them (LinkEstimate.swift).
+        let link = LinkEstimate()
         let directories = Self.makeDirectoryService(catalog: catalog, store: store,
                                                     fetcher: MeasuredFetcher(scheduler.fetcher, estimate: link),
                                                     credentials: credentials, settings: settings, revalidator: revalidator,
-                                                    kernel: kernel, events: events, logger: logger)
+                                                    kernel: kernel, opener: opener, logger: logger)
         self.directories = directories
         directoryPrefetch = Self.makeDirectoryPrefetch(catalog: catalog, directories: directories, link: link,
                                                        settings: settings, connections: scheduler.policy.maxTransfers,
-                                                       events: events)
-        events.attach(self)
+                                                       opener: opener)
+        // A report only hands work on (EntryEvent.swift); this file system's thread takes them in order, until it goes.
+        // A thread of its own, not a dispatch queue's: it waits for reports for the whole life of the file system.
+        if let reports {
+            startThread(name: "rangefs-reports") { [weak self] in
+                while let event = reports.next() { self?.handle(event) }
+            }
+        }
+    }
+
+    /// No report finds this file system any more: the queue's thread ends.
+    deinit {
+        reports?.close()
     }
 
     var prefetch: PrefetchPolicy { settings.prefetch }
@@ -203,7 +227,7 @@ public final class RangeFS: Sendable {
         cacheEntry.checkCompleteFileAtOpen(synchronousLimit: settings.openCheckBytes)
         if !cacheEntry.header.sizeKnown { return openUnknownSize(item, entry: cacheEntry) }
         // Of unknown size in the catalog, settled in the cache (its stream ended, here or in an earlier mount).
-        if !item.metadata.sizeKnown { learnSize(cacheEntry.remoteMetadata) }
+        if !item.metadata.sizeKnown { opener.learnSize(cacheEntry.remoteMetadata) }
         if cacheEntry.isComplete {
             checkDigest(of: cacheEntry, item: item)
         } else if cacheEntry.digestRecord?.verdict == .refetching {
@@ -367,24 +391,10 @@ public final class RangeFS: Sendable {
 
     // MARK: Cache entries
 
-    /// The cache entry of `item`, opened on first use so that mounting does no work per cached file.
-    /// With `inUse`, the entry is counted as held by a handle until `endUse`, so that it is not released while idle.
-    /// A listed file no probe has seen opens the version its cache holds unless its listing contradicts it.
-    /// Every entry opens here, whoever needs it (an open, the first bytes of an open's probe, a fill, a prefetch of
-    /// the next files of a directory), so the kernel hears of each entry that starts changing (`entryOpened`).
+    /// The cache entry of `item`, opened on first use (EntryOpener.swift, where every entry opens). With `inUse`,
+    /// the entry is counted as held by a handle until `endUse`, so that it is not released while idle.
     package func entry(for item: CatalogItem, inUse: Bool = false) throws(CacheError) -> CacheEntry {
-        // A file of unknown size whose stream ended: its entry of the size, before the catalog heard of it.
-        if let settled = settledEntry(of: item) {
-            if inUse { settled.use.begin() }
-            return settled
-        }
-        let metadata = directories.versionToOpen(item)
-        let wasOpen = store.openEntry(for: metadata.url) != nil
-        let entry = inUse ? try store.entryInUse(for: metadata, blockSize: settings.blockSize)
-                          : try store.entry(for: metadata, blockSize: settings.blockSize)
-        // An entry that opens complete, from which nothing takes blocks, changes no attribute the kernel holds.
-        if !wasOpen && !cachedBytesSettled(entry) { entryOpened(url: metadata.url) }
-        return entry
+        try opener.entry(for: item, inUse: inUse)
     }
 
     static func fileSystemError(for error: FetchError) -> FileSystemError {

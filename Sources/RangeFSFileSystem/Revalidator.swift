@@ -28,28 +28,22 @@ import Synchronization
 /// Re-probes files whose content may have changed on their server, and keeps the set of files served from the
 /// cache alone because their server cannot be reached. It owns that state; the kernel's page cache is reached
 /// through `Events`.
-/// More than 12 stored properties: the parts it is given (7: catalog, store, scheduler, settings, kernel, events,
-/// logger), its four tables (validated, offline, stale replies, checks; each under its own lock) and its two queues and
-/// timer.
+/// More than 12 stored properties: the parts it is given (8: catalog, store, scheduler, settings, kernel, opener,
+/// validation times, logger), its three tables (offline, stale replies, checks; each under its own lock) and its two
+/// queues and timer.
 public final class Revalidator: Sendable {
     /// How often offline files are probed again.
     public static let offlineCheckInterval: Duration = .seconds(5)
-
-    /// What the revalidator asks of the file system around it.
-    struct Events: Sendable {
-        /// The cache entry of a file, opened if need be (nil if it cannot be).
-        var entry: @Sendable (CatalogItem) -> CacheEntry? = { _ in nil }
-        init() {}
-    }
 
     private let catalog: Catalog
     let store: CacheStore
     let scheduler: FetchScheduler
     private let settings: FileSystemSettings
-    private let events: Events
+    /// Opens the entries of offline files to check them, as an open would (EntryOpener.swift).
+    private let opener: EntryOpener
     private let logger: Logger
-    /// When each URL was last checked against its server, as seconds on the monotonic clock.
-    private let lastValidated = Mutex<[String: Double]>([:])
+    /// When each URL was last checked against its server (shared with the opener: ValidationTimes.swift).
+    private let validated: ValidationTimes
     /// URLs served from their cache entries alone because their server could not be reached, with the last error.
     private let offline = Mutex<[String: String]>([:])
     /// Byte ranges of READs waiting for their ESTALE answer, by inode: the kernel holds their pages locked until the
@@ -68,13 +62,14 @@ public final class Revalidator: Sendable {
     private let offlineTimer = Mutex<RepeatingTimer?>(nil)
 
     init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, settings: FileSystemSettings,
-         kernel: KernelInvalidations, events: Events, logger: Logger) {
+         kernel: KernelInvalidations, opener: EntryOpener, validated: ValidationTimes, logger: Logger) {
         self.kernel = kernel
         self.catalog = catalog
         self.store = store
         self.scheduler = scheduler
         self.settings = settings
-        self.events = events
+        self.opener = opener
+        self.validated = validated
         self.logger = logger
     }
 
@@ -88,33 +83,20 @@ public final class Revalidator: Sendable {
     /// file read only from the cache still notices a change on the server (close-to-open, with that much lag).
     func revalidateIfDue(_ entry: CacheEntry) {
         guard let revalidateAfter = settings.revalidateAfter else { return }
-        let limit = revalidateAfter.seconds
-        let now = MonotonicClock.seconds()
-        let due = lastValidated.withLock { checked in
-            let url = entry.header.url
-            if let last = checked[url], now - last < limit { return false }
-            checked[url] = now
-            return true
-        }
+        let due = validated.claimIfDue(entry.header.url, limit: revalidateAfter.seconds)
         if due { revalidate(entry, knownChanged: false) }
     }
 
     /// Whether an open of `url` now would check it against its server (`revalidateIfDue`), without recording one.
     func isDue(_ url: String) -> Bool {
         guard let revalidateAfter = settings.revalidateAfter else { return false }
-        let now = MonotonicClock.seconds()
-        return lastValidated.withLock { checked in
-            guard let last = checked[url] else { return true }
-            return now - last >= revalidateAfter.seconds
-        }
+        return validated.isDue(url, limit: revalidateAfter.seconds)
     }
 
     /// Records that `url` was checked against its server at `time` (monotonic seconds; now by default, and never
     /// later than now). A check older than one recorded already changes nothing.
     public func markValidated(_ url: String, at time: Double? = nil) {
-        let now = MonotonicClock.seconds()
-        let time = min(time ?? now, now)
-        lastValidated.withLock { checked in checked[url] = max(checked[url] ?? time, time) }
+        validated.record(url, at: time)
     }
 
     /// Re-probes the URL of `entry` in the background, and calls `then` once that check is done (from its
@@ -284,7 +266,7 @@ public final class Revalidator: Sendable {
     /// Forgets `url`'s offline state and checks (it left the mount).
     func forget(_ url: String) {
         offline.withLock { _ = $0.removeValue(forKey: url) }
-        lastValidated.withLock { _ = $0.removeValue(forKey: url) }
+        validated.forget(url)
     }
 
     /// Starts probing the offline files every `interval` until `stopOfflineChecks`.
@@ -308,7 +290,14 @@ public final class Revalidator: Sendable {
     func checkOfflineFiles(group: DispatchGroup? = nil) {
         let urls = offline.withLock { Array($0.keys) }
         // A file without a known length has no block entry to check (its stream notices a change itself).
-        let entries = urls.compactMap(catalog.item(url:)).filter(\.metadata.sizeKnown).compactMap(events.entry)
+        let entries = urls.compactMap(catalog.item(url:)).filter(\.metadata.sizeKnown).compactMap { item -> CacheEntry? in
+            do {
+                return try opener.entry(for: item)
+            } catch {
+                logger.error("cannot open the cache for \(item.name) to check it against its server: \(error)")
+                return nil
+            }
+        }
         for entry in entries {
             group?.enter()
             check(entry, knownChanged: false, urgent: false) { group?.leave() }

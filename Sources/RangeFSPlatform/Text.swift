@@ -49,8 +49,32 @@ extension StringProtocol {
 @inline(__always)
 func isASCIIWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
 
-/// RFC 3986 percent-decoding; invalid escapes and invalid UTF-8 are kept as written.
+/// RFC 3986 percent-decoding (invalid escapes and invalid UTF-8 are kept as written), and the encoding of one path
+/// segment: the names of listed files become URLs through it (Catalog), and object stores' keys request paths
+/// (ObjectStore).
 public enum PercentEncoding {
+    /// `name` percent-encoded as one path segment, after `base`: unreserved bytes and sub-delimiters, `:` and `@`
+    /// stay as they are. One pass over the bytes, from a table: every child of a million-object listing is named
+    /// through here (it built a set of the kept bytes per call).
+    public static func segment(_ name: String, after base: String = "") -> String {
+        var bytes = Array(base.utf8)
+        bytes.reserveCapacity(bytes.count + name.utf8.count * 3)
+        for byte in name.utf8 {
+            if keptInSegment[Int(byte)] {
+                bytes.append(byte)
+            } else {
+                bytes += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 15)]]
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
+    private static let keptInSegment: [Bool] = {
+        let kept = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@".utf8)
+        return (0..<256).map { kept.contains(UInt8($0)) }
+    }()
+
     /// `text` percent-decoded; `text` itself if the result is not UTF-8.
     public static func decode(_ text: String) -> String {
         String(validating: bytes(text), as: UTF8.self) ?? text

@@ -5,6 +5,7 @@
 // and each of its fields is one trimmed line of printable scalars, at most 300 (the code 64).
 
 @testable import RangeFSCatalog
+@testable import RangeFSObjectStore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzObjectListingXML(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {

@@ -4,6 +4,7 @@ import Logging
 @testable import RangeFSCache
 @testable import RangeFSFetch
 @testable import RangeFSSystem
+import RangeFSPlatform
 import RangeFSTestSupport
 import XCTest
 
@@ -21,8 +22,12 @@ final class BlockSinkTests: XCTestCase {
     var store: CacheStore!
     var scheduler: FetchScheduler!
     var entry: CacheEntry!
-    /// How often the scheduler was told that the remote file changed.
+    /// How often the scheduler reported that the remote file changed (through `reports`, as to a file system).
     let changes = LockedBox(0)
+    /// Where the scheduler reports, drained here as a file system drains it.
+    let reports = EventQueue<EntryEvent>()
+    /// Signalled when the drain reaches a marker (`changesSoFar`).
+    let flushed = DispatchSemaphore(value: 0)
 
     override func setUpWithError() throws {
         directory = try TemporaryDirectory(prefix: "blocksink")
@@ -35,12 +40,21 @@ final class BlockSinkTests: XCTestCase {
         entry.use.beginRead(pid: getpid())
         var policy = FetchPolicy()
         policy.retryDelay = .milliseconds(5)
-        var events = FetchScheduler.Events()
-        events.remoteChanged = { [changes] _ in changes.withLock { $0 += 1 } }
+        startThread(name: "test-reports") { [reports, changes, flushed] in
+            while let event = reports.next() {
+                switch event {
+                case .remoteChanged: changes.withLock { $0 += 1 }
+                case .completed: flushed.signal()  // the test's own marker: the scheduler never sends it
+                case .reshaped: break
+                }
+            }
+        }
+        let events = FetchScheduler.Events(reports: reports)
         scheduler = FetchScheduler(fetcher: origin, policy: policy, events: events, logger: logger)
     }
 
     override func tearDown() {
+        reports.close()
         entry?.use.endRead(pid: getpid())
         entry = nil
         scheduler = nil
@@ -81,6 +95,13 @@ final class BlockSinkTests: XCTestCase {
 
     /// How often the scheduler was told of a change, once `expected` were told or a generous deadline passed: the
     /// sink fails the readers first and tells its owner after.
+    /// How often the scheduler reported a change until now: every report it sent before this call is counted.
+    func changesSoFar() -> Int {
+        reports.send(.completed(entry))
+        XCTAssertEqual(flushed.wait(timeout: .now() + 60), .success, "the drain reached the marker (a hang only)")
+        return changes.withLock { $0 }
+    }
+
     func changesTold(expecting expected: Int) -> Int {
         let deadline = Date().addingTimeInterval(30)
         while changes.withLock({ $0 }) < expected && Date() < deadline { usleep(1000) }
@@ -105,7 +126,7 @@ final class BlockSinkTests: XCTestCase {
         XCTAssertEqual(requests.first?.range, entry.byteRange(of: 2..<5))
         XCTAssertEqual(requests.first?.ifRange, "\"v1\"", "every Range request carries If-Range")
         XCTAssertFalse(entry.isRangeless)
-        XCTAssertEqual(changes.withLock { $0 }, 0)
+        XCTAssertEqual(changesSoFar(), 0)
     }
 
     /// A server that ignores Range answers with the whole file (same validator, same length): that 200 is taken,
@@ -119,7 +140,7 @@ final class BlockSinkTests: XCTestCase {
         XCTAssertTrue(entry.isComplete, "the stream brings every block")
         XCTAssertTrue(try cached(0..<entry.blockCount) == bytes, "the bytes of the file")
         XCTAssertEqual(origin.requests.last?.range, nil, "the stream asks without Range")
-        XCTAssertEqual(changes.withLock { $0 }, 0, "the same validator and length: no change")
+        XCTAssertEqual(changesSoFar(), 0, "the same validator and length: no change")
         XCTAssertFalse(entry.isStale)
     }
 
@@ -143,7 +164,7 @@ final class BlockSinkTests: XCTestCase {
         XCTAssertEqual(presentBlocks, [])
         XCTAssertEqual(origin.requests.count, 1, "a wrong range is no transient failure: not asked again")
         XCTAssertEqual(origin.bodyBytesDelivered, 0, "refused at its head: no body byte was read")
-        XCTAssertEqual(changes.withLock { $0 }, 0)
+        XCTAssertEqual(changesSoFar(), 0)
         // The same blocks come once the server answers right.
         origin.contentRangeShift = 0
         XCTAssertNoThrow(try fetch(2..<4).get())
@@ -216,7 +237,7 @@ final class BlockSinkTests: XCTestCase {
         }
         XCTAssertTrue(reason.contains("multipart"), reason)
         XCTAssertEqual(presentBlocks, [])
-        XCTAssertEqual(changes.withLock { $0 }, 0, "no change of the file")
+        XCTAssertEqual(changesSoFar(), 0, "no change of the file")
     }
 
     // MARK: Mirrors
@@ -248,7 +269,7 @@ final class BlockSinkTests: XCTestCase {
         guard case .setAside = mirrors.snapshot[failed].condition else {
             return XCTFail("the mirror that failed is not set aside: \(mirrors.snapshot[failed].condition)")
         }
-        XCTAssertEqual(changes.withLock { $0 }, 0)
+        XCTAssertEqual(changesSoFar(), 0)
     }
 
     /// Issue 39: a transfer is handed its engines at its birth and sends each attempt through the one of its

@@ -28,14 +28,14 @@ final class DirectoryServiceTests: XCTestCase {
         origin.serve(base + "a.bin", bytes: pseudoRandomBytes(count: 1000))
         origin.serve(base + "b.bin", bytes: pseudoRandomBytes(count: 2000))
         let logger = Logger(label: "test")
-        let events = FileSystemEvents()
-        let store = try CacheStore(root: directory.path, events: events.store, logger: logger)
+        let reports = EventQueue<EntryEvent>()
+        let store = try CacheStore(root: directory.path, reports: reports, logger: logger)
         let catalog = Catalog()
         catalog.setRootURL(base)
-        let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler, logger: logger)
+        let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: FetchScheduler.Events(reports: reports), logger: logger)
         var settings = FileSystemSettings()
         settings.revalidateAfter = nil
-        fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
+        fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, reports: reports, kernel: kernel,
                              settings: settings, logger: logger)
     }
 
@@ -183,8 +183,8 @@ final class DirectoryServiceTests: XCTestCase {
         origin.serve(json + "d.bin", bytes: bytes)
         func mountAndRead(_ directory: String) throws -> [UInt8]? {
             let logger = Logger(label: "test")
-            let events = FileSystemEvents()
-            let store = try CacheStore(root: directory, events: events.store, logger: logger)
+            let reports = EventQueue<EntryEvent>()
+            let store = try CacheStore(root: directory, reports: reports, logger: logger)
             // As a daemon stops: the next store on this directory waits for the lock instead of failing (the
             // lock goes with this store, once the work still holding it has finished; a CI run saw it held).
             defer {
@@ -195,9 +195,9 @@ final class DirectoryServiceTests: XCTestCase {
             catalog.setRootURL(json)
             var settings = FileSystemSettings()
             settings.revalidateAfter = nil
-            let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler,
+            let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: FetchScheduler.Events(reports: reports),
                                            logger: logger)
-            let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events,
+            let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, reports: reports,
                                   settings: settings, logger: logger)
             _ = try mounted.directoryContents(Catalog.rootInode).get()
             let inode = try XCTUnwrap(catalog.node(named: "d.bin", in: Catalog.rootInode)).inode

@@ -34,15 +34,15 @@ final class DirectoryWalkAheadTests: XCTestCase {
 
     func makeFileSystem(fetcher: RangeFetching? = nil) throws -> RangeFS {
         let logger = Logger(label: "test")
-        let events = FileSystemEvents()
-        let store = try CacheStore(root: directory.path, events: events.store, logger: logger)
+        let reports = EventQueue<EntryEvent>()
+        let store = try CacheStore(root: directory.path, reports: reports, logger: logger)
         let catalog = Catalog()
         catalog.setRootURL(base)
-        let scheduler = FetchScheduler(fetcher: fetcher ?? origin, policy: FetchPolicy(), events: events.scheduler,
+        let scheduler = FetchScheduler(fetcher: fetcher ?? origin, policy: FetchPolicy(), events: FetchScheduler.Events(reports: reports),
                                        logger: logger)
         var settings = FileSystemSettings()
         settings.revalidateAfter = nil
-        return RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, settings: settings,
+        return RangeFS(catalog: catalog, store: store, scheduler: scheduler, reports: reports, settings: settings,
                        logger: logger)
     }
 

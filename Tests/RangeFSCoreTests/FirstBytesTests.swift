@@ -77,11 +77,11 @@ final class FirstBytesTests: XCTestCase {
         catalog.setRootURL(base)
         var settings = FileSystemSettings()
         settings.revalidateAfter = nil
-        let events = FileSystemEvents()
+        let reports = EventQueue<EntryEvent>()
         let fileSystem = RangeFS(catalog: catalog,
-                                 store: try CacheStore(root: directory.path, events: events.store, logger: logger),
-                                 scheduler: FetchScheduler(fetcher: origin, events: events.scheduler, logger: logger),
-                                 events: events, settings: settings, logger: logger)
+                                 store: try CacheStore(root: directory.path, reports: reports, logger: logger),
+                                 scheduler: FetchScheduler(fetcher: origin, events: FetchScheduler.Events(reports: reports), logger: logger),
+                                 reports: reports, settings: settings, logger: logger)
         _ = try fileSystem.directoryContents(Catalog.rootInode).get()
         return (fileSystem, try XCTUnwrap(fileSystem.catalog.node(named: "c.bin", in: Catalog.rootInode)).inode)
     }

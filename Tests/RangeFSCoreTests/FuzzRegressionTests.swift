@@ -6,6 +6,7 @@ import RangeFSPlatform
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
+@testable import RangeFSObjectStore
 
 /// Replays what the fuzzers (`bench/fuzz.sh`, harnesses in Tests/Fuzz) keep: every input that once broke a parser
 /// (Tests/Fuzz/regressions/<Target>/) and the seeds they start from (Tests/Fuzz/seeds/<Target>/), each fed to the

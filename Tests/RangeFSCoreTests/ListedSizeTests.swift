@@ -6,6 +6,7 @@ import Glibc
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
+@testable import RangeFSObjectStore
 
 /// Issue 45, case 3: the kernel reads no byte past the size it holds, and a lookup gave it the listing's. When the
 /// open's probe finds another size (a stale listing), the kernel is told to drop the listed size before the open

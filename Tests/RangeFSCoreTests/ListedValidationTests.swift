@@ -6,6 +6,7 @@ import Glibc
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
+@testable import RangeFSObjectStore
 
 /// An object store's listing states each object's ETag: one that is the cached version's counts as a check of it,
 /// made when the listing was read from the store (DirectoryService+Probes.swift, `whenValidated`). Never made

@@ -4,6 +4,7 @@ import Foundation
 @testable import RangeFSFetch
 import Synchronization
 import XCTest
+@testable import RangeFSObjectStore
 
 /// Issue 46: an object store's next page is asked as soon as the page before names it, while that page still
 /// arrives, so the store makes one page while rangefs reads the other (the server's time and the parse's added up:

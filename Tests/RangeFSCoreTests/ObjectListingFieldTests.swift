@@ -1,6 +1,7 @@
 @testable import RangeFSCatalog
 @testable import RangeFSSystem
 import XCTest
+@testable import RangeFSObjectStore
 
 /// Issue 38: the fields of a ListObjectsV2 page one by one (ETag quotes, sizes, url-encoded keys, fields that refuse
 /// a page) and S3's `<Error>` bodies as AWS, rclone serve s3 and moto write them.

@@ -2,6 +2,7 @@
 import Foundation
 @testable import RangeFSFetch
 import XCTest
+@testable import RangeFSObjectStore
 
 /// Issue 46: ListObjectsV2 pages read straight to records (ObjectListingPageReader) give the same records as the
 /// full reader (ShallowXML's tree, then ObjectListingXML's page), and a page the full reader refuses is never read

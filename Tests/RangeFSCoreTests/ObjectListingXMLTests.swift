@@ -1,5 +1,6 @@
 @testable import RangeFSCatalog
 import XCTest
+@testable import RangeFSObjectStore
 
 /// Issue 38's ListObjectsV2 pages and S3 error bodies (`ObjectListingXML`, read by `ShallowXML`). The fixtures are
 /// AWS's documented examples (S3 API reference, ListObjectsV2, examples 1, 3 and 4) and excerpts of what rclone

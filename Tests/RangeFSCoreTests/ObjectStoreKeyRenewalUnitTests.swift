@@ -2,6 +2,7 @@ import Foundation
 @testable import RangeFSFetch
 import RangeFSTestSupport
 import XCTest
+@testable import RangeFSObjectStore
 
 /// A key read from a profile is read again when the profile's files change (AWSProfile.swift, Credentials.swift);
 /// a key from the environment never is. An expired session key is a failure worth another attempt.

@@ -5,6 +5,7 @@
 import RangeFSTestSupport
 import Synchronization
 import XCTest
+@testable import RangeFSObjectStore
 
 /// Issue 38: `s3://` and `gs://` sources become https identities whose origin is an object store; requests to it
 /// are signed and carry If-Match; its directories are listed with ListObjectsV2, page after page.

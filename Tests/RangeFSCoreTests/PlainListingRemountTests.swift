@@ -6,6 +6,7 @@ import Foundation
 @testable import RangeFSSystem
 import RangeFSTestSupport
 import XCTest
+@testable import RangeFSObjectStore
 
 /// Issue 46, acceptance 4: an object store's flat prefix, kept for an offline remount, is added whole
 /// (PlainListing.swift). A remount shows what the last listing read held, a changed listing included, and a file

@@ -29,14 +29,14 @@ final class SavedSetTests: XCTestCase {
         let url = "http://origin/a.bin"
         origin.serve(url, bytes: pseudoRandomBytes(count: 1000))
         let logger = Logger(label: "test")
-        let events = FileSystemEvents()
-        let store = try CacheStore(root: directory.path, events: events.store, logger: logger)
+        let reports = EventQueue<EntryEvent>()
+        let store = try CacheStore(root: directory.path, reports: reports, logger: logger)
         defer { store.close() }
         let catalog = Catalog()
         catalog.add(try origin.probeAll([url])[0].get())
-        let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler, logger: logger)
+        let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: FetchScheduler.Events(reports: reports), logger: logger)
         let savedSet = SavedSet(store: store)
-        let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events,
+        let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, reports: reports,
                                  savedSet: savedSet, logger: logger)
         XCTAssertTrue(fileSystem.mountedSet.savedSet === savedSet)
         let control = ControlService(fileSystem: fileSystem)

@@ -1,5 +1,6 @@
 @testable import RangeFSCatalog
 import XCTest
+@testable import RangeFSObjectStore
 
 /// Issue 38: the XML reader under ObjectListingXML (`ShallowXML`): what XML it reads the way any XML parser would,
 /// and what it refuses (anything not well formed, a DOCTYPE, other encodings), always in one pass without

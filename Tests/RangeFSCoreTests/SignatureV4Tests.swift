@@ -1,6 +1,7 @@
 @testable import RangeFSFetch
 @testable import RangeFSSystem
 import XCTest
+@testable import RangeFSObjectStore
 
 /// AWS Signature Version 4 (issue 38) against the values AWS publishes: the SigV4 test suite's get-vanilla and the
 /// S3 API reference's single-chunk GET examples, then the canonical forms that decide whether a store agrees.

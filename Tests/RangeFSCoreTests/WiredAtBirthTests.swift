@@ -85,24 +85,29 @@ final class WiredAtBirthTests: XCTestCase {
             .contains("rangefs_reads_total{result=\"miss\"} 1") ?? false, "the control channel serves the mount's own")
     }
 
-    /// The store tells the events it was made with once, when a commit makes a file's whole data durable.
-    func testTheStoreReportsACompleteFileThroughTheEventsItWasMadeWith() throws {
-        let completed = LockedBox<[String]>([])
-        var events = CacheStore.Events()
-        events.completed = { entry in completed.withLock { $0.append(entry.header.url) } }
-        let store = try CacheStore(root: directory.path + "/store", events: events, logger: Logger(label: "test"))
+    /// The store reports into the queue it was made with once, when a commit makes a file's whole data durable.
+    func testTheStoreReportsACompleteFileThroughTheQueueItWasMadeWith() throws {
+        let reports = EventQueue<EntryEvent>()
+        defer { reports.close() }
+        let store = try CacheStore(root: directory.path + "/store", reports: reports, logger: Logger(label: "test"))
         defer { store.close() }
         let metadata = RemoteMetadata(url: url, size: 131_072, etag: "\"1\"", lastModified: "")
         let entry = try store.entry(for: metadata, blockSize: 65536)
         let range = entry.byteRange(of: 0..<1)
         _ = bytes[Int(range.lowerBound)..<Int(range.upperBound)].withUnsafeBytes { entry.store(block: 0, bytes: $0) }
         store.commitAll()
-        XCTAssertEqual(completed.withLock { $0 }, [], "half a file is not complete")
         let second = entry.byteRange(of: 1..<2)
         _ = bytes[Int(second.lowerBound)..<Int(second.upperBound)].withUnsafeBytes { entry.store(block: 1, bytes: $0) }
         store.commitAll()
         store.commitAll()
-        XCTAssertEqual(completed.withLock { $0 }, [url], "told once, when the whole file became durable")
+        // A marker after the commits: the queue is in order, so whatever the store sent comes before it.
+        reports.send(.remoteChanged(entry))
+        var told: [String] = []
+        while let event = reports.next() {
+            if case .remoteChanged = event { break }
+            if case .completed(let completed) = event { told.append(completed.header.url) }
+        }
+        XCTAssertEqual(told, [url], "told once, when the whole file became durable (half a file is not complete)")
     }
 
     /// The passthrough capability is the value the mount made and gave both to the file system and to the FUSE

@@ -23,14 +23,14 @@ public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: 
                                logger: Logger = Logger(label: "test"),
                                schedulerLockTaken: (@Sendable () -> Void)? = nil,
                                adjust: (inout FileSystemSettings) -> Void = { _ in }) throws -> RangeFS {
-    // The store and the scheduler report to the file system through `events`, as a mount wires them.
-    let events = FileSystemEvents()
-    let store = try CacheStore(root: directory, settings: storeSettings, events: events.store, metrics: metrics,
+    // The store and the scheduler report to the file system through `reports`, as a mount wires them.
+    let reports = EventQueue<EntryEvent>()
+    let store = try CacheStore(root: directory, settings: storeSettings, reports: reports, metrics: metrics,
                                logger: logger)
     let catalog = Catalog()
     catalog.setRootURL(root)
     for result in origin.probeAll(urls) { catalog.add(try result.get()) }
-    var schedulerEvents = events.scheduler
+    var schedulerEvents = FetchScheduler.Events(reports: reports)
     schedulerEvents.lockTaken = schedulerLockTaken
     let scheduler = FetchScheduler(fetcher: origin, policy: policy, events: schedulerEvents, metrics: metrics,
                                    logger: logger)
@@ -39,7 +39,7 @@ public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: 
     settings.prefetch = prefetch
     settings.revalidateAfter = nil  // tests probe only when they mean to
     adjust(&settings)
-    return RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
+    return RangeFS(catalog: catalog, store: store, scheduler: scheduler, reports: reports, kernel: kernel,
                    passthrough: passthrough, settings: settings, credentials: credentials, logger: logger)
 }
 
@@ -131,8 +131,8 @@ public func withListedFolder(_ root: String, of origin: MemoryOrigin, cache: Str
                              storeSettings: StoreSettings = StoreSettings(), kernel: any KernelNotifier = NoKernel(),
                              _ use: (RangeFS, Catalog) throws -> Void) throws {
     let logger = Logger(label: "test")
-    let events = FileSystemEvents()
-    let store = try CacheStore(root: cache, settings: storeSettings, events: events.store, logger: logger)
+    let reports = EventQueue<EntryEvent>()
+    let store = try CacheStore(root: cache, settings: storeSettings, reports: reports, logger: logger)
     defer {
         store.markStopping()
         store.close()
@@ -141,8 +141,8 @@ public func withListedFolder(_ root: String, of origin: MemoryOrigin, cache: Str
     catalog.setRootURL(root)
     var settings = FileSystemSettings()
     settings.revalidateAfter = nil
-    let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: events.scheduler, logger: logger)
-    let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
+    let scheduler = FetchScheduler(fetcher: origin, policy: FetchPolicy(), events: FetchScheduler.Events(reports: reports), logger: logger)
+    let mounted = RangeFS(catalog: catalog, store: store, scheduler: scheduler, reports: reports, kernel: kernel,
                           settings: settings, logger: logger)
     _ = try mounted.directoryContents(Catalog.rootInode).get()
     try use(mounted, catalog)

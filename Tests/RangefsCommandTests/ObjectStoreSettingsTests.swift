@@ -3,6 +3,7 @@ import Glibc
 @testable import rangefs
 @testable import RangeFSFetch
 import XCTest
+@testable import RangeFSObjectStore
 
 /// Issue 38: where `s3://` sources are reached and with what key: options, then the environment, then the AWS
 /// profile files; no option takes a secret.

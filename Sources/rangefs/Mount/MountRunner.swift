@@ -72,11 +72,11 @@ struct MountRunner {
             return Status.failed
         }
 
-        // Made first and handed to each part at its birth: the mount's counters, the object through which the
-        // store and the scheduler report to the file system (FileSystemEvents.swift), the kernel's notifier (given
+        // Made first and handed to each part at its birth: the mount's counters, the queue through which the
+        // store and the scheduler report to the file system (EntryEvent.swift), the kernel's notifier (given
         // the session once it is mounted) and the passthrough capability the FUSE adapter settles.
         let metrics = Metrics()
-        let events = FileSystemEvents()
+        let reports = EventQueue<EntryEvent>()
         let kernel = FUSEKernelNotifier()
         let passthrough = LockedBox(PassthroughMode.pending)
         let store: CacheStore
@@ -87,7 +87,7 @@ struct MountRunner {
             // 45), rather than served without `rangefs status` and friends or with them talking to someone else.
             try ControlSocketFolder.prepare(controlSocketFolder, uid: geteuid())
             if let problem = MountPoint.prepare(target, nonEmpty: configuration.nonEmpty, logger: logger) { throw Failure(problem) }
-            store = try CacheStore(root: configuration.cacheRoot, settings: configuration.store, events: events.store,
+            store = try CacheStore(root: configuration.cacheRoot, settings: configuration.store, reports: reports,
                                    metrics: metrics, logger: logger)
         } catch let failure as Failure {
             return fail(failure.message)
@@ -125,11 +125,13 @@ struct MountRunner {
         var probed = probe(sources, with: engine, store: store, saved: saved)
         let catalog = probed.catalog
 
+        var schedulerEvents = FetchScheduler.Events()
+        schedulerEvents.reports = reports
         let scheduler = FetchScheduler(fetcher: engine, demandFetcher: demandEngine, policy: configuration.fetch,
-                                       events: events.scheduler, metrics: metrics, logger: logger)
+                                       events: schedulerEvents, metrics: metrics, logger: logger)
         var proxyReport: (@Sendable () -> String)?
         if let chain = session.proxyChain { proxyReport = { chain.report } }
-        let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, events: events, kernel: kernel,
+        let fileSystem = RangeFS(catalog: catalog, store: store, scheduler: scheduler, reports: reports, kernel: kernel,
                                  passthrough: passthrough, settings: configuration.fileSystem, credentials: credentials,
                                  savedSet: savedSet, proxyReport: proxyReport, logger: logger)
         for source in sources where source.archives { fileSystem.showArchives(of: source.url) }

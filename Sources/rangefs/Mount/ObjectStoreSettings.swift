@@ -7,6 +7,7 @@ import Glibc
 import RangeFSFetch
 import RangeFSPlatform
 import RangeFSSystem
+import RangeFSObjectStore
 
 /// The object-store options of a mount, as given (`--s3-endpoint`, `--s3-region`, `--s3-path-style`,
 /// `--s3-profile`, `--s3-no-sign`).

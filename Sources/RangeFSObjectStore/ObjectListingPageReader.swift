@@ -25,7 +25,7 @@ package struct ObjectListingPageReader {
     }
 
     /// Deeper elements than this give the page up (S3's answers go four deep: Contents, Owner, ID).
-    static let maximumDepth = 8
+    package static let maximumDepth = 8
 
     /// The listed prefix: keys are named by what follows it.
     package let prefix: [UInt8]
@@ -39,16 +39,16 @@ package struct ObjectListingPageReader {
 
     /// A field's text as it stands in the page: its range, and whether it holds a reference to decode.
     fileprivate struct Text {
-        var range: Range<Int>
-        var hasReference: Bool
+        package var range: Range<Int>
+        package var hasReference: Bool
     }
 
     /// A Contents as read, before its key is decoded (the EncodingType may come after it).
     private struct RawObject {
-        var key: Text?
-        var size: Text?
-        var etag: Text?
-        var lastModified: Text?
+        package var key: Text?
+        package var size: Text?
+        package var etag: Text?
+        package var lastModified: Text?
     }
 
     private var bytes: [UInt8] = []
@@ -123,9 +123,9 @@ package struct ObjectListingPageReader {
         case continuationToken = "ContinuationToken", prefix = "Prefix", delimiter = "Delimiter"
         case startAfter = "StartAfter", encodingType = "EncodingType"
 
-        static let names: [(bytes: [UInt8], field: Field)] = allCases.map { (Array($0.rawValue.utf8), $0) }
+        package static let names: [(bytes: [UInt8], field: Field)] = allCases.map { (Array($0.rawValue.utf8), $0) }
 
-        init?(_ name: ArraySlice<UInt8>) {
+        package init?(_ name: ArraySlice<UInt8>) {
             guard let found = Self.names.first(where: { name.elementsEqual($0.bytes) }) else { return nil }
             self = found.field
         }

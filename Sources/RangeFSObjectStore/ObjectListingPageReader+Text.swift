@@ -2,21 +2,22 @@
 // checked, a Size's digits, white space trimmed, as ShallowXML and ObjectListingXML do for the same fields.
 
 /// Byte-level helpers of ObjectListingPageReader.
-enum PageText {
+
+package enum PageText {
     /// Whether `bytes` are UTF-8 (ASCII told without making a string).
-    static func isUTF8(_ bytes: ArraySlice<UInt8>) -> Bool {
+    package static func isUTF8(_ bytes: ArraySlice<UInt8>) -> Bool {
         bytes.allSatisfy { $0 < 0x80 } || String(validating: bytes, as: UTF8.self) != nil
     }
 
     /// `bytes` without XML white space at either end.
-    static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+    package static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
         guard let first = bytes.firstIndex(where: { !ShallowXML.isSpace($0) }),
               let last = bytes.lastIndex(where: { !ShallowXML.isSpace($0) }) else { return [] }
         return bytes[first...last]
     }
 
     /// Appends `text` to `out` with its named references decoded (`text()` let no other kind through).
-    static func decode(_ text: ArraySlice<UInt8>, hasReference: Bool, into out: inout [UInt8]) {
+    package static func decode(_ text: ArraySlice<UInt8>, hasReference: Bool, into out: inout [UInt8]) {
         guard hasReference else { return out.append(contentsOf: text) }
         var position = text.startIndex
         while position < text.endIndex {
@@ -31,19 +32,19 @@ enum PageText {
     }
 
     /// The byte a named reference stands for and the length of its name with its `;` (`amp;` is 4), or nil.
-    static func namedEntity(_ rest: ArraySlice<UInt8>) -> (UInt8, Int)? {
+    package static func namedEntity(_ rest: ArraySlice<UInt8>) -> (UInt8, Int)? {
         for (name, byte) in entities where rest.starts(with: name) { return (byte, name.count) }
         return nil
     }
 
-    static let entities: [([UInt8], UInt8)] = [
+    package static let entities: [([UInt8], UInt8)] = [
         (Array("quot;".utf8), UInt8(ascii: "\"")), (Array("amp;".utf8), UInt8(ascii: "&")),
         (Array("lt;".utf8), UInt8(ascii: "<")), (Array("gt;".utf8), UInt8(ascii: ">")),
         (Array("apos;".utf8), UInt8(ascii: "'")),
     ]
 
     /// As ObjectListingXML reads a Size: decimal digits (white space around them) that `off_t` holds, or nil.
-    static func size(_ text: ArraySlice<UInt8>) -> UInt64? {
+    package static func size(_ text: ArraySlice<UInt8>) -> UInt64? {
         let digits = trimmed(text)
         guard !digits.isEmpty, digits.count <= 19 else { return nil }
         var value: UInt64 = 0
@@ -56,7 +57,7 @@ enum PageText {
 
     /// Whether an XML declaration's attributes name no encoding, or UTF-8 (or ASCII), quoted: otherwise the full
     /// reader decides (ShallowXML refuses any other).
-    static func namesUTF8(_ declaration: ArraySlice<UInt8>) -> Bool {
+    package static func namesUTF8(_ declaration: ArraySlice<UInt8>) -> Bool {
         guard let found = find(Array("encoding".utf8), in: declaration) else { return true }
         var position = found + 8
         while position < declaration.endIndex,
@@ -72,7 +73,7 @@ enum PageText {
 
     /// Appends `text` form-decoded to `out` (`+` a space, then `%XX` a byte), as S3 url-encodes keys; false for a
     /// `%` that escapes nothing. Both readers of a page decode keys here.
-    static func formDecode(_ text: ArraySlice<UInt8>, into out: inout [UInt8]) -> Bool {
+    package static func formDecode(_ text: ArraySlice<UInt8>, into out: inout [UInt8]) -> Bool {
         var position = text.startIndex
         while position < text.endIndex {
             switch text[position] {
@@ -94,7 +95,7 @@ enum PageText {
 
     /// Where `pattern` first occurs in `slice`.
 
-    static func find(_ pattern: [UInt8], in slice: ArraySlice<UInt8>) -> Int? {
+    package static func find(_ pattern: [UInt8], in slice: ArraySlice<UInt8>) -> Int? {
         guard let first = pattern.first, slice.count >= pattern.count else { return nil }
         var position = slice.startIndex
         while let candidate = slice[position...].firstIndex(of: first) {

@@ -17,9 +17,9 @@ import RangeFSPlatform
 import RangeFSSystem
 
 /// Signs requests to an object store with AWS Signature Version 4 (header form, single chunk).
-enum SignatureV4 {
+package enum SignatureV4 {
     /// The payload hash S3 accepts for a request whose body is not signed (a GET has none).
-    static let unsignedPayload = "UNSIGNED-PAYLOAD"
+    package static let unsignedPayload = "UNSIGNED-PAYLOAD"
 
     /// The headers to add to a request so that the store accepts it, in this order: `Host` (unless `headers` has
     /// one: it is signed, so the request must send this exact line), `x-amz-date`, `x-amz-content-sha256` (for
@@ -28,7 +28,7 @@ enum SignatureV4 {
     /// signed (e.g. `Range`, `If-Match`); all of them are signed. `time` is seconds since 1970 (UTC): a store
     /// refuses a request more than 15 minutes away from its clock. `url` must be sent as
     /// `canonicalURI`/`canonicalQuery` write it, since what is signed is what the store reads.
-    static func headers(method: String, url: String, headers: [(name: String, value: String)], key: ObjectStoreKey,
+    package static func headers(method: String, url: String, headers: [(name: String, value: String)], key: ObjectStoreKey,
                         region: String, service: String, time: Int64,
                         payloadHash: String = unsignedPayload) -> [(name: String, value: String)] {
         let target = TargetURL(url)
@@ -54,7 +54,7 @@ enum SignatureV4 {
     /// The canonical request of SigV4 (method, canonical URI, canonical query, canonical headers, signed header
     /// names, payload hash, one per line) over exactly the `headers` given, and its signed-header list
     /// (`host;range;x-amz-date`). Headers named twice are joined with commas, in the order given.
-    static func canonicalRequest(method: String, url: String, headers: [(name: String, value: String)],
+    package static func canonicalRequest(method: String, url: String, headers: [(name: String, value: String)],
                                  payloadHash: String) -> (text: String, signedHeaders: String) {
         let target = TargetURL(url)
         var values: [String: [String]] = [:]
@@ -68,7 +68,7 @@ enum SignatureV4 {
     }
 
     /// The path as S3 signs it: each segment percent-decoded, then UriEncoded once; `/` kept. An empty path is `/`.
-    static func canonicalURI(path: String) -> String {
+    package static func canonicalURI(path: String) -> String {
         guard !path.isEmpty else { return "/" }
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
         let encoded = segments.map { uriEncode(bytes: PercentEncoding.bytes(String($0)), encodeSlash: true) }
@@ -78,7 +78,7 @@ enum SignatureV4 {
 
     /// The query as SigV4 signs it: each name and value percent-decoded, then UriEncoded (`/` too), the pairs
     /// sorted by name then value, an empty or missing value written `name=`.
-    static func canonicalQuery(_ query: String) -> String {
+    package static func canonicalQuery(_ query: String) -> String {
         let pairs = query.split(separator: "&").map { pair -> (name: String, value: String) in
             let equals = pair.firstIndex(of: "=") ?? pair.endIndex
             let value = equals < pair.endIndex ? pair[pair.index(after: equals)...] : ""
@@ -92,13 +92,13 @@ enum SignatureV4 {
 
     /// SigV4's UriEncode: `A-Za-z0-9-_.~` kept, every other byte of the UTF-8 written `%XX` in uppercase hex;
     /// `/` kept unless `encodeSlash`.
-    static func uriEncode(_ text: String, encodeSlash: Bool) -> String {
+    package static func uriEncode(_ text: String, encodeSlash: Bool) -> String {
         uriEncode(bytes: Array(text.utf8), encodeSlash: encodeSlash)
     }
 
     /// `time` (seconds since 1970) as SigV4's `x-amz-date`: `20130524T000000Z`. Its first 8 characters are the
     /// date of the credential scope.
-    static func amzDate(_ time: Int64) -> String {
+    package static func amzDate(_ time: Int64) -> String {
         let date = HTTPDate.civil(time)
         func digits(_ value: Int64, _ count: Int) -> String {
             let text = String(value)
@@ -146,11 +146,11 @@ enum SignatureV4 {
     /// The parts of a URL the signature covers. Lenient: the URLs come from identities that are http(s) already.
     private struct TargetURL {
         /// `host` or `host:port` (lowercased, without userinfo), the port only when not the scheme's default.
-        var host: String
-        var path: String
-        var query: String
+        package var host: String
+        package var path: String
+        package var query: String
 
-        init(_ url: String) {
+        package init(_ url: String) {
             let schemeEnd = url.firstRange(of: "://")
             let scheme = schemeEnd.map { url[..<$0.lowerBound].lowercased() } ?? ""
             let rest = schemeEnd.map { url[$0.upperBound...] } ?? url[...]

@@ -33,11 +33,11 @@ package struct ObjectListingPage: Equatable, Sendable {
     package var isTruncated = false
     package var nextContinuationToken: String?
     /// The token this page was asked with, as the server echoes it (rclone does, moto does not).
-    var continuationToken: String?
+    package var continuationToken: String?
     /// The request's prefix, delimiter and start-after, as the server echoes them.
-    var prefix: String?
-    var delimiter: String?
-    var startAfter: String?
+    package var prefix: String?
+    package var delimiter: String?
+    package var startAfter: String?
 }
 
 /// An S3 error answer: `<Error><Code>SignatureDoesNotMatch</Code><Message>...</Message>...</Error>`. Only these
@@ -46,15 +46,15 @@ package struct ObjectListingPage: Equatable, Sendable {
 /// of at most 300 printable scalars, the Code of 64 (see `oneLine`).
 package struct ObjectStoreErrorBody: Equatable, Sendable {
     package var code: String
-    var message: String?
+    package var message: String?
     /// `BucketName` (AWS, moto).
     package var bucket: String?
     /// `Key` (AWS, moto's NoSuchKey).
-    var key: String?
+    package var key: String?
     /// `Resource`: the key or bucket in rclone's errors.
-    var resource: String?
+    package var resource: String?
     /// `Region`: where AWS says the bucket is (AuthorizationHeaderMalformed, PermanentRedirect).
-    var region: String?
+    package var region: String?
 }
 
 /// Reads ListObjectsV2 pages and S3 error bodies.
@@ -66,7 +66,7 @@ package enum ObjectListingXML {
     }
 
     /// The page `bytes` holds, or why it is none (not XML, truncated, another root such as `<Error>`, a bad field).
-    static func read(_ bytes: [UInt8]) -> Result<ObjectListingPage, ShallowXML.Problem> {
+    package static func read(_ bytes: [UInt8]) -> Result<ObjectListingPage, ShallowXML.Problem> {
         // Levels: ListBucketResult, Contents, Key.
         switch ShallowXML.parse(bytes, keepingDepth: 3) {
         case .failure(let problem):
@@ -85,7 +85,7 @@ package enum ObjectListingXML {
     }
 
     /// The error `bytes` holds, or nil if it is not an `<Error>` document with a Code.
-    static func error(_ bytes: [UInt8]) -> ObjectStoreErrorBody? {
+    package static func error(_ bytes: [UInt8]) -> ObjectStoreErrorBody? {
         guard case .success(let root) = ShallowXML.parse(bytes, keepingDepth: 2), root.name == "Error" else {
             return nil
         }
@@ -239,15 +239,15 @@ package enum ObjectListingXML {
     /// The most Unicode scalars an error's Code keeps (AWS's longest code has 39), and any other field (AWS's
     /// messages stay under 200). Counted in scalars, not Characters: a Character may hold any number of
     /// combining marks, so 300 Characters bound nothing.
-    static let codeLimit = 64
-    static let fieldLimit = 300
+    package static let codeLimit = 64
+    package static let fieldLimit = 300
 
     /// `text` fit for one line of a message: controls (line ends, tabs, ESC of escape sequences, DEL, C1), line and
     /// paragraph separators, format characters (bidi overrides, which reorder what a terminal shows), and runs of
     /// spaces of any kind become one space; it is cut to at most `limit` scalars, never right after a space (a cut
     /// there ended a 300-character field in the space a control byte left, issue 45 case 13). Error bodies are shown to users and logged, and
     /// the server writes them.
-    static func oneLine(_ text: String, limit: Int = fieldLimit) -> String {
+    package static func oneLine(_ text: String, limit: Int = fieldLimit) -> String {
         var line = String.UnicodeScalarView()
         var kept = 0
         var pendingSpace = false
@@ -271,7 +271,7 @@ package enum ObjectListingXML {
 
     /// Whether `scalar` has no place in one line of a message: a control, a line or paragraph separator, or a
     /// format character.
-    static func isUnprintable(_ scalar: Unicode.Scalar) -> Bool {
+    package static func isUnprintable(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.properties.generalCategory {
         case .control, .format, .lineSeparator, .paragraphSeparator: true
         default: false

@@ -7,31 +7,31 @@
 // or takes the environment's key again (CredentialTable.takeKeptKeys); until then the key is `missing`.
 
 /// An access key: the id, the secret, and a session token for temporary credentials (AWS STS).
-struct ObjectStoreKey: Sendable, Equatable, Codable, CustomStringConvertible, CustomDebugStringConvertible,
+package struct ObjectStoreKey: Sendable, Equatable, Codable, CustomStringConvertible, CustomDebugStringConvertible,
     CustomReflectable {
-    var accessKeyID: String
-    var secretAccessKey: String
+    package var accessKeyID: String
+    package var secretAccessKey: String
     /// Sent as `x-amz-security-token` with every request when present.
-    var sessionToken: String?
+    package var sessionToken: String?
     /// The profile it was read from, to read it again when the file changes (AWSProfile.swift); nil for a key
     /// from the environment, which a running mount cannot read again.
-    var source: ObjectStoreKeySource?
+    package var source: ObjectStoreKeySource?
 
-    init(accessKeyID: String, secretAccessKey: String, sessionToken: String? = nil) {
+    package init(accessKeyID: String, secretAccessKey: String, sessionToken: String? = nil) {
         self.accessKeyID = accessKeyID
         self.secretAccessKey = secretAccessKey
         self.sessionToken = sessionToken
     }
 
     /// The key id and whether a token is present: what a log line may show.
-    var description: String {
+    package var description: String {
         "access key \(accessKeyID)" + (sessionToken == nil ? "" : " (with a session token)")
     }
 
-    var debugDescription: String { "ObjectStoreKey(\(description))" }
+    package var debugDescription: String { "ObjectStoreKey(\(description))" }
 
     /// Whether the secret is unknown: a key read back from credentials.json, which keeps no secret.
-    var isMissing: Bool { secretAccessKey.isEmpty }
+    package var isMissing: Bool { secretAccessKey.isEmpty }
 
     private enum CodingKeys: String, CodingKey {
         case accessKeyID, source
@@ -39,7 +39,7 @@ struct ObjectStoreKey: Sendable, Equatable, Codable, CustomStringConvertible, Cu
 
     /// Reads a key as saved: its id and source; the secret and token stay unknown (`isMissing`). A file an older
     /// rangefs wrote holds them, and they are ignored: the profile or the environment gives them again.
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         accessKeyID = try container.decode(String.self, forKey: .accessKeyID)
         secretAccessKey = ""
@@ -47,12 +47,12 @@ struct ObjectStoreKey: Sendable, Equatable, Codable, CustomStringConvertible, Cu
     }
 
     /// Saves the id and the source only: never the secret or the session token.
-    func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(accessKeyID, forKey: .accessKeyID)
         try container.encodeIfPresent(source, forKey: .source)
     }
 
     /// Only the key id: without this, `dump` and debuggers would walk the stored properties, the secret among them.
-    var customMirror: Mirror { Mirror(self, children: ["accessKeyID": accessKeyID], displayStyle: .struct) }
+    package var customMirror: Mirror { Mirror(self, children: ["accessKeyID": accessKeyID], displayStyle: .struct) }
 }

@@ -62,7 +62,7 @@ package struct ObjectStoreKeySource: Codable, Sendable, Equatable, Hashable {
     }
 
     /// The key the profile holds now, remembering this source; nil when it holds none.
-    var key: ObjectStoreKey? {
+    package var key: ObjectStoreKey? {
         guard let values, let id = values["aws_access_key_id"], let secret = values["aws_secret_access_key"],
               !id.isEmpty, !secret.isEmpty else { return nil }
         var key = ObjectStoreKey(accessKeyID: id, secretAccessKey: secret, sessionToken: values["aws_session_token"])
@@ -73,7 +73,7 @@ package struct ObjectStoreKeySource: Codable, Sendable, Equatable, Hashable {
     /// What the two files look like now (device, inode, size and modification time of each), to tell that one was
     /// written since the key was read. A rewrite by rename (what the AWS tools do) gives a new inode; one in place,
     /// a new time or size.
-    var stamp: [Int64] {
+    package var stamp: [Int64] {
         [credentialsFile, configFile].flatMap { FileSystemCalls.version(of: $0) ?? [-1] }
     }
 }

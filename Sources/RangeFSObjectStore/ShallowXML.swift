@@ -17,29 +17,29 @@
 // this read too, and where both gave a page, the keys, prefixes, ETags and sizes were the same.
 
 /// A shallow reading of one XML document.
-enum ShallowXML {
+package enum ShallowXML {
     /// One element kept by `parse`: its local name (the part after a namespace prefix), its character data, and the
     /// elements in it that are within the kept depth.
-    struct Element {
-        var name: String
+    package struct Element {
+        package var name: String
         /// The element's own character data, decoded (references, CDATA, line ends), as UTF-8 bytes as they came.
-        var text: [UInt8] = []
-        var children: [Element] = []
+        package var text: [UInt8] = []
+        package var children: [Element] = []
         /// Whether any element was inside this one, kept or not: a field with markup inside holds no plain value.
-        var hasChildElements = false
+        package var hasChildElements = false
     }
 
     /// Why bytes are not a document this reader accepts, with the byte offset where it noticed.
-    struct Problem: Error, Equatable, CustomStringConvertible {
-        var description: String
+    package struct Problem: Error, Equatable, CustomStringConvertible {
+        package var description: String
     }
 
     /// Elements nested deeper than this are refused (S3's answers go four deep).
-    static let maximumDepth = 256
+    package static let maximumDepth = 256
 
     /// The root element of the document `bytes`, with elements kept down to `keepingDepth` levels (the root is
     /// level 1); deeper ones are checked for well-formedness and dropped.
-    static func parse(_ bytes: [UInt8], keepingDepth: Int) -> Result<Element, Problem> {
+    package static func parse(_ bytes: [UInt8], keepingDepth: Int) -> Result<Element, Problem> {
         var parser = Parser(bytes: bytes, keepingDepth: max(1, keepingDepth))
         do {
             return .success(try parser.document())
@@ -50,18 +50,18 @@ enum ShallowXML {
 
     /// The reading state: a position in the bytes and the open elements.
     private struct Parser {
-        let bytes: [UInt8]
-        let keepingDepth: Int
-        var index = 0
+        package let bytes: [UInt8]
+        package let keepingDepth: Int
+        package var index = 0
         /// Where the XML declaration may stand: the first byte, or the one after a byte-order mark.
-        var start = 0
+        package var start = 0
         /// The qualified names (byte ranges) of the open elements, outermost first.
-        var open: [Range<Int>] = []
+        package var open: [Range<Int>] = []
         /// The kept elements still open: the first `keepingDepth` of `open`.
-        var building: [Element] = []
-        var root: Element?
+        package var building: [Element] = []
+        package var root: Element?
 
-        mutating func document() throws(Problem) -> Element {
+        package mutating func document() throws(Problem) -> Element {
             if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { index = 3; start = 3 }
             while index < bytes.count {
                 if bytes[index] == ascii("<") { try markup() } else { try characterData() }
@@ -73,7 +73,7 @@ enum ShallowXML {
 
         // MARK: Markup
 
-        mutating func markup() throws(Problem) {
+        package mutating func markup() throws(Problem) {
             // Nearly every `<` of a page opens or closes an element: told by the byte after it, without trying
             // each kind of markup's opening in turn (a million objects' pages hold ten million tags).
             let next = index + 1 < bytes.count ? bytes[index + 1] : 0
@@ -106,7 +106,7 @@ enum ShallowXML {
             }
         }
 
-        mutating func startTag() throws(Problem) {
+        package mutating func startTag() throws(Problem) {
             index += 1
             let name = nameRange()
             guard !name.isEmpty else { throw problem("a < that starts no element") }
@@ -143,7 +143,7 @@ enum ShallowXML {
             if selfClosing { closeElement() }
         }
 
-        mutating func endTag() throws(Problem) {
+        package mutating func endTag() throws(Problem) {
             index += 2
             let name = nameRange()
             skipSpace()
@@ -156,7 +156,7 @@ enum ShallowXML {
             closeElement()
         }
 
-        mutating func openElement(_ name: Range<Int>) throws(Problem) {
+        package mutating func openElement(_ name: Range<Int>) throws(Problem) {
             guard open.count < ShallowXML.maximumDepth else {
                 throw problem("elements nested deeper than \(ShallowXML.maximumDepth)")
             }
@@ -170,7 +170,7 @@ enum ShallowXML {
             }
         }
 
-        mutating func closeElement() {
+        package mutating func closeElement() {
             let kept = open.count <= keepingDepth ? building.removeLast() : nil
             open.removeLast()
             guard let kept else { return }
@@ -178,7 +178,7 @@ enum ShallowXML {
         }
 
         /// Refuses an XML declaration that names an encoding other than UTF-8 (or its subset ASCII).
-        func checkEncoding(_ declaration: ArraySlice<UInt8>) throws(Problem) {
+        package func checkEncoding(_ declaration: ArraySlice<UInt8>) throws(Problem) {
             guard let found = find(Array("encoding".utf8), in: declaration) else { return }
             var position = found + 8
             while position < declaration.endIndex,
@@ -198,7 +198,7 @@ enum ShallowXML {
 
         // MARK: Character data
 
-        mutating func characterData() throws(Problem) {
+        package mutating func characterData() throws(Problem) {
             let end = bytes[index...].firstIndex(of: ascii("<")) ?? bytes.count
             if open.isEmpty {
                 guard bytes[index..<end].allSatisfy(ShallowXML.isSpace) else {
@@ -214,7 +214,7 @@ enum ShallowXML {
 
         /// Decodes the character data from `index` to `end` (references and line ends) into the innermost element
         /// if it is kept.
-        mutating func appendReferencedText(to end: Int) throws(Problem) {
+        package mutating func appendReferencedText(to end: Int) throws(Problem) {
             var run = index
             var position = index
             while let ampersand = bytes[position..<end].firstIndex(of: ascii("&")) {
@@ -235,7 +235,7 @@ enum ShallowXML {
 
         /// Appends the bytes from `from` to `to` to the innermost element if it is kept, reading CR LF and a lone CR
         /// as LF (XML's line-end normalization, which applies to CDATA too).
-        mutating func appendText(from: Int, to end: Int) {
+        package mutating func appendText(from: Int, to end: Int) {
             guard open.count <= keepingDepth, from < end else { return }
             var run = from
             var position = from
@@ -251,7 +251,7 @@ enum ShallowXML {
 
         /// The character a reference stands for (`amp`, `#34`, `#x22`, ...), or nil if it is none. `&#0;` is none:
         /// XML has no NUL, and no name holds one.
-        func reference(_ body: ArraySlice<UInt8>) -> Unicode.Scalar? {
+        package func reference(_ body: ArraySlice<UInt8>) -> Unicode.Scalar? {
             switch String(decoding: body, as: UTF8.self) {
             case "amp": return "&"
             case "lt": return "<"
@@ -277,24 +277,24 @@ enum ShallowXML {
         // MARK: Bytes
 
         /// The name starting at `index` (up to white space, `/`, `>` or a byte no name holds); moves past it.
-        mutating func nameRange() -> Range<Int> {
+        package mutating func nameRange() -> Range<Int> {
             let first = index
             while index < bytes.count, ShallowXML.isNameByte(bytes[index]) { index += 1 }
             return first..<index
         }
 
-        mutating func skipSpace() {
+        package mutating func skipSpace() {
             while index < bytes.count, ShallowXML.isSpace(bytes[index]) { index += 1 }
         }
 
-        func starts(_ text: String) -> Bool { bytes[index...].starts(with: text.utf8) }
+        package func starts(_ text: String) -> Bool { bytes[index...].starts(with: text.utf8) }
 
-        func find(_ text: String, from position: Int) -> Int? {
+        package func find(_ text: String, from position: Int) -> Int? {
             find(Array(text.utf8), in: bytes[min(position, bytes.count)...])
         }
 
         /// Where `pattern` first occurs in `slice` (patterns here are at most 9 bytes, so this stays linear).
-        func find(_ pattern: [UInt8], in slice: ArraySlice<UInt8>) -> Int? {
+        package func find(_ pattern: [UInt8], in slice: ArraySlice<UInt8>) -> Int? {
             guard let first = pattern.first, slice.count >= pattern.count else { return nil }
             var position = slice.startIndex
             while let candidate = slice[position...].firstIndex(of: first) {
@@ -306,16 +306,16 @@ enum ShallowXML {
         }
 
         /// A name for messages, cut to 40 bytes.
-        func name(_ range: Range<Int>) -> String { String(decoding: bytes[range].prefix(40), as: UTF8.self) }
+        package func name(_ range: Range<Int>) -> String { String(decoding: bytes[range].prefix(40), as: UTF8.self) }
 
-        func problem(_ text: String) -> Problem { Problem(description: "at byte \(index): \(text)") }
+        package func problem(_ text: String) -> Problem { Problem(description: "at byte \(index): \(text)") }
     }
 
-    static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
+    package static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
 
     /// Whether `byte` may stand in an element or attribute name here: anything but white space and the bytes of
     /// markup (UTF-8 sequences of non-ASCII names pass).
-    static func isNameByte(_ byte: UInt8) -> Bool {
+    package static func isNameByte(_ byte: UInt8) -> Bool {
         nameBytes[Int(byte)]
     }
 
@@ -324,7 +324,7 @@ enum ShallowXML {
         !isSpace(UInt8(byte)) && !"/>=<&\"'?!".utf8.contains(UInt8(byte))
     }
 
-    static func hexValue(_ byte: UInt8) -> UInt32? {
+    package static func hexValue(_ byte: UInt8) -> UInt32? {
         switch byte {
         case ascii("0")...ascii("9"): return UInt32(byte - ascii("0"))
         case ascii("a")...ascii("f"): return UInt32(byte - ascii("a") + 10)

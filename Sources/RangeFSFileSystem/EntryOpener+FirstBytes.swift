@@ -6,7 +6,7 @@ import RangeFSCatalog
 import RangeFSFetch
 import RangeFSSystem
 
-extension RangeFS {
+extension EntryOpener {
     /// Puts the first bytes of a file, which the probe of its open brings, into its entry: the blocks they cover,
     /// unless another transfer brings them already. Called before the open answers, so the entry is the one it opens.
     func store(firstBytes body: FirstBytes.Body, of metadata: RemoteMetadata) {
