@@ -7,13 +7,6 @@ let coreLayers: [Target.Dependency] = [
     "RangeFSFileSystem", "RangeFSControl",
 ]
 
-// Release builds specialise the layers' generics across their module boundaries again (issue 48: split into targets,
-// a cold reader cost the daemon 4.5% more instructions, since generics such as trimmingWhitespace and HTTPDate.format
-// were no longer specialised in their callers; with this, 0.975 of the unsplit build's). A root package may use it.
-let crossModuleOptimization: [SwiftSetting] = [
-    .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release)),
-]
-
 let package = Package(
     name: "rangefs",
     platforms: [.macOS(.v15)],
@@ -41,66 +34,48 @@ let package = Package(
 
         // What Foundation gave and FoundationEssentials lacks (threads, a condition, printf formatting, trimming).
         // No target imports Foundation: its ICU data would be most of a static binary.
-        .target(name: "RangeFSPlatform", dependencies: ["CLinux"], swiftSettings: crossModuleOptimization),
+        .target(name: "RangeFSPlatform", dependencies: ["CLinux"]),
         // The core, one target per layer; each depends only on the layers below it (docs/internals.md).
         // System: the Linux calls, C shims, digests and locks every layer above stands on.
-        .target(
-            name: "RangeFSSystem", dependencies: ["CChecksum", "CCrypto", "CLinux", "CZlib"],
-            swiftSettings: crossModuleOptimization
-        ),
+        .target(name: "RangeFSSystem", dependencies: ["CChecksum", "CCrypto", "CLinux", "CZlib"]),
         // ObjectStore: S3-compatible object stores in one place: their URLs, keys and profiles, request signing
         // (SigV4) and their listings' and errors' XML. Fetch signs and pages through it; Catalog reads kept pages.
-        .target(
-            name: "RangeFSObjectStore", dependencies: ["RangeFSSystem", "RangeFSPlatform"],
-            swiftSettings: crossModuleOptimization
-        ),
+        .target(name: "RangeFSObjectStore", dependencies: ["RangeFSSystem", "RangeFSPlatform"]),
         // Cache: the cache directory's entries, blocks, ledger and store; the BlockStore seam Fetch writes through.
         .target(
             name: "RangeFSCache",
-            dependencies: ["RangeFSSystem", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")],
-            swiftSettings: crossModuleOptimization
+            dependencies: ["RangeFSSystem", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
         ),
         // Catalog: the tree of mounted files and directories, listings' parsers, the saved set.
         .target(name: "RangeFSCatalog",
-                dependencies: ["RangeFSCache", "RangeFSObjectStore", "RangeFSPlatform", "RangeFSSystem"],
-                swiftSettings: crossModuleOptimization),
+                dependencies: ["RangeFSCache", "RangeFSObjectStore", "RangeFSPlatform", "RangeFSSystem"]),
         // Fetch: transfers into the cache through BlockStore, their scheduling and credentials.
         .target(
             name: "RangeFSFetch",
             dependencies: ["RangeFSCache", "RangeFSCatalog", "RangeFSObjectStore", "RangeFSPlatform", "RangeFSSystem",
-                           .product(name: "Logging", package: "swift-log")],
-            swiftSettings: crossModuleOptimization
+                           .product(name: "Logging", package: "swift-log")]
         ),
         // Archives: zip, tar, tar.gz and ISO 9660 indexes read by range; they list as Catalog's directories.
-        .target(
-            name: "RangeFSArchives", dependencies: ["RangeFSCatalog", "RangeFSSystem"],
-            swiftSettings: crossModuleOptimization
-        ),
+        .target(name: "RangeFSArchives", dependencies: ["RangeFSCatalog", "RangeFSSystem"]),
         // FileSystem: the mounted file system without FUSE or sockets (RangeFS and its parts), tested on its own.
         .target(
             name: "RangeFSFileSystem",
             dependencies: ["RangeFSArchives", "RangeFSCache", "RangeFSCatalog", "RangeFSFetch", "RangeFSObjectStore",
-                           "RangeFSSystem", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")],
-            swiftSettings: crossModuleOptimization
+                           "RangeFSSystem", "RangeFSPlatform", .product(name: "Logging", package: "swift-log")]
         ),
         // Control: the control socket's protocol and service, which call RangeFS's verbs.
-        .target(
-            name: "RangeFSControl", dependencies: ["RangeFSFileSystem", "RangeFSSystem", "RangeFSPlatform"],
-            swiftSettings: crossModuleOptimization
-        ),
+        .target(name: "RangeFSControl", dependencies: ["RangeFSFileSystem", "RangeFSSystem", "RangeFSPlatform"]),
         // Starting helper programs (fusermount3) and rangefs's own background child; the core never does.
-        .target(name: "RangeFSProcess", dependencies: ["CLinux"], swiftSettings: crossModuleOptimization),
+        .target(name: "RangeFSProcess", dependencies: ["CLinux"]),
         .target(
             name: "RangeFSHTTP",
             dependencies: ["CCurl", "RangeFSCache", "RangeFSFetch", "RangeFSPlatform", "RangeFSSystem",
-                           .product(name: "Logging", package: "swift-log")],
-            swiftSettings: crossModuleOptimization
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "RangeFSFUSE",
             dependencies: ["CFUSE", "CLinux", "RangeFSCache", "RangeFSFileSystem", "RangeFSPlatform", "RangeFSProcess", "RangeFSSystem",
-                           .product(name: "Logging", package: "swift-log")],
-            swiftSettings: crossModuleOptimization
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "rangefs",
@@ -110,8 +85,7 @@ let package = Package(
                 "RangeFSFUSE", "RangeFSPlatform", "RangeFSProcess", "RangeFSSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: crossModuleOptimization
+            ]
         ),
 
         // The tests' shared fixtures. A test target, so that `swift build -c release` leaves it out: it imports the

@@ -6,6 +6,9 @@ extension StringProtocol {
     /// Byte by byte: the bytes trimmed are ASCII, so what is left starts and ends on a character boundary of the
     /// UTF-8 text (its first or last character may carry a combining mark, as it would in the text). A line end
     /// "\r\n" goes too (as one Character it was kept, being neither "\r" nor "\n").
+    /// Inlinable: a generic across the layers' module boundaries is otherwise not specialised for its String or
+    /// Substring, and walks the UTF-8 view through witness tables (issue 48: 2.5% of a cold small-file read).
+    @inlinable
     package func trimmingWhitespace() -> String {
         let bytes = utf8
         var start = bytes.startIndex
