@@ -61,9 +61,14 @@ extension RangeFS {
 
     /// The entry a read of the file at `url` of unknown size goes through now: the open one, whatever its shape,
     /// else the one of the catalog's version. Nil if the file left the mount.
+    /// An open entry of a size is the one the stream ended in: the catalog learns the size here if the store's
+    /// report of it still waits in the queue, so that a reader that reached the end finds the file of that size
+    /// (its attributes, its state) at once: `cat f; getfattr f` never saw it still streaming.
     private func currentEntry(of url: String, inode: UInt64) throws(CacheError) -> CacheEntry? {
+        let item = catalog.item(inode: inode)
+        if let item, let settled = opener.settledEntry(of: item) { return settled }
         if let open = store.openEntry(for: url), !open.isStale { return open }
-        guard let item = catalog.item(inode: inode) else { return nil }
+        guard let item else { return nil }
         return try entry(for: item)
     }
 

@@ -28,19 +28,59 @@ final class UnsizedDownloadTests: XCTestCase {
         super.tearDown()
     }
 
-    func makeFileSystem(prefetch: PrefetchPolicy = .none, attempts: Int = 4, maxBytes: Int? = nil) throws -> RangeFS {
+    func makeFileSystem(prefetch: PrefetchPolicy = .none, attempts: Int = 4, maxBytes: Int? = nil,
+                        reportGate: ReportGate? = nil) throws -> RangeFS {
         var policy = FetchPolicy()
         policy.attempts = attempts
         policy.retryDelay = .milliseconds(10)
         var settings = StoreSettings()
         settings.maxBytes = maxBytes
         return try makeTestFileSystem(origin: origin, urls: [url], directory: directory.path, policy: policy,
-                                      prefetch: prefetch, storeSettings: settings)
+                                      prefetch: prefetch, storeSettings: settings, reportGate: reportGate)
+    }
+
+    /// Holds back the store's report that the stream's entry was reshaped, as a busy report thread does.
+    static func holdingReshapes() -> ReportGate {
+        ReportGate { event in
+            if case .reshaped = event { return true }
+            return false
+        }
+    }
+
+    /// What keeps the blocks of each open entry from eviction, for a failure's message.
+    static func evictionState(_ fileSystem: RangeFS) -> String {
+        fileSystem.store.entries.withLock { Array($0.values) }.map { entry in
+            entry.state.withLock { state in
+                let present = state.blocks.present.setCount
+                let evictable = (0..<entry.blockCount).filter { state.blocks.isEvictable($0) }.count
+                return "\(entry.header.sizeKnown ? "sized" : "unsized") \(entry.size): \(present) present, "
+                    + "\(evictable) evictable, stale \(state.stale), pinned \(state.eviction.pinned), passthrough "
+                    + "\(state.eviction.passthroughHandles), serving \(state.eviction.serving), held \(entry.use.isHeld), "
+                    + "streaming \(state.streaming), stamped \(state.eviction.stamps.filter { $0 > 0 }.count)"
+            }
+        }.joined(separator: "; ")
     }
 
     /// Reads the whole file as `cp` does through direct I/O: 128 KiB at a time until an empty read.
     func readToEnd(_ fileSystem: RangeFS, handle: UInt64) throws -> [UInt8] {
         try XCTUnwrap(fileSystem.readToEnd(handle: handle)).get()
+    }
+
+    /// A reader that read to the end finds the file of its size at once, even while the store's report of the
+    /// stream's end waits in the queue (a busy machine's report thread): `cat f; getfattr -n user.rangefs.state f`
+    /// said "partial", and the catalog still had no size, for as long as the report waited.
+    func testAReaderAtTheEndFindsTheSizeBeforeTheReportComes() throws {
+        let gate = Self.holdingReshapes()
+        defer { gate.release() }
+        let fileSystem = try makeFileSystem(reportGate: gate)
+        let item = try XCTUnwrap(fileSystem.catalog.items.first)
+        let handle = try fileSystem.open(item.inode).get().handle
+        XCTAssertEqual(try readToEnd(fileSystem, handle: handle), bytes)
+        XCTAssertEqual(gate.held.wait(timeout: .now()), .success, "the reshape's report is still held")
+        XCTAssertEqual(fileSystem.catalog.item(inode: item.inode)?.metadata.sizeKnown, true)
+        XCTAssertEqual(try fileSystem.attributes(of: item.inode).get().size, UInt64(bytes.count))
+        XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.state", of: item.inode).get(), "complete")
+        fileSystem.release(handle)
     }
 
     func testAStreamIsReadToItsEndAndThenIsAnOrdinaryFileOfKnownSize() throws {
@@ -85,10 +125,9 @@ final class UnsizedDownloadTests: XCTestCase {
         origin.dropAfterBytes = 1_000_000
         origin.dropsLeft = 1
         origin.downAfterDrop = true  // the sink would take the stream up again at once: a restart finds it gone
-        weak var store: CacheStore?
-        try {
-            let fileSystem = try makeFileSystem(attempts: 1)
-            store = fileSystem.store
+        // The broken stream's thread lets go of the store (and its lock) just after the reader got its error; the
+        // restart that follows needs the lock, as a new process would (`withFileSystem` waits for it).
+        let released = try withFileSystem({ try makeFileSystem(attempts: 1) }) { fileSystem in
             let item = try XCTUnwrap(fileSystem.catalog.items.first)
             let handle = try fileSystem.open(item.inode).get().handle
             XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 65536)?.get(),
@@ -99,13 +138,8 @@ final class UnsizedDownloadTests: XCTestCase {
                                                                               count: 4096))
             else { return XCTFail("the stream broke at 1,000,000 bytes") }
             fileSystem.release(handle)
-            fileSystem.store.close()  // as an unmount does
-        }()
-        // The broken stream's thread lets go of the store (and its lock) just after the reader got its error; the
-        // restart below needs the lock, as a new process would.
-        let deadline = Date().addingTimeInterval(60)
-        while store != nil && Date() < deadline { usleep(10_000) }
-        XCTAssertNil(store, "the first mount's store was released")
+        }
+        XCTAssertTrue(released, "the first mount's store was released")
         origin.isDown = false
     }
 
@@ -147,7 +181,22 @@ final class UnsizedDownloadTests: XCTestCase {
     /// and that descriptor is the entry's data file: blocks evicted under `--cache-max-size` then read as zeros
     /// (on a mount: all 64 MiB of a file wrong through the old handle, no error). It now reads through the entry.
     func testAHandleOpenedOnTheStreamReadsRightAfterItsBlocksAreEvicted() throws {
-        let fileSystem = try makeFileSystem(maxBytes: 512 << 10)
+        try readsAfterEviction(fileSystem: makeFileSystem(maxBytes: 512 << 10))
+    }
+
+    /// The same while the store's report of the reshape waits in the queue (the report thread of a busy machine):
+    /// the handle is still on the old entry, the new one holds the use lent for it, and the cap is a cap.
+    func testAHandleOpenedOnTheStreamReadsAfterEvictionBeforeTheReshapeIsReported() throws {
+        let gate = Self.holdingReshapes()
+        defer { gate.release() }
+        try readsAfterEviction(fileSystem: makeFileSystem(maxBytes: 512 << 10, reportGate: gate)) {
+            XCTAssertEqual(gate.held.wait(timeout: .now()), .success, "the reshape's report was held")
+        }
+    }
+
+    /// Streams the file whole on one handle, opens it again, evicts, and reads through the first handle;
+    /// `beforeEviction` runs just before the eviction.
+    func readsAfterEviction(fileSystem: RangeFS, beforeEviction: () -> Void = {}) throws {
         let item = try XCTUnwrap(fileSystem.catalog.items.first)
         let streamed = try fileSystem.open(item.inode).get().handle
         XCTAssertEqual(try readToEnd(fileSystem, handle: streamed), bytes)
@@ -156,8 +205,10 @@ final class UnsizedDownloadTests: XCTestCase {
         XCTAssertEqual(try fileSystem.readSynchronously(handle: opened, offset: 0, count: 4096)?.get(),
                        Array(bytes[..<4096]))
         fileSystem.release(opened)
+        beforeEviction()
         fileSystem.store.ledger.reserveRoom(for: 0)
-        XCTAssertLessThanOrEqual(fileSystem.store.ledger.usedBytes, 512 << 10, "blocks were evicted")
+        XCTAssertLessThanOrEqual(fileSystem.store.ledger.usedBytes, 512 << 10,
+                                 "blocks were evicted; the store's open entries: \(Self.evictionState(fileSystem))")
         for offset in stride(from: 0, to: bytes.count, by: 500_000) {
             XCTAssertEqual(try fileSystem.readSynchronously(handle: streamed, offset: UInt64(offset), count: 4096)?.get(),
                            Array(bytes[offset..<(offset + 4096)]), "at \(offset)")

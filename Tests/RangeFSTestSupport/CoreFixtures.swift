@@ -1,6 +1,7 @@
 // Shared by the core's unit tests: a RangeFS over an in-memory origin, and a blocking read for assertions.
 
 import Dispatch
+import Foundation
 import Glibc
 import Logging
 @testable import RangeFSCache
@@ -22,15 +23,18 @@ public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: 
                                metrics: Metrics = Metrics(),
                                logger: Logger = Logger(label: "test"),
                                schedulerLockTaken: (@Sendable () -> Void)? = nil,
+                               reportGate: ReportGate? = nil,
                                adjust: (inout FileSystemSettings) -> Void = { _ in }) throws -> RangeFS {
-    // The store and the scheduler report to the file system through `reports`, as a mount wires them.
+    // The store and the scheduler report to the file system through `reports`, as a mount wires them; through
+    // `reportGate`, which may hold some back, if the test gives one.
     let reports = EventQueue<EntryEvent>()
-    let store = try CacheStore(root: directory, settings: storeSettings, reports: reports, metrics: metrics,
+    let below = reportGate?.start(forwardingTo: reports) ?? reports
+    let store = try CacheStore(root: directory, settings: storeSettings, reports: below, metrics: metrics,
                                logger: logger)
     let catalog = Catalog()
     catalog.setRootURL(root)
     for result in origin.probeAll(urls) { catalog.add(try result.get()) }
-    var schedulerEvents = FetchScheduler.Events(reports: reports)
+    var schedulerEvents = FetchScheduler.Events(reports: below)
     schedulerEvents.lockTaken = schedulerLockTaken
     let scheduler = FetchScheduler(fetcher: origin, policy: policy, events: schedulerEvents, metrics: metrics,
                                    logger: logger)
@@ -41,6 +45,63 @@ public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: 
     adjust(&settings)
     return RangeFS(catalog: catalog, store: store, scheduler: scheduler, reports: reports, kernel: kernel,
                    passthrough: passthrough, settings: settings, credentials: credentials, logger: logger)
+}
+
+/// Stands between the store (and the scheduler) and the file system's reports in a test, as a busy machine's
+/// report thread does: each report that `holds` picks is held back until `release`, and the reports after it wait
+/// behind it, in order.
+public final class ReportGate: Sendable {
+    private let holds: @Sendable (EntryEvent) -> Bool
+    private let opened = DispatchSemaphore(value: 0)
+    /// Signalled as each held report arrives.
+    public let held = DispatchSemaphore(value: 0)
+
+    public init(holding holds: @escaping @Sendable (EntryEvent) -> Bool) {
+        self.holds = holds
+    }
+
+    /// The held report (and those behind it) goes on to the file system.
+    public func release() { opened.signal() }
+
+    /// The queue the store and the scheduler send into, drained by a thread of its own into `above`. Nobody
+    /// closes it: the thread waits for the rest of the test process (one idle thread per test that holds reports).
+    func start(forwardingTo above: EventQueue<EntryEvent>) -> EventQueue<EntryEvent> {
+        let below = EventQueue<EntryEvent>()
+        let (holds, opened, held) = (holds, opened, held)
+        let thread = Thread {
+            while let event = below.next() {
+                if holds(event) {
+                    held.signal()
+                    opened.wait()
+                }
+                above.send(event)
+            }
+        }
+        thread.start()
+        return below
+    }
+}
+
+/// Runs `body` with the file system `make` makes, closes its store as an unmount does, and waits (up to 60 s)
+/// until that store is gone; returns whether it went. The next file system on the same cache takes the cache's
+/// lock, which a store holds until its `deinit`, and work still queued on a busy machine (a fetch ahead's
+/// preparation, a probe's or a broken stream's last reply) holds the store a moment after `body` returns: two busy
+/// cores made the next mount fail with "in use by another rangefs".
+@discardableResult
+public func withFileSystem(_ make: () throws -> RangeFS, _ body: (RangeFS) throws -> Void) throws -> Bool {
+    weak var store: CacheStore?
+    try {
+        let fileSystem = try make()
+        store = fileSystem.store
+        defer { _ = fileSystem.store.close() }
+        try body(fileSystem)
+    }()
+    var waited = 0
+    while store != nil && waited < 6000 {
+        usleep(10_000)
+        waited += 1
+    }
+    return store == nil
 }
 
 extension RangeFS {
