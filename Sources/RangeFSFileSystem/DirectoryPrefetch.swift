@@ -340,20 +340,32 @@ extension RangeFS {
         // at once (no more than the fetches ahead in flight), so that the disk's reads overlap and keep ahead of a
         // reader that waits for one read at a time.
         let starts = DispatchQueue(label: "rangefs.directory-prefetch", qos: .utility)
+        let weakOpener = WeakReference(opener)
         let prepares = DispatchQueue(label: "rangefs.directory-prefetch.prepare", qos: .utility, attributes: .concurrent)
         return DirectoryPrefetch(catalog: catalog, link: link, limits: limits,
                                  probeBytes: settings.openProbeBytes,
                                  probeBlockBytes: settings.blockSize) { [weak directories] file, done in
             guard let directories else { return done() }
+            // Queued work holds neither the directories nor the opener (and through it the store): a file system
+            // that went lets its cache go (and the cache's lock) without waiting for the work it left behind.
             starts.async { [weak directories] in
                 guard let directories else { return done() }
                 directories.fetchAhead(file) {
                     prepares.async {
-                        opener.prepareEntry(of: file)
+                        weakOpener.object?.prepareEntry(of: file)
                         done()
                     }
                 }
             }
         }
+    }
+}
+
+/// A reference that does not keep its object alive, for work queued by a part that may go first.
+final class WeakReference<Object: AnyObject & Sendable>: Sendable {
+    weak let object: Object?
+
+    init(_ object: Object) {
+        self.object = object
     }
 }

@@ -251,7 +251,10 @@ extension RangeFS {
         // Queued: the lookup that found the name gone may still hold its directory.
         events.removed = { parent, name in kernel.forgetName(name, in: parent) }
         events.changed = { inode in kernel.attributesChanged(of: inode) }
-        events.firstBytes = { metadata, body in opener.store(firstBytes: body, of: metadata) }
+        events.firstBytes = { [weak opener] metadata, body in
+            guard let opener else { return body.discard() }
+            opener.store(firstBytes: body, of: metadata)
+        }
         return DirectoryService(catalog: catalog, store: store, fetcher: fetcher, credentials: credentials,
                                 settings: settings, events: events, logger: logger)
     }
