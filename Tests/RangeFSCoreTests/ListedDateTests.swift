@@ -146,21 +146,14 @@ final class ListedDateTests: XCTestCase {
 
     /// A mount of `root` on this test's cache with the default `--revalidate`; `body` runs with it.
     func mounted(_ body: (RangeFS) throws -> Void) throws {
-        weak var store: CacheStore?
-        try {
-            let fileSystem = try makeTestFileSystem(origin: origin, urls: [], directory: directory.path, root: root,
-                                                    kernel: KernelRecorder()) { settings in
+        // The next mount takes the cache's lock, which this store holds until it is gone (`withFileSystem`).
+        let released = try withFileSystem({
+            try makeTestFileSystem(origin: origin, urls: [], directory: directory.path, root: root,
+                                   kernel: KernelRecorder()) { settings in
                 settings.revalidateAfter = FileSystemSettings().revalidateAfter  // the default: its check is the point
             }
-            store = fileSystem.store
-            try body(fileSystem)
-            fileSystem.store.close()
-        }()
-        // The next mount takes the cache's lock, which this store holds until it is gone; work still queued on a
-        // busy machine (a background check's last reply) can hold it a moment after the mount ends. Two busy cores
-        // made the next mount fail with "in use by another rangefs". A store that never goes is left to that error.
-        let deadline = Date().addingTimeInterval(60)
-        while store != nil && Date() < deadline { usleep(10_000) }
+        }, body)
+        XCTAssertTrue(released, "the mount's store was released")
     }
 
     /// Opens `a.bin`, reads it whole (checking its bytes), and closes it.

@@ -121,20 +121,26 @@ final class ListingJSONRecordsTests: XCTestCase {
         origin.serve(base, bytes: Array(json.utf8))
         origin.serve(base + "a.bin", bytes: Array(repeating: 7, count: 10))
         origin.serve(base + "b.bin", bytes: Array(repeating: 8, count: 20))
+        // Each mount's store goes before the next takes the cache's lock (`withFileSystem`).
         func mount(reading name: String) throws -> (shown: [String: UInt64], bytes: [UInt8]?) {
-            let fileSystem = try makeTestFileSystem(origin: origin, urls: [], directory: directory.path, root: base)
-            defer { fileSystem.store.close() }
             var shown: [String: UInt64] = [:]
-            for node in try fileSystem.directoryContents(Catalog.rootInode).get() {
-                switch node {
-                case .file(let item): shown[item.name] = item.metadata.size
-                case .directory(let folder): shown[folder.name + "/"] = 0
+            var bytes: [UInt8]?
+            let released = try withFileSystem({
+                try makeTestFileSystem(origin: origin, urls: [], directory: directory.path, root: base)
+            }) { fileSystem in
+                for node in try fileSystem.directoryContents(Catalog.rootInode).get() {
+                    switch node {
+                    case .file(let item): shown[item.name] = item.metadata.size
+                    case .directory(let folder): shown[folder.name + "/"] = 0
+                    }
                 }
+                let inode = try fileSystem.lookup(parent: Catalog.rootInode, name: name).get().inode
+                let handle = try fileSystem.open(inode).get().handle
+                defer { fileSystem.release(handle) }
+                bytes = try fileSystem.readSynchronously(handle: handle, offset: 0, count: 10)?.get()
             }
-            let inode = try fileSystem.lookup(parent: Catalog.rootInode, name: name).get().inode
-            let handle = try fileSystem.open(inode).get().handle
-            defer { fileSystem.release(handle) }
-            return (shown, try fileSystem.readSynchronously(handle: handle, offset: 0, count: 10)?.get())
+            XCTAssertTrue(released, "the mount's store was released")
+            return (shown, bytes)
         }
         let online = try mount(reading: "a.bin")
         XCTAssertEqual(online.shown, ["sub/": 0, "a.bin": 10, "b.bin": 20])
