@@ -224,19 +224,9 @@ extension RangeFS {
     /// fresh, unless its cache entry is open and its cached bytes may still change (it downloads, and `ls -s` must
     /// show that). Zero for files mounted one by one, whose progress always shows.
     func kernelCacheSeconds(of item: CatalogItem) -> Double {
-        guard keepsAttributesInKernel(item) else { return 0 }
-        if let entry = store.openEntry(for: item.metadata.url), !cachedBytesSettled(entry) { return 0 }
+        guard EntryOpener.keepsAttributesInKernel(item) else { return 0 }
+        if let entry = store.openEntry(for: item.metadata.url), !opener.cachedBytesSettled(entry) { return 0 }
         return settings.directoryCacheTime.seconds
-    }
-
-    /// Whether the cached bytes of the open `entry` stay what they are now (EntryOpener.swift).
-    func cachedBytesSettled(_ entry: CacheEntry) -> Bool {
-        opener.cachedBytesSettled(entry)
-    }
-
-    /// Whether the kernel is given `item`'s attributes for as long as its listing is fresh (EntryOpener.swift).
-    func keepsAttributesInKernel(_ item: CatalogItem) -> Bool {
-        EntryOpener.keepsAttributesInKernel(item)
     }
 
     /// Makes the directory service that lists and probes for this file system, with its reports wired to the
