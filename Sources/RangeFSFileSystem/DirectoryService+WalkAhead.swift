@@ -57,6 +57,9 @@ extension DirectoryService {
         var inFlight = 0
         /// How many more listings each walk may start.
         var budgets: [UInt64: Int] = [:]
+        /// The walks of listings ahead that ended and have not gone on below yet (from `finish` to
+        /// `listingEnded`, two takings of the lock): alive meanwhile, though neither queued nor listed.
+        var ending: [UInt64: Int] = [:]
         var nextWalk: UInt64 = 1
         /// Directories whose listing ahead failed: not listed ahead again before a reader lists them.
         var failed: Set<UInt64> = []
@@ -172,7 +175,7 @@ extension DirectoryService {
         if state.walkAhead.queue.count > Self.walkAheadQueueLimit {
             state.walkAhead.queue.removeLast(state.walkAhead.queue.count - Self.walkAheadQueueLimit)
         }
-        var alive = Set(state.walkAhead.queue.map(\.step.walk))
+        var alive = Set(state.walkAhead.queue.map(\.step.walk)).union(state.walkAhead.ending.keys)
         for listing in state.listings.values { if let step = listing.ahead { alive.insert(step.walk) } }
         state.walkAhead.budgets = state.walkAhead.budgets.filter { alive.contains($0.key) && $0.value > 0 }
     }
@@ -204,6 +207,10 @@ extension DirectoryService {
             below = catalog.subdirectories(of: inode, limit: Self.walkAheadDirectories, scan: Self.walkAheadScan)
         }
         let (start, drained, stopped) = state.withLock { state -> ([UInt64], [UInt64], Bool) in
+            if let step {
+                let left = state.walkAhead.ending[step.walk, default: 1] - 1
+                state.walkAhead.ending[step.walk] = left > 0 ? left : nil
+            }
             let stopped = step.map { _ in endAhead(inode, failure: failure, in: &state) } ?? false
             switch outcome {
             case .failed where step != nil && quiet:

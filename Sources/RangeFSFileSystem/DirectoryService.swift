@@ -249,6 +249,9 @@ final class DirectoryService: Sendable {
     private func finish(_ inode: UInt64, outcome: ListingOutcome, failure: FetchError?) {
         let (waiters, reports, step, quiet) = state.withLock { state in
             let listing = state.listings.removeValue(forKey: inode) ?? Listing()
+            // Its walk stays alive until `listingEnded` goes on below it: another walk's listing ending in between
+            // forgot the walk's budget, and this one's subdirectories were not listed ahead.
+            if let step = listing.ahead { state.walkAhead.ending[step.walk, default: 0] += 1 }
             // A listing ahead that failed with no reader waiting leaves no error: a reader lists again.
             let quiet = listing.ahead != nil && listing.waiters.isEmpty && listing.reports.isEmpty
             if case .failed(let why, _) = outcome, !quiet {
