@@ -32,9 +32,11 @@ package final class EventQueue<Event: Sendable>: Sendable {
         if sent { available.signal() }
     }
 
-    /// The next event, waiting for one; nil once the queue is closed (the events still queued then are dropped).
+    /// The next event, waiting for one; nil once the queue is closed (the events still queued then are dropped),
+    /// at once for a call that comes after the close.
     package func next() -> Event? {
         while true {
+            if state.withLock({ $0.closed }) { return nil }
             available.wait()
             let taken = state.withLock { state -> (event: Event?, closed: Bool) in
                 if state.closed { return (nil, true) }
@@ -49,7 +51,11 @@ package final class EventQueue<Event: Sendable>: Sendable {
                 }
                 return (event, false)
             }
-            if taken.closed { return nil }
+            if taken.closed {
+                // The close's one signal may have woken this caller while another waits too: it wakes that one.
+                available.signal()
+                return nil
+            }
             if let event = taken.event { return event }
         }
     }

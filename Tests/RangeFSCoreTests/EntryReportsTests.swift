@@ -31,18 +31,31 @@ final class EntryReportsTests: XCTestCase {
         XCTAssertEqual([queue.next(), queue.next(), queue.next()], [1, 2, 3])
         let drained = LockedBox<[Int]>([])
         let ended = DispatchSemaphore(value: 0)
+        let drainerEnded = DispatchSemaphore(value: 0)
         startThread(name: "test-drain") {
             while let value = queue.next() {
                 drained.withLock { $0.append(value) }
                 if value == 1000 { ended.signal() }
             }
+            drainerEnded.signal()
         }
         for value in 4...1000 { queue.send(value) }
         XCTAssertEqual(ended.wait(timeout: .now() + 60), .success, "drained (a hang only)")
         XCTAssertEqual(drained.withLock { $0 }, Array(4...1000), "one drainer takes every event, in order")
         queue.close()
+        XCTAssertEqual(drainerEnded.wait(timeout: .now() + 60), .success, "the waiting drainer was woken by the close")
         queue.send(1001)
-        XCTAssertNil(queue.next(), "closed: nothing more comes, and what is sent after is dropped")
+        // A call after the close, once the close's wake-up was taken: it answers at once. It waited for ever (a hang
+        // of the whole core suite, with two busy cores, when the drainer took the wake-up first).
+        let answered = DispatchSemaphore(value: 0)
+        let after = LockedBox<Int??>(nil)
+        startThread(name: "test-after-close") {
+            let value = queue.next()
+            after.withLock { $0 = .some(value) }
+            answered.signal()
+        }
+        XCTAssertEqual(answered.wait(timeout: .now() + 60), .success, "a call after the close was answered")
+        XCTAssertEqual(after.withLock { $0 }, .some(nil), "closed: nothing more comes, and what is sent after is dropped")
     }
 
     /// A fill the scheduler runs keeps its entry open through the store's idle release, with nothing asked of the
