@@ -3,8 +3,8 @@
 // sent into (EventQueue.swift); the file system drains it on a thread of its own. A report only hands work on, so
 // it can wait in the queue: a digest check after a completion, a probe after a change (a READ that found the change
 // starts or joins that probe itself before it answers ESTALE: Revalidator.answerStale), the move of an entry's
-// handles to its reshaped successor (reads of a reshaped entry go through the file's current entry meanwhile:
-// RangeFS+UnknownSize.swift).
+// handles to its reshaped successor (reads of a reshaped entry go through the file's current entry meanwhile, and
+// the catalog learns a settled size in the read that finds it: RangeFS+UnknownSize.swift).
 
 /// A report about a cached entry, from the store or the scheduler to the file system.
 package enum EntryEvent: Sendable {
