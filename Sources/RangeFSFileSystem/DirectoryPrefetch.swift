@@ -346,8 +346,9 @@ extension RangeFS {
                                  probeBytes: settings.openProbeBytes,
                                  probeBlockBytes: settings.blockSize) { [weak directories] file, done in
             guard let directories else { return done() }
-            // Queued work holds neither the directories nor the opener (and through it the store): a file system
-            // that went lets its cache go (and the cache's lock) without waiting for the work it left behind.
+            // The prefetch's queued work holds neither the directories nor the opener (and through it the store):
+            // a file system that went lets its cache (and the cache's lock) go once its probes in flight end, not
+            // after every fetch ahead it queued.
             starts.async { [weak directories] in
                 guard let directories else { return done() }
                 directories.fetchAhead(file) {

@@ -208,7 +208,8 @@ extension DirectoryService {
         }
         let (start, drained, stopped) = state.withLock { state -> ([UInt64], [UInt64], Bool) in
             if let step {
-                let left = state.walkAhead.ending[step.walk, default: 1] - 1
+                let left = state.walkAhead.ending[step.walk, default: 0] - 1
+                assert(left >= 0, "a listing ahead went on below without having ended (`finish` counts it)")
                 state.walkAhead.ending[step.walk] = left > 0 ? left : nil
             }
             let stopped = step.map { _ in endAhead(inode, failure: failure, in: &state) } ?? false

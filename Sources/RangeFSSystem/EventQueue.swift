@@ -17,7 +17,7 @@ package final class EventQueue<Event: Sendable>: Sendable {
     }
 
     private let state = Mutex(State())
-    /// One signal per event sent, and one for `close`.
+    /// One signal per event sent, one for `close`, and one more passed on by each waiter the close woke.
     private let available = DispatchSemaphore(value: 0)
 
     package init() {}

@@ -76,7 +76,7 @@ final class UnsizedDownloadTests: XCTestCase {
         let item = try XCTUnwrap(fileSystem.catalog.items.first)
         let handle = try fileSystem.open(item.inode).get().handle
         XCTAssertEqual(try readToEnd(fileSystem, handle: handle), bytes)
-        XCTAssertEqual(gate.held.wait(timeout: .now()), .success, "the reshape's report is still held")
+        XCTAssertEqual(gate.held.wait(timeout: .now() + 60), .success, "the reshape's report is still held")
         XCTAssertEqual(fileSystem.catalog.item(inode: item.inode)?.metadata.sizeKnown, true)
         XCTAssertEqual(try fileSystem.attributes(of: item.inode).get().size, UInt64(bytes.count))
         XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.state", of: item.inode).get(), "complete")
@@ -190,7 +190,7 @@ final class UnsizedDownloadTests: XCTestCase {
         let gate = Self.holdingReshapes()
         defer { gate.release() }
         try readsAfterEviction(fileSystem: makeFileSystem(maxBytes: 512 << 10, reportGate: gate)) {
-            XCTAssertEqual(gate.held.wait(timeout: .now()), .success, "the reshape's report was held")
+            XCTAssertEqual(gate.held.wait(timeout: .now() + 60), .success, "the reshape's report was held")
         }
     }
 

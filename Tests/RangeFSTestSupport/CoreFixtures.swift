@@ -49,9 +49,10 @@ public func makeTestFileSystem(origin: MemoryOrigin, urls: [String], directory: 
 
 /// Stands between the store (and the scheduler) and the file system's reports in a test, as a busy machine's
 /// report thread does: each report that `holds` picks is held back until `release`, and the reports after it wait
-/// behind it, in order.
+/// behind it, in order. Once released, nothing is held any more.
 public final class ReportGate: Sendable {
     private let holds: @Sendable (EntryEvent) -> Bool
+    private let released = LockedBox(false)
     private let opened = DispatchSemaphore(value: 0)
     /// Signalled as each held report arrives.
     public let held = DispatchSemaphore(value: 0)
@@ -60,17 +61,23 @@ public final class ReportGate: Sendable {
         self.holds = holds
     }
 
-    /// The held report (and those behind it) goes on to the file system.
-    public func release() { opened.signal() }
+    /// The held report and those behind it go on to the file system, and every report after them.
+    public func release() {
+        let first = released.withLock { released in
+            defer { released = true }
+            return !released
+        }
+        if first { opened.signal() }
+    }
 
     /// The queue the store and the scheduler send into, drained by a thread of its own into `above`. Nobody
     /// closes it: the thread waits for the rest of the test process (one idle thread per test that holds reports).
     func start(forwardingTo above: EventQueue<EntryEvent>) -> EventQueue<EntryEvent> {
         let below = EventQueue<EntryEvent>()
-        let (holds, opened, held) = (holds, opened, held)
+        let (holds, released, opened, held) = (holds, released, opened, held)
         let thread = Thread {
             while let event = below.next() {
-                if holds(event) {
+                if !released.withLock({ $0 }) && holds(event) {
                     held.signal()
                     opened.wait()
                 }
