@@ -16,6 +16,10 @@ public func cFormat(_ format: String, _ arguments: any CVarArg...) -> String {
 
 extension StringProtocol {
     /// The text without the white space (Unicode's, newlines included) at either end.
+    /// Inlinable: every response header's value is trimmed here, from another module; a generic not specialised
+    /// for its Substring walked the UTF-8 view through witness tables (4,400 instructions a header line, 4.4% of
+    /// a cold read of small files).
+    @inlinable
     public func trimmed() -> String {
         // Every response header goes through here: its ASCII ends are trimmed byte by byte, with no grapheme
         // breaking (one forward pass: a generic UTF-8 view walks forwards only). A non-ASCII byte where the
@@ -37,6 +41,7 @@ extension StringProtocol {
     }
 
     /// The text without the characters at either end for which `predicate` holds.
+    @inlinable
     public func trimmed(while predicate: (Character) -> Bool) -> String {
         guard let first = firstIndex(where: { !predicate($0) }), let last = lastIndex(where: { !predicate($0) }) else {
             return ""
@@ -46,7 +51,7 @@ extension StringProtocol {
 }
 
 /// Tab, line feed, vertical tab, form feed, carriage return and space: ASCII's white space.
-@inline(__always)
+@inlinable @inline(__always)
 func isASCIIWhitespace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
 
 /// RFC 3986 percent-decoding (invalid escapes and invalid UTF-8 are kept as written), and the encoding of one path
