@@ -7,7 +7,7 @@
 
 import Dispatch
 import Glibc
-import Synchronization
+import RangeFSSystem
 
 /// One block's bytes in page-aligned memory (O_DIRECT needs aligned buffers), freed with its last reference.
 public final class BlockBuffer: @unchecked Sendable, Equatable {
@@ -71,7 +71,7 @@ public final class BlockBuffer: @unchecked Sendable, Equatable {
 /// fragments (a peak RSS of 120 MiB with 8 copies, against 43 without buffers). Free memory kept here is bounded.
 package final class BufferPool: Sendable {
     /// Free memory kept for reuse, by size (addresses as integers, which are Sendable).
-    private let free = Mutex<(bySize: [Int: [UInt]], bytes: Int)>(([:], 0))
+    private let free = LockedBox<(bySize: [Int: [UInt]], bytes: Int)>(([:], 0))
     private let keptBytes: Int
 
     init(keptBytes: Int) {

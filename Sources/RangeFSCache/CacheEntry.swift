@@ -69,7 +69,7 @@ package final class CacheEntry: Sendable {
     /// small entry (see `init`), whose replies are read with pread.
     let mapping: FileMapping?
     let pipeline: BlockPipeline
-    package let state: Mutex<State>
+    package let state: LockedBox<State>
     /// Serialises commits so that an older snapshot never replaces a newer one. Taken before `state`; a group
     /// commit holds those of all the entries it covers (CacheStore+Commit).
     let commitLock = ExclusiveLock()
@@ -164,7 +164,7 @@ package final class CacheEntry: Sendable {
         failedDigest = Atomic(digest?.verdict == .mismatch)
         self.pipeline = pipeline
         self.logger = logger
-        state = Mutex(State(blocks: BlockTable(durable: durable), crcs: crcs,
+        state = LockedBox(State(blocks: BlockTable(durable: durable), crcs: crcs,
                             eviction: EvictionMarks(blockCount: header.blockCount), digest: digest))
         // A file without a length can only be read from its first byte: one whole-file stream brings its blocks.
         if !header.sizeKnown { setRangeless() }

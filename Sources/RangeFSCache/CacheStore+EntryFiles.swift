@@ -4,7 +4,6 @@
 
 import Glibc
 import RangeFSSystem
-import Synchronization
 
 /// What an entry on disk holds, read without opening it.
 package struct StoredEntry {
@@ -19,7 +18,7 @@ package struct StoredEntry {
 
 /// Held while a missing shard folder is made (at most once per shard in a cache's life), so that entries new in
 /// one shard at once make it once.
-private let shardCreation = Mutex(())
+private let shardCreation = LockedBox(())
 
 extension CacheStore {
     /// The files of `url`'s entry (EntryFiles.swift).

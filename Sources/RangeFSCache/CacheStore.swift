@@ -42,11 +42,11 @@ public final class CacheStore: Sendable {
     /// made by v2 has none). Without them, an entry's lookups skip v1's paths: two failing system calls per file of
     /// a cold read.
     let mayHoldLegacyFolders: Atomic<Bool>
-    package let entries = Mutex<[String: CacheEntry]>([:])
+    package let entries = LockedBox<[String: CacheEntry]>([:])
     /// What is cached of entries that are not open (CacheStore+Summaries.swift).
-    let summaries = Mutex(EntrySummaries())
+    let summaries = LockedBox(EntrySummaries())
     /// The names of the entries on disk (EntryIndex.swift), read at the first question about one not open.
-    let entryIndex = Mutex(EntryIndex())
+    let entryIndex = LockedBox(EntryIndex())
     /// Where the store reports completions and reshapes to whoever composes it (EntryEvent.swift), fixed at its
     /// birth; nil: nobody listens.
     let reports: EventQueue<EntryEvent>?
@@ -56,7 +56,7 @@ public final class CacheStore: Sendable {
     let commitQueue = DispatchQueue(label: "rangefs.commit")
     /// Starts the group commit early: the store's, made before its ledger, which is given only a way to fire it.
     let commitTrigger: CommitTrigger
-    let committing = Mutex(false)
+    let committing = LockedBox(false)
     let logger: Logger
 
     /// The default location: `$XDG_CACHE_HOME/rangefs`, else `~/.cache/rangefs`.

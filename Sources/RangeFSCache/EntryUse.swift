@@ -21,7 +21,7 @@ package final class EntryUse: Sendable {
     /// When the entry was last asked for, used or stored a block, in milliseconds of `EntryUse.milliseconds`.
     private let lastActive = Atomic(EntryUse.milliseconds())
     /// The processes with a READ waiting on the entry, by pid, with how many READs each.
-    private let waitingReaders = Mutex<[Int32: Int]>([:])
+    private let waitingReaders = LockedBox<[Int32: Int]>([:])
     /// Work queued or running for the entry (fills, transfers, digest checks): `addWork`.
     private let work = Atomic(0)
 

@@ -22,7 +22,7 @@ package enum ETagVerdict: Equatable {
 /// The servers of a cache found to rotate their ETags.
 final class RotatingETags: Sendable {
     private let path: String
-    private let origins: Mutex<Set<String>>
+    private let origins: LockedBox<Set<String>>
     private let logger: Logger
 
     init(path: String, logger: Logger) {
@@ -30,7 +30,7 @@ final class RotatingETags: Sendable {
         self.logger = logger
         let text = ((try? FileSystemCalls.readSmallFile(path, limit: 1 << 20)) ?? nil)  // try?: none kept yet
             .map { String(decoding: $0, as: UTF8.self) } ?? ""
-        origins = Mutex(Set(text.split(separator: "\n").map(String.init)))
+        origins = LockedBox(Set(text.split(separator: "\n").map(String.init)))
     }
 
     /// Whether the server of `url` is known to rotate its ETags.

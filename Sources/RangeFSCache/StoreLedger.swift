@@ -27,13 +27,13 @@ package final class StoreLedger: Sendable {
     let commitBytes: Int
     /// The mount's counters (evicted bytes).
     let metrics: Metrics
-    let eviction = Mutex(EvictionQueue())
+    let eviction = LockedBox(EvictionQueue())
     /// Bytes the store's entries stored since the last group commit began.
     let uncommittedBytes = Atomic(0)
     /// Bytes stored whose group commit has not completed.
     let backlog: CommitBacklog
     /// How the group commits fare (CommitHealth.swift).
-    let commitHealth = Mutex(CommitHealth())
+    let commitHealth = LockedBox(CommitHealth())
     /// Bytes written to the cache since the store opened, and bytes fetched that could not be written.
     let storedTotal = Atomic(0)
     let unwrittenTotal = Atomic(0)
@@ -53,10 +53,10 @@ package final class StoreLedger: Sendable {
     let commitSignal: CommitSignal
     /// Opens the released entry of a URL again, for eviction to take its blocks (`reopenDormant`): set by the store's
     /// `init` (weakly holding it); nil before, and does nothing after the store is gone.
-    let reopenHook = Mutex<ReopenHook?>(nil)
+    let reopenHook = LockedBox<ReopenHook?>(nil)
     /// Settles an entry of unknown size whose body ended, or grows one it outgrew (`StreamStep.ended`,
     /// `.outgrew`): set by the store's `init`, as `reopenHook` is.
-    let settleHook = Mutex<SettleHook?>(nil)
+    let settleHook = LockedBox<SettleHook?>(nil)
     /// Set when the store is gone (`detach`).
     let detached = Atomic(false)
     let logger: Logger
@@ -186,7 +186,7 @@ struct CommitSignal: Sendable {
 }
 
 /// The store's way to open a released entry again (`StoreLedger.reopenHook`). A struct, not a bare closure: a
-/// closure kept in a `Mutex` comes back from each `withLock { $0 }` wrapped in two more reabstraction thunks,
+/// closure kept in a lock (`LockedBox`) comes back from each `withLock { $0 }` wrapped in two more reabstraction thunks,
 /// written back through the generic `inout`, so each call went through two more calls than the one before (issue
 /// 46: 135,000 frames deep after 60,000 evictions, and the daemon stalled).
 struct ReopenHook: Sendable {

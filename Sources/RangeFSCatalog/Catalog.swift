@@ -13,13 +13,12 @@
 
 import RangeFSCache
 import RangeFSSystem
-import Synchronization
 
 /// The mounted tree, safe to use from any thread.
 public final class Catalog: Sendable {
     public static let rootInode: UInt64 = 1
 
-    private let state = Mutex(CatalogState())
+    private let state = LockedBox(CatalogState())
 
     public init() {}
 

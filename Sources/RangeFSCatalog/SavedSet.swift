@@ -9,13 +9,12 @@ import FoundationEssentials
 import Glibc
 import RangeFSCache
 import RangeFSSystem
-import Synchronization
 
 /// The saved set of mounted URLs of one cache: read, replaced whole, or set aside when damaged.
 package final class SavedSet: Sendable {
     private let path: String
     /// Held for a whole save, from the snapshot to the rename.
-    private let saving = Mutex(())
+    private let saving = LockedBox(())
 
     /// The saved set of the cache in `store`.
     package init(store: CacheStore) {

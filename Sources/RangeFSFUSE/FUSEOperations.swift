@@ -7,7 +7,7 @@ import CFUSE
 import Glibc
 import Logging
 import RangeFSFileSystem
-import Synchronization
+import RangeFSSystem
 
 /// What the handlers share: the filesystem and the mount's settings. Reached through the session's userdata.
 final class FUSEContext: Sendable {
@@ -24,7 +24,7 @@ final class FUSEContext: Sendable {
     /// The session's /dev/fuse descriptor, for the backing-file ioctls (set once, before the loop starts).
     nonisolated(unsafe) var sessionDescriptor: Int32 = -1
     /// The backing files of passthrough handles (Passthrough.swift).
-    let backings = Mutex(Passthrough.Backings())
+    let backings = LockedBox(Passthrough.Backings())
     /// Reads not answered yet, by ID. Whoever removes an ID (the read's completion or its INTERRUPT) replies.
     let pendingReads = PendingReads()
 

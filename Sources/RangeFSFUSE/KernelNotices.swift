@@ -8,11 +8,11 @@
 import CFUSE
 import Glibc
 import RangeFSFileSystem
-import Synchronization
+import RangeFSSystem
 
 /// Sends the core's invalidations to the kernel through the mounted session.
 package final class FUSEKernelNotifier: KernelNotifier {
-    private let session = Mutex<UnsafeSendableSession?>(nil)
+    private let session = LockedBox<UnsafeSendableSession?>(nil)
 
     package init() {}
 

@@ -2,7 +2,7 @@
 // paging, the xattr size protocol, and who answers a READ that the kernel interrupts.
 
 import Glibc
-import Synchronization
+import RangeFSSystem
 
 /// One page of READDIR(PLUS): entry n of [".", "..", children...] carries offset n + 1, the offset the kernel
 /// passes back to continue after it.
@@ -69,7 +69,7 @@ enum SizedAnswer: Equatable {
 /// got a signal), at once with EINTR: whoever takes its ID first answers, and the other must not touch the
 /// request, which libfuse frees with the reply.
 struct PendingReads: ~Copyable, Sendable {
-    private let state = Mutex((nextID: UInt(1), waiting: Set<UInt>()))
+    private let state = LockedBox((nextID: UInt(1), waiting: Set<UInt>()))
 
     /// Registers a read that may wait; returns its ID (never 0, which the interrupt callback's data cannot carry).
     func begin() -> UInt {

@@ -24,7 +24,6 @@ import Dispatch
 import Logging
 import RangeFSCache
 import RangeFSSystem
-import Synchronization
 
 /// Streams a response into a cached file, through its `BlockStore`.
 /// More than 12 stored properties: one for each of the concepts a response's stream goes through
@@ -43,7 +42,7 @@ package final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// it outgrew (`adoptGrownEntry`). Read on the fetcher's thread; other threads read `shared`.
     private(set) var entry: any BlockStore
     /// `entry` and `blocks`, for the scheduler's threads (`blockStore`, `coveredBlocks`).
-    private let shared: Mutex<(store: any BlockStore, blocks: Range<Int>)>
+    private let shared: LockedBox<(store: any BlockStore, blocks: Range<Int>)>
     private var blocks: Range<Int>
     /// The first block not yet stored; blocks before it in `blocks` are present.
     var nextBlock: Int
@@ -62,9 +61,9 @@ package final class BlockSink: RangeResponseSink, @unchecked Sendable {
     /// Whether anybody still wants the transfer's blocks, asked now and then (`Interest`).
     private var interest = Interest()
     /// A stream of a file of unknown size that outgrew its entry, while the store grows it (BlockSink+Growth).
-    let growth = Mutex(Growth())
+    let growth = LockedBox(Growth())
     /// Fill can be promoted to demand while it runs (a reader needs its blocks); read from the fetcher's thread.
-    private let currentPriority: Mutex<FetchPriority>
+    private let currentPriority: LockedBox<FetchPriority>
 
     /// The file's own URL (the primary, with mirrors).
     var url: String { plan.url }
@@ -75,14 +74,14 @@ package final class BlockSink: RangeResponseSink, @unchecked Sendable {
          priority: FetchPriority, maxBytesPerSecond: Int?, policy: FetchPolicy, logger: Logger,
          engines: TransferEngines, metrics: Metrics, owner: TransferOwner) {
         self.entry = entry
-        shared = Mutex((entry, blocks))
+        shared = LockedBox((entry, blocks))
         self.blocks = blocks
         nextBlock = blocks.lowerBound
         plan = Plan(url: url, mirrors: wholeFile ? nil : mirrors, wholeFile: wholeFile,
                     sizeUnknown: !entry.version.remoteMetadata.sizeKnown, maxBytesPerSecond: maxBytesPerSecond,
                     countedStore: entry)
         context = Context(engines: engines, metrics: metrics, policy: policy, logger: logger, owner: owner)
-        currentPriority = Mutex(priority)
+        currentPriority = LockedBox(priority)
         partial = entry.makeBuffer(capacity: entry.length(ofBlock: blocks.lowerBound))
     }
 

@@ -6,9 +6,9 @@
 // identities when adopted, and each request to the origin is signed on the wire.
 
 import Glibc
-import RangeFSPlatform
-import Synchronization
 import RangeFSObjectStore
+import RangeFSPlatform
+import RangeFSSystem
 
 /// What requests to one origin authenticate with: a user and password (from a URL's userinfo), and header lines
 /// (`--header`, `--cookie`), and the real queries of its URLs.
@@ -141,15 +141,15 @@ public enum URLOrigin {
 /// The credentials of every origin of a mount, shared by the transfers (which read them per request) and the
 /// control commands (which add to them). Thread-safe.
 public final class CredentialTable: Sendable {
-    private let table: Mutex<[String: OriginCredentials]>
+    private let table: LockedBox<[String: OriginCredentials]>
     /// What `s3://` and `gs://` sources adopted from now on mean.
-    private let objectStoreDefaults = Mutex(ObjectStoreDefaults())
+    private let objectStoreDefaults = LockedBox(ObjectStoreDefaults())
     /// The key each profile held when its files were last read, and what the files looked like then
     /// (`ObjectStoreKeySource.stamp`): one record per profile, whichever origins and sources use it.
-    private let profileKeys = Mutex([ObjectStoreKeySource: (stamp: [Int64], key: ObjectStoreKey)]())
+    private let profileKeys = LockedBox([ObjectStoreKeySource: (stamp: [Int64], key: ObjectStoreKey)]())
 
     public init(_ initial: [String: OriginCredentials] = [:]) {
-        table = Mutex(initial.filter { !$0.value.isEmpty })
+        table = LockedBox(initial.filter { !$0.value.isEmpty })
     }
 
     /// What requests to `url`'s origin send; nil if nothing.

@@ -25,7 +25,6 @@ import Dispatch
 import Logging
 import RangeFSCache
 import RangeFSSystem
-import Synchronization
 
 /// Schedules the transfers that fill cache entries.
 public final class FetchScheduler: Sendable {
@@ -42,7 +41,7 @@ public final class FetchScheduler: Sendable {
     /// 10,000 mirrored files must not make 10,000 transfers at once. The queue waits, never a caller.
     let mirrorProbes = DispatchQueue(label: "rangefs.mirror-probes")
     let mirrorProbeSlots = DispatchSemaphore(value: 64)
-    private let state = Mutex(State())
+    private let state = LockedBox(State())
     /// The engines handed to each transfer at its birth.
     private var engines: TransferEngines { TransferEngines(demand: demandFetcher, background: fetcher) }
     /// What the scheduler reports, fixed at its birth.

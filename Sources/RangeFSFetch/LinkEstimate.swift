@@ -12,7 +12,6 @@
 import Dispatch
 import RangeFSCache
 import RangeFSSystem
-import Synchronization
 
 /// Round-trip time and per-connection throughput per origin (`scheme://host:port`), learned from transfers.
 package final class LinkEstimate: Sendable {
@@ -31,7 +30,7 @@ package final class LinkEstimate: Sendable {
     /// How much of each new sample a smoothed value takes (TCP's SRTT gain).
     static let gain = 0.125
 
-    private let links = Mutex<[String: Link]>([:])
+    private let links = LockedBox<[String: Link]>([:])
 
     package init() {}
 

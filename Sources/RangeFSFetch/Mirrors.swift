@@ -17,7 +17,6 @@
 // bytes of the same length cannot spoil the refetch too.
 
 import RangeFSSystem
-import Synchronization
 
 /// The URLs of one file and how each has done; shared by every transfer of the file.
 package final class MirrorSet: Sendable {
@@ -70,7 +69,7 @@ package final class MirrorSet: Sendable {
     /// A request shorter than this says little about a mirror's speed.
     static let measuredBytes: UInt64 = 256 << 10
 
-    private let mirrors: Mutex<[Mirror]>
+    private let mirrors: LockedBox<[Mirror]>
     private let clock: @Sendable () -> Double
 
     /// The mirror (index + 1; 0 for unknown) that served each block, and during a refetch what served it before.
@@ -78,12 +77,12 @@ package final class MirrorSet: Sendable {
         var served: [UInt8] = []
         var earlier: [UInt8]?
     }
-    private let sources = Mutex(BlockSources())
+    private let sources = LockedBox(BlockSources())
 
     /// `urls[0]` is the primary.
     init(urls: [String], clock: @escaping @Sendable () -> Double = MonotonicClock.seconds) {
         var seen = Set<String>()
-        mirrors = Mutex(urls.filter { seen.insert($0).inserted }.map { Mirror(url: $0) })
+        mirrors = LockedBox(urls.filter { seen.insert($0).inserted }.map { Mirror(url: $0) })
         self.clock = clock
     }
 
@@ -250,7 +249,7 @@ extension MirrorSet {
 
 /// The mirror sets of a mount's files, by primary URL.
 package final class MirrorTable: Sendable {
-    private let sets = Mutex<[String: MirrorSet]>([:])
+    private let sets = LockedBox<[String: MirrorSet]>([:])
 
     /// Gives `urls[0]` the mirrors `urls[1...]` (replacing any it had); with no mirror, forgets them.
     @discardableResult

@@ -9,7 +9,6 @@
 import Dispatch
 import RangeFSCatalog
 import RangeFSSystem
-import Synchronization
 import RangeFSObjectStore
 
 extension RangeFetching {
@@ -69,7 +68,7 @@ private final class ObjectListingRun: Sendable {
     private let firstPage: (@Sendable () -> Void)?
     /// The retry rule of every transfer (attempts and delays), for pages too.
     private let policy = FetchPolicy()
-    private let state = Mutex(Gathered())
+    private let state = LockedBox(Gathered())
     /// Where pages are read, one at a time and in order (off the fetcher's thread, which serves every transfer of
     /// the mount).
     private let reading = DispatchQueue(label: "rangefs.object-listing", qos: .utility)

@@ -19,7 +19,7 @@
 // those blocks are cached or in flight already, or the entry's blocks do not end where the probe does), they are
 // collected and given whole when the body ends, as before: the open still answers at the head.
 
-import Synchronization
+import RangeFSSystem
 
 /// The rest of an open's probe after its head: held until its owner says where it goes, then passed on in order.
 package final class ProbeBody: Sendable {
@@ -50,7 +50,7 @@ package final class ProbeBody: Sendable {
         var endObservers: [@Sendable () -> Void] = []
     }
 
-    private let state = Mutex(State())
+    private let state = LockedBox(State())
 
     init(head: ResponseHead, span: Range<UInt64>, lengthStated: Bool) {
         self.head = head

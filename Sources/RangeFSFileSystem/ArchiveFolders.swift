@@ -6,6 +6,7 @@
 import Dispatch
 import RangeFSArchives
 import RangeFSCache
+import RangeFSSystem
 import Synchronization
 
 /// The archives shown as folders and their open members.
@@ -62,12 +63,12 @@ package final class ArchiveFolders: Sendable {
         var nextHandle: UInt64 = 1
     }
 
-    private let state = Mutex(State())
+    private let state = LockedBox(State())
 
     /// The URLs shown as archives' folders without `--archives`: a list-file line or a `rangefs add` ending in
     /// `archives`, kept in the saved set so a remount shows them the same way. A directory URL marks the archives
     /// listed under it. Apart from `state`: every getattr of a mount with marks reads them.
-    private let marked = Mutex<Set<String>>([])
+    private let marked = LockedBox<Set<String>>([])
     /// Whether `marked` holds any URL: a mount without marks answers its getattrs without taking the lock.
     private let hasMarks = Atomic<Bool>(false)
 

@@ -15,7 +15,6 @@ import Dispatch
 import RangeFSCache
 import RangeFSCatalog
 import RangeFSSystem
-import Synchronization
 
 /// A digest a file is expected to have, and where it was found (for status and the log).
 struct ExpectedDigest: Sendable, Equatable {
@@ -28,11 +27,11 @@ final class DigestChecks: Sendable {
     /// The queue the hashes run on: one at a time, at utility priority.
     let queue = DispatchQueue(label: "rangefs.digest", qos: .utility)
     /// Digests the user gave, by URL.
-    let given = Mutex<[String: ContentDigest]>([:])
+    let given = LockedBox<[String: ContentDigest]>([:])
     /// Sums files by URL: their digests by file name once read, or the callers waiting for the one request.
-    let sums = Mutex<[String: SumsFile]>([:])
+    let sums = LockedBox<[String: SumsFile]>([:])
     /// The entries (by folder) being checked now.
-    let running = Mutex<Set<String>>([])
+    let running = LockedBox<Set<String>>([])
 
     enum SumsFile {
         case loading([@Sendable ([FileName: ContentDigest]) -> Void])

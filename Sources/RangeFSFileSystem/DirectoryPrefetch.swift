@@ -35,7 +35,7 @@
 import Dispatch
 import RangeFSCatalog
 import RangeFSFetch
-import Synchronization
+import RangeFSSystem
 
 /// Fetches the next files of a directory ahead of readers that open its files in listing order.
 final class DirectoryPrefetch: Sendable {
@@ -115,7 +115,7 @@ final class DirectoryPrefetch: Sendable {
         var used = 0
     }
 
-    private let state = Mutex(State())
+    private let state = LockedBox(State())
     private let catalog: Catalog
     private let link: LinkEstimate
     let limits: Limits

@@ -33,7 +33,6 @@ import RangeFSCache
 import RangeFSCatalog
 import RangeFSFetch
 import RangeFSSystem
-import Synchronization
 
 /// What became of a directory's listing.
 public enum ListingOutcome: Equatable, Sendable {
@@ -114,11 +113,11 @@ final class DirectoryService: Sendable {
         var walkAhead = WalkAhead()
     }
 
-    let state = Mutex(State())
+    let state = LockedBox(State())
     /// How many probes of listed files run at once per server (ProbeWindows.swift).
     let probeWindows = ProbeWindows()
     /// Taken while a kept listing is applied at a first visit (`showSavedListing`).
-    private let savedListingShown = Mutex(())
+    private let savedListingShown = LockedBox(())
     let catalog: Catalog
     let store: CacheStore
     let fetcher: RangeFetching

@@ -10,13 +10,12 @@
 
 import Logging
 import RangeFSSystem
-import Synchronization
 
 /// Logs each distinct `io` error message once and counts every `io` error answered.
 final class IOErrorReport: Sendable {
     /// How many distinct messages are remembered before the set starts again.
     static let limit = 1024
-    private let seen = Mutex<Set<String>>([])
+    private let seen = LockedBox<Set<String>>([])
 
     /// Records one error answered to a program; only `io` errors are logged and counted.
     func note(_ error: FileSystemError, logger: Logger, metrics: Metrics) {

@@ -9,7 +9,7 @@
 // for. One serial queue keeps the notices in the order the core made them.
 
 import Dispatch
-import Synchronization
+import RangeFSSystem
 
 /// Tells the kernel to drop what it caches of the mount. Its calls may block (a page invalidation waits for pages
 /// that a READ in flight holds), so the core makes them only from `KernelInvalidations`' queue.
@@ -29,7 +29,7 @@ final class KernelInvalidations: Sendable {
     private let queue = DispatchQueue(label: "rangefs.invalidate")
     /// The inodes whose size or date changed (a newer listing, a probe), with how many notices to drop their
     /// attributes are queued.
-    private let changedAttributes = Mutex<[UInt64: Int]>([:])
+    private let changedAttributes = LockedBox<[UInt64: Int]>([:])
 
     init(_ notifier: any KernelNotifier) {
         self.notifier = notifier

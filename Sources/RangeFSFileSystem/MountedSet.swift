@@ -6,19 +6,19 @@
 // credential table's own locks, each taken alone and never held while waiting for `credentialsSaving`.
 
 import RangeFSCatalog
-import Synchronization
+import RangeFSSystem
 
 /// The mount's set of files as it is saved with the cache (RangeFS+Saving.swift), and the adds in flight.
 final class MountedSet: Sendable {
     /// The one writer of the saved set (SavedSet.swift), the mount's.
     let savedSet: SavedSet
     /// Saved files not mounted this run (unreachable, nothing cached): they stay in the saved set.
-    private let unmountedSaved = Mutex<[SavedFile]>([])
+    private let unmountedSaved = LockedBox<[SavedFile]>([])
     /// URLs being added: two `rangefs add` of one URL at once make one file.
-    let adding = Mutex<Set<String>>([])
+    let adding = LockedBox<Set<String>>([])
     /// Serializes saves of the credentials: each takes its snapshot and writes it while no other does, so an
     /// older snapshot is never renamed over a newer one.
-    let credentialsSaving = Mutex(())
+    let credentialsSaving = LockedBox(())
 
     init(savedSet: SavedSet) {
         self.savedSet = savedSet

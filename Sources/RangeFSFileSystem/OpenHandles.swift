@@ -7,7 +7,7 @@
 
 import RangeFSCache
 import RangeFSFetch
-import Synchronization
+import RangeFSSystem
 
 /// The open handles of a mounted file system.
 final class OpenHandles: Sendable {
@@ -35,7 +35,7 @@ final class OpenHandles: Sendable {
         var reads: [UInt64: Int] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = LockedBox(State())
 
     /// A new handle reading `entry` (the file `inode`), with a readahead window of at most `readaheadMaximum`; in
     /// passthrough mode if `decide` agrees, given how many handles of `inode` are open in each mode; decided under the handle lock, so two opens cannot pick different modes for one inode

@@ -12,7 +12,6 @@
 
 import RangeFSFetch
 import RangeFSSystem
-import Synchronization
 
 /// The probes in flight per server, and those waiting for a slot, in order.
 final class ProbeWindows: Sendable {
@@ -44,7 +43,7 @@ final class ProbeWindows: Sendable {
         var narrowedAt = -Double.infinity
     }
 
-    private let servers = Mutex<[String: Server]>([:])
+    private let servers = LockedBox<[String: Server]>([:])
 
     /// Runs `probe` of `url` once its server has a free slot; `probe` calls `done` when its answer came.
     func run(_ url: String, _ probe: @escaping Probe) {

@@ -23,7 +23,6 @@ import RangeFSCatalog
 import RangeFSFetch
 import RangeFSPlatform
 import RangeFSSystem
-import Synchronization
 
 /// A mounted set of remote files, backed by a cache.
 /// More than 12 stored properties: the composition root: each property is a part with a type and a file of its own
@@ -39,7 +38,7 @@ public final class RangeFS: Sendable {
     /// The files open through the kernel (OpenHandles.swift).
     let handles = OpenHandles()
     /// The cache generation whose pages the kernel may hold, per inode.
-    private let kernelGenerations = Mutex<[UInt64: UInt64]>([:])
+    private let kernelGenerations = LockedBox<[UInt64: UInt64]>([:])
     /// Where the kernel is told to drop names, attributes and pages (KernelNotifier.swift): one queue, one owner.
     let kernel: KernelInvalidations
     /// Whether complete files are read by the kernel itself (FUSE passthrough): made by the mount and given here,
@@ -63,7 +62,7 @@ public final class RangeFS: Sendable {
     /// The archives shown as folders, with `--archives` (RangeFS+Archives.swift).
     package let archives = ArchiveFolders()
     /// Directories open for reading, with the names each read takes its offsets from.
-    let directoryHandles = Mutex(DirectoryHandles())
+    let directoryHandles = LockedBox(DirectoryHandles())
     /// The `io` errors answered to programs: each message logged once, every one counted (IOErrorReport.swift).
     let ioErrors = IOErrorReport()
     let logger: Logger

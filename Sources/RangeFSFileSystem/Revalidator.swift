@@ -23,7 +23,6 @@ import RangeFSCache
 import RangeFSCatalog
 import RangeFSFetch
 import RangeFSSystem
-import Synchronization
 
 /// Re-probes files whose content may have changed on their server, and keeps the set of files served from the
 /// cache alone because their server cannot be reached. It owns that state; the kernel's page cache is reached
@@ -45,21 +44,21 @@ public final class Revalidator: Sendable {
     /// When each URL was last checked against its server (shared with the opener: ValidationTimes.swift).
     private let validated: ValidationTimes
     /// URLs served from their cache entries alone because their server could not be reached, with the last error.
-    private let offline = Mutex<[String: String]>([:])
+    private let offline = LockedBox<[String: String]>([:])
     /// Byte ranges of READs waiting for their ESTALE answer, by inode: the kernel holds their pages locked until the
     /// reply, so the page invalidation that runs before it must leave them out.
-    private let staleReplies = Mutex<[UInt64: [Range<UInt64>]]>([:])
+    private let staleReplies = LockedBox<[UInt64: [Range<UInt64>]]>([:])
     /// Where the kernel's pages are dropped after a remote change (see `forgetKernelPages`).
     private let kernel: KernelInvalidations
     /// The checks of each URL and the probes of each origin (Revalidator+Checks.swift).
-    let checks = Mutex(CheckState())
+    let checks = LockedBox(CheckState())
     /// Where probe answers are acted on: never the fetcher's thread, which must go on receiving, and never a FUSE
     /// thread. Concurrent: checks of different URLs never wait for each other.
     let work = DispatchQueue(label: "rangefs.revalidate", attributes: .concurrent)
     /// Where the offline timer fires; it only starts checks, so it never waits on the network.
     private let timerQueue = DispatchQueue(label: "rangefs.offline-checks")
     /// Probes the offline files now and then (`startOfflineChecks`).
-    private let offlineTimer = Mutex<RepeatingTimer?>(nil)
+    private let offlineTimer = LockedBox<RepeatingTimer?>(nil)
 
     init(catalog: Catalog, store: CacheStore, scheduler: FetchScheduler, settings: FileSystemSettings,
          kernel: KernelInvalidations, opener: EntryOpener, validated: ValidationTimes, logger: Logger) {

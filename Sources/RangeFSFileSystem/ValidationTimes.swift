@@ -3,11 +3,10 @@
 // `RangeFS.init` before both and given to each, so that neither holds the other.
 
 import RangeFSSystem
-import Synchronization
 
 /// When each URL was last checked against its server, as seconds on the monotonic clock.
 final class ValidationTimes: Sendable {
-    private let times = Mutex<[String: Double]>([:])
+    private let times = LockedBox<[String: Double]>([:])
 
     init() {}
 

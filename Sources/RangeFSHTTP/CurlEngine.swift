@@ -8,7 +8,7 @@ import Logging
 import RangeFSCache
 import RangeFSFetch
 import RangeFSPlatform
-import Synchronization
+import RangeFSSystem
 
 /// libcurl's global state must be set up once, before any other thread uses libcurl.
 private let curlGlobalInit: Void = {
@@ -18,12 +18,12 @@ private let curlGlobalInit: Void = {
 /// Performs ranged GETs and probes with libcurl.
 public final class CurlEngine: RangeFetching, @unchecked Sendable {
     // @unchecked Sendable: `multi` is used only by the engine thread, except for curl_multi_wakeup, which libcurl
-    // documents as callable from any thread; everything else shared is inside `queue`'s Mutex.
+    // documents as callable from any thread; everything else shared is inside `queue`'s lock.
 
     private let multi: UnsafeMutableRawPointer
     private let session: HTTPSession
     private let logger: Logger
-    private let queue = Mutex(Queue())
+    private let queue = LockedBox(Queue())
     private let stopped = DispatchSemaphore(value: 0)
     private let pauseSignal = PauseSignal()
 

@@ -5,7 +5,6 @@ import FoundationEssentials
 import RangeFSFetch
 import RangeFSPlatform
 import RangeFSSystem
-import Synchronization
 
 /// Shared by every engine of a mount (readers' and background), so that one learns a redirect for all.
 public final class HTTPSession: Sendable {
@@ -82,7 +81,7 @@ final class RedirectMemory: Sendable {
         var expires: Date?
     }
 
-    private let targets = Mutex<[String: Target]>([:])
+    private let targets = LockedBox<[String: Target]>([:])
     /// A target is not used in the last seconds of its life, so a request never starts just as it expires.
     static let expiryMargin: TimeInterval = 5
 

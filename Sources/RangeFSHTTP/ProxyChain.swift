@@ -15,7 +15,6 @@
 import Dispatch
 import RangeFSPlatform
 import RangeFSSystem
-import Synchronization
 
 /// A mount's proxy chain, shared by its engines.
 public final class ProxyChain: Sendable {
@@ -28,7 +27,7 @@ public final class ProxyChain: Sendable {
     public let groups: [[Proxy]]
     let resetAfter: Double
     private let clock: @Sendable () -> Double
-    private let state = Mutex(State())
+    private let state = LockedBox(State())
 
     private struct State {
         var group = 0

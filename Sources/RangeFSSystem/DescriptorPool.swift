@@ -14,7 +14,6 @@
 // the same file twice; nothing else is taken under it.
 
 import Glibc
-import Synchronization
 
 /// A bounded set of open descriptors, shared by every `PooledFile` made from it.
 package final class DescriptorPool: Sendable {
@@ -40,7 +39,7 @@ package final class DescriptorPool: Sendable {
         var exhaustions = 0
     }
 
-    let state = Mutex(State())
+    let state = LockedBox(State())
 
     package init(capacity: Int) {
         self.capacity = max(1, capacity)

@@ -6,7 +6,6 @@
 // is sent before a drainer starts waits for it; what is sent after `close` is dropped, as nobody will act on it.
 
 import Dispatch
-import Synchronization
 
 /// A first-in, first-out queue of `Event`s: any thread sends, one drainer takes them in order.
 package final class EventQueue<Event: Sendable>: Sendable {
@@ -16,7 +15,7 @@ package final class EventQueue<Event: Sendable>: Sendable {
         var closed = false
     }
 
-    private let state = Mutex(State())
+    private let state = LockedBox(State())
     /// One signal per event sent, one for `close`, and one more passed on by each waiter the close woke.
     private let available = DispatchSemaphore(value: 0)
 

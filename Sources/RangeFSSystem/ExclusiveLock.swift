@@ -2,7 +2,7 @@ import Glibc
 
 /// A lock taken and released by separate calls, for the one place that must hold many at once: a group commit
 /// holds the commit lock of every entry it covers across one flush of the whole file system (CacheStore+Commit).
-/// Not recursive. Elsewhere a `Mutex`, whose scope is a closure, is the rule.
+/// Not recursive. Elsewhere a `LockedBox`, whose scope is a closure, is the rule.
 package final class ExclusiveLock: @unchecked Sendable {
     // @unchecked Sendable: the pthread mutex is the synchronisation; it lives at a fixed address for its life.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>

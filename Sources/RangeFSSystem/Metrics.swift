@@ -22,7 +22,7 @@ package final class Metrics: Sendable {
         }
     }
 
-    private let counters = Mutex<[Series: UInt64]>([:])
+    private let counters = LockedBox<[Series: UInt64]>([:])
     /// The counters of every READ, kept apart in atomics: no lock on the read path. Bytes and READs, hit and miss.
     private let hitBytes = Atomic<UInt64>(0)
     private let missBytes = Atomic<UInt64>(0)

@@ -1,8 +1,8 @@
 import Glibc
-import RangeFSControl
 import Logging
+import RangeFSControl
 import RangeFSPlatform
-import Synchronization
+import RangeFSSystem
 
 /// Where rangefs's log lines go: stderr (the foreground, or a log file that stderr was pointed at), or syslog
 /// (the background without --log-file, which journald collects, when a syslog daemon listens). The last warnings
@@ -13,8 +13,8 @@ final class LogDestination: Sendable {
     /// How many warnings and errors `recentErrors` keeps.
     static let recentLimit = 10
 
-    private let target = Mutex(Target.standardError)
-    private let recent = Mutex<[LogRecord]>([])
+    private let target = LockedBox(Target.standardError)
+    private let recent = LockedBox<[LogRecord]>([])
 
     /// The last warnings and errors, oldest first.
     var recentErrors: [LogRecord] { recent.withLock { $0 } }

@@ -5,7 +5,7 @@ import Logging
 import RangeFSControl
 import RangeFSFUSE
 import RangeFSPlatform
-import Synchronization
+import RangeFSSystem
 
 /// Checks on the mount point before mounting: it must be a directory, and not a live or dead mount.
 enum MountPoint {
@@ -76,7 +76,7 @@ enum MountPoint {
 
     /// What the thread of `statvfsError` hands back.
     private final class StatAnswer: Sendable {
-        let code = Mutex<Int32?>(nil)
+        let code = LockedBox<Int32?>(nil)
         let done = DispatchSemaphore(value: 0)
     }
 
