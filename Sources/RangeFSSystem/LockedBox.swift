@@ -1,14 +1,18 @@
 import Glibc
 
-/// A value guarded by a lock whose waiters sleep at once: the daemon's lock, for every shared value (issue 46).
+/// A value guarded by a lock that spins briefly, then sleeps: the daemon's lock, for every shared value (issue 46).
 ///
 /// Not `Synchronization.Mutex`: on Linux its slow path spins 1,000 `pause`s before it sleeps, and then sleeps on a
 /// priority-inheritance futex, whose release hands the lock to the next waiter and waits for that thread to run. The
 /// daemon runs more threads than the machine has cores (FUSE's, Dispatch's, curl's), so a holder is often off its
 /// core while others want the lock: they spun through their time slices, and the hand-over queued every taker behind
 /// a thread that was not running. Eight readers of a cached tree spent 29% of the daemon's samples in that spin
-/// (docs/performance.md, "Locks that sleep"). glibc's default mutex does neither: a taker that finds it held sleeps
-/// on the futex, and a release wakes one waiter but lets a running thread take the lock first.
+/// (docs/performance.md, "Locks that do not spin a time slice away"). glibc's adaptive mutex spins at most 100 times
+/// (up to twice its running average of spins needed, plus ten), then sleeps on a plain futex, and a release wakes
+/// one waiter but lets a running thread take the lock first. It spins at all because a lock that slept at once
+/// (glibc's default kind) made a taker pay a wake-up for every brief hold: a remounted tree read by one reader took
+/// 1.10 times as long as with `Mutex` in the project's bench; the adaptive kind is as fast there as `Mutex` or
+/// faster, and as fast as the default kind with eight readers (docs/performance.md has the runs).
 public final class LockedBox<Value: ~Copyable>: @unchecked Sendable {
     // @unchecked Sendable: the value is reached only through `withLock`, under the mutex, which lives at a fixed
     // address from `init` to `deinit`; like `Mutex`, which is Sendable for any value, it hands values across
@@ -20,7 +24,11 @@ public final class LockedBox<Value: ~Copyable>: @unchecked Sendable {
         // SAFETY: initialised here, used only between here and deinit, and freed once in deinit.
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+        pthread_mutex_init(mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
         self.value = value
     }
 
