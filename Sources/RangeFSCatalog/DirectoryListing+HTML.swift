@@ -178,17 +178,62 @@ private struct PageReader {
             if self[lineEnd] == UInt8(ascii: "<") { return nil }
             lineEnd += 1
         }
-        let fields = text(index..<lineEnd).split(whereSeparator: \.isWhitespace)
-        guard fields.count == 3 else { return nil }
-        let date = fields[0].split(separator: "-"), clock = fields[1].split(separator: ":").map { Int($0) }
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        guard date.count == 3, let day = Int(date[0]), let month = months.firstIndex(of: String(date[1])),
-              let year = Int(date[2]), (0...9999).contains(year), clock.count == 2, let hour = clock[0],
-              let minute = clock[1], (0..<24).contains(hour), (0..<60).contains(minute), (1...31).contains(day),
-              let size = UInt64(fields[2]), size <= RemoteMetadata.largestSize
+        // The fields are read once more, as when they were copied out as text.
+        examined += lineEnd - index
+        return bytes.withUnsafeBufferPointer { Self.sizeAndDate(in: $0, index..<lineEnd) }
+    }
+
+    private static let months = Array("JanFebMarAprMayJunJulAugSepOctNovDec".utf8)
+
+    /// nginx's `DD-Mon-YYYY HH:MM SIZE` in `range` of `line`, read on its bytes, as a split of its text on white
+    /// space, then on `-` and `:` (empty pieces left out), read it. That split's grapheme breaking and Unicode
+    /// properties cost 3% of the daemon's instructions in a cold read of 3,000 small files (237,000 `isWhitespace`
+    /// calls). The fields are cut at ASCII white space only: white space beyond ASCII, or a combining mark on a
+    /// space, which the split by Character also cut at, now stays inside a field, which is then no date or number,
+    /// and the link gets no size, as a rounded size gets none (its open asks the server).
+    private static func sizeAndDate(in line: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> (UInt64, Int64)? {
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) }
+        guard let fields = pieces(of: line, in: range, count: 3, separatedBy: isSpace),
+              let date = pieces(of: line, in: fields[0], count: 3, separatedBy: { $0 == UInt8(ascii: "-") }),
+              let clock = pieces(of: line, in: fields[1], count: 2, separatedBy: { $0 == UInt8(ascii: ":") }),
+              let day = line.decimalNumber(in: date[0]), (1...31).contains(day),
+              let month = month(in: line, date[1]),
+              let year = line.decimalNumber(in: date[2]), year <= 9999,
+              let hour = line.decimalNumber(in: clock[0]), hour < 24,
+              let minute = line.decimalNumber(in: clock[1]), minute < 60,
+              let size = line.decimalNumber(in: fields[2]), size <= RemoteMetadata.largestSize
         else { return nil }
-        let time = HTTPDate.daysSinceEpoch(year: year, month: month + 1, day: day) * 86_400
+        let time = HTTPDate.daysSinceEpoch(year: Int(year), month: month, day: Int(day)) * 86_400
             + Int64(hour * 3600 + minute * 60)
         return (size, time)
+    }
+
+    /// The non-empty runs of `range` between bytes that `isSeparator` takes, if there are exactly `count` (at most
+    /// 3) of them; nil otherwise.
+    private static func pieces(of line: UnsafeBufferPointer<UInt8>, in range: Range<Int>, count: Int,
+                               separatedBy isSeparator: (UInt8) -> Bool) -> [Range<Int>]? {
+        var found: [Range<Int>] = []
+        found.reserveCapacity(count)
+        var index = range.lowerBound
+        while index < range.upperBound {
+            guard !isSeparator(line[index]) else {
+                index += 1
+                continue
+            }
+            let start = index
+            while index < range.upperBound, !isSeparator(line[index]) { index += 1 }
+            guard found.count < count else { return nil }
+            found.append(start..<index)
+        }
+        return found.count == count ? found : nil
+    }
+
+    /// The month (1-12) named by exactly the three bytes `range` of `line`, in English, as nginx writes it.
+    private static func month(in line: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int? {
+        guard range.count == 3 else { return nil }
+        for month in 0..<12 where (0..<3).allSatisfy({ line[range.lowerBound + $0] == months[month * 3 + $0] }) {
+            return month + 1
+        }
+        return nil
     }
 }

@@ -5,6 +5,7 @@
 import FoundationEssentials
 import RangeFSCache
 import RangeFSPlatform
+import RangeFSSystem
 
 /// A parsed `Content-Range: bytes first-last/complete` (complete may be `*`), or `bytes */complete`.
 struct ContentRange: Equatable, Sendable {
@@ -49,12 +50,13 @@ struct ContentRange: Equatable, Sendable {
         guard let slash = separator(UInt8(ascii: "/"), in: bytes, start..<end) else { return nil }
         var completeLength: UInt64?
         if !isStar(bytes, (slash + 1)..<end) {
-            guard let total = number(bytes, (slash + 1)..<end), total <= largestLength else { return nil }
+            guard let total = bytes.decimalNumber(in: (slash + 1)..<end), total <= largestLength else { return nil }
             completeLength = total
         }
         if isStar(bytes, start..<slash) { return ContentRange(range: nil, completeLength: completeLength) }
         guard let dash = separator(UInt8(ascii: "-"), in: bytes, start..<slash),
-              let first = number(bytes, start..<dash), let last = number(bytes, (dash + 1)..<slash), first <= last,
+              let first = bytes.decimalNumber(in: start..<dash),
+              let last = bytes.decimalNumber(in: (dash + 1)..<slash), first <= last,
               last < largestLength, completeLength.map({ last < $0 }) ?? true
         else { return nil }
         return ContentRange(range: first..<(last + 1), completeLength: completeLength)
@@ -72,29 +74,6 @@ struct ContentRange: Equatable, Sendable {
 
     private static func isStar(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Bool {
         range.count == 1 && bytes[range.lowerBound] == UInt8(ascii: "*")
-    }
-
-    /// The number `range` of `bytes` writes, as `UInt64(_:)` reads it: an optional `+` (or `-` before a zero),
-    /// then decimal digits only, within 64 bits.
-    private static func number(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> UInt64? {
-        var index = range.lowerBound
-        var negative = false
-        if index < range.upperBound, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
-            negative = bytes[index] == UInt8(ascii: "-")
-            index += 1
-        }
-        guard index < range.upperBound else { return nil }
-        var value: UInt64 = 0
-        while index < range.upperBound {
-            let digit = bytes[index] &- UInt8(ascii: "0")
-            guard digit < 10 else { return nil }
-            let (times, overflow) = value.multipliedReportingOverflow(by: 10)
-            let (sum, carry) = times.addingReportingOverflow(UInt64(digit))
-            guard !overflow, !carry else { return nil }
-            value = sum
-            index += 1
-        }
-        return negative && value != 0 ? nil : value
     }
 }
 
