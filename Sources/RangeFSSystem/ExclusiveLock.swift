@@ -8,15 +8,12 @@ package final class ExclusiveLock: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     package init() {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+        // LockedBox's kind of mutex, for its reasons (LockedBox.swift).
+        mutex = makeAdaptiveMutex()
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
+        freeMutex(mutex)
     }
 
     package func lock() { pthread_mutex_lock(mutex) }

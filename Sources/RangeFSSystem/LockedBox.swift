@@ -21,21 +21,13 @@ public final class LockedBox<Value: ~Copyable>: @unchecked Sendable {
     @usableFromInline var value: Value
 
     public init(_ value: consuming sending Value) {
-        // SAFETY: initialised here, used only between here and deinit, and freed once in deinit.
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        var attributes = pthread_mutexattr_t()
-        pthread_mutexattr_init(&attributes)
-        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
-        pthread_mutex_init(mutex, &attributes)
-        pthread_mutexattr_destroy(&attributes)
+        // SAFETY: made here, used only between here and deinit, and freed once in deinit.
+        mutex = makeAdaptiveMutex()
         self.value = value
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
+        freeMutex(mutex)
     }
 
     /// Runs `body` with the value, holding the lock. Not recursive: `body` must not take this lock again.
@@ -47,4 +39,23 @@ public final class LockedBox<Value: ~Copyable>: @unchecked Sendable {
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
+}
+
+/// A new adaptive mutex at a fixed address (see `LockedBox`), for `freeMutex` to free.
+func makeAdaptiveMutex() -> UnsafeMutablePointer<pthread_mutex_t> {
+    let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    mutex.initialize(to: pthread_mutex_t())
+    var attributes = pthread_mutexattr_t()
+    pthread_mutexattr_init(&attributes)
+    pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+    pthread_mutex_init(mutex, &attributes)
+    pthread_mutexattr_destroy(&attributes)
+    return mutex
+}
+
+/// Destroys and frees a mutex from `makeAdaptiveMutex`, which nobody holds.
+func freeMutex(_ mutex: UnsafeMutablePointer<pthread_mutex_t>) {
+    pthread_mutex_destroy(mutex)
+    mutex.deinitialize(count: 1)
+    mutex.deallocate()
 }
