@@ -82,10 +82,11 @@ extension RangeFS {
         // fewer for an `ls -l` of 100,000 files. Only `user.rangefs.*` attributes exist here.
         guard name.hasPrefix("user.") else { return .failure(.attributeNotSupported) }
         if let archived = archiveExtendedAttribute(name, of: inode) { return archived }
-        guard let item = catalog.item(inode: inode) else {
+        guard let listed = catalog.item(inode: inode) else {
             return .failure(catalog.directory(inode: inode) != nil ? .noSuchAttribute : .notFound)
         }
         guard Self.attributeNames.contains(name) else { return .failure(.noSuchAttribute) }
+        let item = itemShown(listed)
         let cached = cachedBytes(of: item)
         let size = item.metadata.size
         switch name {

@@ -22,7 +22,7 @@ extension RangeFS {
         // the entries' summaries (no entry is opened, no request sent). A tree may hold 100,000 files, so a file's
         // path and map are made only when it is shown.
         let failedProbes = directories.failedProbes
-        let items = catalog.items
+        let items = catalog.items.map(itemShown)
         let entries = items.map { store.openEntry(for: $0.metadata.url) }
         // A file whose entry is not open is not downloading.
         let speeds = entries.map { $0?.recentRate ?? 0 }

@@ -59,6 +59,14 @@ extension RangeFS {
         scheduler.startStream(entry, url: url)  // unless one runs: it must pass the capacity
     }
 
+    /// `item` as it shows: of the size its stream ended at when the store's report of that end still waits in the
+    /// queue (`EntryOpener.settledEntry`, which lets the catalog learn it now). A stream that a fill or a reader of
+    /// its first bytes took to its end showed as "partial" in `getfattr` and `status` until the report came.
+    func itemShown(_ item: CatalogItem) -> CatalogItem {
+        guard !item.metadata.sizeKnown, opener.settledEntry(of: item) != nil else { return item }
+        return catalog.item(inode: item.inode) ?? item
+    }
+
     /// The entry a read of the file at `url` of unknown size goes through now: the open one, whatever its shape,
     /// else the one of the catalog's version. Nil if the file left the mount.
     /// An open entry of a size is the one the stream ended in: the catalog learns the size here if the store's

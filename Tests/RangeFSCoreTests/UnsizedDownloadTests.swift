@@ -83,6 +83,42 @@ final class UnsizedDownloadTests: XCTestCase {
         fileSystem.release(handle)
     }
 
+    /// A stream that ends with nobody reading at its end (its reader read the first bytes and stopped) shows the
+    /// file complete in its attributes at once, while the store's report of the end still waits: `getfattr` said
+    /// "partial" until the report was handled.
+    func testAStreamThatEndedWithNoReaderAtItsEndShowsCompleteBeforeTheReportComes() throws {
+        let gate = Self.holdingReshapes()
+        defer { gate.release() }
+        let fileSystem = try makeFileSystem(reportGate: gate)
+        let item = try XCTUnwrap(fileSystem.catalog.items.first)
+        let handle = try fileSystem.open(item.inode).get().handle
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 4096)?.get(),
+                       Array(bytes[0..<4096]))
+        XCTAssertEqual(gate.held.wait(timeout: .now() + 60), .success, "the stream ended; its report is held")
+        XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.state", of: item.inode).get(), "complete")
+        XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.progress", of: item.inode).get(), "100.0%")
+        XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.cached_bytes", of: item.inode).get(),
+                       String(bytes.count))
+        fileSystem.release(handle)
+    }
+
+    /// The same in `rangefs status`: the file is complete, of its size, while the report still waits.
+    func testAStreamThatEndedWithNoReaderAtItsEndIsCompleteInTheStatusBeforeTheReportComes() throws {
+        let gate = Self.holdingReshapes()
+        defer { gate.release() }
+        let fileSystem = try makeFileSystem(reportGate: gate)
+        let item = try XCTUnwrap(fileSystem.catalog.items.first)
+        let handle = try fileSystem.open(item.inode).get().handle
+        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 4096)?.get(),
+                       Array(bytes[0..<4096]))
+        XCTAssertEqual(gate.held.wait(timeout: .now() + 60), .success, "the stream ended; its report is held")
+        let shown = try XCTUnwrap(fileSystem.status(all: true).files.first)
+        XCTAssertEqual(shown.state, "complete")
+        XCTAssertEqual(shown.size, UInt64(bytes.count))
+        XCTAssertEqual(shown.cachedBytes, UInt64(bytes.count))
+        fileSystem.release(handle)
+    }
+
     func testAStreamIsReadToItsEndAndThenIsAnOrdinaryFileOfKnownSize() throws {
         let fileSystem = try makeFileSystem()
         let item = try XCTUnwrap(fileSystem.catalog.items.first)
