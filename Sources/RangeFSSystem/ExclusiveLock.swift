@@ -16,9 +16,16 @@ package final class ExclusiveLock: @unchecked Sendable {
         freeMutex(mutex)
     }
 
-    package func lock() { pthread_mutex_lock(mutex) }
+    package func lock() {
+        let taken = pthread_mutex_lock(mutex)
+        assert(taken == 0, "an ExclusiveLock taken again by the thread that holds it (error \(taken))")
+    }
 
-    package func unlock() { pthread_mutex_unlock(mutex) }
+    /// Only by the thread that took it (a debug build checks).
+    package func unlock() {
+        let released = pthread_mutex_unlock(mutex)
+        assert(released == 0, "an ExclusiveLock released by a thread that does not hold it (error \(released))")
+    }
 
     package func withLock<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
         lock()

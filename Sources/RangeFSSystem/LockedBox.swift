@@ -35,19 +35,26 @@ public final class LockedBox<Value: ~Copyable>: @unchecked Sendable {
     public func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        pthread_mutex_lock(mutex)
+        let taken = pthread_mutex_lock(mutex)
+        assert(taken == 0, "a LockedBox taken again by the thread that holds it (error \(taken))")
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
 }
 
 /// A new adaptive mutex at a fixed address (see `LockedBox`), for `freeMutex` to free.
+/// In a debug build (the tests'), an error-checking one instead: a thread that takes a lock it holds gets EDEADLK,
+/// which the callers' assertions stop on, as `Mutex` stopped on it, where the adaptive kind would hang unseen.
 func makeAdaptiveMutex() -> UnsafeMutablePointer<pthread_mutex_t> {
     let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     mutex.initialize(to: pthread_mutex_t())
     var attributes = pthread_mutexattr_t()
     pthread_mutexattr_init(&attributes)
+    #if DEBUG
+    pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
+    #else
     pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+    #endif
     pthread_mutex_init(mutex, &attributes)
     pthread_mutexattr_destroy(&attributes)
     return mutex
