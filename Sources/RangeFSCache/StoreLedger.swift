@@ -186,9 +186,10 @@ struct CommitSignal: Sendable {
 }
 
 /// The store's way to open a released entry again (`StoreLedger.reopenHook`). A struct, not a bare closure: a
-/// closure kept in a lock (`LockedBox`) comes back from each `withLock { $0 }` wrapped in two more reabstraction thunks,
-/// written back through the generic `inout`, so each call went through two more calls than the one before (issue
-/// 46: 135,000 frames deep after 60,000 evictions, and the daemon stalled).
+/// closure kept in a generic lock (a `Mutex` then, a `LockedBox` now) comes back from each `withLock { $0 }`
+/// wrapped in two more reabstraction thunks, written back through the generic `inout`, so each call went through
+/// two more calls than the one before (issue 46: 135,000 frames deep after 60,000 evictions, and the daemon
+/// stalled).
 struct ReopenHook: Sendable {
     /// Opens the entry of a URL again; returns whether it is open now.
     let reopen: @Sendable (String) -> Bool

@@ -22,14 +22,15 @@ extension RangeFS {
         // the entries' summaries (no entry is opened, no request sent). A tree may hold 100,000 files, so a file's
         // path and map are made only when it is shown.
         let failedProbes = directories.failedProbes
-        let items = catalog.items.map(itemShown)
+        let items = catalog.items
         let entries = items.map { store.openEntry(for: $0.metadata.url) }
         // A file whose entry is not open is not downloading.
         let speeds = entries.map { $0?.recentRate ?? 0 }
         let offline = revalidator.offlineFiles
         var files: [FileStatus] = []
         var totals = StatusTotals()
-        for ((item, entry), speed) in zip(zip(items, entries), speeds) {
+        for ((listed, entry), speed) in zip(zip(items, entries), speeds) {
+            let item = itemShown(listed)
             var status: FileStatus
             if item.metadata.sizeKnown {
                 status = fileStatus(item, entry: entry, speed: speed, offline: offline[item.metadata.url],

@@ -32,7 +32,8 @@ private final class ThreadBody {
     }
 }
 
-/// A mutex with a condition, for a wait with a deadline on state the mutex guards. Elsewhere a `LockedBox` (RangeFSSystem) is the rule.
+/// A mutex with a condition, for a wait with a deadline on state the mutex guards. Elsewhere System's `LockedBox`
+/// is the rule.
 public final class Condition: @unchecked Sendable {
     // @unchecked Sendable: the pthread mutex is the synchronisation; both live at fixed addresses for their life.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
