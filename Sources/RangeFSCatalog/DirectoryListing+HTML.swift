@@ -182,6 +182,7 @@ private struct PageReader {
         }
         // The fields are read once more, as when they were copied out as text.
         examined += lineEnd - index
+        // SAFETY: the page's own bytes, alive for the closure and only read in it, within `index..<lineEnd`.
         return bytes.withUnsafeBufferPointer { Self.sizeAndDate(in: $0, index..<lineEnd) }
     }
 
