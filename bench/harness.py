@@ -41,8 +41,32 @@ def run(command, **kwargs):
     return subprocess.run(command, check=True, **kwargs)
 
 
+_handed_out = set()
+_port_choice = random.SystemRandom()  # unaffected by any seed a scenario sets for its files
+
+
 def free_port():
-    with socket.socket() as s:
+    """A port on 127.0.0.1 that nothing listens on now, for a server started next: below the kernel's range for
+    the local ends of outgoing connections, and never the same twice in one run. A port from that range (what a
+    bind to port 0 gives) can be taken by any connection's own end between this check and the server's bind: a CI
+    run's capproxy found its port in use so."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    for _ in range(1000):
+        port = _port_choice.randrange(10000, max(10001, ephemeral))
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    with socket.socket() as s:  # every port tried was taken: the kernel's choice, as before
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
