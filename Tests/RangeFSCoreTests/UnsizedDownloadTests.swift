@@ -1,6 +1,7 @@
 import Glibc
 import Logging
 @testable import RangeFSCache
+import RangeFSCatalog
 @testable import RangeFSFetch
 @testable import RangeFSFileSystem
 import RangeFSTestSupport
@@ -83,18 +84,26 @@ final class UnsizedDownloadTests: XCTestCase {
         fileSystem.release(handle)
     }
 
-    /// A stream that ends with nobody reading at its end (its reader read the first bytes and stopped) shows the
-    /// file complete in its attributes at once, while the store's report of the end still waits: `getfattr` said
-    /// "partial" until the report was handled.
-    func testAStreamThatEndedWithNoReaderAtItsEndShowsCompleteBeforeTheReportComes() throws {
-        let gate = Self.holdingReshapes()
-        defer { gate.release() }
+    /// A file system whose one file's stream went to its end while its reader read the first 4 KiB and stopped,
+    /// with the store's report of that end held by `reportGate`: the file as listed, and the reader's handle.
+    func streamToItsEndPastAReaderThatStopped(reportGate gate: ReportGate) throws
+        -> (fileSystem: RangeFS, item: CatalogItem, handle: UInt64) {
         let fileSystem = try makeFileSystem(reportGate: gate)
         let item = try XCTUnwrap(fileSystem.catalog.items.first)
         let handle = try fileSystem.open(item.inode).get().handle
         XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 4096)?.get(),
                        Array(bytes[0..<4096]))
         XCTAssertEqual(gate.held.wait(timeout: .now() + 60), .success, "the stream ended; its report is held")
+        return (fileSystem, item, handle)
+    }
+
+    /// A stream that ends with nobody reading at its end (its reader read the first bytes and stopped) shows the
+    /// file complete in its attributes at once, while the store's report of the end still waits: `getfattr` said
+    /// "partial" until the report was handled.
+    func testAStreamThatEndedWithNoReaderAtItsEndShowsCompleteBeforeTheReportComes() throws {
+        let gate = Self.holdingReshapes()
+        defer { gate.release() }
+        let (fileSystem, item, handle) = try streamToItsEndPastAReaderThatStopped(reportGate: gate)
         XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.state", of: item.inode).get(), "complete")
         XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.progress", of: item.inode).get(), "100.0%")
         XCTAssertEqual(try fileSystem.extendedAttribute("user.rangefs.cached_bytes", of: item.inode).get(),
@@ -106,12 +115,7 @@ final class UnsizedDownloadTests: XCTestCase {
     func testAStreamThatEndedWithNoReaderAtItsEndIsCompleteInTheStatusBeforeTheReportComes() throws {
         let gate = Self.holdingReshapes()
         defer { gate.release() }
-        let fileSystem = try makeFileSystem(reportGate: gate)
-        let item = try XCTUnwrap(fileSystem.catalog.items.first)
-        let handle = try fileSystem.open(item.inode).get().handle
-        XCTAssertEqual(try fileSystem.readSynchronously(handle: handle, offset: 0, count: 4096)?.get(),
-                       Array(bytes[0..<4096]))
-        XCTAssertEqual(gate.held.wait(timeout: .now() + 60), .success, "the stream ended; its report is held")
+        let (fileSystem, item, handle) = try streamToItsEndPastAReaderThatStopped(reportGate: gate)
         let shown = try XCTUnwrap(fileSystem.status(all: true).files.first)
         XCTAssertEqual(shown.state, "complete")
         XCTAssertEqual(shown.size, UInt64(bytes.count))
